@@ -1,0 +1,210 @@
+"""KGQA rows in the RoG format, loaded from local files or a Hugging Face dataset name.
+
+A row is ``id, question, answer, q_entity, a_entity, graph, choices``. Every row is
+validated on load: a malformed row raises :class:`RowError` naming the file, the row id
+and the field, unless the caller asked to skip bad rows, in which case the skips are
+counted per reason in a :class:`SkipReport`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from gsr_train.io import open_text
+
+log = logging.getLogger(__name__)
+
+SPLIT_SUFFIXES = (".jsonl.gz", ".jsonl", ".json.gz", ".json", ".parquet")
+
+
+class RowError(ValueError):
+    """A row that does not match the RoG format; the message names file, row and field."""
+
+    def __init__(self, source: str, row_id: str, field: str, reason: str):
+        self.source, self.row_id, self.field, self.reason = source, row_id, field, reason
+        super().__init__(f"{source}: row {row_id!r}: field {field!r}: {reason}")
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    question: str
+    answer: tuple[str, ...]
+    q_entity: tuple[str, ...]
+    a_entity: tuple[str, ...]
+    graph: tuple[tuple[str, str, str], ...]
+    choices: tuple = ()
+
+
+@dataclass
+class SkipReport:
+    """Counts of skipped rows per reason, with the first few examples for the log."""
+
+    counts: Counter = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+    loaded: int = 0
+
+    def add(self, err: RowError) -> None:
+        self.counts[f"{err.field}: {err.reason}"] += 1
+        if len(self.examples) < 10:
+            self.examples.append(str(err))
+
+    @property
+    def skipped(self) -> int:
+        return sum(self.counts.values())
+
+    def summary(self) -> str:
+        if not self.counts:
+            return f"{self.loaded} rows loaded, none skipped"
+        parts = ", ".join(f"{n} x {reason}" for reason, n in self.counts.most_common())
+        return f"{self.loaded} rows loaded, {self.skipped} skipped ({parts})"
+
+
+def _string_list(value: Any, source: str, row_id: str, name: str, allow_empty: bool = True) -> tuple[str, ...]:
+    if value is None:
+        raise RowError(source, row_id, name, "missing")
+    if not isinstance(value, (list, tuple)):
+        raise RowError(source, row_id, name, f"expected a list of strings, got {type(value).__name__}")
+    for item in value:
+        if not isinstance(item, str):
+            raise RowError(source, row_id, name, f"expected strings, found {type(item).__name__} {item!r}")
+    if not allow_empty and not value:
+        raise RowError(source, row_id, name, "empty")
+    return tuple(value)
+
+
+def validate_row(raw: Any, source: str, position: int) -> Row:
+    """Turn one raw record into a :class:`Row` or raise :class:`RowError`."""
+    if not isinstance(raw, dict):
+        raise RowError(source, f"#{position}", "<row>", f"expected a JSON object, got {type(raw).__name__}")
+    row_id = raw.get("id")
+    if not isinstance(row_id, str) or not row_id:
+        raise RowError(source, f"#{position}", "id", "missing or not a non-empty string")
+    question = raw.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise RowError(source, row_id, "question", "missing or empty")
+    answer = _string_list(raw.get("answer"), source, row_id, "answer")
+    q_entity = _string_list(raw.get("q_entity"), source, row_id, "q_entity", allow_empty=False)
+    a_entity = _string_list(raw.get("a_entity", []), source, row_id, "a_entity")
+    graph_raw = raw.get("graph")
+    if graph_raw is None:
+        raise RowError(source, row_id, "graph", "missing")
+    if not isinstance(graph_raw, (list, tuple)):
+        raise RowError(source, row_id, "graph", f"expected a list of triples, got {type(graph_raw).__name__}")
+    graph = []
+    for k, triple in enumerate(graph_raw):
+        if (
+            not isinstance(triple, (list, tuple))
+            or len(triple) != 3
+            or not all(isinstance(x, str) and x for x in triple)
+        ):
+            raise RowError(source, row_id, "graph", f"triple #{k} is not three non-empty strings: {triple!r}")
+        graph.append(tuple(triple))
+    choices = raw.get("choices") or ()
+    return Row(row_id, question, answer, q_entity, a_entity, tuple(graph), tuple(choices))
+
+
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as e:
+                yield lineno, RowError(str(path), f"line {lineno}", "<json>", f"not valid JSON ({e.msg})")
+
+
+def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    for k, record in enumerate(table.to_pylist(), start=1):
+        yield k, record
+
+
+def find_split_file(folder: str | Path, split: str) -> Path:
+    """The file of ``split`` in a local folder: ``split.jsonl[.gz]``, ``split.parquet`` or hub layout."""
+    folder = Path(folder)
+    for suffix in SPLIT_SUFFIXES:
+        candidate = folder / f"{split}{suffix}"
+        if candidate.exists():
+            return candidate
+    shards = sorted(folder.glob(f"{split}-*.parquet")) + sorted(folder.glob(f"data/{split}-*.parquet"))
+    if shards:
+        return shards[0]
+    raise FileNotFoundError(
+        f"no file for split {split!r} in {folder} (looked for {split}{{{','.join(SPLIT_SUFFIXES)}}} "
+        f"and {split}-*.parquet)"
+    )
+
+
+def iter_records(source: str | Path, split: str) -> Iterator[tuple[str, int, Any]]:
+    """Yield ``(source_name, position, raw_record)`` from a folder, a file or a hub dataset name."""
+    path = Path(source)
+    if path.is_dir():
+        path = find_split_file(path, split)
+        files = [path]
+        if path.name.startswith(f"{split}-") and path.suffix == ".parquet":
+            files = sorted(path.parent.glob(f"{split}-*.parquet"))
+    elif path.is_file():
+        files = [path]
+    else:
+        yield from _iter_hub(str(source), split)
+        return
+    for file in files:
+        reader = _iter_parquet if file.suffix == ".parquet" else _iter_jsonl
+        for position, record in reader(file):
+            yield str(file), position, record
+
+
+def _iter_hub(name: str, split: str) -> Iterator[tuple[str, int, Any]]:
+    """Rows of a Hugging Face dataset (``datasets`` caches the download as Arrow)."""
+    try:
+        import datasets
+    except ImportError as e:  # pragma: no cover - datasets is a hard dependency
+        raise RuntimeError("install `datasets` to load hub datasets") from e
+    try:
+        ds = datasets.load_dataset(name, split=split)
+    except Exception as e:
+        raise FileNotFoundError(
+            f"{name!r} is neither a local folder/file nor a loadable Hugging Face dataset "
+            f"(split {split!r}): {e}. Offline? Point data.dir at a local folder of RoG-format "
+            "splits instead."
+        ) from e
+    for k, record in enumerate(ds, start=1):
+        yield f"{name}[{split}]", k, record
+
+
+def load_rows(
+    source: str | Path,
+    split: str,
+    skip_invalid: bool = False,
+    report: SkipReport | None = None,
+) -> tuple[list[Row], SkipReport]:
+    """Load and validate every row of one split. Duplicate ids are an error too."""
+    report = report if report is not None else SkipReport()
+    rows: list[Row] = []
+    seen: set[str] = set()
+    for src, position, record in iter_records(source, split):
+        try:
+            if isinstance(record, RowError):
+                raise record
+            row = validate_row(record, src, position)
+            if row.id in seen:
+                raise RowError(src, row.id, "id", "duplicate id")
+        except RowError as err:
+            if not skip_invalid:
+                raise
+            report.add(err)
+            continue
+        seen.add(row.id)
+        rows.append(row)
+    report.loaded += len(rows)
+    if report.skipped:
+        log.warning("%s[%s]: %s", source, split, report.summary())
+    return rows, report
