@@ -1,0 +1,31 @@
+"""Hydra / OmegaConf glue: resolvers that make configs independent of the working directory."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+
+def project_root() -> Path:
+    """The source checkout (where ``conf/`` and ``train.py`` live), or the working directory."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "conf" / "config.yaml").exists() and (parent / "train.py").exists():
+            return parent
+    return Path.cwd()
+
+
+def shared_data_dir() -> Path:
+    """Where the real fixtures live: ``$GSR_SHARED_DATA`` or ``../shared/data`` next to the checkout."""
+    env = os.environ.get("GSR_SHARED_DATA")
+    return Path(env) if env else project_root().parent / "shared" / "data"
+
+
+def register_resolvers() -> None:
+    for name, fn in {
+        "project_root": lambda: str(project_root()),
+        "shared_data": lambda: str(shared_data_dir()),
+    }.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)

@@ -1,0 +1,1 @@
+"""Experiment runners: one function per experiment kind, called by ``train.py`` via ``cfg.runner``."""

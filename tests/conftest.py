@@ -1,0 +1,26 @@
+"""Shared test setup: offline hub, offline wandb, and paths to the real fixtures."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("GSR_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "webqsp_mini").exists():
+        pytest.skip(f"real fixtures not found at {SHARED_DATA} (set GSR_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def webqsp_mini(shared_data) -> Path:
+    return shared_data / "webqsp_mini"
