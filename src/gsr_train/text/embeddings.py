@@ -1,0 +1,318 @@
+"""Embedding store: every distinct text embedded once per encoder, memory-mapped from disk.
+
+Text encoders are the slowest frozen stage of the pipeline (gte-large over a CWQ entity
+vocabulary runs for hours), so their output is cached as float32 ``.npy`` tables, one per
+text list (entity names, relation names, questions of a split, verbalised triples):
+
+    cache_dir/embeddings/<encoder.key>/<input-hash>/{embeddings.npy, meta.json}
+
+``input-hash`` covers the texts and which of them are encoded, so a changed dataset gets a
+new table and an unchanged one is reused by every run. Loading is a memory map plus a
+size / checksum check, so a warm cache costs well under a second.
+
+Safety: a table is built in a ``.<hash>.partial`` folder, in chunks, with a progress
+marker written after each flushed chunk; a killed run resumes from the marker, and only a
+finished, checksummed table is swapped in (``atomic_dir``). A final table whose metadata
+does not match its inputs, or whose file is truncated or altered, is rebuilt, never
+trusted. A file lock keeps two processes from building the same table at once.
+
+Entity names that are raw Freebase ids (``m.0abc``, ``g.11x``) carry no text: they are
+not sent to the encoder, their rows stay zero and ``entity_has_text`` is False for them.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from gsr_train.io import atomic_dir, file_digest, write_json
+from gsr_train.kg.index import KGIndex, default_cache_dir, has_text
+from gsr_train.text.encoders import TextEncoder, load_encoder
+
+log = logging.getLogger(__name__)
+
+STORE_FORMAT = 1
+MATRIX_FILE = "embeddings.npy"
+META_FILE = "meta.json"
+PROGRESS_FILE = "progress.json"
+# Files up to this size get a full SHA-256 check on every load; bigger ones a size check
+# plus a checksum of their first and last MiB (a full pass over GBs would dominate loading).
+FULL_VERIFY_BYTES = 1 << 30
+RELATION_TEXT_MODES = ("raw", "words")
+
+
+class StaleEmbeddings(RuntimeError):
+    """A cached table does not match its inputs or is damaged."""
+
+
+@dataclass
+class KGEmbeddings:
+    """Frozen text embeddings of one KG index (tensors share memory with the cache files)."""
+
+    entity: torch.Tensor  # [num_entities, d]; zero rows where entity_has_text is False
+    entity_has_text: torch.Tensor  # [num_entities] bool
+    relation: torch.Tensor  # [num_relations, d]
+    question: dict[str, torch.Tensor]  # split -> [Q, d]
+    dim: int
+    encoder_name: str
+    meta: dict = field(default_factory=dict)
+
+
+def relation_words(relation: str) -> str:
+    """``people.person.place_of_birth`` -> ``people person place of birth``."""
+    return re.sub(r"[._\s]+", " ", relation).strip()
+
+
+def relation_texts(relations: Sequence[str], mode: str = "raw") -> list[str]:
+    """Relation strings as sent to the encoder: the raw id (SubgraphRAG's choice) or words."""
+    if mode == "raw":
+        return list(relations)
+    if mode == "words":
+        return [relation_words(r) for r in relations]
+    raise ValueError(f"relation_text must be one of {RELATION_TEXT_MODES}, got {mode!r}")
+
+
+def texts_hash(texts: Sequence[str], encode_mask: np.ndarray | None = None) -> str:
+    """Stable key of a text list and of which rows get encoded (NUL-separated SHA-256)."""
+    h = hashlib.sha256(f"texts:{len(texts)}\0".encode())
+    for t in texts:
+        h.update(t.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    if encode_mask is not None and not bool(np.all(encode_mask)):
+        h.update(b"mask\0")
+        h.update(np.packbits(np.asarray(encode_mask, dtype=bool)).tobytes())
+    return h.hexdigest()[:24]
+
+
+def _file_check(path: Path, sample: bool) -> str:
+    if not sample:
+        return file_digest(path)
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        h.update(f.read(1 << 20))
+        f.seek(max(0, size - (1 << 20)))
+        h.update(f.read(1 << 20))
+    return "sample:" + h.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class EmbeddingTable:
+    """One cached matrix: the embeddings of ``texts`` by ``encoder`` (rows in text order)."""
+
+    def __init__(self, texts: Sequence[str], encoder: TextEncoder, cache_dir: str | Path,
+                 kind: str = "texts", encode_mask: Sequence[bool] | np.ndarray | None = None) -> None:
+        self.texts = list(texts)
+        self.encoder = encoder
+        self.kind = kind
+        self.mask = (np.ones(len(self.texts), dtype=bool) if encode_mask is None
+                     else np.asarray(encode_mask, dtype=bool))
+        if self.mask.shape != (len(self.texts),):
+            raise ValueError(f"{kind}: encode_mask has shape {self.mask.shape}, expected ({len(self.texts)},)")
+        self.input_hash = texts_hash(self.texts, self.mask)
+        self.root = Path(cache_dir) / "embeddings" / encoder.key
+        self.folder = self.root / self.input_hash
+        self.partial = self.root / f".{self.input_hash}.partial"
+
+    # ---------------------------------------------------------------- loading
+    def expected_meta(self) -> dict[str, Any]:
+        return {"format": STORE_FORMAT, "encoder_key": self.encoder.key, "input_hash": self.input_hash,
+                "rows": len(self.texts), "dim": self.encoder.dim, "dtype": "float32"}
+
+    def load(self) -> torch.Tensor:
+        """The cached matrix as a copy-on-write memory map; :class:`StaleEmbeddings` if unusable."""
+        meta_path = self.folder / META_FILE
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise StaleEmbeddings(f"{meta_path}: unreadable ({e})") from e
+        for k, v in self.expected_meta().items():
+            if meta.get(k) != v:
+                raise StaleEmbeddings(f"{meta_path}: {k}={meta.get(k)!r}, expected {v!r}")
+        path = self.folder / MATRIX_FILE
+        if not path.exists() or path.stat().st_size != meta.get("bytes"):
+            raise StaleEmbeddings(f"{path}: missing or truncated (expected {meta.get('bytes')} bytes)")
+        check = _file_check(path, sample=meta["bytes"] > FULL_VERIFY_BYTES)
+        if check != meta.get("checksum"):
+            raise StaleEmbeddings(f"{path}: content does not match its checksum")
+        try:
+            # 'c' (copy-on-write) rather than 'r': torch wants a writable buffer, and writes
+            # to the tensor stay in memory, never reaching the cache file.
+            matrix = np.load(path, mmap_mode="c")
+        except ValueError as e:
+            raise StaleEmbeddings(f"{path}: cannot be read ({e})") from e
+        if matrix.shape != (len(self.texts), self.encoder.dim) or matrix.dtype != np.float32:
+            raise StaleEmbeddings(f"{path}: shape {matrix.shape} {matrix.dtype}, expected "
+                                  f"({len(self.texts)}, {self.encoder.dim}) float32")
+        return torch.from_numpy(matrix)
+
+    def get(self, chunk_rows: int | None = None, progress: bool | None = None) -> torch.Tensor:
+        """Load the table, building (or resuming, or rebuilding) it first when needed."""
+        if self.folder.exists():
+            try:
+                return self.load()
+            except StaleEmbeddings as e:
+                log.warning("rebuilding %s embeddings: %s", self.kind, e)
+        with _locked(self.root / f".{self.input_hash}.lock"):
+            if self.folder.exists():  # another process may have built it while we waited
+                with contextlib.suppress(StaleEmbeddings):
+                    return self.load()
+            self.build(chunk_rows=chunk_rows, progress=progress)
+        return self.load()
+
+    # --------------------------------------------------------------- building
+    def _plan(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Distinct texts to encode (longest first), their first row, and each row's representative."""
+        first: dict[str, int] = {}
+        rep = np.arange(len(self.texts))
+        for i in np.flatnonzero(self.mask).tolist():
+            rep[i] = first.setdefault(self.texts[i], i)
+        rows = np.fromiter(first.values(), dtype=np.int64, count=len(first))
+        lengths = np.fromiter((len(t) for t in first), dtype=np.int64, count=len(first))
+        order = np.argsort(-lengths, kind="stable")
+        rows = rows[order]
+        return [self.texts[i] for i in rows.tolist()], rows, rep
+
+    def _open_partial(self, n_unique: int) -> tuple[np.memmap, int]:
+        """The partial matrix and how many distinct texts it already holds (0 for a fresh one)."""
+        marker = {**self.expected_meta(), "unique": n_unique}
+        progress_path = self.partial / PROGRESS_FILE
+        with contextlib.suppress(OSError, json.JSONDecodeError, ValueError, KeyError):
+            saved = json.loads(progress_path.read_text())
+            if all(saved.get(k) == v for k, v in marker.items()):
+                matrix = np.lib.format.open_memmap(self.partial / MATRIX_FILE, mode="r+")
+                if matrix.shape == (len(self.texts), self.encoder.dim) and matrix.dtype == np.float32:
+                    done = int(saved["done"])
+                    if 0 <= done <= n_unique:
+                        log.info("resuming %s embeddings at %d/%d", self.kind, done, n_unique)
+                        return matrix, done
+        shutil.rmtree(self.partial, ignore_errors=True)
+        self.partial.mkdir(parents=True)
+        matrix = np.lib.format.open_memmap(self.partial / MATRIX_FILE, mode="w+", dtype=np.float32,
+                                           shape=(len(self.texts), self.encoder.dim))
+        write_json(progress_path, {**marker, "done": 0})
+        return matrix, 0
+
+    def build(self, chunk_rows: int | None = None, progress: bool | None = None) -> None:
+        t0 = time.perf_counter()
+        unique, rows, rep = self._plan()
+        matrix, done = self._open_partial(len(unique))
+        marker = {**self.expected_meta(), "unique": len(unique)}
+        chunk = int(chunk_rows or max(4 * int(getattr(self.encoder, "batch_size", 256)), 1024))
+        encoded = 0
+        with _progress(len(unique), done, progress, f"{self.encoder.name}: {self.kind}") as advance:
+            for s in range(done, len(unique), chunk):
+                e = min(s + chunk, len(unique))
+                vectors = self.encoder.encode(unique[s:e], progress=False)
+                if tuple(vectors.shape) != (e - s, self.encoder.dim):
+                    raise ValueError(f"encoder {self.encoder.name!r} returned shape {tuple(vectors.shape)} "
+                                     f"for {e - s} texts (expected dim {self.encoder.dim})")
+                matrix[rows[s:e]] = vectors.detach().to(torch.float32).cpu().numpy()
+                matrix.flush()
+                write_json(self.partial / PROGRESS_FILE, {**marker, "done": e})
+                encoded += e - s
+                advance(e - s)
+        dup = np.flatnonzero(rep != np.arange(len(rep)))
+        if dup.size:
+            matrix[dup] = matrix[rep[dup]]
+        matrix.flush()
+        del matrix
+        path = self.partial / MATRIX_FILE
+        size = path.stat().st_size
+        meta = {**self.expected_meta(), "bytes": size, "checksum": _file_check(path, size > FULL_VERIFY_BYTES),
+                "kind": self.kind, "encoder": self.encoder.describe(), "unique_texts": len(unique),
+                "encoded_rows": int(self.mask.sum()), "seconds": round(time.perf_counter() - t0, 3)}
+        with atomic_dir(self.folder) as tmp:
+            os.replace(path, tmp / MATRIX_FILE)
+            write_json(tmp / META_FILE, meta)
+        shutil.rmtree(self.partial, ignore_errors=True)
+        log.info("embedded %d %s texts with %s in %.1fs -> %s", encoded, self.kind, self.encoder.name,
+                 time.perf_counter() - t0, self.folder)
+
+
+@contextlib.contextmanager
+def _progress(total: int, done: int, show: bool | None, description: str):
+    """Rich progress over texts (shown for long jobs or when asked); yields an advance(n)."""
+    if not (show if show is not None else total - done > 2000):
+        yield lambda n: None
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn()) as bar:
+        task = bar.add_task(description, total=total, completed=done)
+        yield lambda n: bar.advance(task, n)
+
+
+def embed_texts(texts: Sequence[str], encoder: TextEncoder | str | Mapping, cache_dir: str | Path | None = None,
+                kind: str = "texts", encode_mask: Sequence[bool] | np.ndarray | None = None,
+                chunk_rows: int | None = None, progress: bool | None = None) -> torch.Tensor:
+    """Cached ``[len(texts), d]`` embeddings; rows where ``encode_mask`` is False are zero."""
+    encoder = load_encoder(encoder)
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return EmbeddingTable(texts, encoder, cache_dir, kind, encode_mask).get(chunk_rows, progress)
+
+
+def get_embeddings(index: KGIndex, encoder: TextEncoder | str | Mapping = "minilm",
+                   cache_dir: str | Path | None = None, relation_text: str | None = None,
+                   splits: Sequence[str] | None = None, progress: bool | None = None) -> KGEmbeddings:
+    """Entity, relation and question embeddings of ``index`` (built once, then memory-mapped).
+
+    ``encoder`` is a :class:`TextEncoder`, a name (``minilm``) or a config mapping
+    (``{name: minilm, batch_size: 256, device: cpu}``). ``relation_text`` picks ``raw``
+    Freebase ids (as SubgraphRAG embeds them) or ``words``. ``splits`` defaults to every
+    split of the index. ``relation_text=None`` takes the encoder config's ``relation_text``,
+    else ``raw``.
+    """
+    t0 = time.perf_counter()
+    if relation_text is None:
+        relation_text = str(encoder.get("relation_text", "raw")) if hasattr(encoder, "get") else "raw"
+    encoder = load_encoder(encoder)
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    splits = list(index.splits) if splits is None else list(splits)
+    for split in splits:
+        index[split]  # clear KeyError naming the available splits
+
+    has = np.fromiter((has_text(e) for e in index.entities), dtype=bool, count=len(index.entities))
+    tables = {"entity": EmbeddingTable(index.entities, encoder, cache_dir, "entity", has),
+              "relation": EmbeddingTable(relation_texts(index.relations, relation_text), encoder,
+                                         cache_dir, f"relation:{relation_text}")}
+    for split in splits:
+        tables[f"question:{split}"] = EmbeddingTable(index[split].questions, encoder, cache_dir, f"question:{split}")
+    matrices = {kind: table.get(progress=progress) for kind, table in tables.items()}
+    meta = {**encoder.describe(), "relation_text": relation_text, "cache_dir": str(cache_dir),
+            "tables": {kind: {"input_hash": t.input_hash, "path": str(t.folder / MATRIX_FILE),
+                              "rows": len(t.texts)} for kind, t in tables.items()},
+            "seconds": round(time.perf_counter() - t0, 3)}
+    return KGEmbeddings(
+        entity=matrices["entity"],
+        entity_has_text=torch.from_numpy(has.copy()),
+        relation=matrices["relation"],
+        question={split: matrices[f"question:{split}"] for split in splits},
+        dim=encoder.dim,
+        encoder_name=encoder.name,
+        meta=meta,
+    )

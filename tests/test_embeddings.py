@@ -1,0 +1,195 @@
+"""Text encoders and the embedding store: offline MiniLM, once-only encoding, cache safety."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from gsr_train.kg.index import KGIndex, build_index
+from gsr_train.text.embeddings import (MATRIX_FILE, META_FILE, PROGRESS_FILE, EmbeddingTable, embed_texts,
+                                       get_embeddings, relation_words)
+from gsr_train.text.encoders import EncoderUnavailable, HashingEncoder, TextEncoder, load_encoder
+
+
+class SpyEncoder(TextEncoder):
+    """Wraps an encoder and records every text it is asked to encode."""
+
+    def __init__(self, inner: TextEncoder, fail_after: int | None = None):
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.normalize, self.batch_size = inner.normalize, 2
+        self.calls: list[str] = []
+        self.fail_after = fail_after
+
+    def identity(self):
+        return self.inner.identity()
+
+    def encode(self, texts, batch_size=None, progress=None):
+        if self.fail_after is not None and len(self.calls) + len(texts) > self.fail_after:
+            raise KeyboardInterrupt("simulated kill")
+        self.calls.extend(texts)
+        return self.inner.encode(texts)
+
+
+@pytest.fixture()
+def tiny_index(tmp_path) -> KGIndex:
+    rows = [
+        {"id": "q1", "question": "where was barack obama born", "answer": ["Honolulu"],
+         "q_entity": ["Barack Obama"], "a_entity": ["Honolulu"],
+         "graph": [["Barack Obama", "people.person.place_of_birth", "Honolulu"],
+                   ["Barack Obama", "people.person.spouse_s", "m.02h98gq"],
+                   ["m.02h98gq", "people.marriage.spouse", "Michelle Obama"]], "choices": []},
+        {"id": "q2", "question": "who is michelle obama married to", "answer": ["Barack Obama"],
+         "q_entity": ["Michelle Obama"], "a_entity": ["Barack Obama"],
+         "graph": [["Michelle Obama", "people.person.spouse_s", "m.02h98gq"],
+                   ["m.02h98gq", "people.marriage.spouse", "Barack Obama"],
+                   ["g.11b6", "location.location.containedby", "Honolulu"]], "choices": []},
+    ]
+    (tmp_path / "data").mkdir()
+    for split, part in (("train", rows[:1]), ("test", rows[1:])):
+        with open(tmp_path / "data" / f"{split}.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in part)
+    return build_index(tmp_path / "data", ("train", "test"))
+
+
+def test_minilm_offline_normalised_and_semantic(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    enc = load_encoder({"name": "minilm", "batch_size": 8, "device": "cpu", "max_length": 64})
+    assert enc.dim == 384 and enc.pooling == "mean"
+    v = enc.encode(["the cat sits on the mat", "a kitten is sitting on a rug", "interest rates rose in march"])
+    assert v.shape == (3, 384) and v.dtype == torch.float32
+    assert torch.allclose(v.norm(dim=-1), torch.ones(3), atol=1e-5)
+    sim = v @ v.T
+    assert sim[0, 1] > sim[0, 2] + 0.3 and sim[0, 1] > sim[1, 2] + 0.3
+    # length sorting inside encode must not change the row order
+    assert torch.allclose(enc.encode(["interest rates rose in march", "the cat sits on the mat"]),
+                          v[[2, 0]], atol=1e-5)
+
+
+def test_gte_large_offline_fails_fast_with_hint(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants
+
+    # an empty hub cache, so the test holds even where gte-large was downloaded before
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub_cache"))
+    t0 = time.perf_counter()
+    with pytest.raises(EncoderUnavailable, match="hub access or point encoder.path at a local folder"):
+        load_encoder("gte-large")
+    assert time.perf_counter() - t0 < 5
+
+
+def test_unknown_encoder_and_options_are_errors():
+    with pytest.raises(ValueError, match="unknown encoder"):
+        load_encoder("no-such-encoder")
+    with pytest.raises(ValueError, match="unknown options"):
+        load_encoder("minilm", poolnig="cls")
+
+
+def test_hashing_encoder_deterministic_and_normalised():
+    a, b = HashingEncoder(dim=32), HashingEncoder(dim=32)
+    x = a.encode(["people person place of birth", "Honolulu", ""])
+    assert torch.equal(x, b.encode(["people person place of birth", "Honolulu", ""]))
+    assert torch.allclose(x[:2].norm(dim=-1), torch.ones(2)) and x[2].abs().sum() == 0
+    assert a.key == b.key != HashingEncoder(dim=16).key
+
+
+def test_relation_words():
+    assert relation_words("people.person.place_of_birth") == "people person place of birth"
+
+
+def test_store_embeds_each_distinct_text_once_then_reuses(tiny_index, tmp_path):
+    spy = SpyEncoder(HashingEncoder(dim=16))
+    emb = get_embeddings(tiny_index, spy, tmp_path / "cache")
+    texts_with_text = [e for e in tiny_index.entities if not e.startswith(("m.", "g."))]
+    expected = texts_with_text + list(tiny_index.relations) + [
+        "where was barack obama born", "who is michelle obama married to"]
+    assert sorted(spy.calls) == sorted(expected)  # every distinct text, once, no MIDs
+    assert emb.entity.shape == (len(tiny_index.entities), 16) and emb.relation.shape == (len(tiny_index.relations), 16)
+    assert set(emb.question) == {"train", "test"} and emb.question["test"].shape == (1, 16)
+
+    no_text = ~emb.entity_has_text
+    assert [tiny_index.entities[i] for i in no_text.nonzero().flatten()] == ["m.02h98gq", "g.11b6"]
+    assert emb.entity[no_text].abs().sum() == 0
+    assert torch.allclose(emb.entity[emb.entity_has_text].norm(dim=-1), torch.ones(int(emb.entity_has_text.sum())))
+    ref = HashingEncoder(dim=16).encode(tiny_index.entities)
+    assert torch.allclose(emb.entity[emb.entity_has_text], ref[emb.entity_has_text])
+
+    spy.calls.clear()
+    again = get_embeddings(tiny_index, spy, tmp_path / "cache")
+    assert spy.calls == []
+    assert torch.equal(again.entity, emb.entity) and torch.equal(again.question["test"], emb.question["test"])
+
+    words = get_embeddings(tiny_index, spy, tmp_path / "cache", relation_text="words")
+    assert sorted(spy.calls) == sorted(relation_words(r) for r in tiny_index.relations)
+    assert not torch.equal(words.relation, emb.relation)
+
+
+def test_duplicates_encoded_once_and_copied(tmp_path):
+    spy = SpyEncoder(HashingEncoder(dim=8))
+    out = embed_texts(["a", "b", "a", "m.0x", "a"], spy, tmp_path, encode_mask=[1, 1, 1, 0, 1])
+    assert sorted(spy.calls) == ["a", "b"]
+    assert torch.equal(out[0], out[2]) and torch.equal(out[0], out[4]) and out[3].abs().sum() == 0
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_byte", "edit_meta", "drop_meta"])
+def test_damaged_cache_is_rebuilt(tmp_path, damage):
+    texts = [f"text number {i}" for i in range(20)]
+    spy = SpyEncoder(HashingEncoder(dim=8))
+    first = embed_texts(texts, spy, tmp_path).clone()
+    table = EmbeddingTable(texts, spy, tmp_path)
+    matrix, meta = table.folder / MATRIX_FILE, table.folder / META_FILE
+    if damage == "truncate":
+        os.truncate(matrix, matrix.stat().st_size - 16)
+    elif damage == "flip_byte":
+        data = bytearray(matrix.read_bytes())
+        data[-3] ^= 0xFF
+        matrix.write_bytes(bytes(data))
+    elif damage == "edit_meta":
+        info = json.loads(meta.read_text())
+        info["rows"] = 19
+        meta.write_text(json.dumps(info))
+    else:
+        meta.unlink()
+    spy.calls.clear()
+    again = embed_texts(texts, spy, tmp_path)
+    assert sorted(spy.calls) == sorted(texts)
+    assert torch.equal(again, first)
+
+
+def test_killed_build_is_not_trusted_and_resumes(tmp_path):
+    texts = [f"entity {i}" for i in range(10)]
+    killer = SpyEncoder(HashingEncoder(dim=8), fail_after=6)
+    with pytest.raises(KeyboardInterrupt):
+        embed_texts(texts, killer, tmp_path, chunk_rows=3)
+    table = EmbeddingTable(texts, killer, tmp_path)
+    assert not table.folder.exists()  # nothing final was left behind
+    assert json.loads((table.partial / PROGRESS_FILE).read_text())["done"] == 6
+    spy = SpyEncoder(HashingEncoder(dim=8))
+    out = embed_texts(texts, spy, tmp_path, chunk_rows=3)
+    assert len(spy.calls) == 4 and set(spy.calls) | set(killer.calls) == set(texts)  # resumed
+    assert torch.allclose(out, HashingEncoder(dim=8).encode(texts))
+    assert not table.partial.exists()
+
+
+def test_changed_texts_get_a_new_table(tmp_path):
+    spy = SpyEncoder(HashingEncoder(dim=8))
+    embed_texts(["a", "b"], spy, tmp_path)
+    embed_texts(["a", "c"], spy, tmp_path)
+    assert spy.calls == ["a", "b", "a", "c"]
+    tables = [p for p in (tmp_path / "embeddings" / spy.key).iterdir() if not p.name.startswith(".")]
+    assert len(tables) == 2 and all((p / MATRIX_FILE).exists() for p in tables)
+
+
+def test_warm_cache_on_webqsp_mini_is_fast(webqsp_mini, tmp_path):
+    index = build_index(webqsp_mini, ("test",))
+    enc = HashingEncoder(dim=64)
+    get_embeddings(index, enc, tmp_path)
+    t0 = time.perf_counter()
+    emb = get_embeddings(index, enc, tmp_path)
+    assert time.perf_counter() - t0 < 2.0
+    assert emb.entity.shape == (len(index.entities), 64)
+    mids = np.array([e.startswith("m.") for e in index.entities])
+    assert mids.any() and not emb.entity_has_text[torch.from_numpy(mids)].any()
