@@ -16,6 +16,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator[Any]:
     """Open a temporary file next to ``path``; rename it over ``path`` only on success."""
@@ -23,6 +29,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file normal permissions
     try:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(tmp, mode, **kwargs) as handle:

@@ -153,7 +153,7 @@ def run_cosine(
     Writes ``out_dir/retrieval_<split>.jsonl`` (project result format) and
     ``out_dir/metrics_<split>.json`` when ``out_dir`` is given.
     """
-    from gsr_train.eval.evaluate import _index_splits
+    from gsr_train.eval.evaluate import index_splits
     from gsr_train.eval.labels import load_labelled_triples
     from gsr_train.eval.retrieval import retrieval_metrics
     from gsr_train.kg.index import get_index
@@ -162,7 +162,7 @@ def run_cosine(
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     timings = {}
     t0 = time.perf_counter()
-    index = get_index(data_dir, splits=_index_splits(data_dir, split), cache_dir=cache_dir)
+    index = get_index(data_dir, splits=index_splits(data_dir, split), cache_dir=cache_dir)
     timings["index_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     enc = load_encoder(encoder)

@@ -1,0 +1,130 @@
+"""Evaluate a retrieval-results file: ``python -m gsr_train.eval.evaluate --results F --data D``.
+
+Loads (or builds) the cached KG index and shortest-path supervision of the dataset, maps
+the results file onto the split's edges, computes recall at every K (overall, by hop count,
+by number of topic entities), prints the tables and writes the metrics as JSON. The same
+core, :func:`evaluate_results`, is what training runs call.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from gsr_train.eval.labels import load_labelled_triples
+from gsr_train.eval.results import MatchStats, TripleFileError, read_results
+from gsr_train.eval.retrieval import RetrievalReport, retrieval_metrics
+from gsr_train.io import file_digest, write_json
+from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KS = (10, 20, 50, 100, 200)
+DEFAULT_SPLITS = ("train", "validation", "test")
+
+
+def index_splits(data_dir: str | Path, split: str) -> tuple[str, ...]:
+    """Index the same splits as training when they exist (so the cached index is shared)."""
+    folder = Path(data_dir)
+    if not folder.is_dir():
+        return (split,)
+    from gsr_train.data.rows import find_split_file
+
+    present = []
+    for s in DEFAULT_SPLITS:
+        try:
+            find_split_file(folder, s)
+            present.append(s)
+        except FileNotFoundError:
+            pass
+    return tuple(present) if split in present else (*present, split)
+
+
+_index_splits = index_splits  # older name, still imported by gsr_train.retrievers.cosine
+
+
+def load_supervision(index: KGIndex, split: str, cache_dir: str | Path):
+    """Shortest-path labels and hop counts (kept separate so tests can stand in for it)."""
+    from gsr_train.kg.paths import get_supervision
+
+    return get_supervision(index, split, cache_dir)
+
+
+def evaluate_results(
+    results_path: str | Path,
+    data_dir: str | Path,
+    split: str = "test",
+    labels_path: str | Path | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+    cache_dir: str | Path | None = None,
+    *,
+    index: KGIndex | None = None,
+    skip_unknown: bool = False,
+    device: str | None = None,
+) -> RetrievalReport:
+    """Metrics of one results file on ``split`` of ``data_dir`` (``index`` reuses a loaded one).
+
+    ``report.meta`` records the inputs (paths, digests) and what matching found (unknown
+    ids, triples not in the graph, questions missing from the file).
+    """
+    t0 = time.perf_counter()
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if index is None:
+        index = get_index(data_dir, splits=index_splits(data_dir, split), cache_dir=cache_dir)
+    graphs = index[split]
+    sup = load_supervision(index, split, cache_dir)
+    stats = MatchStats()
+    scores, _ = read_results(results_path, index, split, skip_unknown=skip_unknown, stats=stats)
+    labelled = labelled_questions = None
+    label_stats = None
+    if labels_path is not None:
+        labelled, labelled_questions, label_stats = load_labelled_triples(
+            labels_path, index, split, skip_unknown=skip_unknown)
+    report = retrieval_metrics(graphs, scores, ks, sp_label=sup.triple_label, labelled=labelled,
+                               labelled_questions=labelled_questions, hops=sup.hops, device=device)
+    report.meta.update(
+        results=str(results_path),
+        results_sha256=file_digest(results_path),
+        data=str(data_dir),
+        split=split,
+        index_key=index.key,
+        results_stats=stats.to_dict(),
+        labels=str(labels_path) if labels_path is not None else None,
+        labels_stats=label_stats,
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gsr_train.eval.evaluate", description=__doc__.splitlines()[0])
+    p.add_argument("--results", required=True, help="retrieval results JSONL(.gz), one row per question")
+    p.add_argument("--data", required=True, help="dataset folder of RoG-format splits (or a hub name)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--labels", default=None, help="relevance labels JSONL(.gz) {id, triples} (e.g. gpt_triples_test)")
+    p.add_argument("--ks", type=int, nargs="+", default=list(DEFAULT_KS))
+    p.add_argument("--out", default=None, help="write the metrics JSON here")
+    p.add_argument("--cache", default=None, help=f"cache folder (default {default_cache_dir()})")
+    p.add_argument("--skip-unknown", action="store_true",
+                   help="count and skip unknown ids / triples not in the graph instead of failing")
+    p.add_argument("--device", default=None, help="torch device for the metrics (default cpu)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        report = evaluate_results(args.results, args.data, args.split, args.labels, args.ks, args.cache,
+                                  skip_unknown=args.skip_unknown, device=args.device)
+    except (TripleFileError, FileNotFoundError, KeyError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(report.table(f"{Path(args.results).name} on {args.split}", breakdowns=True))
+    if args.out:
+        write_json(args.out, report.to_dict())
+        print(f"\nmetrics written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

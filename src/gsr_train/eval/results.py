@@ -1,0 +1,352 @@
+"""The one retrieval-result format (JSONL, one row per question) and string-triple matching.
+
+Row: ``{"id": qid, "triples": [[h, r, t], ...] best first, "scores": [...], "chains":
+[{"topic": e, "chain": [r1, r2], "score": s}, ...] (optional)}`` plus any extra fields.
+Every retriever writes it and every reader / metric reads it, so any retriever can meet any
+reader. Rows hold strings, not ids, so a file stays valid across index rebuilds.
+
+Mapping string triples back onto the edges of a split is shared with the label loader
+(:class:`EdgeMatcher`): strings become global ids (one dict lookup each); packed int64
+(question, entity) keys find the question's local nodes, then packed (head node, relation,
+tail node) keys find the edge, both with one sort + searchsorted over the whole split.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from numbers import Integral
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from gsr_train.eval.retrieval import edge_ranks
+from gsr_train.io import open_text, write_jsonl
+from gsr_train.kg.index import KGIndex, SplitGraphs
+
+log = logging.getLogger(__name__)
+
+RESERVED = ("id", "triples", "scores", "chains")
+_INT64_LIMIT = 1 << 62
+
+
+class TripleFileError(ValueError):
+    """A results / labels file that does not fit the split; names file, line, id and triple."""
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def _pack(columns: Sequence[torch.Tensor], sizes: Sequence[int]) -> torch.Tensor:
+    """Mixed-radix int64 key of several id columns; re-numbers the partial key densely when
+    the next radix would overflow int64 (so huge vocabularies still pack safely)."""
+    key, size = columns[0].long(), max(int(sizes[0]), 1)
+    for col, n in zip(columns[1:], sizes[1:]):
+        n = max(int(n), 1)
+        if size * n >= _INT64_LIMIT:
+            uniq, key = torch.unique(key, return_inverse=True)
+            size = max(int(uniq.numel()), 1)
+            if size * n >= _INT64_LIMIT:  # pragma: no cover - needs > 2^31 distinct keys
+                raise OverflowError("too many distinct keys to pack into int64")
+        key = key * n + col.long()
+        size *= n
+    return key
+
+
+def _lookup(ref: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """Position in ``ref`` (unique keys) of every query key, -1 where absent."""
+    if ref.numel() == 0 or query.numel() == 0:
+        return torch.full_like(query, -1)
+    sorted_keys, order = torch.sort(ref)
+    pos = torch.searchsorted(sorted_keys, query).clamp(max=ref.numel() - 1)
+    return torch.where(sorted_keys[pos] == query, order[pos], torch.full_like(query, -1))
+
+
+class EdgeMatcher:
+    """Finds the edge id of (question, head, relation, tail) string triples in one split."""
+
+    def __init__(self, index: KGIndex, split: SplitGraphs | str):
+        self.index = index
+        self.split = index[split] if isinstance(split, str) else split
+        self._ent = index.entity_lookup()
+        self._rel = index.relation_lookup()
+
+    def match(self, question: torch.Tensor, triples: Sequence[Sequence[str]]) -> torch.Tensor:
+        """``LongTensor[M]`` edge ids (global over the split) of the triples; -1 = not in the
+        question's graph (unknown string, or known but not an edge of that question)."""
+        sp = self.split
+        m = len(triples)
+        question = torch.as_tensor(question, dtype=torch.long)
+        if m == 0:
+            return torch.empty(0, dtype=torch.long)
+        ent, rel = self._ent.get, self._rel.get
+        h = torch.tensor([ent(t[0], -1) for t in triples], dtype=torch.long)
+        r = torch.tensor([rel(t[1], -1) for t in triples], dtype=torch.long)
+        t = torch.tensor([ent(t[2], -1) for t in triples], dtype=torch.long)
+        known = (h >= 0) & (r >= 0) & (t >= 0)
+        num_q, num_e, num_r = len(sp), len(self.index.entities), len(self.index.relations)
+        num_nodes = int(sp.ent_ptr[-1]) if num_q else 0
+        # (question, global entity) -> flat local node index
+        node_q = torch.repeat_interleave(torch.arange(num_q), sp.num_entities)
+        qk, hk, tk = question[known], h[known], t[known]
+        keys = _pack([torch.cat([node_q, qk, qk]), torch.cat([sp.entity_ids, hk, tk])], [num_q, num_e])
+        n_known = int(known.sum())
+        hits = _lookup(keys[:num_nodes], keys[num_nodes:])
+        h_node, t_node = hits[:n_known], hits[n_known:]
+        found = (h_node >= 0) & (t_node >= 0)
+        # (head node, relation, tail node) -> edge id
+        offsets = torch.repeat_interleave(sp.ent_ptr[:-1], sp.num_edges)
+        e_h, e_t = sp.edge_index[0] + offsets, sp.edge_index[1] + offsets
+        num_edges = e_h.numel()
+        qh, qr, qt = h_node[found], r[known][found], t_node[found]
+        keys = _pack([torch.cat([e_h, qh]), torch.cat([sp.edge_rel, qr]), torch.cat([e_t, qt])],
+                     [num_nodes, num_r, num_nodes])
+        edge = _lookup(keys[:num_edges], keys[num_edges:])
+        out = torch.full((m,), -1, dtype=torch.long)
+        inner = torch.full((n_known,), -1, dtype=torch.long)
+        inner[found] = edge
+        out[known] = inner
+        return out
+
+
+# --------------------------------------------------------------------------- reading rows
+
+
+@dataclass
+class MatchStats:
+    """What happened while mapping a file onto a split (kept in metrics JSON)."""
+
+    path: str = ""
+    rows: int = 0
+    triples: int = 0
+    matched: int = 0
+    duplicate_triples: int = 0
+    unknown_ids: int = 0
+    unmatched_triples: int = 0
+    missing_questions: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def note(self, message: str) -> None:
+        if len(self.examples) < 10:
+            self.examples.append(message)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def summary(self) -> str:
+        return (f"{self.path}: {self.rows} rows, {self.matched}/{self.triples} triples matched, "
+                f"{self.unknown_ids} unknown ids, {self.unmatched_triples} triples not in the graph, "
+                f"{self.missing_questions} split questions missing from the file")
+
+
+@dataclass
+class TripleRows:
+    """Parsed id/triples rows, flattened: ``question[j]`` and ``rank[j]`` of ``triples[j]``."""
+
+    question: torch.Tensor
+    rank: torch.Tensor
+    triples: list[list[str]]
+    line: list[int]
+    rows: dict[int, dict]  # question position -> raw row
+
+
+def _bad(path: Path, lineno: int, qid: Any, reason: str) -> TripleFileError:
+    where = f"{path}: line {lineno}" + (f" (id {qid!r})" if qid is not None else "")
+    return TripleFileError(f"{where}: {reason}")
+
+
+def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise _bad(path, lineno, None, f"not valid JSON ({e.msg})") from None
+
+
+def read_triple_rows(
+    path: str | Path, split: SplitGraphs, stats: MatchStats, skip_unknown: bool = False,
+    check_scores: bool = False,
+) -> TripleRows:
+    """Read and validate ``{"id", "triples", ...}`` rows of one split (results or labels)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    stats.path = str(path)
+    position = split.position()
+    question, rank, triples, lines, rows = [], [], [], [], {}
+    for lineno, raw in _iter_rows(path):
+        qid = raw.get("id") if isinstance(raw, dict) else None
+        if not isinstance(raw, dict) or not isinstance(qid, str):
+            raise _bad(path, lineno, None, "expected an object with a string 'id'")
+        trips = raw.get("triples")
+        if not isinstance(trips, list) or not all(
+            isinstance(x, (list, tuple)) and len(x) == 3 and all(isinstance(s, str) for s in x) for x in trips
+        ):
+            raise _bad(path, lineno, qid, "'triples' must be a list of [head, relation, tail] strings")
+        if check_scores and "scores" in raw:
+            sc = raw["scores"]
+            if not isinstance(sc, list) or len(sc) != len(trips) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in sc
+            ):
+                raise _bad(path, lineno, qid, f"'scores' must be {len(trips)} numbers, one per triple")
+        q = position.get(qid)
+        if q is None:
+            stats.unknown_ids += 1
+            msg = f"{path}: line {lineno}: id {qid!r} is not in the split"
+            if not skip_unknown:
+                raise TripleFileError(msg + " (pass skip_unknown to count and skip it)")
+            stats.note(msg)
+            continue
+        if q in rows:
+            raise _bad(path, lineno, qid, "duplicate id")
+        stats.rows += 1
+        rows[q] = raw
+        question.extend([q] * len(trips))
+        rank.extend(range(len(trips)))
+        triples.extend(trips)
+        lines.extend([lineno] * len(trips))
+    stats.triples += len(triples)
+    stats.missing_questions = len(split) - len(rows)
+    return TripleRows(torch.tensor(question, dtype=torch.long), torch.tensor(rank, dtype=torch.long),
+                      triples, lines, rows)
+
+
+def match_rows(
+    matcher: EdgeMatcher, parsed: TripleRows, stats: MatchStats, skip_unknown: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Edge id of each parsed triple and the mask of those found; errors name the first miss."""
+    edges = matcher.match(parsed.question, parsed.triples)
+    found = edges >= 0
+    missing = (~found).nonzero().flatten().tolist()
+    stats.unmatched_triples += len(missing)
+    stats.matched += int(found.sum())
+    split = matcher.split
+    for j in missing[: 10 if skip_unknown else 1]:
+        q = int(parsed.question[j])
+        msg = (f"{stats.path}: line {parsed.line[j]} (id {split.ids[q]!r}): triple "
+               f"{list(parsed.triples[j])!r} is not in the question's graph")
+        if not skip_unknown:
+            more = f" ({len(missing)} such triples in the file; pass skip_unknown to count and skip them)"
+            raise TripleFileError(msg + more)
+        stats.note(msg)
+    return edges, found
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _name_chain(index: KGIndex, chain: Mapping) -> dict:
+    """Chains may hold global ids or names; the file always holds names."""
+    if not isinstance(chain, Mapping) or "chain" not in chain:
+        raise ValueError(f"a chain must be a mapping with 'chain' (and 'topic', 'score'), got {chain!r}")
+    out = dict(chain)
+    out["chain"] = [index.relations[int(r)] if isinstance(r, Integral) else str(r) for r in chain["chain"]]
+    if isinstance(out.get("topic"), Integral):
+        out["topic"] = index.entities[int(out["topic"])]
+    if "score" in out:
+        out["score"] = float(out["score"])
+    return out
+
+
+def write_results(
+    path: str | Path,
+    index: KGIndex,
+    split_name: str,
+    scores: torch.Tensor,
+    k: int,
+    chains: Sequence[Sequence[Mapping]] | None = None,
+    extra: Mapping[str, Sequence[Any]] | None = None,
+    chunk_size: int = 256,
+) -> int:
+    """Write the top-``k`` triples of every question (best first; ``-inf`` never written).
+
+    ``chains``: per question, a list of ``{"topic", "chain", "score"}`` (ids or names);
+    ``extra``: more per-question fields, ``{name: [value per question]}``. Every question of
+    the split gets a row (possibly empty), so "retrieved nothing" differs from "missing".
+    Returns the number of rows written; the file is replaced atomically.
+    """
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    split = index[split_name]
+    num_q = len(split)
+    if bool(torch.isposinf(scores).any()):
+        raise ValueError("scores contain +inf, which JSON cannot hold; use finite values (or -inf = not retrieved)")
+    if chains is not None and len(chains) != num_q:
+        raise ValueError(f"chains must have one list per question ({num_q}), got {len(chains)}")
+    extra = dict(extra or {})
+    for name, values in extra.items():
+        if name in RESERVED:
+            raise ValueError(f"extra field {name!r} clashes with a result field {RESERVED}")
+        if len(values) != num_q:
+            raise ValueError(f"extra field {name!r} must have one value per question ({num_q}), got {len(values)}")
+    ranks = edge_ranks(split, scores, "cpu", chunk_size, max_rank=k)
+    chosen = (ranks < k).nonzero().flatten()
+    owner = split.edge_question()[chosen]
+    order = torch.argsort(owner * k + ranks[chosen])  # by question, then rank
+    chosen = chosen[order]
+    per_q = torch.bincount(owner[order], minlength=num_q).tolist()
+    trip = split.global_edges()[chosen].numpy()
+    ents = np.asarray(index.entities, dtype=object)
+    rels = np.asarray(index.relations, dtype=object)
+    names = np.stack([ents[trip[:, 0]], rels[trip[:, 1]], ents[trip[:, 2]]], axis=1).tolist() if len(chosen) else []
+    values = scores.detach().double().cpu()[chosen].tolist()
+
+    def rows():
+        start = 0
+        for q in range(num_q):
+            end = start + per_q[q]
+            row = {"id": split.ids[q], "triples": names[start:end], "scores": values[start:end]}
+            if chains is not None:
+                row["chains"] = [_name_chain(index, c) for c in chains[q]]
+            for name, vals in extra.items():
+                row[name] = vals[q]
+            yield row
+            start = end
+
+    n = write_jsonl(path, rows())
+    log.info("wrote top-%d triples of %d questions to %s", k, n, path)
+    return n
+
+
+def read_results(
+    path: str | Path,
+    index: KGIndex,
+    split_name: str,
+    skip_unknown: bool = False,
+    stats: MatchStats | None = None,
+) -> tuple[torch.Tensor, list[list[dict]]]:
+    """Map a results file back onto the split's edges.
+
+    Returns ``scores`` (FloatTensor[sum E]: listed triples get ``-rank`` so the file's order
+    is kept exactly, unlisted edges ``-inf``) and ``chains`` (per question, ``[]`` if none).
+    Unknown ids or triples not in the question's graph raise :class:`TripleFileError` naming
+    file, line, id and triple, or are counted in ``stats`` with ``skip_unknown``. Questions
+    missing from the file retrieve nothing (counted, logged).
+    """
+    split = index[split_name]
+    stats = stats if stats is not None else MatchStats()
+    parsed = read_triple_rows(path, split, stats, skip_unknown, check_scores=True)
+    edges, found = match_rows(EdgeMatcher(index, split), parsed, stats, skip_unknown)
+    num_e = int(split.edge_ptr[-1]) if len(split) else 0
+    scores = torch.full((num_e,), -math.inf, dtype=torch.float32)
+    if bool(found.any()):
+        scores.scatter_reduce_(0, edges[found], -parsed.rank[found].float(), "amax", include_self=True)
+    stats.duplicate_triples += int(found.sum()) - int((scores > -math.inf).sum())
+    chains: list[list[dict]] = [[] for _ in range(len(split))]
+    for q, raw in parsed.rows.items():
+        c = raw.get("chains", [])
+        if not isinstance(c, list):
+            raise TripleFileError(f"{stats.path}: id {split.ids[q]!r}: 'chains' must be a list")
+        chains[q] = c
+    if stats.missing_questions:
+        log.warning("%s: %d of %d questions of split %r are missing; they count as retrieving nothing",
+                    path, stats.missing_questions, len(split), split_name)
+    if stats.unknown_ids or stats.unmatched_triples:
+        log.warning("%s", stats.summary())
+    return scores, chains

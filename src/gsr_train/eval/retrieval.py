@@ -1,0 +1,590 @@
+"""Batched retrieval metrics: triple recall and answer-entity recall at many K at once.
+
+Every retriever is judged on the same per-edge scores (``FloatTensor[sum E]`` aligned with a
+:class:`~gsr_train.kg.index.SplitGraphs`; higher is better, ``-inf`` means "not retrieved").
+Ranking is done per question on padded ``[questions, max edges]`` blocks, with one ``topk``
+per block on a tie-free key (float32) or one stable sort, so ties are broken by edge order
+and every number is deterministic. Recall at all K comes from one histogram per question:
+each positive edge (or answer node) falls into the bucket of the smallest K that covers it,
+and a cumulative sum gives the hits at every K.
+
+Metrics, averaged per question (a question that has nothing to find is left out):
+
+* ``sp_recall``: share of the shortest-path triples (weak supervision) in the top K;
+* ``labelled_recall``: share of the relevance-labelled triples (e.g. GPT-4o) in the top K,
+  over the questions that have labels;
+* ``answer_recall``: share of the answer entities that are head or tail of a top-K triple;
+  answers absent from the graph count in the denominator and are never covered.
+
+Breakdowns by shortest-path hop count and by number of topic entities come with the
+question count of every group.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from gsr_train.kg.index import SplitGraphs
+
+log = logging.getLogger(__name__)
+
+METRICS = ("sp_recall", "labelled_recall", "answer_recall")
+METRIC_TITLES = {
+    "sp_recall": "shortest-path triple recall",
+    "labelled_recall": "labelled triple recall",
+    "answer_recall": "answer entity recall",
+}
+HOP_GROUPS = ("0", "1", "2", ">=3", "no path")
+TOPIC_GROUPS = ("0", "1", ">=2")
+NOT_RETRIEVED = 1 << 62  # rank of an edge scored -inf (larger than any K)
+
+
+# --------------------------------------------------------------------------- ranking
+
+
+def _check_scores(split: SplitGraphs, scores: torch.Tensor) -> torch.Tensor:
+    total = int(split.edge_ptr[-1]) if len(split) else 0
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 1 or scores.numel() != total:
+        shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise ValueError(f"scores must be a 1-D tensor with one value per edge ({total}), got {shape}")
+    if not scores.is_floating_point():
+        raise ValueError(f"scores must be floating point, got {scores.dtype}")
+    if scores.dtype in (torch.float16, torch.bfloat16):
+        scores = scores.float()
+    nan = torch.isnan(scores)
+    if int(torch.count_nonzero(nan)):
+        first = int(nan.nonzero()[0])
+        q = int(torch.searchsorted(split.edge_ptr.to(scores.device), first, right=True)) - 1
+        raise ValueError(
+            f"scores contain {int(nan.sum())} NaN values (first: edge {first}, question "
+            f"{split.ids[q]!r}); use -inf for 'not retrieved'"
+        )
+    return scores
+
+
+def _chunks(sorted_sizes: torch.Tensor, chunk_size: int, max_cells: int) -> list[tuple[int, int]]:
+    """Question ranges (over questions sorted by size) with at most ``chunk_size`` questions
+    and at most ``max_cells`` padded cells each (one loop step per chunk)."""
+    sizes = sorted_sizes.tolist()
+    out, start, n = [], 0, len(sizes)
+    while start < n:
+        end = min(start + chunk_size, n)
+        widest = max(sizes[end - 1], 1)
+        if (end - start) * widest > max_cells:
+            end = start + max(1, max_cells // widest)
+        out.append((start, end))
+        start = end
+    return out
+
+
+def _float_order_key(values: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """Unique int64 key per cell of a float32 block: higher score first, then lower column.
+
+    The float bits become an int that sorts like the float (a negative float maps to minus
+    its magnitude bits, so -0.0 and +0.0 both map to 0), shifted left 32 bits, minus the
+    column (< 2^32). No two cells of a row tie, so a plain (unstable) ``topk`` returns
+    exactly the stable order.
+    """
+    bits = values.view(torch.int32)
+    key = torch.where(bits < 0, -(bits & 0x7FFFFFFF), bits).long()
+    return key.bitwise_left_shift_(32).sub_(col)
+
+
+@dataclass
+class _Layout:
+    """Where each edge sits in the padded blocks; depends only on the split's structure.
+
+    Questions are sorted by edge count (``starts`` / ``sizes`` in that order). Each chunk is
+    ``(start, end, width, eid, within, lin)``: edges ``eid`` of questions ``start:end`` sit
+    at column ``within`` (their position in the question), flat cell ``lin`` of an
+    ``[end - start, width]`` block. Chunks are kept only for splits of at most
+    ``CACHE_MAX_EDGES`` edges and rebuilt on the fly otherwise, to bound memory.
+    """
+
+    starts: torch.Tensor
+    sizes: torch.Tensor
+    ranges: list[tuple[int, int]]
+    n_answers: torch.Tensor  # [Q] answer entities per question (isolated ones included)
+    n_topics: torch.Tensor  # [Q] topic entities per question
+    cached: list[tuple] | None = None
+
+    def chunks(self):
+        if self.cached is not None:
+            yield from self.cached
+            return
+        for start, end in self.ranges:
+            sizes = self.sizes[start:end]
+            total = int(sizes.sum())
+            if total == 0:
+                continue
+            width = int(sizes[-1])
+            row = torch.repeat_interleave(torch.arange(end - start, device=sizes.device), sizes)
+            within = torch.arange(total, device=sizes.device).sub_((sizes.cumsum(0) - sizes)[row])
+            eid = self.starts[start:end][row].add_(within)
+            yield start, end, width, eid, within, row.mul_(width).add_(within)
+
+
+CACHE_MAX_EDGES = 1 << 23
+_LAYOUTS: dict[tuple, tuple[weakref.ref, tuple, _Layout]] = {}
+
+
+def _layout(split: SplitGraphs, dev: torch.device, chunk_size: int, max_cells: int) -> _Layout:
+    """The padded layout of ``split``, cached for the few most recent splits (validation
+    metrics are computed on the same split every epoch)."""
+    key = (id(split), str(dev), chunk_size, max_cells)
+    parts = (split.edge_ptr, split.ent_ptr, split.answer_mask, split.topic_mask)
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0]() is split and all(a is b for a, b in zip(hit[1], parts)):
+        return hit[2]
+    n_edges = split.num_edges.to(dev)
+    order = torch.argsort(n_edges, stable=True)  # questions, smallest graphs first
+    sizes = n_edges[order]
+    ent_ptr = split.ent_ptr.to(dev)
+    layout = _Layout(
+        starts=split.edge_ptr.to(dev)[order],
+        sizes=sizes,
+        ranges=_chunks(sizes.cpu(), chunk_size, max_cells),
+        n_answers=_segment_counts(split.answer_mask.to(dev), ent_ptr),
+        n_topics=_segment_counts(split.topic_mask.to(dev), ent_ptr),
+    )
+    if int(split.edge_ptr[-1] if len(split) else 0) <= CACHE_MAX_EDGES:
+        layout.cached = list(layout.chunks())
+    while len(_LAYOUTS) >= 4:
+        _LAYOUTS.pop(next(iter(_LAYOUTS)))
+    _LAYOUTS[key] = (weakref.ref(split), parts, layout)
+    return layout
+
+
+def _top_ranks(
+    split: SplitGraphs, scores: torch.Tensor, dev: torch.device, chunk_size: int, max_cells: int,
+    max_rank: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``ranks`` (as :func:`edge_ranks`) and the ids of the ranked edges."""
+    num_e = scores.numel()
+    ranks = torch.full((num_e,), NOT_RETRIEVED, dtype=torch.long, device=dev)
+    if num_e == 0:
+        return ranks, torch.zeros(0, dtype=torch.long, device=dev)
+    lay = _layout(split, dev, chunk_size, max_cells)
+    use_key = scores.dtype == torch.float32
+    ranked = []
+    for start, end, width, eid, within, lin in lay.chunks():
+        nq = end - start
+        vals = scores[eid]
+        if use_key:
+            padded = torch.full((nq * width,), torch.iinfo(torch.long).min, dtype=torch.long, device=dev)
+            padded = padded.index_copy_(0, lin, _float_order_key(vals, within)).view(nq, width)
+        else:
+            padded = torch.full((nq * width,), float("-inf"), dtype=scores.dtype, device=dev)
+            padded = padded.index_copy_(0, lin, vals).view(nq, width)
+        k = width if max_rank is None else min(max_rank, width)
+        if use_key:  # unique keys: any top-k / sort gives the stable order
+            best = (torch.topk(padded, k, dim=1) if k < width else torch.sort(padded, dim=1, descending=True)).indices
+        else:
+            best = torch.sort(padded, dim=1, descending=True, stable=True).indices[:, :k]
+        picked = lay.starts[start:end].unsqueeze(1) + best
+        keep = best < lay.sizes[start:end].unsqueeze(1)  # not padding
+        keep &= scores[torch.where(keep, picked, 0)] > float("-inf")
+        ids = picked[keep]
+        ranks[ids] = torch.arange(k, device=dev).expand(nq, k)[keep]
+        ranked.append(ids)
+    return ranks, torch.cat(ranked) if ranked else torch.zeros(0, dtype=torch.long, device=dev)
+
+
+def edge_ranks(
+    split: SplitGraphs,
+    scores: torch.Tensor,
+    device: torch.device | str | None = None,
+    chunk_size: int = 256,
+    max_cells: int = 1 << 24,
+    max_rank: int | None = None,
+) -> torch.Tensor:
+    """Rank of every edge within its question (0 = best); ``NOT_RETRIEVED`` for ``-inf``.
+
+    Ties are broken by edge order, so the result is deterministic. Questions are sorted by
+    edge count and padded in chunks (``chunk_size`` questions, at most ``max_cells`` cells)
+    so that little padding is wasted. With ``max_rank`` only the best ``max_rank`` edges of
+    each question get a rank (the rest ``NOT_RETRIEVED``), found with ``topk``; float32
+    scores are ranked on a tie-free int64 key, float64 scores with a stable sort.
+    """
+    scores = _check_scores(split, scores)
+    dev = torch.device(device) if device is not None else scores.device
+    return _top_ranks(split, scores.to(dev), dev, chunk_size, max_cells, max_rank)[0]
+
+
+def _segment_counts(mask: torch.Tensor, ptr: torch.Tensor) -> torch.Tensor:
+    """Number of True items per CSR segment (one cumulative sum, no per-item index)."""
+    dtype = torch.int32 if mask.numel() < (1 << 31) else torch.long  # int32: half the memory traffic
+    c = torch.zeros(mask.numel() + 1, dtype=dtype, device=mask.device)
+    torch.cumsum(mask, 0, dtype=dtype, out=c[1:])
+    return (c[ptr[1:]] - c[ptr[:-1]]).long()
+
+
+def _bucket_hits(question: torch.Tensor, rank: torch.Tensor, ks: torch.Tensor, num_q: int) -> torch.Tensor:
+    """``[Q, nK]`` hit counts: item ``j`` of ``question[j]`` with ``rank[j]`` counts at every
+    K > rank. Each item falls in the bucket of the smallest K covering it (``nK`` = none);
+    a per-question histogram of buckets, summed cumulatively, is the count at every K."""
+    num_k = ks.numel()
+    bucket = torch.bucketize(rank, ks, right=True)
+    hist = torch.bincount(question * (num_k + 1) + bucket, minlength=num_q * (num_k + 1))
+    return hist.view(num_q, num_k + 1).cumsum(1)[:, :num_k]
+
+
+def _ratio(hits: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
+    return hits.double() / total.clamp(min=1).double().unsqueeze(1)
+
+
+# --------------------------------------------------------------------------- report
+
+
+@dataclass
+class GroupMetrics:
+    """Metrics of one breakdown group (e.g. 2-hop questions)."""
+
+    questions: int
+    overall: dict[str, dict[int, float | None]]
+    counts: dict[str, int]
+
+    def to_dict(self) -> dict:
+        return {"questions": self.questions, "overall": _k_str(self.overall), "counts": dict(self.counts)}
+
+
+@dataclass
+class RetrievalReport:
+    """Recall at every K, overall and per group; ``counts`` = questions each metric averages."""
+
+    ks: list[int]
+    questions: int
+    overall: dict[str, dict[int, float | None]]
+    counts: dict[str, int]
+    by_hops: dict[str, GroupMetrics] = field(default_factory=dict)
+    by_topics: dict[str, GroupMetrics] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    per_question: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)  # [Q, nK], NaN = not counted
+
+    @property
+    def metrics(self) -> list[str]:
+        return [m for m in METRICS if m in self.overall]
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (K keys become strings; averages over no question are null)."""
+        return {
+            "ks": list(self.ks),
+            "questions": self.questions,
+            "overall": _k_str(self.overall),
+            "counts": dict(self.counts),
+            "by_hops": {g: m.to_dict() for g, m in self.by_hops.items()},
+            "by_topics": {g: m.to_dict() for g, m in self.by_topics.items()},
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "RetrievalReport":
+        def grp(x):
+            return GroupMetrics(x["questions"], _k_int(x["overall"]), dict(x["counts"]))
+
+        return cls(
+            ks=[int(k) for k in d["ks"]],
+            questions=int(d["questions"]),
+            overall=_k_int(d["overall"]),
+            counts=dict(d["counts"]),
+            by_hops={g: grp(x) for g, x in d.get("by_hops", {}).items()},
+            by_topics={g: grp(x) for g, x in d.get("by_topics", {}).items()},
+            meta=dict(d.get("meta", {})),
+        )
+
+    def flat(self, prefix: str = "") -> dict[str, float]:
+        """``{"sp_recall@100": v, ...}`` for loggers and early-stopping monitors."""
+        return {
+            f"{prefix}{m}@{k}": v
+            for m, by_k in self.overall.items()
+            for k, v in by_k.items()
+            if v is not None
+        }
+
+    def table(self, title: str | None = None, breakdowns: bool = False, digits: int = 4) -> str:
+        """A markdown table: one row per metric, one column per K (plus the question count)."""
+        headers = ["metric", "n"] + [f"@{k}" for k in self.ks]
+        rows = [[m, str(self.counts[m])] + [_fmt(self.overall[m].get(k), digits) for k in self.ks]
+                for m in self.metrics]
+        out = [_markdown(headers, rows, title)]
+        if breakdowns:
+            for name, groups in (("hops", self.by_hops), ("topic entities", self.by_topics)):
+                if not groups:
+                    continue
+                headers = [f"{name}", "questions", "metric", "n"] + [f"@{k}" for k in self.ks]
+                rows = []
+                for g, gm in groups.items():
+                    for m in self.metrics:
+                        rows.append([g, str(gm.questions), m, str(gm.counts[m])]
+                                    + [_fmt(gm.overall[m].get(k), digits) for k in self.ks])
+                out.append(_markdown(headers, rows, f"by {name}"))
+        return "\n\n".join(out)
+
+
+def _k_str(d: Mapping[str, Mapping[int, Any]]) -> dict:
+    return {m: {str(k): v for k, v in by_k.items()} for m, by_k in d.items()}
+
+
+def _k_int(d: Mapping[str, Mapping[Any, Any]]) -> dict:
+    return {m: {int(k): v for k, v in by_k.items()} for m, by_k in d.items()}
+
+
+def _fmt(v: float | None, digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _markdown(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None) -> str:
+    lines = [f"### {title}", ""] if title else []
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|")
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def comparison_table(
+    reports: Mapping[str, RetrievalReport],
+    ks: Sequence[int] | None = None,
+    metrics: Sequence[str] | None = None,
+    fmt: str = "markdown",
+    title: str | None = None,
+    digits: int = 4,
+):
+    """Model x (metric, K) table: a markdown string (``fmt="markdown"``) or a ``rich`` Table."""
+    if not reports:
+        raise ValueError("comparison_table needs at least one report")
+    first = next(iter(reports.values()))
+    ks = list(ks) if ks is not None else list(first.ks)
+    if metrics is None:
+        metrics = [m for m in METRICS if any(m in r.overall for r in reports.values())]
+    metrics = list(metrics)
+    headers = ["model"] + [f"{m}@{k}" for m in metrics for k in ks]
+    rows = []
+    for name, rep in reports.items():
+        missing_k = [k for k in ks if k not in rep.ks]
+        if missing_k:
+            raise ValueError(f"report {name!r} has no K={missing_k} (it has {rep.ks})")
+        rows.append([name] + [_fmt(rep.overall.get(m, {}).get(k), digits) for m in metrics for k in ks])
+    if fmt == "markdown":
+        return _markdown(headers, rows, title)
+    if fmt == "rich":
+        from rich.table import Table
+
+        table = Table(title=title)
+        for i, h in enumerate(headers):
+            table.add_column(h, justify="left" if i == 0 else "right")
+        for r in rows:
+            table.add_row(*r)
+        return table
+    raise ValueError(f"fmt must be 'markdown' or 'rich', got {fmt!r}")
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _check_ks(ks: Sequence[int]) -> list[int]:
+    ks = [ks] if isinstance(ks, int) else list(ks)
+    if not ks or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in ks):
+        raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
+    return sorted(set(ks))
+
+
+def _check_mask(name: str, mask: torch.Tensor | None, size: int, what: str) -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 1 or mask.numel() != size:
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(f"{name} must be a 1-D tensor with one value per {what} ({size}), got {shape}")
+
+
+def hop_groups(hops: torch.Tensor) -> torch.Tensor:
+    """Group id into :data:`HOP_GROUPS`: 0, 1, 2, >=3 hops, or no path (negative)."""
+    return torch.where(hops < 0, torch.full_like(hops, 4), hops.clamp(max=3))
+
+
+def retrieval_metrics(
+    split: SplitGraphs,
+    scores: torch.Tensor,
+    ks: Sequence[int],
+    sp_label: torch.Tensor | None = None,
+    labelled: torch.Tensor | None = None,
+    labelled_questions: torch.Tensor | None = None,
+    hops: torch.Tensor | None = None,
+    device: torch.device | str | None = None,
+    chunk_size: int = 256,
+    max_cells: int = 1 << 24,
+) -> RetrievalReport:
+    """Recall@K for every K in ``ks`` over a whole split (see the module docstring).
+
+    ``sp_label`` / ``labelled``: BoolTensor[sum E] positives; ``labelled_questions``:
+    BoolTensor[Q], which questions have a label list (default: those with a labelled edge);
+    ``hops``: LongTensor[Q] for the hop breakdown (-1 = no path). ``chunk_size`` questions
+    (and at most ``max_cells`` padded cells) are ranked at a time on ``device``.
+    """
+    ks = _check_ks(ks)
+    scores = _check_scores(split, scores)
+    dev = torch.device(device) if device is not None else scores.device
+    num_q, num_k = len(split), len(ks)
+    num_e = scores.numel()
+    _check_mask("sp_label", sp_label, num_e, "edge")
+    _check_mask("labelled", labelled, num_e, "edge")
+    _check_mask("labelled_questions", labelled_questions, num_q, "question")
+    _check_mask("hops", hops, num_q, "question")
+    if labelled_questions is not None and labelled is None:
+        raise ValueError("labelled_questions given without labelled edges")
+
+    ranks, ranked = _top_ranks(split, scores.to(dev), dev, chunk_size, max_cells, max_rank=ks[-1])
+    lay = _layout(split, dev, chunk_size, max_cells)
+    kt = torch.tensor(ks, dtype=torch.long, device=dev)
+    edge_ptr, ent_ptr = split.edge_ptr.to(dev), split.ent_ptr.to(dev)
+    # only ranked edges (top max(ks) of each question) can be hits
+    r_rank = ranks[ranked]
+    r_q = torch.searchsorted(edge_ptr, ranked, right=True) - 1
+
+    def edge_recall(positive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        positive = positive.to(dev).bool()
+        hit = positive[ranked]
+        total = _segment_counts(positive, edge_ptr)
+        return _ratio(_bucket_hits(r_q[hit], r_rank[hit], kt, num_q), total), total
+
+    per_q: dict[str, torch.Tensor] = {}
+    eligible: dict[str, torch.Tensor] = {}
+    meta: dict[str, Any] = {}
+    if sp_label is not None:
+        rec, total = edge_recall(sp_label)
+        per_q["sp_recall"], eligible["sp_recall"] = rec, total > 0
+    if labelled is not None:
+        rec, total = edge_recall(labelled)
+        ok = total > 0
+        if labelled_questions is not None:
+            lq = labelled_questions.to(dev).bool()
+            empty = lq & ~ok
+            if bool(empty.any()):
+                meta["labelled_questions_without_edges"] = int(empty.sum())
+                log.warning("%d questions marked as labelled have no labelled edge; left out", int(empty.sum()))
+            ok = lq & ok
+        per_q["labelled_recall"], eligible["labelled_recall"] = rec, ok
+    # answer coverage: best rank of a ranked edge touching each answer node (heads and tails)
+    offsets = ent_ptr[r_q]
+    nodes = torch.cat([split.edge_index[0].to(dev)[ranked] + offsets, split.edge_index[1].to(dev)[ranked] + offsets])
+    node_ranks = torch.cat([r_rank, r_rank])
+    is_answer = split.answer_mask.to(dev)[nodes]
+    answer_nodes, inverse = torch.unique(nodes[is_answer], return_inverse=True)
+    best = torch.full((answer_nodes.numel(),), NOT_RETRIEVED, dtype=torch.long, device=dev)
+    best.scatter_reduce_(0, inverse, node_ranks[is_answer], "amin", include_self=True)
+    answer_q = torch.searchsorted(ent_ptr, answer_nodes, right=True) - 1
+    rec = _ratio(_bucket_hits(answer_q, best, kt, num_q), lay.n_answers)
+    per_q["answer_recall"], eligible["answer_recall"] = rec, lay.n_answers > 0
+
+    for m in per_q:
+        per_q[m] = torch.where(eligible[m].unsqueeze(1), per_q[m], torch.full_like(per_q[m], math.nan))
+
+    def summarise(select: torch.Tensor | None) -> tuple[dict, dict]:
+        overall, counts = {}, {}
+        for m, values in per_q.items():
+            mask = eligible[m] if select is None else eligible[m] & select
+            n = int(mask.sum())
+            means = values[mask].mean(0).tolist() if n else [None] * num_k
+            overall[m] = dict(zip(ks, means))
+            counts[m] = n
+        return overall, counts
+
+    overall, counts = summarise(None)
+    report = RetrievalReport(ks, num_q, overall, counts, meta=meta,
+                             per_question={m: v.cpu() for m, v in per_q.items()})
+
+    def breakdown(group_ids: torch.Tensor, names: Sequence[str]) -> dict[str, GroupMetrics]:
+        sizes = torch.bincount(group_ids, minlength=len(names)).tolist()
+        out = {}
+        for g, name in enumerate(names):
+            if sizes[g]:
+                o, c = summarise(group_ids == g)
+                out[name] = GroupMetrics(sizes[g], o, c)
+        return out
+
+    if hops is not None:
+        report.by_hops = breakdown(hop_groups(hops.to(dev).long()), HOP_GROUPS)
+    report.by_topics = breakdown(lay.n_topics.clamp(max=2), TOPIC_GROUPS)
+    return report
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def reference_metrics(
+    split: SplitGraphs,
+    scores: torch.Tensor,
+    ks: Sequence[int],
+    sp_label: torch.Tensor | None = None,
+    labelled: torch.Tensor | None = None,
+    labelled_questions: torch.Tensor | None = None,
+    hops: torch.Tensor | None = None,
+) -> dict:
+    """The metric definitions written as a plain per-question loop over Python lists and sets.
+
+    Slow on purpose: tests and ``bench/bench_metrics.py`` check :func:`retrieval_metrics`
+    against it. Returns the same structure as ``RetrievalReport.to_dict()`` (without meta).
+    """
+    ks = _check_ks(ks)
+    s_all = scores.double().tolist()
+    sp = sp_label.tolist() if sp_label is not None else None
+    lab = labelled.tolist() if labelled is not None else None
+    lq = labelled_questions.tolist() if labelled_questions is not None else None
+    eptr, nptr = split.edge_ptr.tolist(), split.ent_ptr.tolist()
+    heads, tails = split.edge_index[0].tolist(), split.edge_index[1].tolist()
+    answer, topic = split.answer_mask.tolist(), split.topic_mask.tolist()
+    per_q: dict[str, list] = {m: [] for m in METRICS}
+    for i in range(len(split)):
+        e0, e1 = eptr[i], eptr[i + 1]
+        edges = [e for e in range(e0, e1) if s_all[e] != -math.inf]
+        edges.sort(key=lambda e: (-s_all[e], e))
+        answers = {n for n in range(nptr[i + 1] - nptr[i]) if answer[nptr[i] + n]}
+        sp_pos = {e for e in range(e0, e1) if sp[e]} if sp is not None else set()
+        lab_pos = {e for e in range(e0, e1) if lab[e]} if lab is not None else set()
+        if lq is not None and not lq[i]:
+            lab_pos = set()
+        row = {m: None for m in METRICS}
+        for m, pos in (("sp_recall", sp_pos), ("labelled_recall", lab_pos)):
+            if pos:
+                row[m] = [len(pos & set(edges[:k])) / len(pos) for k in ks]
+        if answers:
+            vals = []
+            for k in ks:
+                covered = {heads[e] for e in edges[:k]} | {tails[e] for e in edges[:k]}
+                vals.append(len(answers & covered) / len(answers))
+            row["answer_recall"] = vals
+        for m in METRICS:
+            per_q[m].append(row[m])
+    given = {"sp_recall": sp, "labelled_recall": lab, "answer_recall": True}
+    present = [m for m in METRICS if given[m] is not None]
+
+    def summarise(members: list[int]) -> dict:
+        overall, counts = {}, {}
+        for m in present:
+            vals = [per_q[m][i] for i in members if per_q[m][i] is not None]
+            counts[m] = len(vals)
+            overall[m] = {str(k): (sum(v[j] for v in vals) / len(vals) if vals else None) for j, k in enumerate(ks)}
+        return {"questions": len(members), "overall": overall, "counts": counts}
+
+    everyone = list(range(len(split)))
+    top = summarise(everyone)
+    out = {"ks": ks, "questions": len(split), "overall": top["overall"], "counts": top["counts"],
+           "by_hops": {}, "by_topics": {}}
+    if hops is not None:
+        h = hops.tolist()
+        name = {0: "0", 1: "1", 2: "2"}
+        groups = [("no path" if x < 0 else name.get(x, ">=3")) for x in h]
+        for g in HOP_GROUPS:
+            members = [i for i in everyone if groups[i] == g]
+            if members:
+                out["by_hops"][g] = summarise(members)
+    n_topics = [sum(topic[nptr[i]:nptr[i + 1]]) for i in everyone]
+    for g in TOPIC_GROUPS:
+        members = [i for i in everyone if {0: "0", 1: "1"}.get(n_topics[i], ">=2") == g]
+        if members:
+            out["by_topics"][g] = summarise(members)
+    return out

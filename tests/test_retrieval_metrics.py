@@ -1,0 +1,217 @@
+import json
+import math
+import random
+
+import pytest
+import torch
+
+from gsr_train.eval import retrieval
+from gsr_train.eval.retrieval import (
+    RetrievalReport,
+    comparison_table,
+    edge_ranks,
+    reference_metrics,
+    retrieval_metrics,
+)
+from gsr_train.kg.index import get_index
+
+INF = float("-inf")
+KS = [1, 2, 3, 10]
+
+
+def row(qid, q_entity, a_entity, graph):
+    return {"id": qid, "question": f"question {qid}?", "answer": list(a_entity) or ["none"],
+            "q_entity": q_entity, "a_entity": a_entity, "graph": graph, "choices": []}
+
+
+def write_rows(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+TINY = [
+    # q0: edges e0..e3; answers D (reachable), E (only via a -inf edge), Z (not in the graph)
+    row("q0", ["A"], ["D", "E", "Z"], [["A", "r1", "B"], ["A", "r2", "C"], ["B", "r3", "D"], ["C", "r4", "E"]]),
+    # q1: two topic entities, edges e4, e5
+    row("q1", ["X", "Y"], ["W"], [["X", "r1", "Y"], ["Y", "r2", "W"]]),
+    # q2: no answer entity, edge e6
+    row("q2", ["P"], [], [["P", "r1", "Q"]]),
+]
+TINY_SCORES = torch.tensor([0.9, 0.5, 0.5, INF, 0.1, 0.2, 0.3])
+
+
+def tiny_index(tmp_path):
+    write_rows(tmp_path / "tiny" / "test.jsonl", TINY)
+    return get_index(tmp_path / "tiny", splits=("test",), cache_dir=tmp_path / "cache")
+
+
+def mask(n, on):
+    m = torch.zeros(n, dtype=torch.bool)
+    m[list(on)] = True
+    return m
+
+
+def close(a, b, path=""):
+    """Deep comparison of report dicts with a 1e-9 tolerance on floats."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), f"{path}: keys {sorted(a)} != {sorted(b)}"
+        for k in a:
+            close(a[k], b[k], f"{path}/{k}")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert a is not None and b is not None and abs(a - b) <= 1e-9, f"{path}: {a} != {b}"
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def test_hand_computed_tiny_graphs(tmp_path):
+    split = tiny_index(tmp_path)["test"]
+    assert split.edge_ptr.tolist() == [0, 4, 6, 7]
+    sp = mask(7, [0, 2, 5])  # q0: A->B->D, q1: Y->W, q2: none
+    labelled = mask(7, [1, 3, 4, 6])  # q1's label is ignored: q1 is not a labelled question
+    lq = torch.tensor([True, False, True])
+    hops = torch.tensor([2, 1, -1])
+    rep = retrieval_metrics(split, TINY_SCORES, KS, sp_label=sp, labelled=labelled,
+                            labelled_questions=lq, hops=hops, chunk_size=2)
+    # ranks in q0: e0 (0.9), e1 (0.5, earlier edge wins the tie), e2 (0.5); e3 never
+    assert rep.overall["sp_recall"] == pytest.approx({1: 0.75, 2: 0.75, 3: 1.0, 10: 1.0})
+    assert rep.overall["labelled_recall"] == pytest.approx({1: 0.5, 2: 0.75, 3: 0.75, 10: 0.75})
+    assert rep.overall["answer_recall"] == pytest.approx({1: 0.5, 2: 0.5, 3: 2 / 3, 10: 2 / 3})
+    assert rep.counts == {"sp_recall": 2, "labelled_recall": 2, "answer_recall": 2}
+    assert rep.questions == 3
+    # per question: NaN where the question is not counted
+    pq = rep.per_question["answer_recall"]
+    assert pq[0].tolist() == pytest.approx([0, 0, 1 / 3, 1 / 3]) and math.isnan(pq[2, 0])
+    assert math.isnan(rep.per_question["labelled_recall"][1, 0])
+    # breakdowns with question counts
+    assert {g: m.questions for g, m in rep.by_hops.items()} == {"1": 1, "2": 1, "no path": 1}
+    assert rep.by_hops["2"].overall["sp_recall"] == pytest.approx({1: 0.5, 2: 0.5, 3: 1.0, 10: 1.0})
+    assert rep.by_hops["no path"].counts == {"sp_recall": 0, "labelled_recall": 1, "answer_recall": 0}
+    assert rep.by_hops["no path"].overall["sp_recall"][10] is None
+    assert {g: m.questions for g, m in rep.by_topics.items()} == {"1": 2, ">=2": 1}
+    assert rep.by_topics[">=2"].overall["answer_recall"] == pytest.approx({1: 1.0, 2: 1.0, 3: 1.0, 10: 1.0})
+    # the reference loop agrees, and the JSON summary round-trips
+    close({k: v for k, v in rep.to_dict().items() if k != "meta"},
+          reference_metrics(split, TINY_SCORES, KS, sp, labelled, lq, hops))
+    back = RetrievalReport.from_dict(json.loads(json.dumps(rep.to_dict())))
+    assert back.overall == rep.overall and back.by_hops["1"].counts == rep.by_hops["1"].counts
+    assert rep.flat("val/")["val/sp_recall@3"] == pytest.approx(1.0)
+
+
+def test_ties_follow_edge_order_and_inf_never_counts(tmp_path):
+    split = tiny_index(tmp_path)["test"]
+    flat = torch.zeros(7)
+    assert edge_ranks(split, flat).tolist() == [0, 1, 2, 3, 0, 1, 0]
+    # equal scores: the first edges win, so K=1 in q0 covers A and B only
+    rep = retrieval_metrics(split, flat, [1, 2], sp_label=mask(7, [2]))
+    assert rep.overall["sp_recall"] == {1: 0.0, 2: 0.0}
+    # every edge of q0 unretrieved: nothing counted even at K far beyond the graph size
+    none = TINY_SCORES.clone()
+    none[:4] = INF
+    rep = retrieval_metrics(split, none, [1000], sp_label=mask(7, [0, 2, 5]))
+    assert rep.per_question["sp_recall"][:, 0].tolist()[:2] == [0.0, 1.0]
+    assert rep.per_question["answer_recall"][0, 0].item() == 0.0
+
+
+def test_labelled_questions_default_and_empty_labels(tmp_path, caplog):
+    split = tiny_index(tmp_path)["test"]
+    labelled = mask(7, [1])
+    rep = retrieval_metrics(split, TINY_SCORES, [2], labelled=labelled)
+    assert rep.counts["labelled_recall"] == 1
+    # a question flagged as labelled but with no labelled edge is left out and reported
+    rep = retrieval_metrics(split, TINY_SCORES, [2], labelled=labelled,
+                            labelled_questions=torch.tensor([True, True, False]))
+    assert rep.counts["labelled_recall"] == 1
+    assert rep.meta["labelled_questions_without_edges"] == 1
+
+
+def test_bad_inputs_are_named(tmp_path):
+    split = tiny_index(tmp_path)["test"]
+    with pytest.raises(ValueError, match="one value per edge"):
+        retrieval_metrics(split, torch.zeros(6), [1])
+    nan = TINY_SCORES.clone()
+    nan[5] = math.nan
+    with pytest.raises(ValueError, match="'q1'"):
+        retrieval_metrics(split, nan, [1])
+    with pytest.raises(ValueError, match="positive integers"):
+        retrieval_metrics(split, TINY_SCORES, [0, 5])
+    with pytest.raises(ValueError, match="hops"):
+        retrieval_metrics(split, TINY_SCORES, [1], hops=torch.zeros(2, dtype=torch.long))
+
+
+def random_rows(rng, n_questions):
+    rows = []
+    for i in range(n_questions):
+        n_ent = rng.randint(1, 12)
+        ents = [f"e{i}_{j}" for j in range(n_ent)]
+        n_edges = rng.choice([0, 1, 3, 8, 25, 60])
+        graph = [[rng.choice(ents), f"r{rng.randint(0, 4)}", rng.choice(ents)] for _ in range(n_edges)]
+        answers = rng.sample(ents, rng.randint(0, min(3, n_ent))) + (["missing"] if rng.random() < 0.2 else [])
+        topics = rng.sample(ents, rng.randint(1, min(2, n_ent)))
+        rows.append(row(f"r{i}", topics, answers, graph))
+    return rows
+
+
+def test_batched_agrees_with_reference_loop_on_random_data(tmp_path, monkeypatch):
+    rng = random.Random(7)
+    write_rows(tmp_path / "rand" / "test.jsonl", random_rows(rng, 80))
+    split = get_index(tmp_path / "rand", splits=("test",), cache_dir=tmp_path / "cache")["test"]
+    g = torch.Generator().manual_seed(3)
+    num_e, num_q = int(split.edge_ptr[-1]), len(split)
+    scores = torch.randint(-3, 3, (num_e,), generator=g).double() * 0.5  # many ties, negatives
+    scores[torch.rand(num_e, generator=g) < 0.2] = INF
+    sp = torch.rand(num_e, generator=g) < 0.15
+    labelled = torch.rand(num_e, generator=g) < 0.1
+    lq = torch.rand(num_q, generator=g) < 0.7
+    hops = torch.randint(-1, 5, (num_q,), generator=g)
+    for dtype in (torch.float64, torch.float32):  # float32 + small K: the top-k path
+        for ks in ([1, 2, 5, 10, 30, 100], [1, 3, 7]):
+            ref = reference_metrics(split, scores.to(dtype), ks, sp, labelled, lq, hops)
+            for chunk_size, max_cells, cache in ((256, 1 << 24, True), (3, 50, True), (5, 1 << 24, False)):
+                # one chunk / many tiny chunks / layout rebuilt on the fly (as for huge splits)
+                monkeypatch.setattr(retrieval, "CACHE_MAX_EDGES", (1 << 23) if cache else 0)
+                retrieval._LAYOUTS.clear()
+                rep = retrieval_metrics(split, scores.to(dtype), ks, sp, labelled, lq, hops,
+                                        chunk_size=chunk_size, max_cells=max_cells)
+                close({k: v for k, v in rep.to_dict().items() if k != "meta"}, ref)
+    assert set(ref["by_hops"]) == {"0", "1", "2", ">=3", "no path"}
+
+
+def test_topk_key_orders_like_a_stable_sort(tmp_path):
+    split = tiny_index(tmp_path)["test"]
+    tricky = torch.tensor([-0.0, 0.0, -1e-40, INF, 0.0, -0.0, 3.4e38])  # signed zeros tie
+    full = edge_ranks(split, tricky.double())
+    assert full.tolist()[:4] == [0, 1, 2, 1 << 62] and full.tolist()[4:] == [0, 1, 0]
+    for max_rank in (1, 2, 3):
+        top = edge_ranks(split, tricky, max_rank=max_rank)
+        expect = [r if r < max_rank else 1 << 62 for r in full.tolist()]
+        assert top.tolist() == expect
+    g = torch.Generator().manual_seed(0)
+    noisy = torch.randn(7, generator=g).float() * torch.tensor([1e-30, 1, 1e30, 1, -1e-30, 1, 1])
+    assert edge_ranks(split, noisy, max_rank=2).tolist() == [
+        r if r < 2 else 1 << 62 for r in edge_ranks(split, noisy.double()).tolist()]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_matches_cpu(tmp_path):  # pragma: no cover - CPU-only CI
+    split = tiny_index(tmp_path)["test"]
+    a = retrieval_metrics(split, TINY_SCORES, KS, sp_label=mask(7, [0, 2, 5]))
+    b = retrieval_metrics(split, TINY_SCORES, KS, sp_label=mask(7, [0, 2, 5]), device="cuda")
+    assert a.overall == b.overall
+
+
+def test_tables(tmp_path):
+    split = tiny_index(tmp_path)["test"]
+    a = retrieval_metrics(split, TINY_SCORES, KS, sp_label=mask(7, [0, 2, 5]), hops=torch.tensor([2, 1, -1]))
+    b = retrieval_metrics(split, torch.zeros(7), KS, sp_label=mask(7, [0, 2, 5]))
+    text = a.table("tiny", breakdowns=True)
+    assert "### tiny" in text and "| sp_recall | 2 | 0.7500 | 0.7500 | 1.0000 | 1.0000 |" in text
+    assert "| no path | 1 | sp_recall | 0 | - | - | - | - |" in text
+    md = comparison_table({"model-a": a, "zeros": b}, ks=[1, 3], metrics=["sp_recall"])
+    assert md.splitlines()[0] == "| model | sp_recall@1 | sp_recall@3 |"
+    assert md.splitlines()[2] == "| model-a | 0.7500 | 1.0000 |"
+    assert md.splitlines()[3] == "| zeros | 0.2500 | 1.0000 |"
+    from rich.table import Table
+
+    assert isinstance(comparison_table({"a": a}, fmt="rich"), Table)
+    with pytest.raises(ValueError, match="no K"):
+        comparison_table({"a": a}, ks=[7])
