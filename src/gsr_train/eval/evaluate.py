@@ -43,7 +43,6 @@ def index_splits(data_dir: str | Path, split: str) -> tuple[str, ...]:
     return tuple(present) if split in present else (*present, split)
 
 
-_index_splits = index_splits  # older name, still imported by gsr_train.retrievers.cosine
 
 
 def load_supervision(index: KGIndex, split: str, cache_dir: str | Path):
