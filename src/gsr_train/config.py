@@ -22,10 +22,18 @@ def shared_data_dir() -> Path:
     return Path(env) if env else project_root().parent / "shared" / "data"
 
 
+def default_cache_dir() -> Path:
+    """``$GSR_TRAIN_CACHE`` or ``~/.cache/gsr_train``: one cache for the CLI tools and train.py."""
+    from gsr_train.kg.index import default_cache_dir as index_cache_dir
+
+    return index_cache_dir()
+
+
 def register_resolvers() -> None:
     for name, fn in {
         "project_root": lambda: str(project_root()),
         "shared_data": lambda: str(shared_data_dir()),
+        "default_cache": lambda: str(default_cache_dir()),
     }.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
