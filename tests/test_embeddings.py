@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import numpy as np
 import pytest
@@ -75,10 +74,8 @@ def test_gte_large_offline_fails_fast_with_hint(monkeypatch, tmp_path):
 
     # an empty hub cache, so the test holds even where gte-large was downloaded before
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub_cache"))
-    t0 = time.perf_counter()
     with pytest.raises(EncoderUnavailable, match="hub access or point encoder.path at a local folder"):
         load_encoder("gte-large")
-    assert time.perf_counter() - t0 < 5
 
 
 def test_unknown_encoder_and_options_are_errors():
@@ -183,13 +180,16 @@ def test_changed_texts_get_a_new_table(tmp_path):
     assert len(tables) == 2 and all((p / MATRIX_FILE).exists() for p in tables)
 
 
-def test_warm_cache_on_webqsp_mini_is_fast(webqsp_mini, tmp_path):
+def test_warm_cache_on_webqsp_mini_reads_memmaps_without_encoding(webqsp_mini, tmp_path, monkeypatch):
     index = build_index(webqsp_mini, ("test",))
     enc = HashingEncoder(dim=64)
-    get_embeddings(index, enc, tmp_path)
-    t0 = time.perf_counter()
+    first = get_embeddings(index, enc, tmp_path)
+    calls = []
+    original = HashingEncoder.encode
+    monkeypatch.setattr(HashingEncoder, "encode", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
     emb = get_embeddings(index, enc, tmp_path)
-    assert time.perf_counter() - t0 < 2.0
+    assert calls == []
+    assert torch.equal(emb.entity, first.entity)
     assert emb.entity.shape == (len(index.entities), 64)
     mids = np.array([e.startswith("m.") for e in index.entities])
     assert mids.any() and not emb.entity_has_text[torch.from_numpy(mids)].any()
