@@ -1,0 +1,31 @@
+"""Relevance labels: up to 20 relevant triples per question chosen by an LLM among candidates.
+
+    python data_prep/llm_label_triples.py dataset=../shared/data/webqsp_mini split=test limit=20
+    python data_prep/llm_label_triples.py dataset=rmanluo/RoG-webqsp retrieval=path/to/results_test.jsonl llm=openai
+
+Hydra app (config: conf/prep/llm_label_triples.yaml; the endpoint: conf/llm/*.yaml). Writes
+`{"id", "triples", "raw_response"}` rows (the gpt_triples format read by labelled-triple
+recall) and a `.summary.json`. Resumable.
+"""
+from __future__ import annotations
+
+import logging
+
+import hydra
+from omegaconf import DictConfig
+
+from gsr_train.config import register_resolvers
+
+register_resolvers()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="prep/llm_label_triples")
+def main(cfg: DictConfig) -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    from gsr_train.llm.steps.label_triples import run
+
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Pseudo questions: ~10 `[SUBJECT]` templates per relation, filled with real KG subjects.
+
+    python data_prep/llm_pseudo_questions.py dataset=../shared/data/webqsp_mini limit=20
+    python data_prep/llm_pseudo_questions.py dataset=rmanluo/RoG-webqsp relations=file \\
+        relation_file=../shared/data/freebase_relations.txt llm=openai
+
+Hydra app (config: conf/prep/llm_pseudo_questions.yaml; the endpoint: conf/llm/*.yaml). Writes
+the questions, a `.responses.jsonl.gz` with raw answers and a `.summary.json`. Resumable.
+"""
+from __future__ import annotations
+
+import logging
+
+import hydra
+from omegaconf import DictConfig
+
+from gsr_train.config import register_resolvers
+
+register_resolvers()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="prep/llm_pseudo_questions")
+def main(cfg: DictConfig) -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    from gsr_train.llm.steps.pseudo_questions import run
+
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""LLM-selected relation chains: the model picks the relevant shortest-path chains per question.
+
+    python data_prep/llm_select_chains.py input=../shared/data/webqsp_paths/train.jsonl.gz limit=30
+    python data_prep/llm_select_chains.py dataset=rmanluo/RoG-webqsp split=train llm=openai llm.model=gpt-4o
+
+Hydra app (config: conf/prep/llm_select_chains.yaml; the endpoint: conf/llm/*.yaml). Writes
+JSONL rows with `selected` / `llm_paths` (gpt_paths layout) and a `.summary.json` next to them.
+Resumable: answers are cached per request, so a killed run restarts where it stopped.
+"""
+from __future__ import annotations
+
+import logging
+
+import hydra
+from omegaconf import DictConfig
+
+from gsr_train.config import register_resolvers
+
+register_resolvers()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="prep/llm_select_chains")
+def main(cfg: DictConfig) -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    from gsr_train.llm.steps.select_chains import run
+
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,346 @@
+"""Chat completions against any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, the local server).
+
+What a data-building job needs from a client, and what this one does:
+
+* never pay twice: every answer goes to a persistent :class:`~gsr_train.llm.cache.ResponseCache`
+  keyed by (endpoint, model, messages, sampling parameters), committed as soon as it arrives,
+  so a re-run or a resumed job only asks what has not been answered yet;
+* be polite and robust: bounded concurrency (asyncio semaphore over one ``httpx.AsyncClient``),
+  timeouts, retries with exponential backoff and jitter on 429 / 5xx / connection errors,
+  honouring ``Retry-After``; a request that still fails raises an error naming its id, or is
+  counted and skipped if the user chose ``on_error: skip``; on a failure no new request starts,
+  but those in flight finish and are cached;
+* keep the key secret: it is read from the environment variable named by ``api_key_env``,
+  sent only in the ``Authorization`` header, scrubbed from error texts and never part of a
+  cache key, a log line or a file;
+* count tokens and cost (:class:`~gsr_train.llm.usage.UsageStats`).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import email.utils
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import httpx
+
+from gsr_train.llm.cache import ResponseCache, normalise_base_url, request_key
+from gsr_train.llm.usage import UsageStats
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+SAMPLING_KEYS = ("temperature", "max_tokens", "seed", "top_p")
+
+
+class LLMRequestError(RuntimeError):
+    """A request that failed for good; the message names the request id and the last error."""
+
+    def __init__(self, request_id: str, message: str):
+        self.request_id = request_id
+        super().__init__(f"LLM request {request_id!r}: {message}")
+
+
+@dataclass
+class LLMConfig:
+    """Endpoint, sampling and robustness settings (mirrors ``conf/llm/*.yaml``)."""
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "SmolLM2-135M-Instruct"
+    api_key_env: str | None = "OPENAI_API_KEY"  # NAME of the variable holding the key
+    temperature: float | None = 0.0
+    max_tokens: int | None = 256
+    seed: int | None = 0
+    top_p: float | None = None
+    extra_params: dict = field(default_factory=dict)  # e.g. {stop: [...], max_completion_tokens: 512}
+    concurrency: int = 4
+    timeout: float = 120.0
+    max_retries: int = 6
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+    retry_after_max: float = 300.0
+    on_error: str = "raise"  # raise | skip
+    cache_path: str | None = None  # default: <cache dir>/llm/responses.sqlite
+    use_cache: bool = True
+    price_input_per_m: float = 0.0
+    price_output_per_m: float = 0.0
+    log_every: int = 50
+
+    @classmethod
+    def from_mapping(cls, cfg: Mapping[str, Any] | "LLMConfig") -> "LLMConfig":
+        """Build from a dict / OmegaConf node; unknown keys are an error (typos cost money)."""
+        if isinstance(cfg, LLMConfig):
+            return cfg
+        try:
+            from omegaconf import DictConfig, OmegaConf
+
+            if isinstance(cfg, DictConfig):
+                cfg = OmegaConf.to_container(cfg, resolve=True)
+        except ImportError:  # pragma: no cover
+            pass
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(cfg) - names)
+        if unknown:
+            raise ValueError(f"llm config: unknown keys {unknown} (known: {sorted(names)})")
+        out = cls(**{k: v for k, v in cfg.items()})
+        if out.on_error not in ("raise", "skip"):
+            raise ValueError(f"llm config: on_error must be 'raise' or 'skip', not {out.on_error!r}")
+        if out.concurrency < 1:
+            raise ValueError(f"llm config: concurrency must be >= 1, not {out.concurrency}")
+        return out
+
+    def sampling(self) -> dict:
+        params = {k: getattr(self, k) for k in SAMPLING_KEYS}
+        params.update(self.extra_params or {})
+        return {k: v for k, v in params.items() if v is not None}
+
+
+@dataclass
+class ChatRequest:
+    id: str  # names the request in errors and logs (question id, relation, ...)
+    messages: list[dict]
+    params: dict = field(default_factory=dict)  # per-request overrides of the sampling params
+
+
+@dataclass
+class ChatResult:
+    id: str
+    key: str
+    text: str | None
+    body: dict | None
+    source: str  # fresh | cache | output | skipped | not_run
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.text is not None
+
+
+def default_cache_path() -> Path:
+    from gsr_train.kg.index import default_cache_dir
+
+    return default_cache_dir() / "llm" / "responses.sqlite"
+
+
+def _is_local(base_url: str) -> bool:
+    host = httpx.URL(base_url).host
+    return host in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms`` or ``Retry-After``), if any."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+class ChatClient:
+    """Runs chat requests through the cache and the endpoint; see the module docstring."""
+
+    def __init__(self, config: LLMConfig | Mapping[str, Any], stats: UsageStats | None = None,
+                 cache: ResponseCache | None = None, transport: httpx.AsyncBaseTransport | None = None):
+        self.config = LLMConfig.from_mapping(config)
+        self.base_url = normalise_base_url(self.config.base_url)
+        self.stats = stats or UsageStats(self.config.price_input_per_m, self.config.price_output_per_m)
+        if cache is None and self.config.use_cache:
+            cache = ResponseCache(self.config.cache_path or default_cache_path())
+        self.cache = cache
+        self._transport = transport
+        env = self.config.api_key_env
+        self.__key = os.environ.get(env) if env else None
+        if env and not self.__key and not _is_local(self.base_url):
+            log.warning("environment variable %s is not set: sending requests to %s without an API key",
+                        env, self.base_url)
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ChatClient(base_url={self.base_url!r}, model={self.config.model!r})"
+
+    # ------------------------------------------------------------------ helpers
+    def params(self, request: ChatRequest) -> dict:
+        params = self.config.sampling()
+        params.update(request.params or {})
+        return {k: v for k, v in params.items() if v is not None}
+
+    def key(self, request: ChatRequest) -> str:
+        return request_key(self.base_url, self.config.model, request.messages, self.params(request))
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self.__key, "***") if self.__key else text
+
+    def _headers(self) -> dict:
+        headers = {"Content-Type": "application/json"}
+        if self.__key:
+            headers["Authorization"] = f"Bearer {self.__key}"
+        return headers
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.config.backoff_max, self.config.backoff_base * (2 ** attempt))
+        return cap / 2 + random.uniform(0, cap / 2)
+
+    # ------------------------------------------------------------------ one request
+    async def _post(self, http: httpx.AsyncClient, request: ChatRequest, payload: dict) -> dict:
+        """POST with retries; returns the parsed body or raises :class:`LLMRequestError`."""
+        cfg = self.config
+        last = "no attempt made"
+        for attempt in range(cfg.max_retries + 1):
+            if attempt:
+                self.stats.count("retries")
+            wait = None
+            try:
+                resp = await http.post(f"{self.base_url}/chat/completions", json=payload, headers=self._headers())
+            except httpx.TransportError as e:
+                last = f"{type(e).__name__}: {self._scrub(str(e)) or 'connection failed'}"
+            else:
+                if resp.status_code == 200:
+                    try:
+                        body = resp.json()
+                        text = body["choices"][0]["message"]["content"]
+                    except (ValueError, KeyError, IndexError, TypeError) as e:
+                        raise LLMRequestError(
+                            request.id, f"{self.base_url} answered 200 with an unexpected body "
+                            f"({type(e).__name__}): {self._scrub(resp.text[:300])!r}") from None
+                    if not isinstance(text, str):
+                        raise LLMRequestError(request.id, f"{self.base_url} returned no message content "
+                                                          f"(finish_reason={body['choices'][0].get('finish_reason')})")
+                    return body
+                detail = self._scrub(resp.text[:500])
+                last = f"HTTP {resp.status_code} from {self.base_url}: {detail}"
+                if resp.status_code not in RETRY_STATUS and resp.status_code < 500:
+                    raise LLMRequestError(request.id, last + " (not retried)")
+                wait = _retry_after(resp.headers)
+                if wait is not None:
+                    wait = min(wait, cfg.retry_after_max)
+            if attempt == cfg.max_retries:
+                break
+            delay = wait if wait is not None else self._backoff(attempt)
+            log.info("request %s: %s; retry %d/%d in %.2fs", request.id, last[:200], attempt + 1,
+                     cfg.max_retries, delay)
+            await asyncio.sleep(delay)
+        raise LLMRequestError(request.id, f"failed after {cfg.max_retries + 1} attempts; last error: {last}")
+
+    async def _one(self, http: httpx.AsyncClient, sem: asyncio.Semaphore, request: ChatRequest, key: str,
+                   stop: asyncio.Event) -> ChatResult:
+        if self.cache is not None:
+            body = self.cache.get(key)
+            if body is not None:
+                self.stats.add_response(body, "cache")
+                return ChatResult(request.id, key, body["choices"][0]["message"]["content"], body, "cache")
+        async with sem:
+            if stop.is_set():
+                return ChatResult(request.id, key, None, None, "not_run", error="job stopped after a failure")
+            payload = {"model": self.config.model, "messages": request.messages, **self.params(request),
+                       "stream": False}
+            t0 = time.perf_counter()
+            try:
+                body = await self._post(http, request, payload)
+            except LLMRequestError as e:
+                if self.config.on_error == "skip":
+                    self.stats.count("skipped")
+                    log.warning("%s (skipped)", e)
+                    return ChatResult(request.id, key, None, None, "skipped", time.perf_counter() - t0, str(e))
+                self.stats.count("failed")
+                stop.set()
+                raise
+            seconds = time.perf_counter() - t0
+        if self.cache is not None:
+            cached_request = {"model": self.config.model, "endpoint": self.base_url, "messages": request.messages,
+                              "params": self.params(request)}
+            self.cache.put(key, cached_request, body, request.id)
+        self.stats.add_response(body, "fresh", seconds)
+        return ChatResult(request.id, key, body["choices"][0]["message"]["content"], body, "fresh", seconds)
+
+    # ------------------------------------------------------------------ many requests
+    async def arun(self, requests: Sequence[ChatRequest], on_result: Callable[[ChatResult], None] | None = None,
+                   reuse: Mapping[str, str] | None = None) -> list[ChatResult]:
+        """Answer all requests (same order); ``reuse`` maps a request key to a known answer text."""
+        reuse = reuse or {}
+        keys = [self.key(r) for r in requests]
+        results: list[ChatResult | None] = [None] * len(requests)
+        first_of: dict[str, int] = {}
+        todo = []
+        for i, (req, key) in enumerate(zip(requests, keys)):
+            if key in reuse:
+                results[i] = ChatResult(req.id, key, reuse[key], None, "output")
+                self.stats.count("reused")
+                if on_result:
+                    on_result(results[i])
+            elif key in first_of:  # identical request in the same job: ask once
+                continue
+            else:
+                first_of[key] = i
+                todo.append(i)
+        sem = asyncio.Semaphore(self.config.concurrency)
+        stop = asyncio.Event()
+        limits = httpx.Limits(max_connections=self.config.concurrency, max_keepalive_connections=self.config.concurrency)
+        done = 0
+        async with httpx.AsyncClient(timeout=self.config.timeout, limits=limits, transport=self._transport) as http:
+            async def task(i: int) -> None:
+                nonlocal done
+                res = await self._one(http, sem, requests[i], keys[i], stop)
+                results[i] = res
+                done += 1
+                if self.config.log_every and done % self.config.log_every == 0:
+                    log.info("%d/%d requests answered", done, len(todo))
+                if on_result and res.source != "not_run":
+                    on_result(res)
+
+            outcomes = await asyncio.gather(*(task(i) for i in todo), return_exceptions=True)
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        if errors:
+            for e in errors:
+                if not isinstance(e, LLMRequestError):
+                    raise e
+            if len(errors) > 1:
+                log.error("%d requests failed; first: %s", len(errors), errors[0])
+            raise errors[0]
+        for i, (req, key) in enumerate(zip(requests, keys)):
+            if results[i] is None:  # duplicate of an earlier request
+                src = results[first_of[key]]
+                if src.ok and src.body is not None:
+                    results[i] = dataclasses.replace(src, id=req.id, source="cache", seconds=0.0)
+                    self.stats.add_response(src.body, "cache")
+                else:
+                    results[i] = dataclasses.replace(src, id=req.id)
+                if on_result:
+                    on_result(results[i])
+        return results  # type: ignore[return-value]
+
+    def run(self, requests: Iterable[ChatRequest], on_result: Callable[[ChatResult], None] | None = None,
+            reuse: Mapping[str, str] | None = None) -> list[ChatResult]:
+        """Synchronous :meth:`arun`."""
+        return asyncio.run(self.arun(list(requests), on_result, reuse))
+
+    def complete(self, messages: list[dict], request_id: str = "request", **params) -> ChatResult:
+        """One request (through the cache)."""
+        return self.run([ChatRequest(request_id, messages, params)])[0]
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> "ChatClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

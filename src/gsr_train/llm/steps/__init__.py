@@ -1,0 +1,1 @@
+"""The three LLM data steps: chain selection, pseudo questions, relevance labels."""
