@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -31,11 +32,18 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file normal permissions
     try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(tmp, mode, **kwargs) as handle:
-            yield handle
-            handle.flush()
-            if hasattr(handle, "fileno") and opener is open:
+        if path.suffix == ".gz":
+            # no file name and a zero mtime in the header: same content -> same bytes
+            with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+                if "b" in mode:
+                    yield gz
+                else:
+                    with io.TextIOWrapper(gz, encoding=kwargs.get("encoding", "utf-8"), newline="") as handle:
+                        yield handle
+        else:
+            with open(tmp, mode, **kwargs) as handle:
+                yield handle
+                handle.flush()
                 os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
