@@ -95,6 +95,22 @@ def open_text(path: str | os.PathLike):
     return open(path, "r", encoding="utf-8")
 
 
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, record)`` of a (gzipped) JSONL file, skipping blank lines.
+
+    A line that is not valid JSON is yielded as its :class:`json.JSONDecodeError` instead of
+    raising, so each caller decides whether it is an error (naming the line) or a counted skip.
+    """
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as e:
+                yield lineno, e
+
+
 def file_digest(path: str | os.PathLike, algo: str = "sha256") -> str:
     h = hashlib.new(algo)
     with open(path, "rb") as f:

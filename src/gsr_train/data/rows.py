@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from gsr_train.io import open_text
+from gsr_train.io import iter_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +109,10 @@ def validate_row(raw: Any, source: str, position: int) -> Row:
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
-                yield lineno, RowError(str(path), f"line {lineno}", "<json>", f"not valid JSON ({e.msg})")
+    for lineno, record in iter_jsonl(path):
+        if isinstance(record, json.JSONDecodeError):
+            record = RowError(str(path), f"line {lineno}", "<json>", f"not valid JSON ({record.msg})")
+        yield lineno, record
 
 
 def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from gsr_train.eval.retrieval import edge_ranks
-from gsr_train.io import open_text, write_jsonl
+from gsr_train.io import iter_jsonl, write_jsonl
 from gsr_train.kg.index import KGIndex, SplitGraphs
 
 log = logging.getLogger(__name__)
@@ -159,14 +159,10 @@ def _bad(path: Path, lineno: int, qid: Any, reason: str) -> TripleFileError:
 
 
 def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise _bad(path, lineno, None, f"not valid JSON ({e.msg})") from None
+    for lineno, record in iter_jsonl(path):
+        if isinstance(record, json.JSONDecodeError):
+            raise _bad(path, lineno, None, f"not valid JSON ({record.msg})")
+        yield lineno, record
 
 
 def read_triple_rows(
