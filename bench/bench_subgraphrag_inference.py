@@ -1,0 +1,231 @@
+"""SubgraphRAG inference speed: straightforward forward pass vs precomputed projections.
+
+Part 1 (random tensors, WebQSP-sized): questions with ~4,300 triples and ~1,500 entities
+each, 1024-d embeddings, hidden 1024. Triples scored per second by
+  * the straightforward pass (gather z_q, z_h, z_r, z_t, DDE per triple, concatenate,
+    Linear -> ReLU -> Linear), and
+  * the precomputed-projection path (entity / relation projections computed once per
+    model, then gathers + ReLU + output layer per triple),
+in the same run, on the same graphs, with the same batching; ratio = fast / straightforward.
+
+Part 2 (real fixture): average time to retrieve one question of webqsp_mini test
+(DDE + scoring + top-K, embeddings cached, projections precomputed once), one question
+at a time and batched.
+
+    python bench/bench_subgraphrag_inference.py [--checkpoint RUN/checkpoints/best-XX.ckpt]
+
+Writes bench/results/bench_subgraphrag_inference.json.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from gsr_train.io import write_json  # noqa: E402
+from gsr_train.kg.index import SplitGraphs  # noqa: E402
+from gsr_train.models.subgraphrag.batch import make_batch  # noqa: E402
+from gsr_train.models.subgraphrag.dde import node_features  # noqa: E402
+from gsr_train.models.subgraphrag.perf import keep_freed_memory  # noqa: E402
+from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer  # noqa: E402
+from gsr_train.retrievers.subgraphrag import top_k_per_question  # noqa: E402
+
+VARIANTS = {
+    "paper": {},
+    "ours": {"cos_features": True, "qr_product": True},
+}
+
+
+def synthetic_split(questions: int, triples: int, entities: int, relations_per_q: int, num_entities: int,
+                    num_relations: int, seed: int = 0) -> SplitGraphs:
+    """Random graphs of WebQSP size over a shared vocabulary (topic = local node 0)."""
+    g = torch.Generator().manual_seed(seed)
+    ent_ids, edges, rels = [], [], []
+    for _ in range(questions):
+        ent_ids.append(torch.randperm(num_entities, generator=g)[:entities])
+        head = torch.randint(0, entities, (triples,), generator=g)
+        head[: triples // 10] = 0  # a topic hub, as in real graphs
+        edges.append(torch.stack([head, torch.randint(0, entities, (triples,), generator=g)]))
+        pool = torch.randperm(num_relations, generator=g)[:relations_per_q]
+        rels.append(pool[torch.randint(0, relations_per_q, (triples,), generator=g)])
+    topic = torch.zeros(questions * entities, dtype=torch.bool)
+    topic[::entities] = True
+    return SplitGraphs(
+        ids=[f"q{i}" for i in range(questions)], questions=[""] * questions, answers=[[]] * questions,
+        ent_ptr=torch.arange(questions + 1) * entities, entity_ids=torch.cat(ent_ids), topic_mask=topic,
+        answer_mask=torch.zeros(questions * entities, dtype=torch.bool),
+        edge_ptr=torch.arange(questions + 1) * triples, edge_index=torch.cat(edges, 1), edge_rel=torch.cat(rels),
+    )
+
+
+def timeit(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@torch.no_grad()
+def part1(args) -> dict:
+    dim, hidden = args.dim, args.hidden
+    split = synthetic_split(args.questions, args.triples, args.entities, args.relations_per_q, args.vocab,
+                            args.relation_vocab)
+    g = torch.Generator().manual_seed(1)
+    ent = torch.nn.functional.normalize(torch.randn(args.vocab, dim, generator=g), dim=-1)
+    has = torch.rand(args.vocab, generator=g) > 0.3
+    ent[~has] = 0
+    rel = torch.nn.functional.normalize(torch.randn(args.relation_vocab, dim, generator=g), dim=-1)
+    qemb = torch.nn.functional.normalize(torch.randn(args.questions, dim, generator=g), dim=-1)
+    total = int(split.edge_ptr[-1])
+    out = {"graphs": args.questions, "triples_per_graph": args.triples, "entities_per_graph": args.entities,
+           "dim": dim, "hidden": hidden, "graphs_per_call": args.graphs_per_call, "variants": {}}
+    for name, opts in VARIANTS.items():
+        torch.manual_seed(0)
+        scorer = TripleScorer(ScorerConfig.from_options({"hidden": hidden, **opts}, dim)).eval()
+        feats = node_features(split)
+        chunks = [list(range(s, min(s + args.graphs_per_call, len(split))))
+                  for s in range(0, len(split), args.graphs_per_call)]
+        local = [make_batch(split, c, feats, qemb, ent, has, rel) for c in chunks]
+        glob = [make_batch(split, c, feats, qemb, ent, has, rel, global_ids=True) for c in chunks]
+        t0 = time.perf_counter()
+        proj = scorer.precompute(ent, has, rel)
+        precompute_s = time.perf_counter() - t0
+        diff = max(float((scorer.forward_reference(b) - scorer.forward_projected(proj, gb)).abs().max())
+                   for b, gb in zip(local, glob))
+        t_ref = timeit(lambda: [scorer.forward_reference(b) for b in local], args.repeats)
+        t_fast = timeit(lambda: [scorer.forward_projected(proj, b) for b in glob], args.repeats)
+        row = {"straightforward_triples_per_s": total / t_ref, "projected_triples_per_s": total / t_fast,
+               "speedup": t_ref / t_fast, "max_abs_diff": diff, "precompute_s": precompute_s,
+               "projected_entities": args.vocab, "straightforward_s": t_ref, "projected_s": t_fast}
+        if args.fused:
+            fused = TripleScorer(ScorerConfig.from_options({"hidden": hidden, **opts, "fused": True}, dim)).eval()
+            fused.load_state_dict(scorer.state_dict())
+            t_fused = timeit(lambda: [fused.forward_projected(proj, b) for b in glob], args.repeats)
+            row.update(fused_triples_per_s=total / t_fused, fused_speedup=t_ref / t_fused,
+                       fused_max_abs_diff=max(float((fused.forward_projected(proj, gb) - scorer.forward_reference(b))
+                                                    .abs().max()) for b, gb in zip(local, glob)))
+        out["variants"][name] = row
+    return out
+
+
+@torch.no_grad()
+def part2(args) -> dict:
+    from gsr_train.kg.index import get_index
+    from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
+    from gsr_train.text.embeddings import get_embeddings
+
+    data = Path(args.data)
+    if not (data / "test.jsonl.gz").exists():
+        return {"skipped": f"{data} not found"}
+    index = get_index(data, cache_dir=args.cache)
+    emb = get_embeddings(index, "minilm", args.cache, splits=["test"])
+    split, qemb = index["test"], emb.question["test"]
+    out = {"data": str(data), "questions": len(split), "triples": int(split.edge_ptr[-1]), "variants": {}}
+    for name, opts in VARIANTS.items():
+        if args.checkpoint and name == "ours":
+            retriever = SubgraphRAGRetriever.from_checkpoint(args.checkpoint)
+            name = f"checkpoint:{Path(args.checkpoint).name}"
+        else:
+            torch.manual_seed(0)
+            retriever = SubgraphRAGRetriever(TripleScorer(ScorerConfig.from_options(opts, emb.dim)))
+        scorer = retriever.scorer
+        for fused in ([False, True] if args.fused else [False]):
+            scorer.fused = fused
+            t0 = time.perf_counter()
+            proj = retriever.projections(emb)
+            precompute_s = time.perf_counter() - t0
+
+            def one(q: int) -> torch.Tensor:  # what serving one question costs
+                scores = retriever.score_question(split.graph(q), qemb[q], emb)
+                return scores.topk(min(args.k, scores.numel())).indices
+
+            for q in range(min(5, len(split))):
+                one(q)  # warm-up (and compile, when fused)
+            per_q = []
+            for q in range(len(split)):
+                t0 = time.perf_counter()
+                one(q)
+                per_q.append(time.perf_counter() - t0)
+            t_batched = timeit(lambda: top_k_per_question(
+                retriever.score_split(split, qemb, emb, graphs_per_batch=args.eval_batch), split.edge_ptr, args.k),
+                args.repeats)
+            out["variants"][f"{name}{' (fused)' if fused else ''}"] = {
+                "ms_per_question_one_at_a_time": 1e3 * statistics.mean(per_q),
+                "ms_per_question_median": 1e3 * statistics.median(per_q),
+                "ms_per_question_batched": 1e3 * t_batched / len(split),
+                "triples_per_s_batched": int(split.edge_ptr[-1]) / t_batched,
+                "precompute_s": precompute_s,
+            }
+    return out
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--questions", type=int, default=8)
+    p.add_argument("--triples", type=int, default=4300)
+    p.add_argument("--entities", type=int, default=1500)
+    p.add_argument("--relations-per-q", type=int, default=150)
+    p.add_argument("--vocab", type=int, default=40000)
+    p.add_argument("--relation-vocab", type=int, default=6000)
+    p.add_argument("--dim", type=int, default=1024)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--graphs-per-call", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--fused", action="store_true", help="also time the torch.compile'd per-triple stage")
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "webqsp_mini"))
+    p.add_argument("--cache", default=os.environ.get("GSR_TRAIN_CACHE", str(ROOT / ".cache")))
+    p.add_argument("--checkpoint", default=None, help="a trained SubgraphRAG .ckpt for part 2 (default: random weights)")
+    p.add_argument("--k", type=int, default=100)
+    p.add_argument("--eval-batch", type=int, default=128)
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_subgraphrag_inference.json"))
+    args = p.parse_args(argv)
+    keep_freed_memory()
+    torch.set_num_threads(args.threads)
+    result = {"machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+                          "torch": torch.__version__, "load_avg": os.getloadavg()}}
+    result["webqsp_sized_random"] = part1(args)
+    result["webqsp_mini_retrieval"] = part2(args)
+
+    r1 = result["webqsp_sized_random"]
+    print(f"\nTriples scored per second, WebQSP-sized random graphs ({r1['graphs']} x {r1['triples_per_graph']} "
+          f"triples, {r1['entities_per_graph']} entities, {r1['dim']}-d, hidden {r1['hidden']}, "
+          f"{torch.get_num_threads()} thread(s))")
+    print(f"| model | straightforward | precomputed projections | speed-up | fused | fused speed-up | max abs diff |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, row in r1["variants"].items():
+        fused = (f"{row['fused_triples_per_s']:,.0f} | {row['fused_speedup']:.1f}x" if "fused_triples_per_s" in row
+                 else "- | -")
+        print(f"| {name} | {row['straightforward_triples_per_s']:,.0f} | {row['projected_triples_per_s']:,.0f} | "
+              f"{row['speedup']:.1f}x | {fused} | {row['max_abs_diff']:.1e} |")
+    r2 = result["webqsp_mini_retrieval"]
+    if "variants" in r2:
+        print(f"\nRetrieval time per question, webqsp_mini test ({r2['questions']} questions, {r2['triples']} triples; "
+              f"DDE + scoring + top-{args.k}, embeddings cached, projections precomputed once)")
+        print("| model | one at a time: mean ms | median ms | batched ms/question | batched triples/s | precompute s |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name, row in r2["variants"].items():
+            print(f"| {name} | {row['ms_per_question_one_at_a_time']:.3f} | {row['ms_per_question_median']:.3f} | "
+                  f"{row['ms_per_question_batched']:.3f} | {row['triples_per_s_batched']:,.0f} | "
+                  f"{row['precompute_s']:.2f} |")
+    else:
+        print(f"\nwebqsp_mini part skipped: {r2.get('skipped')}")
+    write_json(args.out, result)
+    print(f"\nwrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""LightningDataModule for triple scorers (SubgraphRAG): whole question graphs per batch.
+
+A batch is ``graphs_per_batch`` question graphs (the paper trains on one graph per step;
+more make each step amortise entity projections over graphs that share entities) in the
+layout of :class:`~gsr_train.models.subgraphrag.batch.TripleBatch`. Structural features
+(DDE) are parameter-free, so they are computed once per split, for all graphs at once,
+in :meth:`TripleDataModule.setup` (and stored as distinct rows: DDE vectors repeat).
+
+Training graphs that cannot teach anything are skipped and counted (``skipped``): graphs
+without edges and graphs without a positive triple (no shortest path between a topic and
+an answer entity). Validation keeps every question so its recall is comparable.
+
+Shuffling is a pure function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`, whose
+epoch Lightning sets), so a run resumed from ``last.ckpt`` sees the same order as an
+uninterrupted one.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterator, Mapping, Sequence
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from gsr_train.kg.index import KGIndex, SplitGraphs
+from gsr_train.models.subgraphrag.batch import TripleBatch, make_batch
+from gsr_train.models.subgraphrag.dde import NodeFeatures, node_features
+
+log = logging.getLogger(__name__)
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A permutation of ``range(n)`` that depends only on ``(seed, epoch)``."""
+
+    def __init__(self, n: int, seed: int = 0, shuffle: bool = True) -> None:
+        self.n, self.seed, self.shuffle, self.epoch = int(n), int(seed), bool(shuffle), 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        if not self.shuffle:
+            return iter(range(self.n))
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=gen).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class GraphCollate:
+    """Turns a list of question positions into one :class:`TripleBatch` of a split."""
+
+    def __init__(self, split: SplitGraphs, features: NodeFeatures, question_emb: torch.Tensor,
+                 entity_emb: torch.Tensor, entity_has_text: torch.Tensor, relation_emb: torch.Tensor,
+                 labels: torch.Tensor | None = None) -> None:
+        self.split, self.features, self.labels = split, features, labels
+        self.question_emb, self.entity_emb = question_emb, entity_emb
+        self.entity_has_text, self.relation_emb = entity_has_text, relation_emb
+
+    def __call__(self, questions: Sequence[int]) -> TripleBatch:
+        return make_batch(self.split, list(questions), self.features, self.question_emb, self.entity_emb,
+                          self.entity_has_text, self.relation_emb, self.labels)
+
+
+def trainable_questions(split: SplitGraphs, labels: torch.Tensor) -> tuple[torch.Tensor, dict[str, int]]:
+    """Positions of questions with at least one edge and one positive, and the skip counts."""
+    edges = split.num_edges
+    positives = torch.zeros(len(split), dtype=torch.long).index_add_(0, split.edge_question(), labels.long())
+    no_edges = edges == 0
+    no_positive = ~no_edges & (positives == 0)
+    keep = (~no_edges & ~no_positive).nonzero().flatten()
+    return keep, {"no_edges": int(no_edges.sum()), "no_positive": int(no_positive.sum()), "kept": int(keep.numel())}
+
+
+class TripleDataModule(pl.LightningDataModule):
+    """Train / validation batches of whole graphs with shortest-path triple labels.
+
+    ``embeddings`` is a :class:`~gsr_train.text.embeddings.KGEmbeddings` (memory-mapped
+    tables; batches gather only the rows they use); ``supervision`` maps split names to
+    :class:`~gsr_train.kg.paths.Supervision`.
+    """
+
+    def __init__(self, index: KGIndex, embeddings, supervision: Mapping[str, object], structure: str = "dde",
+                 dde_forward: int = 2, dde_reverse: int = 2, train_split: str = "train",
+                 val_split: str | None = "validation", graphs_per_batch: int = 1, eval_graphs_per_batch: int = 64,
+                 seed: int = 0, num_workers: int = 0) -> None:
+        super().__init__()
+        if graphs_per_batch < 1 or eval_graphs_per_batch < 1:
+            raise ValueError(f"graphs_per_batch and eval_graphs_per_batch must be >= 1 "
+                             f"(got {graphs_per_batch}, {eval_graphs_per_batch})")
+        for split in [train_split, val_split]:
+            if split is not None and split not in supervision:
+                raise KeyError(f"no supervision for split {split!r} (have {sorted(supervision)})")
+            if split is not None:
+                index[split]  # clear KeyError for a split the index lacks
+        self.index, self.embeddings, self.supervision = index, embeddings, supervision
+        self.structure, self.dde_forward, self.dde_reverse = structure, dde_forward, dde_reverse
+        self.train_split, self.val_split = train_split, val_split
+        self.graphs_per_batch, self.eval_graphs_per_batch = int(graphs_per_batch), int(eval_graphs_per_batch)
+        self.seed, self.num_workers = int(seed), int(num_workers)
+        self.features: dict[str, NodeFeatures] = {}
+        self.train_questions: torch.Tensor | None = None
+        self.skipped: dict[str, int] = {}
+
+    # ---------------------------------------------------------------- state
+    def split_features(self, split: str) -> NodeFeatures:
+        if split not in self.features:
+            self.features[split] = node_features(self.index[split], self.structure, self.dde_forward,
+                                                 self.dde_reverse)
+        return self.features[split]
+
+    def labels(self, split: str) -> torch.Tensor:
+        return self.supervision[split].triple_label
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_questions is None:
+            keep, self.skipped = trainable_questions(self.index[self.train_split], self.labels(self.train_split))
+            if keep.numel() == 0:
+                raise ValueError(f"split {self.train_split!r} has no question with an edge and a positive triple")
+            self.train_questions = keep
+            if self.skipped["no_edges"] or self.skipped["no_positive"]:
+                log.info("training on %d graphs of %r; skipped %d without edges and %d without a positive triple",
+                         keep.numel(), self.train_split, self.skipped["no_edges"], self.skipped["no_positive"])
+        for split in (self.train_split, self.val_split):
+            if split is not None:
+                self.split_features(split)
+
+    def collate(self, split: str, with_labels: bool = True) -> GraphCollate:
+        emb = self.embeddings
+        return GraphCollate(self.index[split], self.split_features(split), emb.question[split], emb.entity,
+                            emb.entity_has_text, emb.relation, self.labels(split) if with_labels else None)
+
+    # ---------------------------------------------------------------- loaders
+    def train_dataloader(self) -> DataLoader:
+        self.setup("fit")
+        questions = self.train_questions.tolist()
+        return DataLoader(questions, batch_size=self.graphs_per_batch,
+                          sampler=EpochShuffleSampler(len(questions), self.seed),
+                          collate_fn=self.collate(self.train_split), num_workers=self.num_workers)
+
+    def eval_dataloader(self, split: str, with_labels: bool = False) -> DataLoader:
+        """All questions of ``split`` in order (nothing skipped)."""
+        return DataLoader(list(range(len(self.index[split]))), batch_size=self.eval_graphs_per_batch, shuffle=False,
+                          collate_fn=self.collate(split, with_labels), num_workers=self.num_workers)
+
+    def val_dataloader(self) -> DataLoader | list:
+        if self.val_split is None:
+            return []
+        return self.eval_dataloader(self.val_split)
+
+    def transfer_batch_to_device(self, batch: TripleBatch, device: torch.device, dataloader_idx: int) -> TripleBatch:
+        if device.type == "cpu":
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)

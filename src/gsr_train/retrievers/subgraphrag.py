@@ -1,0 +1,164 @@
+"""SubgraphRAG inference: score every triple of a split with a trained scorer, keep the top K.
+
+Scoring uses the precomputed-projection path (:meth:`TripleScorer.precompute` /
+:meth:`TripleScorer.forward_projected`): the first-layer projections of every entity and
+relation are computed once per trained model, so per question only the DDE, the
+question / pair / node terms and, per triple, three gathers + ReLU + output layer remain.
+Questions are scored many graphs at a time; the DDE of the whole split is one batched
+scatter pass. Results go to the project's one result format
+(:func:`gsr_train.eval.results.write_results`), and the scores (``FloatTensor[sum E]``)
+are returned for the metrics.
+
+When the projection table of the whole entity vocabulary would exceed
+``max_projection_bytes``, only the entities of the split being scored are projected.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
+from gsr_train.models.subgraphrag.batch import make_batch
+from gsr_train.models.subgraphrag.dde import NodeFeatures, node_features
+from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_PROJECTION_BYTES = 4 << 30
+
+
+def load_scorer(checkpoint: str | Path, map_location: str | torch.device = "cpu") -> tuple[TripleScorer, dict]:
+    """The trained scorer of a Lightning checkpoint and the checkpoint's hyperparameters."""
+    from gsr_train.models.subgraphrag.module import SubgraphRAGModule
+
+    path = Path(checkpoint)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    module = SubgraphRAGModule.load_from_checkpoint(path, map_location=map_location, weights_only=False)
+    module.eval()
+    return module.scorer, dict(module.hparams)
+
+
+def check_compatible(hparams: Mapping[str, Any], emb) -> None:
+    """Fail clearly when a checkpoint meets embeddings of another size or encoder."""
+    dim = int(hparams.get("dim", emb.dim))
+    if dim != emb.dim:
+        raise ValueError(f"checkpoint expects {dim}-d embeddings, the embeddings are {emb.dim}-d ({emb.encoder_name})")
+    meta = hparams.get("meta") or {}
+    trained = meta.get("encoder_name")
+    if trained and trained != emb.encoder_name:
+        raise ValueError(f"checkpoint was trained with encoder {trained!r}, the embeddings come from {emb.encoder_name!r}")
+
+
+class SubgraphRAGRetriever:
+    """Scores splits with a trained :class:`TripleScorer` (eval mode, no gradients)."""
+
+    def __init__(self, scorer: TripleScorer, device: str | torch.device = "cpu",
+                 max_projection_bytes: int = DEFAULT_MAX_PROJECTION_BYTES) -> None:
+        self.scorer = scorer.eval().to(device)
+        self.device = torch.device(device)
+        self.max_projection_bytes = int(max_projection_bytes)
+        self._proj: Projections | None = None
+        self._proj_key: tuple | None = None
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: str | Path, device: str | torch.device = "cpu", **kwargs) -> "SubgraphRAGRetriever":
+        scorer, hparams = load_scorer(checkpoint, map_location=device)
+        retriever = cls(scorer, device, **kwargs)
+        retriever.hparams = hparams
+        return retriever
+
+    # ---------------------------------------------------------------- projections
+    def projections(self, emb, split: SplitGraphs | None = None) -> Projections:
+        """Projections of all entities (once), or of the split's entities when the table would be too big."""
+        whole = emb.entity.shape[0] * 2 * self.scorer.config.hidden * 4 <= self.max_projection_bytes
+        key = (id(emb.entity), id(emb.relation)) if whole or split is None else (id(emb.entity), id(split))
+        if self._proj is None or self._proj_key != key:
+            t0 = time.perf_counter()
+            entities = None if whole or split is None else split.entity_ids
+            self._proj = self.scorer.precompute(emb.entity, emb.entity_has_text, emb.relation, entities)
+            self._proj_key = key
+            self.timings["precompute_s"] = time.perf_counter() - t0
+            log.info("projected %d entities and %d relations in %.2fs", self._proj.ent.shape[0] - 1,
+                     self._proj.rel.shape[0], self.timings["precompute_s"])
+        return self._proj
+
+    # ---------------------------------------------------------------- scoring
+    @torch.no_grad()
+    def score_split(self, split: SplitGraphs, question_emb: torch.Tensor, emb, graphs_per_batch: int = 128,
+                    features: NodeFeatures | None = None) -> torch.Tensor:
+        """``FloatTensor[sum E]`` scores (logits) of every triple of ``split`` (CPU)."""
+        if question_emb.shape[0] != len(split):
+            raise ValueError(f"question_emb has {question_emb.shape[0]} rows, the split has {len(split)} questions")
+        proj = self.projections(emb, split)
+        cfg = self.scorer.config
+        t0 = time.perf_counter()
+        if features is None:
+            features = node_features(split, cfg.structure, cfg.dde_forward, cfg.dde_reverse)
+        t1 = time.perf_counter()
+        scores = torch.empty(int(split.edge_ptr[-1]) if len(split) else 0)
+        for s in range(0, len(split), graphs_per_batch):
+            qs = torch.arange(s, min(s + graphs_per_batch, len(split)))
+            batch = make_batch(split, qs, features, question_emb, emb.entity, emb.entity_has_text, emb.relation,
+                               global_ids=True)
+            if self.device.type != "cpu":
+                batch = _to(batch, self.device)
+            scores[batch.edge_ids] = self.scorer.forward_projected(proj, batch).float().cpu()
+        self.timings.update(features_s=t1 - t0, scoring_s=time.perf_counter() - t1)
+        return scores
+
+    @torch.no_grad()
+    def score_question(self, graph: QuestionGraph, question_emb: torch.Tensor, emb) -> torch.Tensor:
+        """Scores ``[E]`` of one question's triples (serving path: DDE + scoring, no batching)."""
+        n, e = graph.num_entities, graph.num_edges
+        split = SplitGraphs([graph.id], [graph.question], [graph.answers], torch.tensor([0, n]), graph.entity_ids,
+                            graph.topic_mask, graph.answer_mask, torch.tensor([0, e]), graph.edge_index,
+                            graph.edge_rel)
+        cfg = self.scorer.config
+        feats = node_features(split, cfg.structure, cfg.dde_forward, cfg.dde_reverse)
+        batch = make_batch(split, [0], feats, question_emb.reshape(1, -1), emb.entity, emb.entity_has_text,
+                           emb.relation, global_ids=True)
+        if self.device.type != "cpu":
+            batch = _to(batch, self.device)
+        return self.scorer.forward_projected(self.projections(emb), batch).float().cpu()
+
+    def retrieve(self, index: KGIndex, split_name: str, emb, path: str | Path | None = None, k: int = 500,
+                 graphs_per_batch: int = 128) -> torch.Tensor:
+        """Score ``index[split_name]``, write the top-``k`` triples per question to ``path`` (if given)."""
+        split = index[split_name]
+        if split_name not in emb.question:
+            raise KeyError(f"no question embeddings for split {split_name!r} (have {sorted(emb.question)})")
+        scores = self.score_split(split, emb.question[split_name], emb, graphs_per_batch)
+        if path is not None:
+            from gsr_train.eval.results import write_results
+
+            write_results(path, index, split_name, scores, k)
+        return scores
+
+
+def _to(batch, device):
+    from dataclasses import fields, replace
+
+    return replace(batch, **{f.name: getattr(batch, f.name).to(device) for f in fields(batch)
+                             if isinstance(getattr(batch, f.name), torch.Tensor)})
+
+
+def top_k_per_question(scores: torch.Tensor, edge_ptr: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` edge positions per question (``[Q, k]``, -1 where a graph has fewer edges) and their scores."""
+    sizes = edge_ptr[1:] - edge_ptr[:-1]
+    num_q = sizes.numel()
+    width = max(int(sizes.max()) if num_q else 0, 1)
+    rows = torch.repeat_interleave(torch.arange(num_q), sizes)
+    within = torch.arange(scores.numel()) - torch.repeat_interleave(edge_ptr[:-1], sizes)
+    padded = torch.full((num_q, width), float("-inf"))
+    padded[rows, within] = scores
+    kk = min(k, width)
+    vals, idx = padded.topk(kk, dim=1)
+    pos = idx + edge_ptr[:-1].unsqueeze(1)
+    pos = torch.where(idx < sizes.unsqueeze(1), pos, torch.full_like(pos, -1))
+    return pos, vals

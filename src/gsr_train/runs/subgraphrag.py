@@ -1,0 +1,232 @@
+"""Runner of the SubgraphRAG experiments: ``python train.py +experiment=subgraphrag_*``.
+
+index -> embeddings -> shortest-path supervision -> train (early stopping on validation
+triple recall@K) -> reload the best checkpoint -> score the evaluation split with the
+precomputed-projection path -> write the top-K results (project JSONL format) and the
+recall table at ``eval_ks`` (answer / shortest-path / labelled recall, overall and by hop
+count) next to the cosine baseline scored in the same run. Everything lands in the run
+folder: ``checkpoints/{best-*,last}.ckpt``, ``retrieval_<split>.jsonl``, ``results.json``.
+
+Settings come from ``cfg.model`` (architecture, plus its training recipe under
+``model.train``) and ``cfg.subgraphrag`` (splits, K, threads, resume / eval-only).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from gsr_train.runs.common import cache_dir, label_path, load_kg_index, make_trainer, output_dir, save_figures
+
+log = logging.getLogger(__name__)
+
+DEFAULTS = {
+    "train_split": "train",
+    "val_split": "validation",
+    "eval_split": "test",
+    "eval_graphs_per_batch": 128,
+    "top_k": 500,
+    "threads": None,
+    "ckpt_path": None,
+    "eval_only": None,
+    "compare_cosine": True,
+}
+TRAIN_DEFAULTS = {
+    "graphs_per_batch": 1,
+    "epochs": 10,
+    "patience": 5,
+    "val_k": 100,
+    "optim": {"lr": 1e-3, "weight_decay": 0.0, "scheduler": "none", "warmup_epochs": 0},
+    "loss": {"pos_weight": None, "listwise": 0.0},
+}
+METRICS = ("answer_recall", "sp_recall", "labelled_recall")
+
+
+def _container(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if node is not None and OmegaConf.is_config(node) else node
+
+
+def settings(cfg: DictConfig) -> tuple[dict, dict, dict]:
+    """``(run settings, model options, training recipe)`` with defaults filled in."""
+    run = {**DEFAULTS, **(_container(cfg.get("subgraphrag")) or {})}
+    model = dict(_container(cfg.get("model")) or {})
+    train = {**TRAIN_DEFAULTS, **(model.pop("train", None) or {})}
+    train["optim"] = {**TRAIN_DEFAULTS["optim"], **(train.get("optim") or {})}
+    train["loss"] = {**TRAIN_DEFAULTS["loss"], **(train.get("loss") or {})}
+    return run, model, train
+
+
+def model_meta(index, emb, data_name: str) -> dict:
+    """What a checkpoint needs to be matched with its inputs again."""
+    from gsr_train.io import stable_hash
+
+    return {
+        "encoder_name": emb.encoder_name,
+        "dim": emb.dim,
+        "relation_text": emb.meta.get("relation_text"),
+        "entity_vocab_hash": stable_hash(index.entities),
+        "relation_vocab_hash": stable_hash(index.relations),
+        "num_entities": len(index.entities),
+        "num_relations": len(index.relations),
+        "index_key": index.key,
+        "data": data_name,
+    }
+
+
+def hop_table(reports: Mapping[str, Any], ks: Sequence[int], metrics: Sequence[str] = METRICS,
+              digits: int = 3) -> str:
+    """Markdown: one row per (hop group, model), columns metric@K (groups with questions only)."""
+    groups: list[str] = []
+    for rep in reports.values():
+        groups += [g for g in rep.by_hops if g not in groups]
+    metrics = [m for m in metrics if any(m in r.overall for r in reports.values())]
+    headers = ["hops", "questions", "model"] + [f"{m}@{k}" for m in metrics for k in ks]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * 3 + ["---:"] * (len(headers) - 3)) + "|"]
+    for g in groups:
+        for name, rep in reports.items():
+            gm = rep.by_hops.get(g)
+            if gm is None:
+                continue
+            cells = []
+            for m in metrics:
+                for k in ks:
+                    v = gm.overall.get(m, {}).get(k)
+                    cells.append("-" if v is None else f"{v:.{digits}f}")
+            lines.append("| " + " | ".join([g, str(gm.questions), name] + cells) + " |")
+    return "\n".join(lines)
+
+
+def wins(model: Any, baseline: Any, ks: Sequence[int], metrics: Sequence[str] = METRICS) -> dict[str, dict[int, bool]]:
+    """Per metric and K: does ``model`` beat ``baseline`` (strictly)?"""
+    out: dict[str, dict[int, bool]] = {}
+    for m in metrics:
+        if m in model.overall and m in baseline.overall:
+            out[m] = {k: (model.overall[m][k] or 0.0) > (baseline.overall[m][k] or 0.0) for k in ks}
+    return out
+
+
+def run(cfg: DictConfig) -> dict:
+    import pytorch_lightning as pl
+    from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+
+    from gsr_train.data.triple_datamodule import TripleDataModule
+    from gsr_train.eval.labels import load_labelled_triples
+    from gsr_train.eval.retrieval import comparison_table, retrieval_metrics
+    from gsr_train.kg.paths import get_supervision
+    from gsr_train.models.subgraphrag.module import SubgraphRAGModule
+    from gsr_train.models.subgraphrag.perf import keep_freed_memory
+    from gsr_train.models.subgraphrag.scorer import ScorerConfig
+    from gsr_train.retrievers.cosine import cosine_scores
+    from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
+    from gsr_train.text.embeddings import get_embeddings
+
+    t_start = time.perf_counter()
+    run_cfg, model_opts, train = settings(cfg)
+    keep_freed_memory()
+    if run_cfg["threads"]:
+        torch.set_num_threads(int(run_cfg["threads"]))
+    out = output_dir(cfg)
+    timings: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    index = load_kg_index(cfg)
+    splits = [s for s in (run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]) if s]
+    emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=list(dict.fromkeys(splits)))
+    sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in dict.fromkeys(splits)}
+    timings["prepare_s"] = time.perf_counter() - t0
+    scorer_cfg = ScorerConfig.from_options(model_opts, emb.dim)
+    log.info("scorer: %s", scorer_cfg)
+
+    # ------------------------------------------------------------------ training
+    train_info: dict[str, Any] = {}
+    if run_cfg["eval_only"]:
+        best_path = str(run_cfg["eval_only"])
+    else:
+        dm = TripleDataModule(index, emb, sup, scorer_cfg.structure, scorer_cfg.dde_forward, scorer_cfg.dde_reverse,
+                              train_split=run_cfg["train_split"], val_split=run_cfg["val_split"],
+                              graphs_per_batch=int(train["graphs_per_batch"]),
+                              eval_graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]), seed=int(cfg.seed))
+        module = SubgraphRAGModule(model_opts, emb.dim, optim=train["optim"], loss=train["loss"],
+                                   val_k=int(train["val_k"]), seed=int(cfg.seed),
+                                   meta=model_meta(index, emb, str(cfg.data.name)))
+        monitor = f"val/sp_recall@{int(train['val_k'])}"
+        ckpt = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-{epoch:02d}", monitor=monitor, mode="max",
+                               save_last=True, auto_insert_metric_name=False)
+        callbacks = [ckpt]
+        if train.get("patience"):
+            callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(train["patience"])))
+        trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=int(train["epochs"]))
+        t0 = time.perf_counter()
+        trainer.fit(module, dm, ckpt_path=run_cfg["ckpt_path"])
+        timings["train_s"] = time.perf_counter() - t0
+        best_path = ckpt.best_model_path or str(out / "checkpoints" / "last.ckpt")
+        dm.setup("fit")
+        train_triples = int(index[run_cfg["train_split"]].num_edges[dm.train_questions].sum())
+        train_info = {"epochs_run": int(trainer.current_epoch), "graphs": int(dm.train_questions.numel()),
+                      "skipped": dm.skipped, "triples_per_epoch": train_triples,
+                      "best_score": None if ckpt.best_model_score is None else float(ckpt.best_model_score),
+                      "best_checkpoint": best_path, "last_checkpoint": str(out / "checkpoints" / "last.ckpt"),
+                      "monitor": monitor}
+        log.info("training done in %.1fs; best %s = %s (%s)", timings["train_s"], monitor,
+                 train_info["best_score"], best_path)
+
+    # ------------------------------------------------------------------ evaluation
+    split_name = run_cfg["eval_split"]
+    retriever = SubgraphRAGRetriever.from_checkpoint(best_path)
+    check_compatible(retriever.hparams, emb)
+    results_path = out / f"retrieval_{split_name}.jsonl"
+    t0 = time.perf_counter()
+    scores = retriever.retrieve(index, split_name, emb, results_path, k=int(run_cfg["top_k"]),
+                                graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]))
+    timings["retrieve_s"] = time.perf_counter() - t0
+    timings.update({f"retrieve_{k}": v for k, v in retriever.timings.items()})
+
+    graphs = index[split_name]
+    labelled = labelled_questions = label_stats = None
+    lpath = label_path(cfg, split_name)
+    if lpath:
+        labelled, labelled_questions, label_stats = load_labelled_triples(lpath, index, split_name)
+    ks = [int(k) for k in cfg.eval_ks]
+
+    def report(s: torch.Tensor):
+        return retrieval_metrics(graphs, s, ks, sup[split_name].triple_label, labelled, labelled_questions,
+                                 sup[split_name].hops)
+
+    name = str(model_opts.get("name") or "subgraphrag")
+    reports = {name: report(scores)}
+    if run_cfg["compare_cosine"]:
+        reports["cosine"] = report(cosine_scores(graphs, emb.question[split_name], emb))
+    table = comparison_table(reports, ks=ks, metrics=[m for m in METRICS if m in reports[name].overall],
+                             title=f"{name} vs cosine on {cfg.data.name} [{split_name}]", digits=4)
+    hops = hop_table(reports, ks)
+    print(table)
+    print()
+    print(f"### by hop count ({cfg.data.name} [{split_name}])\n")
+    print(hops)
+    timings["total_s"] = time.perf_counter() - t_start
+
+    figures = {
+        "experiment": cfg.experiment_name,
+        "data": cfg.data.name,
+        "split": split_name,
+        "model": {"name": name, "scorer": scorer_cfg.to_dict(), "train": train},
+        "encoder": emb.encoder_name,
+        "questions": len(graphs),
+        "triples": int(graphs.edge_rel.numel()),
+        "ks": ks,
+        "metrics": {n: r.to_dict() for n, r in reports.items()},
+        "beats_cosine": wins(reports[name], reports["cosine"], ks) if "cosine" in reports else None,
+        "labels": label_stats,
+        "training": train_info,
+        "results_path": str(results_path),
+        "checkpoint": best_path,
+        "timings": {k: round(v, 3) for k, v in timings.items()},
+        "tables": {"overall": table, "by_hops": hops},
+    }
+    save_figures(cfg, "results.json", figures)
+    log.info("total %.1fs", timings["total_s"])
+    return figures
