@@ -1,0 +1,104 @@
+"""Unconstrained vs KG-constrained GSR decoding on the embedded benchmark (one run, same model).
+
+Trains ``gsr_tiny`` on the synthetic train split (``--epochs``; or loads ``--model``, a saved
+GSR folder / .ckpt), then decodes the test split twice with the same beam settings:
+unconstrained beam search + validity filtering (the paper) and KG-constrained beam search
+(every beam may only continue with relations executable from where it stands). Prints
+validity, answer recall (both coverage variants), ground-chain match and wall time per mode,
+and the time ratio; writes the same figures to ``bench/results/gsr_decoding.json``.
+
+    .venv/bin/python bench/bench_gsr_decoding.py [--epochs 10] [--beams 10] [--top-n 3] [--model DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from rich.console import Console
+from rich.table import Table
+
+from gsr_train.config import register_resolvers
+from gsr_train.io import write_json
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--beams", type=int, default=10)
+    ap.add_argument("--top-n", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--model", default=None, help="saved GSR folder or .ckpt (skips training)")
+    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "gsr_decoding.json"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    torch.set_num_threads(args.threads)
+    register_resolvers()
+    from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
+    from gsr_train.runs.gsr import evaluate_gsr, prepare_rog_data, relation_vocab, train_gsr
+
+    tmp = tempfile.mkdtemp(prefix="bench_gsr_")
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[
+            "+experiment=gsr_quickstart", f"trainer.max_epochs={args.epochs}", f"paths.output_dir={tmp}",
+            "experiment_name=bench_gsr_decoding", "logger=none", "~callbacks.rich_progress",
+            "trainer.enable_progress_bar=false", f"gsr.decode.beams={args.beams}", f"gsr.decode.top_n={args.top_n}",
+        ])
+    torch.manual_seed(int(cfg.seed))
+    data = prepare_rog_data(cfg)
+    t0 = time.perf_counter()
+    if args.model:
+        gsr, source = load_gsr(args.model), args.model
+    else:
+        gsr = build_gsr_model(dict(cfg.model), relation_vocab(cfg, data))
+        best, _, _ = train_gsr(cfg, data, gsr)
+        gsr, source = (load_gsr(best) if best else gsr), f"gsr_tiny trained {args.epochs} epochs"
+    train_s = time.perf_counter() - t0
+    gsr.eval()
+    modes = {}
+    for name, constrained in (("unconstrained", False), ("constrained", True)):
+        modes[name] = evaluate_gsr(cfg, data, gsr, constrained=constrained, write=False)
+    rows = []
+    for name, m in modes.items():
+        rows.append({
+            "mode": name, "valid_fraction": m["validity"]["valid_fraction"],
+            f"valid_fraction@{args.top_n}": m["validity"][f"valid_fraction@{args.top_n}"],
+            "questions_with_valid_chain": m["validity"]["questions_with_valid_chain"],
+            "answer_recall": m["answer_coverage"]["recall"], "answer_f1": m["answer_coverage"]["f1"],
+            "paper_recall": m["paper_coverage"]["recall"], "paper_f1": m["paper_coverage"]["f1"],
+            "hits": m["answer_coverage"]["hits"], "match@1": m["chain_match"]["match@1"],
+            f"match@{args.top_n}": m["chain_match"][f"match@{args.top_n}"],
+            "mean_triples": m["mean_triples"], "seconds": m["inference_seconds"],
+            "decode_seconds": m["decode_seconds"],
+        })
+    ratio = rows[1]["seconds"] / rows[0]["seconds"] if rows[0]["seconds"] else float("nan")
+    table = Table(title=f"GSR decoding on the embedded benchmark (test, {len(data.evaluation)} questions, "
+                        f"beam {args.beams}, top-{args.top_n} valid)")
+    table.add_column("metric")
+    for r in rows:
+        table.add_column(r["mode"], justify="right")
+    for key in rows[0]:
+        if key != "mode":
+            table.add_row(key, *[f"{r[key]:.4f}" if isinstance(r[key], float) else str(r[key]) for r in rows])
+    console = Console()
+    console.print(table)
+    console.print(f"constrained / unconstrained wall time: {ratio:.2f}x   (model: {source}; "
+                  f"{'loading' if args.model else 'training'} {train_s:.0f}s; threads {args.threads})")
+    checks = {"constrained_all_valid": rows[1]["valid_fraction"] == 1.0,
+              "constrained_recall_at_least_unconstrained": rows[1]["answer_recall"] >= rows[0]["answer_recall"]}
+    console.print(checks)
+    write_json(args.out, {"model": source, "beams": args.beams, "top_n": args.top_n, "threads": args.threads,
+                          "questions": len(data.evaluation), "train_seconds": train_s, "modes": rows,
+                          "time_ratio_constrained_over_unconstrained": ratio, "checks": checks,
+                          "details": modes})
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

