@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from gsr_train.data.rows import RowError, find_split_file
-from gsr_train.io import open_text, stable_hash
+from gsr_train.io import iter_jsonl, stable_hash
 from gsr_train.kg.index import KGIndex
 from gsr_train.models.gsr.tokens import INDEX_PREFIX, RETRIEVAL_PREFIX, relation_words
 
@@ -71,14 +71,10 @@ def _chains_field(value: Any, source: str, row_id: str, name: str) -> list[Chain
 
 
 def _jsonl_records(path: Path):
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RowError(str(path), f"line {lineno}", "<json>", f"not valid JSON ({e.msg})") from None
+    for lineno, record in iter_jsonl(path):
+        if isinstance(record, json.JSONDecodeError):
+            raise RowError(str(path), f"line {lineno}", "<json>", f"not valid JSON ({record.msg})")
+        yield lineno, record
 
 
 def load_path_rows(source: str | Path, split: str | None = None) -> list[PathRow]:
