@@ -106,9 +106,10 @@ class SubgraphRAGRetriever:
             qs = torch.arange(s, min(s + graphs_per_batch, len(split)))
             batch = make_batch(split, qs, features, question_emb, emb.entity, emb.entity_has_text, emb.relation,
                                global_ids=True)
+            edge_ids = batch.edge_ids
             if self.device.type != "cpu":
                 batch = _to(batch, self.device)
-            scores[batch.edge_ids] = self.scorer.forward_projected(proj, batch).float().cpu()
+            scores[edge_ids] = self.scorer.forward_projected(proj, batch).float().cpu()
         self.timings.update(features_s=t1 - t0, scoring_s=time.perf_counter() - t1)
         return scores
 

@@ -34,6 +34,7 @@ DEFAULTS = {
     "ckpt_path": None,
     "eval_only": None,
     "compare_cosine": True,
+    "device": None,
 }
 TRAIN_DEFAULTS = {
     "graphs_per_batch": 1,
@@ -176,7 +177,9 @@ def run(cfg: DictConfig) -> dict:
 
     # ------------------------------------------------------------------ evaluation
     split_name = run_cfg["eval_split"]
-    retriever = SubgraphRAGRetriever.from_checkpoint(best_path)
+    device = run_cfg["device"] or ("cuda" if torch.cuda.is_available() and cfg.trainer.get("accelerator") == "gpu"
+                                   else "cpu")
+    retriever = SubgraphRAGRetriever.from_checkpoint(best_path, device=device)
     check_compatible(retriever.hparams, emb)
     results_path = out / f"retrieval_{split_name}.jsonl"
     t0 = time.perf_counter()

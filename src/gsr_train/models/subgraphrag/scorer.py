@@ -11,6 +11,12 @@ to float rounding. For inference, :meth:`TripleScorer.precompute` projects every
 and relation of the KG once per trained model (:class:`Projections`), after which scoring
 a question is gathers + one ReLU + a dot product per triple.
 
+Per triple, the first layer's pre-activation is then a sum of rows: two from the entity
+projections (head side of the head, tail side of the tail), one per (question, relation)
+pair, one per distinct structural (DDE) row of head and tail, plus the cosine features
+times their weight columns. That per-triple stage runs as one cache-blocked autograd op
+(:mod:`.triple_mlp`) for the paper's MLP shape, or as ``embedding_bag`` sums + autograd.
+
 Parts of the input (the ``layout``), all optional except the four embeddings:
 
 * ``sh`` / ``st``: structural features of head / tail (DDE, or the topic one-hot);

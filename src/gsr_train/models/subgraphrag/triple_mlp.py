@@ -19,7 +19,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-DEFAULT_BLOCK = 256
+DEFAULT_BLOCK = 256  # 256 x 1024 floats = 1 MB: stays in L2
+GPU_BLOCK = 1 << 16
 
 
 def _pre(a, a_idx, b, b_idx, r_w, r_rows):
@@ -93,5 +94,7 @@ def triple_mlp(a: torch.Tensor, a_idx: torch.Tensor, b: torch.Tensor, b_idx: tor
         raise ValueError(f"a_idx has {a_idx.shape[0]} triples, b_idx {b_idx.shape[0]}")
     if (rank1_w is None) != (not rank1_rows):
         raise ValueError("rank1_w and rank1_rows go together")
+    if a.is_cuda and block == DEFAULT_BLOCK:
+        block = GPU_BLOCK  # no cache to fit in; fewer, bigger kernels
     return _TripleMLP.apply(a, a_idx, b, b_idx, rank1_w, tuple(int(r) for r in rank1_rows),
                             weight.reshape(-1), bias.reshape(()), block)
