@@ -7,7 +7,8 @@ Runs, in one process, with MiniLM embeddings (cached) and Lightning's training l
   ReLU -> Linear, plain Adam) on the first ``--ref-graphs`` graphs: the slower way;
 * ``paper``: the same model and recipe (one graph per step) on our training path
   (per-part projections, cache-blocked per-triple op, fused Adam), ``--paper-epochs``;
-* ``ours``: the default model config (``conf/model/subgraphrag.yaml``) for ``--epochs``.
+* ``ours``: the default model config (``conf/model/subgraphrag.yaml``) for ``--epochs``;
+* ``ours_bf16`` (``--bf16``): the same with bfloat16 entity-projection matmuls in training.
 
 Throughput counts training steps only (validation excluded): wall-clock and process-CPU
 triples per second (the CPU figure is what a quiet machine would show when other jobs
@@ -142,6 +143,8 @@ def main(argv=None) -> dict:
     p.add_argument("--ref-graphs", type=int, default=150, help="graphs (steps) of the straightforward run")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--skip", nargs="*", default=[], choices=["straightforward", "paper", "ours"])
+    p.add_argument("--bf16", action="store_true",
+                   help="also train 'ours' with bfloat16 entity projections (train_projection_dtype; AMX / AVX512-BF16)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_subgraphrag_training.json"))
     p.add_argument("--workdir", default=None, help="checkpoints of the runs (default: a temporary folder)")
     args = p.parse_args(argv)
@@ -168,6 +171,9 @@ def main(argv=None) -> dict:
         rows["paper"] = train("paper", index, emb, sup, labels, paper, paper_train, args.paper_epochs, out)
     if "ours" not in args.skip:
         rows["ours"] = train("ours", index, emb, sup, labels, ours, ours_train, args.epochs or ours_train["epochs"], out)
+    if args.bf16:
+        rows["ours_bf16"] = train("ours_bf16", index, emb, sup, labels, {**ours, "train_projection_dtype": "bfloat16"},
+                                  ours_train, args.epochs or ours_train["epochs"], out)
     base = rows.get("straightforward")
     for row in rows.values():
         row["x_public"] = row["triples_per_s_wall"] / PUBLIC_TRIPLES_PER_S

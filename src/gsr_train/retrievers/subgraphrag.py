@@ -22,8 +22,8 @@ from typing import Any, Mapping
 import torch
 
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
-from gsr_train.models.subgraphrag.batch import make_batch
-from gsr_train.models.subgraphrag.dde import NodeFeatures, node_features
+from gsr_train.models.subgraphrag.batch import make_batch, question_batch
+from gsr_train.models.subgraphrag.dde import NodeFeatures, dde, node_features, topic_one_hot
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
 
 log = logging.getLogger(__name__)
@@ -116,14 +116,14 @@ class SubgraphRAGRetriever:
     @torch.no_grad()
     def score_question(self, graph: QuestionGraph, question_emb: torch.Tensor, emb) -> torch.Tensor:
         """Scores ``[E]`` of one question's triples (serving path: DDE + scoring, no batching)."""
-        n, e = graph.num_entities, graph.num_edges
-        split = SplitGraphs([graph.id], [graph.question], [graph.answers], torch.tensor([0, n]), graph.entity_ids,
-                            graph.topic_mask, graph.answer_mask, torch.tensor([0, e]), graph.edge_index,
-                            graph.edge_rel)
         cfg = self.scorer.config
-        feats = node_features(split, cfg.structure, cfg.dde_forward, cfg.dde_reverse)
-        batch = make_batch(split, [0], feats, question_emb.reshape(1, -1), emb.entity, emb.entity_has_text,
-                           emb.relation, global_ids=True)
+        if cfg.structure == "dde":
+            rows = dde(graph.edge_index, graph.topic_mask, cfg.dde_forward, cfg.dde_reverse)
+        elif cfg.structure == "topic":
+            rows = topic_one_hot(graph.topic_mask)
+        else:
+            rows = torch.zeros(graph.num_entities, 0)
+        batch = question_batch(graph, rows, question_emb, emb.entity, emb.entity_has_text, emb.relation)
         if self.device.type != "cpu":
             batch = _to(batch, self.device)
         return self.scorer.forward_projected(self.projections(emb), batch).float().cpu()

@@ -145,3 +145,40 @@ def make_batch(
         edge_ptr=torch.cat([torch.zeros(1, dtype=torch.long), e_sizes.cumsum(0)]),
         labels=None if labels is None else labels[edge_ids].float(),
     )
+
+
+def question_batch(
+    graph,
+    structure_rows: torch.Tensor,
+    question_emb: torch.Tensor,
+    entity_emb: torch.Tensor,
+    entity_has_text: torch.Tensor,
+    relation_emb: torch.Tensor,
+) -> TripleBatch:
+    """A *global-id* batch of one question graph (the serving path), without deduplication.
+
+    ``graph``: a :class:`~gsr_train.kg.index.QuestionGraph`; ``structure_rows [N, C]``: its
+    nodes' structural features (each node keeps its own row: for one graph, projecting
+    ``N`` rows of ``C`` channels is cheaper than finding the distinct ones).
+    """
+    n, e = graph.num_entities, graph.num_edges
+    gid = graph.entity_ids
+    node_ent = torch.where(entity_has_text[gid], gid, torch.full_like(gid, entity_emb.shape[0]))
+    rel_ids, triple_pair = torch.unique(graph.edge_rel, return_inverse=True)
+    return TripleBatch(
+        q_emb=question_emb.reshape(1, -1).float(),
+        ent_emb=entity_emb,
+        node_ent=node_ent,
+        node_q=torch.zeros(n, dtype=torch.long),
+        feat_rows=structure_rows.float(),
+        node_frow=torch.arange(n),
+        rel_emb=relation_emb,
+        pair_q=torch.zeros(rel_ids.numel(), dtype=torch.long),
+        pair_rel=rel_ids,
+        head=graph.edge_index[0],
+        tail=graph.edge_index[1],
+        triple_pair=triple_pair,
+        edge_ids=torch.arange(e),
+        questions=torch.zeros(1, dtype=torch.long),
+        edge_ptr=torch.tensor([0, e]),
+    )

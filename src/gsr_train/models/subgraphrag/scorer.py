@@ -298,11 +298,12 @@ class TripleScorer(nn.Module):
 
     def _forward(self, batch: TripleBatch) -> torch.Tensor:
         w_ent = self.entity_weight()
+        # the no-text row joins the (small) input, not the [U + 1, 2H] output: no output copy
+        ent_in = torch.cat([batch.ent_emb.float(), self.no_text.unsqueeze(0)])
         if self.training and self.config.train_projection_dtype == "bfloat16":
-            text_proj = F.linear(batch.ent_emb.to(torch.bfloat16), w_ent.to(torch.bfloat16)).float()
+            ent_proj = F.linear(ent_in.to(torch.bfloat16), w_ent.to(torch.bfloat16)).float()
         else:
-            text_proj = F.linear(batch.ent_emb.float(), w_ent)
-        ent_proj = torch.cat([text_proj, F.linear(self.no_text, w_ent).unsqueeze(0)])
+            ent_proj = F.linear(ent_in, w_ent)
         rel_proj = F.linear(batch.rel_emb.float(), self.weight("r"))[batch.pair_rel]
         ent_halves = ent_proj.reshape(-1, self.config.hidden)
         parts = self._triple_parts(batch, ent_halves, batch.node_ent, self._pair_terms(batch, rel_proj))
@@ -355,23 +356,52 @@ class TripleScorer(nn.Module):
         return Projections(ent=ent, row_of=row_of, rel=rel)
 
     @torch.no_grad()
-    def forward_projected(self, proj: Projections, batch: TripleBatch, chunk_triples: int = 512) -> torch.Tensor:
-        """Logits ``[T]`` from :class:`Projections` for a *global* batch (``global_ids=True``).
+    def node_terms(self, proj: Projections, batch: TripleBatch) -> torch.Tensor:
+        """``[N, 2H]``: everything of the first layer that depends on one node only.
 
-        Only per-question work is left: the question part, pair interactions, node features,
-        and per triple three gathers, a ReLU and the output layer (in cache-sized chunks).
+        Head side ``[:H]`` and tail side ``[H:]`` of each node: its entity projection, its
+        structural-feature projection, its question-cosine times the cosine weight columns
+        (and the question-entity product terms). Built once per node, so each triple only
+        sums two node rows and one (question, relation) row, from tables small enough to
+        stay in cache.
         """
         rows = proj.row_of[batch.node_ent]
         if bool((rows < 0).any()):
             raise ValueError("batch has entities that were not projected; pass them to precompute(entities=...)")
+        node = proj.ent.index_select(0, rows)
+        if self.has("sh"):
+            node += self._feature_terms(batch.feat_rows).index_select(0, batch.node_frow)
+        if self.has("cos_h"):
+            cos = self._node_cosines(batch).unsqueeze(1)
+            h = self.config.hidden
+            node[:, :h].addmm_(cos, self.weight("cos_h").t())
+            node[:, h:].addmm_(cos, self.weight("cos_t").t())
+        if self.has("qh"):
+            node += self._qe_terms(batch)
+        return node
+
+    @torch.no_grad()
+    def forward_projected(self, proj: Projections, batch: TripleBatch, chunk_triples: int = 512) -> torch.Tensor:
+        """Logits ``[T]`` from :class:`Projections` for a *global* batch (``global_ids=True``).
+
+        Only per-question work is left: the question part and pair interactions, the node
+        terms (:meth:`node_terms`), and per triple three row gathers, a ReLU and the output
+        layer (in cache-sized blocks).
+        """
+        h = self.config.hidden
+        node = self.node_terms(proj, batch).reshape(-1, h)  # rows 2n: head side, 2n + 1: tail side
         pair = self._pair_terms(batch, proj.rel.index_select(0, batch.pair_rel))
-        parts = self._triple_parts(batch, proj.ent.reshape(-1, self.config.hidden), rows, pair)
-        if self.fused or not self.hidden_layers:
-            return self._triple_logits(*parts)
-        ent, ent_idx, small, small_idx, rank1_w, rank1_rows = parts
+        node_idx = torch.stack([2 * batch.head, 2 * batch.tail + 1], dim=1)
+        pair_idx = batch.triple_pair.unsqueeze(1)
+        if self.fused:
+            if self._compiled is None:
+                self._compiled = torch.compile(self._fused_logits, dynamic=True)
+            return self._compiled(node, node_idx, pair, pair_idx, None, None)
+        if not self.hidden_layers:
+            return triple_mlp(node, node_idx, pair, pair_idx, self.out.weight, self.out.bias)
         out = torch.empty(batch.num_triples, device=pair.device)
         for s in range(0, batch.num_triples, chunk_triples):  # cache-sized [chunk, H] temporaries
             e = min(s + chunk_triples, batch.num_triples)
-            out[s:e] = self._triple_logits(ent, ent_idx[s:e], small, small_idx[s:e],
-                                           None if rank1_w is None else rank1_w[s:e], rank1_rows)
+            pre = F.embedding_bag(node_idx[s:e], node, mode="sum") + pair.index_select(0, batch.triple_pair[s:e])
+            out[s:e] = self.mlp_tail(pre)
         return out
