@@ -39,9 +39,10 @@ from gsr_train.models.subgraphrag.perf import keep_freed_memory  # noqa: E402
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer  # noqa: E402
 from gsr_train.retrievers.subgraphrag import top_k_per_question  # noqa: E402
 
-VARIANTS = {
+VARIANTS = {  # scorer options over --hidden (model configs: subgraphrag_paper, subgraphrag, subgraphrag_wide)
     "paper": {},
-    "ours": {"cos_features": True, "qr_product": True},
+    "ours": {"cos_features": True, "qr_product": True, "hidden": 256},
+    "ours_wide": {"cos_features": True, "qr_product": True},
 }
 
 
@@ -106,7 +107,7 @@ def part1(args) -> dict:
                    for b, gb in zip(local, glob))
         t_ref = timeit(lambda: [scorer.forward_reference(b) for b in local], args.repeats)
         t_fast = timeit(lambda: [scorer.forward_projected(proj, b) for b in glob], args.repeats)
-        row = {"straightforward_triples_per_s": total / t_ref, "projected_triples_per_s": total / t_fast,
+        row = {"hidden": scorer.config.hidden, "straightforward_triples_per_s": total / t_ref, "projected_triples_per_s": total / t_fast,
                "speedup": t_ref / t_fast, "max_abs_diff": diff, "precompute_s": precompute_s,
                "projected_entities": args.vocab, "straightforward_s": t_ref, "projected_s": t_fast}
         if args.fused:
@@ -139,7 +140,7 @@ def part2(args) -> dict:
             name = f"checkpoint:{Path(args.checkpoint).name}"
         else:
             torch.manual_seed(0)
-            retriever = SubgraphRAGRetriever(TripleScorer(ScorerConfig.from_options(opts, emb.dim)))
+            retriever = SubgraphRAGRetriever(TripleScorer(ScorerConfig.from_options({"hidden": args.hidden, **opts}, emb.dim)))
         scorer = retriever.scorer
         for fused in ([False, True] if args.fused else [False]):
             scorer.fused = fused
@@ -203,14 +204,14 @@ def main(argv=None) -> dict:
 
     r1 = result["webqsp_sized_random"]
     print(f"\nTriples scored per second, WebQSP-sized random graphs ({r1['graphs']} x {r1['triples_per_graph']} "
-          f"triples, {r1['entities_per_graph']} entities, {r1['dim']}-d, hidden {r1['hidden']}, "
+          f"triples, {r1['entities_per_graph']} entities, {r1['dim']}-d, "
           f"{torch.get_num_threads()} thread(s))")
-    print(f"| model | straightforward | precomputed projections | speed-up | fused | fused speed-up | max abs diff |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(f"| model | hidden | straightforward | precomputed projections | speed-up | fused | fused speed-up | max abs diff |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, row in r1["variants"].items():
         fused = (f"{row['fused_triples_per_s']:,.0f} | {row['fused_speedup']:.1f}x" if "fused_triples_per_s" in row
                  else "- | -")
-        print(f"| {name} | {row['straightforward_triples_per_s']:,.0f} | {row['projected_triples_per_s']:,.0f} | "
+        print(f"| {name} | {row['hidden']} | {row['straightforward_triples_per_s']:,.0f} | {row['projected_triples_per_s']:,.0f} | "
               f"{row['speedup']:.1f}x | {fused} | {row['max_abs_diff']:.1e} |")
     r2 = result["webqsp_mini_retrieval"]
     if "variants" in r2:

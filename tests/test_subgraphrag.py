@@ -113,6 +113,20 @@ def test_three_scoring_paths_agree(toy, options):
     assert ref.std() > 0  # not a degenerate comparison
 
 
+@pytest.mark.parametrize("options", [{"use_dde": False, "use_topic": False}, {"use_dde": False}, OPTION_SETS[-1]])
+def test_one_question_serving_path_equals_batched_scoring(toy, options):
+    torch.manual_seed(2)
+    index, emb = toy["index"], toy["emb"]
+    retriever = SubgraphRAGRetriever(TripleScorer(ScorerConfig.from_options({"hidden": 40, **options}, emb.dim)))
+    split = index["test"]
+    batched = retriever.score_split(split, emb.question["test"], emb, graphs_per_batch=5)
+    for q in (0, 2, len(split) - 1):
+        one = retriever.score_question(split.graph(q), emb.question["test"][q], emb)
+        part = batched[int(split.edge_ptr[q]):int(split.edge_ptr[q + 1])]
+        assert one.shape == part.shape and one.numel() > 0
+        assert (one - part).abs().max() < 1e-5
+
+
 def test_fast_path_gradients_match_reference(toy):
     torch.manual_seed(1)
     index, emb = toy["index"], toy["emb"]
