@@ -389,8 +389,9 @@ class TripleScorer(nn.Module):
         layer (in cache-sized blocks).
         """
         h = self.config.hidden
-        node = self.node_terms(proj, batch).reshape(-1, h)  # rows 2n: head side, 2n + 1: tail side
-        pair = self._pair_terms(batch, proj.rel.index_select(0, batch.pair_rel))
+        with self._split_weight():  # slice the first layer's weight once, not per part
+            node = self.node_terms(proj, batch).reshape(-1, h)  # rows 2n: head side, 2n + 1: tail side
+            pair = self._pair_terms(batch, proj.rel.index_select(0, batch.pair_rel))
         node_idx = torch.stack([2 * batch.head, 2 * batch.tail + 1], dim=1)
         pair_idx = batch.triple_pair.unsqueeze(1)
         if self.fused:
