@@ -514,11 +514,21 @@ class GSRDataModule:
     def steps_per_epoch(self, epoch: int = 0) -> int:
         return max(1, -(-len(self.epoch_items(epoch)) // self.batch_size))
 
-    def train_loader(self, epoch: int):
+    def train_loader(self, epoch: int, skip_batches: int = 0):
         from torch.utils.data import DataLoader
 
-        return DataLoader(self.epoch_items(epoch), batch_size=self.batch_size, shuffle=False,
-                          collate_fn=self.collate)
+        from gsr_train.data.triple_datamodule import RankSampler
+
+        items = self.epoch_items(epoch)  # already shuffled per epoch; sharded by rank under DDP
+        sampler = RankSampler(len(items), shuffle=False)
+        sampler.skip = skip_batches * self.batch_size
+        return DataLoader(items, batch_size=self.batch_size, sampler=sampler, collate_fn=self.collate)
+
+    def rank_batches(self, epoch: int) -> int:
+        """Training batches of ``epoch`` on this rank (under DDP each rank holds 1/W of the items)."""
+        from gsr_train.data.triple_datamodule import RankSampler
+
+        return max(1, -(-len(RankSampler(len(self.epoch_items(epoch)), shuffle=False)) // self.batch_size))
 
     def val_loader(self):
         from torch.utils.data import DataLoader
@@ -526,18 +536,50 @@ class GSRDataModule:
         return DataLoader(self.validation, batch_size=self.eval_batch_size, shuffle=False, collate_fn=self.collate)
 
     def as_lightning(self):
-        import pytorch_lightning as pl
+        return make_lightning_datamodule(self)
 
-        owner = self
 
-        class _DM(pl.LightningDataModule):
-            def train_dataloader(self):
-                epoch = self.trainer.current_epoch if self.trainer is not None else 0
-                return owner.train_loader(epoch)
+def _lightning_class():
+    import pytorch_lightning as pl
 
-            def val_dataloader(self):
-                return owner.val_loader() if owner.validation else []
+    class LightningGSRData(pl.LightningDataModule):
+        def __init__(self, data: GSRDataModule) -> None:
+            super().__init__()
+            self.gsr_data = data
 
-        dm = _DM()
-        dm.gsr_data = owner
-        return dm
+        def train_dataloader(self):
+            from gsr_train.data.triple_datamodule import resume_offset
+
+            epoch = self.trainer.current_epoch if self.trainer is not None else 0
+            skip = resume_offset(self.trainer, self.gsr_data.rank_batches)  # mid-epoch resume
+            return self.gsr_data.train_loader(epoch, skip_batches=skip)
+
+        def val_dataloader(self):
+            return self.gsr_data.val_loader() if self.gsr_data.validation else []
+
+    LightningGSRData.__module__ = __name__
+    LightningGSRData.__qualname__ = "LightningGSRData"
+    return LightningGSRData
+
+
+def __getattr__(name: str):
+    """``LightningGSRData`` is built on first use, so this module imports without Lightning;
+    a module-level name (not a local class) lets DDP spawn pickle the data module."""
+    if name == "LightningGSRData":
+        cls = _lightning_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def make_lightning_datamodule(owner: GSRDataModule):
+    """The Lightning side of :class:`GSRDataModule`.
+
+    Under DDP the training items of an epoch are sharded by rank (rank ``r`` takes items
+    ``r, r + W, ...`` of the epoch's order), so W ranks with batch B see the same items per
+    optimiser step as one process with batch ``W * B``; validation is sharded by Lightning
+    and merged by :class:`~gsr_train.models.gsr.module.GSRModule`.
+    """
+    import sys
+
+    return getattr(sys.modules[__name__], "LightningGSRData")(owner)

@@ -12,16 +12,17 @@ an answer entity). Validation keeps every question so its recall is comparable.
 
 Shuffling is a pure function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`, whose
 epoch Lightning sets), so a run resumed from ``last.ckpt`` sees the same order as an
-uninterrupted one.
+uninterrupted one. Under DDP the same order is sharded by rank (:class:`RankSampler`):
+W processes with ``graphs_per_batch`` B take the same graphs per step as one with W * B.
 """
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, DistributedSampler
 
 from gsr_train.kg.index import KGIndex, SplitGraphs
 from gsr_train.models.subgraphrag.batch import TripleBatch, make_batch
@@ -30,23 +31,67 @@ from gsr_train.models.subgraphrag.dde import NodeFeatures, node_features
 log = logging.getLogger(__name__)
 
 
-class EpochShuffleSampler(Sampler[int]):
-    """A permutation of ``range(n)`` that depends only on ``(seed, epoch)``."""
+def _world() -> tuple[int, int]:
+    """``(num_replicas, rank)`` of the running process group, ``(1, 0)`` without one."""
+    import torch.distributed as dist
 
-    def __init__(self, n: int, seed: int = 0, shuffle: bool = True) -> None:
-        self.n, self.seed, self.shuffle, self.epoch = int(n), int(seed), bool(shuffle), 0
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+
+class RankSampler(DistributedSampler):
+    """A fixed order of ``range(n)`` (identity, or a permutation of ``(seed, epoch)``) sharded by rank.
+
+    Rank ``r`` of ``W`` takes positions ``r, r + W, ...`` of the order (padded with its first
+    items to a multiple of W, like :class:`DistributedSampler`), so one optimiser step of W
+    ranks with batch B covers the same items as one step of a single process with batch
+    ``W * B``. Being a ``DistributedSampler``, Lightning uses it as is instead of wrapping it
+    in its own (which would shuffle again); in a single process it is the plain order.
+    """
+
+    def __init__(self, n: int, seed: int = 0, shuffle: bool = True, num_replicas: int | None = None,
+                 rank: int | None = None) -> None:
+        world, me = _world()
+        super().__init__(range(int(n)), num_replicas=num_replicas or world, rank=me if rank is None else rank,
+                         shuffle=shuffle, seed=seed, drop_last=False)
+        self.n = int(n)
+        self.skip = 0  # items of this rank's shard to leave out of the next pass only (mid-epoch resume)
+
+    def order(self) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.n))
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return torch.randperm(self.n, generator=gen).tolist()
 
     def __iter__(self) -> Iterator[int]:
-        if not self.shuffle:
-            return iter(range(self.n))
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=gen).tolist())
+        order = self.order()
+        if self.num_replicas > 1 and order:
+            pad = self.total_size - len(order)
+            order = order + (order * (pad // len(order) + 1))[:pad]
+        mine = order[self.rank:self.total_size:self.num_replicas]
+        skip, self.skip = self.skip, 0
+        return iter(mine[skip:])
 
-    def __len__(self) -> int:
-        return self.n
+
+def resume_offset(trainer, batches_per_epoch: Callable[[int], int]) -> int:
+    """Batches of the current epoch already trained when ``fit`` restarts from a mid-epoch checkpoint.
+
+    Lightning restores the step counters but restarts a plain DataLoader from its first batch;
+    our orders are pure functions of ``(seed, epoch)``, so the loader skips the batches the
+    restored ``global_step`` says were done (0 at an epoch boundary and in a fresh run).
+    ``batches_per_epoch(e)``: training batches of epoch ``e`` on this rank.
+    """
+    if trainer is None:
+        return 0
+    epoch, accum = int(trainer.current_epoch), max(int(trainer.accumulate_grad_batches or 1), 1)
+    before = sum(-(-batches_per_epoch(e) // accum) for e in range(epoch))
+    done = (int(trainer.global_step) - before) * accum
+    return done if 0 < done < batches_per_epoch(epoch) else 0
+
+
+class EpochShuffleSampler(RankSampler):
+    """A permutation of ``range(n)`` that depends only on ``(seed, epoch)`` (sharded under DDP)."""
 
 
 class GraphCollate:
@@ -136,8 +181,16 @@ class TripleDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         self.setup("fit")
         questions = self.train_questions.tolist()
-        return DataLoader(questions, batch_size=self.graphs_per_batch,
-                          sampler=EpochShuffleSampler(len(questions), self.seed),
+        sampler = EpochShuffleSampler(len(questions), self.seed)
+        batches = -(-len(sampler) // self.graphs_per_batch)
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            sampler.set_epoch(int(trainer.current_epoch))
+        sampler.skip = resume_offset(trainer, lambda _epoch: batches) * self.graphs_per_batch
+        if sampler.skip:
+            log.info("resuming mid-epoch: skipping the first %d batches of epoch %d", sampler.skip // self.graphs_per_batch,
+                     trainer.current_epoch)
+        return DataLoader(questions, batch_size=self.graphs_per_batch, sampler=sampler,
                           collate_fn=self.collate(self.train_split), num_workers=self.num_workers)
 
     def eval_dataloader(self, split: str, with_labels: bool = False) -> DataLoader:

@@ -28,7 +28,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import cache_dir, make_trainer, output_dir, save_figures
+from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, log_final_metrics, make_trainer, output_dir, resume_path,
+                                   save_figures)
 
 log = logging.getLogger(__name__)
 
@@ -195,27 +196,35 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
 
     from gsr_train.models.gsr.module import GSRModule
 
+    from gsr_train.data.triple_datamodule import RankSampler
+
     dm = build_datamodule(cfg, data, gsr)
     max_epochs = int(cfg.trainer.max_epochs)
     accum = int(cfg.trainer.get("accumulate_grad_batches", 1) or 1)
-    total = sum(math.ceil(dm.steps_per_epoch(e) / accum) for e in range(max_epochs))
     module = GSRModule(gsr, optim=_container(cfg.model.optim), val_decode=_container(cfg.gsr.val_decode),
-                       total_steps=total, weighting=cfg.gsr.get("loss_weighting", "question"))
+                       total_steps=None, weighting=cfg.gsr.get("loss_weighting", "question"))
     monitor = cfg.gsr.monitor
     has_val = bool(dm.validation)
     ckpt = ModelCheckpoint(dirpath=str(output_dir(cfg) / "checkpoints"), filename="best-epoch{epoch:02d}",
                            auto_insert_metric_name=False, save_top_k=1,
                            monitor=monitor if has_val else None, mode="min" if monitor.endswith("loss") else "max",
-                           save_last=not has_val)
+                           save_last=not has_val, enable_version_counter=False)
     trainer = make_trainer(cfg, callbacks=[ckpt], reload_dataloaders_every_n_epochs=1,
                            **({} if has_val else {"limit_val_batches": 0}))
+    # optimiser steps of the whole run on each rank (DDP: every rank holds 1/W of an epoch's items)
+    world = int(trainer.world_size)
+    total = sum(math.ceil(-(-len(RankSampler(len(dm.epoch_items(e)), shuffle=False, num_replicas=world, rank=0))
+                              // dm.batch_size) / accum) for e in range(max_epochs))
+    module.total_steps = total
     log.info("GSR training: %s", data.summary)
     t0 = time.perf_counter()
-    trainer.fit(module, datamodule=dm.as_lightning())
+    trainer.fit(module, datamodule=dm.as_lightning(), ckpt_path=resume_path(cfg))
     seconds = time.perf_counter() - t0
-    best = ckpt.best_model_path or ckpt.last_model_path or None
-    return best, seconds, {"best_score": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None,
-                           "epochs_run": int(trainer.current_epoch), "total_steps": total}
+    state = fit_state(trainer, ckpt)
+    last = output_dir(cfg) / "checkpoints" / "last.ckpt"
+    best = state["best_path"] or ckpt.last_model_path or (str(last) if last.exists() else None)
+    return best, seconds, {"best_score": state["best_score"], "epochs_run": state["epochs_run"], "total_steps": total,
+                           "global_step": state["global_step"], "devices": world, "trainer": trainer}
 
 
 def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True) -> dict:
@@ -267,6 +276,7 @@ def run(cfg: DictConfig) -> float | None:
     prep_seconds = time.perf_counter() - t0
     figures: dict[str, Any] = {"experiment": cfg.get("experiment_name"), "model": cfg.model.name,
                                "variant": g.variant, "schedule": g.schedule}
+    trainer = None
     if g.get("eval_only"):
         gsr = load_gsr(g.eval_only)
         best, train_seconds, fit_info = str(g.eval_only), 0.0, {}
@@ -274,6 +284,9 @@ def run(cfg: DictConfig) -> float | None:
         relations = relation_vocab(cfg, data)
         gsr = build_gsr_model(_container(cfg.model), relations)
         best, train_seconds, fit_info = train_gsr(cfg, data, gsr)
+        trainer = fit_info.pop("trainer")
+        if not is_rank_zero():  # DDP (subprocess launch): rank 0 alone evaluates and writes
+            return None
         if best:
             gsr = load_gsr(best)
         gsr.save_pretrained(output_dir(cfg) / "model")
@@ -287,6 +300,8 @@ def run(cfg: DictConfig) -> float | None:
         figures[mode] = evaluate_gsr(cfg, data, gsr, constrained=(mode == "constrained"))
     save_figures(cfg, "metrics.json", figures)
     main = figures[modes[0]]["chain_match"] if modes else {}
+    log_final_metrics(trainer, {f"test/{mode}/{k}": v for mode in modes
+                                for k, v in figures[mode].get("chain_match", {}).items()})
     return main.get(f"match@{int(g.decode.top_n)}")
 
 

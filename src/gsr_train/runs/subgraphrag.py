@@ -20,7 +20,8 @@ from typing import Any, Mapping, Sequence
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import cache_dir, label_path, load_kg_index, make_trainer, output_dir, save_figures
+from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, label_path, load_kg_index, log_final_metrics, make_trainer,
+                                   output_dir, resume_path, save_figures)
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,7 @@ def run(cfg: DictConfig) -> dict:
 
     # ------------------------------------------------------------------ training
     train_info: dict[str, Any] = {}
+    trainer = None
     if run_cfg["eval_only"]:
         best_path = str(run_cfg["eval_only"])
     else:
@@ -156,22 +158,26 @@ def run(cfg: DictConfig) -> dict:
                                    meta=model_meta(index, emb, str(cfg.data.name)))
         monitor = f"val/sp_recall@{int(train['val_k'])}"
         ckpt = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-{epoch:02d}", monitor=monitor, mode="max",
-                               save_last=True, auto_insert_metric_name=False)
+                               save_last=True, auto_insert_metric_name=False, enable_version_counter=False)
         callbacks = [ckpt]
         if train.get("patience"):
             callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(train["patience"])))
         trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=int(train["epochs"]))
         t0 = time.perf_counter()
-        trainer.fit(module, dm, ckpt_path=run_cfg["ckpt_path"])
+        trainer.fit(module, dm, ckpt_path=resume_path(cfg, run_cfg["ckpt_path"]))
         timings["train_s"] = time.perf_counter() - t0
-        best_path = ckpt.best_model_path or str(out / "checkpoints" / "last.ckpt")
+        if not is_rank_zero():  # DDP (subprocess launch): rank 0 alone evaluates and writes
+            return {}
+        state = fit_state(trainer, ckpt)
+        best_path = state["best_path"] or str(out / "checkpoints" / "last.ckpt")
         dm.setup("fit")
         train_triples = int(index[run_cfg["train_split"]].num_edges[dm.train_questions].sum())
-        train_info = {"epochs_run": int(trainer.current_epoch), "graphs": int(dm.train_questions.numel()),
+        train_info = {"epochs_run": state["epochs_run"], "graphs": int(dm.train_questions.numel()),
                       "skipped": dm.skipped, "triples_per_epoch": train_triples,
-                      "best_score": None if ckpt.best_model_score is None else float(ckpt.best_model_score),
+                      "best_score": state["best_score"],
                       "best_checkpoint": best_path, "last_checkpoint": str(out / "checkpoints" / "last.ckpt"),
-                      "monitor": monitor}
+                      "monitor": monitor, "global_step": state["global_step"],
+                      "devices": int(trainer.world_size)}
         log.info("training done in %.1fs; best %s = %s (%s)", timings["train_s"], monitor,
                  train_info["best_score"], best_path)
 
@@ -212,8 +218,13 @@ def run(cfg: DictConfig) -> dict:
     print(hops)
     timings["total_s"] = time.perf_counter() - t_start
 
+    top_k = int(run_cfg["top_k"])
+    at_k = report(scores) if top_k in ks else retrieval_metrics(
+        graphs, scores, [top_k], sup[split_name].triple_label, labelled, labelled_questions, sup[split_name].hops)
+    at_k = {"k": top_k, **{m: at_k.overall[m][top_k] for m in METRICS if m in at_k.overall}}
     figures = {
         "experiment": cfg.experiment_name,
+        "at_k": at_k,
         "data": cfg.data.name,
         "split": split_name,
         "model": {"name": name, "scorer": scorer_cfg.to_dict(), "train": train},
@@ -231,5 +242,8 @@ def run(cfg: DictConfig) -> dict:
         "tables": {"overall": table, "by_hops": hops},
     }
     save_figures(cfg, "results.json", figures)
+    log_final_metrics(trainer, {f"test/{m}@{top_k}": v for m, v in at_k.items() if m != "k"}
+                      | {f"test/{m}@{k}": reports[name].overall[m][k] for m in METRICS if m in reports[name].overall
+                         for k in ks})
     log.info("total %.1fs", timings["total_s"])
     return figures

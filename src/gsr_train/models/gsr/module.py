@@ -9,6 +9,11 @@ Validation logs ``val/loss`` and the ground-chain match of beam search at 1 and 
 top-1 / top-n beams, before validity filtering, contain one of them). Checkpoints carry the
 architecture, the relation list and the tokenizer files (``checkpoint["gsr"]``), so a
 ``.ckpt`` alone rebuilds the model: :func:`gsr_train.models.gsr.modeling.load_gsr`.
+
+Distributed (DDP): each rank decodes its share of the validation questions and keeps one
+``(match@1, match@n)`` pair per question id; the pairs are gathered from all ranks and
+de-duplicated by id (the distributed sampler pads with repeats) before the shares are
+computed, so the match figures cover every validation question exactly once.
 """
 from __future__ import annotations
 
@@ -47,7 +52,7 @@ class GSRModule(pl.LightningModule):
         self.save_hyperparameters({"optim": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.optim.items()},
                                    "val_decode": vars(self.val_decode), "spec": gsr.spec,
                                    "num_relations": len(gsr.relations), "weighting": weighting})
-        self._match = {"n": 0, "at1": 0, "atn": 0}
+        self._match: dict[str, tuple[bool, bool]] = {}
 
     # ------------------------------------------------------------------ loss
     def loss(self, batch: Mapping[str, Any]) -> torch.Tensor | None:
@@ -92,13 +97,13 @@ class GSRModule(pl.LightningModule):
 
     # ------------------------------------------------------------------ validation
     def on_validation_epoch_start(self) -> None:
-        self._match = {"n": 0, "at1": 0, "atn": 0}
+        self._match = {}
 
     def validation_step(self, batch, batch_idx):
         n = int(batch["input_ids"].shape[0])
         loss = self.loss(batch)
         if loss is not None:
-            self.log("val/loss", loss, prog_bar=True, batch_size=int(batch["labels"].shape[0]))
+            self.log("val/loss", loss, prog_bar=True, batch_size=int(batch["labels"].shape[0]), sync_dist=True)
         keep = [i for i in range(n) if batch["ground"][i] and bool(batch["is_retrieval"][i])]
         if not keep:
             return
@@ -108,17 +113,35 @@ class GSRModule(pl.LightningModule):
         for i, per_q in zip(keep, beams):
             ground = set(map(tuple, batch["ground"][i]))
             names = [self.gsr.chain_names(b.chain) if b.chain is not None else None for b in per_q]
-            self._match["n"] += 1
-            self._match["at1"] += bool(names[:1] and names[0] in ground)
-            self._match["atn"] += any(c in ground for c in names[:top_n] if c is not None)
+            key = batch["ids"][i] or f"{batch['texts'][i]}#{i}"
+            self._match[key] = (bool(names[:1] and names[0] in ground),
+                                any(c in ground for c in names[:top_n] if c is not None))
+
+    def _gathered_matches(self) -> dict[str, tuple[bool, bool]]:
+        """Per-question matches of every rank, one entry per question id."""
+        import torch.distributed as dist
+
+        if self.trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
+            return self._match
+        parts: list = [None] * dist.get_world_size()
+        dist.all_gather_object(parts, self._match)
+        merged: dict[str, tuple[bool, bool]] = {}
+        for part in parts:
+            merged.update(part)
+        return merged
 
     def on_validation_epoch_end(self) -> None:
-        n = max(self._match["n"], 1)
+        matches = self._gathered_matches()
+        n = max(len(matches), 1)
+        at1 = sum(a for a, _ in matches.values()) / n
+        atn = sum(b for _, b in matches.values()) / n
         log.info("epoch %d: val match@1 %.4f, match@%d %.4f (%d questions)", self.current_epoch,
-                 self._match["at1"] / n, self.val_decode.top_n, self._match["atn"] / n, self._match["n"])
-        self.log("val/match@1", self._match["at1"] / n, prog_bar=True)
-        self.log(f"val/match@{self.val_decode.top_n}", self._match["atn"] / n)
-        self.log("val/match@n", self._match["atn"] / n)
+                 at1, self.val_decode.top_n, atn, len(matches))
+        # identical on every rank after the gather
+        self.log("val/match@1", at1, prog_bar=True, sync_dist=True)
+        self.log(f"val/match@{self.val_decode.top_n}", atn, sync_dist=True)
+        self.log("val/match@n", atn, sync_dist=True)
+        self.log("val/questions", float(len(matches)), sync_dist=True)
 
     # ------------------------------------------------------------------ optimisation
     def configure_optimizers(self):

@@ -12,6 +12,11 @@ Checkpoints carry everything needed to rebuild the scorer without the training c
 vocabulary hashes in ``meta``). Each training step reseeds the global RNG from
 ``(seed, global_step)``, so dropout masks do not depend on what ran before: a run resumed
 from ``last.ckpt`` ends with the same weights as an uninterrupted one.
+
+Distributed (DDP): every rank scores its share of the validation graphs into its own
+``[num_edges]`` score vector (``-inf`` elsewhere); an element-wise max all-reduce merges them
+before the metrics, so validation recall is computed over *all* validation questions (the
+padding duplicates of the distributed sampler score the same edges identically).
 """
 from __future__ import annotations
 
@@ -110,15 +115,27 @@ class SubgraphRAGModule(pl.LightningModule):
     def validation_step(self, batch: TripleBatch, batch_idx: int) -> None:
         self._val_scores[batch.edge_ids.cpu()] = self.scorer(batch).float().cpu()
 
+    def _merge_val_scores(self) -> None:
+        """Max all-reduce of the per-rank validation scores (no-op in a single process)."""
+        import torch.distributed as dist
+
+        if self.trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
+            return
+        scores = self._val_scores.to(self.device)
+        dist.all_reduce(scores, op=dist.ReduceOp.MAX)
+        self._val_scores = scores.cpu()
+
     def on_validation_epoch_end(self) -> None:
         from gsr_train.eval.retrieval import retrieval_metrics
 
+        self._merge_val_scores()
         split, labels = self._val_data()
         report = retrieval_metrics(split, self._val_scores, [self.val_k], sp_label=labels)
         for metric in ("sp_recall", "answer_recall"):
             value = report.overall[metric][self.val_k]
             if value is not None:
-                self.log(f"val/{metric}@{self.val_k}", float(value), prog_bar=metric == "sp_recall")
+                # identical on every rank after the merge; sync_dist keeps Lightning's reduction explicit
+                self.log(f"val/{metric}@{self.val_k}", float(value), prog_bar=metric == "sp_recall", sync_dist=True)
         self._val_scores = None
 
     # ---------------------------------------------------------------- optimiser

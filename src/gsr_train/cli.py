@@ -1,0 +1,85 @@
+"""``gsr-train`` command line: export, publish and aggregate (training itself: ``python train.py``).
+
+    gsr-train export RUN_DIR|CKPT|MODEL_DIR OUT_DIR [--kind subgraphrag|gsr|reader] [--repo-id ORG/NAME]
+    gsr-train publish OUT_DIR --repo-id ORG/NAME [--dry-run] [--private] [--token-env HF_TOKEN]
+    gsr-train aggregate SWEEP_DIR [--no-write]
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _export(a: argparse.Namespace) -> int:
+    from gsr_train.export.exporters import export_model
+
+    info = export_model(a.source, a.out, kind=a.kind, repo_id=a.repo_id)
+    print(f"exported {info['kind']} model from {info['source']} to {a.out}")
+    for name in info["files"]:
+        print(f"  {name}")
+    if info.get("metrics"):
+        print("metrics: " + ", ".join(f"{k}={v}" for k, v in list(info["metrics"].items())[:8]))
+    return 0
+
+
+def _publish(a: argparse.Namespace) -> int:
+    from gsr_train.export.publish import publish
+
+    publish(a.folder, a.repo_id, private=a.private, dry_run=a.dry_run, token_env=a.token_env,
+            commit_message=a.message)
+    return 0
+
+
+def _aggregate(a: argparse.Namespace) -> int:
+    from gsr_train.runs.aggregate import aggregate
+
+    rows = aggregate(a.root, write=not a.no_write)
+    if not rows:
+        print(f"no run results under {a.root}", file=sys.stderr)
+        return 1
+    if not a.no_write:
+        print(f"\nwrote {a.root}/aggregate.csv and aggregate.md ({len(rows)} rows)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="gsr-train", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    e = sub.add_parser("export", help="export a trained model to a Hugging Face folder with a model card")
+    e.add_argument("source", help="run folder, Lightning .ckpt, GSR model folder or peft adapter folder")
+    e.add_argument("out", help="output folder (replaced atomically)")
+    e.add_argument("--kind", choices=["subgraphrag", "gsr", "reader"], default=None, help="default: detected")
+    e.add_argument("--repo-id", default=None, help="Hub name the card's loading snippet uses")
+    e.set_defaults(fn=_export)
+
+    p = sub.add_parser("publish", help="upload an exported folder to the Hugging Face Hub")
+    p.add_argument("folder")
+    p.add_argument("--repo-id", required=True, help="ORG/NAME")
+    p.add_argument("--private", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="print the files and the model card; upload nothing")
+    p.add_argument("--token-env", default="HF_TOKEN", help="environment variable holding the token")
+    p.add_argument("--message", default=None, help="commit message")
+    p.set_defaults(fn=_publish)
+
+    g = sub.add_parser("aggregate", help="one results table (CSV + Markdown) across the runs of a sweep")
+    g.add_argument("root", help="multirun folder (or any folder of run folders)")
+    g.add_argument("--no-write", action="store_true", help="print only")
+    g.set_defaults(fn=_aggregate)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        print(f"gsr-train {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

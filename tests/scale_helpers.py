@@ -1,0 +1,167 @@
+"""Tiny model kinds shared by the DDP / export / resume tests (one registry entry per model kind).
+
+A kind builds, from a scratch folder, a fresh LightningModule (same initial weights for a
+given seed) and a LightningDataModule whose per-device batch is a parameter. The reader's
+LightningModule joins with one more entry in ``KINDS``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pytorch_lightning as pl
+import torch
+
+from .subgraphrag_toy import RELATIONS, write_toy
+
+ENCODER = {"name": "hashing", "dim": 32}
+SGR_MODEL = {"hidden": 32, "cos_features": True, "qr_product": True, "fused": False}
+GSR_TINY = {"name": "gsr_tiny", "family": "t5", "pretrained": None, "tokenizer": "minilm",
+            "config": {"d_model": 32, "d_ff": 64, "num_layers": 1, "num_decoder_layers": 1, "num_heads": 2,
+                       "d_kv": 16, "dropout_rate": 0.0},
+            "relation_init": "random", "max_source_length": 24}
+
+
+class LossRecorder(pl.Callback):
+    """Writes the global mean training loss of every optimiser step (rank 0) to a JSON file."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path, self.losses = str(path), []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        loss = outputs["loss"].detach().float() if isinstance(outputs, dict) else outputs.detach().float()
+        loss = trainer.strategy.reduce(loss.clone(), reduce_op="mean")
+        self.losses.append(float(loss))
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if trainer.is_global_zero:
+            Path(self.path).write_text(json.dumps(self.losses))
+
+
+# ---------------------------------------------------------------------------- SubgraphRAG
+def subgraphrag_setup(root: Path, sizes=(32, 11, 6)) -> dict:
+    from gsr_train.kg.index import get_index
+    from gsr_train.kg.paths import get_supervision
+    from gsr_train.text.embeddings import get_embeddings
+
+    folder = write_toy(root / "data", sizes=sizes)
+    cache = root / "cache"
+    index = get_index(folder, cache_dir=cache)
+    emb = get_embeddings(index, ENCODER, cache)
+    sup = {s: get_supervision(index, s, cache) for s in index.splits}
+    return {"index": index, "emb": emb, "sup": sup, "data": folder, "cache": cache}
+
+
+def subgraphrag_module(ctx: dict, seed: int = 0):
+    from gsr_train.models.subgraphrag.module import SubgraphRAGModule
+
+    torch.manual_seed(seed)
+    return SubgraphRAGModule(SGR_MODEL, ctx["emb"].dim, optim={"lr": 1e-2, "fused": False}, val_k=10, seed=seed,
+                             meta={"encoder_name": ctx["emb"].encoder_name, "data": "toy"})
+
+
+def subgraphrag_datamodule(ctx: dict, batch: int, seed: int = 0):
+    from gsr_train.data.triple_datamodule import TripleDataModule
+    from gsr_train.models.subgraphrag.scorer import ScorerConfig
+
+    cfg = ScorerConfig.from_options(SGR_MODEL, ctx["emb"].dim)
+    return TripleDataModule(ctx["index"], ctx["emb"], ctx["sup"], cfg.structure, graphs_per_batch=batch, seed=seed,
+                            eval_graphs_per_batch=2)
+
+
+def subgraphrag_val_reference(ctx: dict, module) -> dict[str, float]:
+    """Validation recall of ``module``'s weights over the whole validation split, in this process."""
+    from gsr_train.eval.retrieval import retrieval_metrics
+    from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
+
+    split = ctx["index"]["validation"]
+    scores = SubgraphRAGRetriever(module.scorer.eval()).score_split(split, ctx["emb"].question["validation"],
+                                                                     ctx["emb"])
+    rep = retrieval_metrics(split, scores, [10], sp_label=ctx["sup"]["validation"].triple_label)
+    return {"val/sp_recall@10": rep.overall["sp_recall"][10], "val/answer_recall@10": rep.overall["answer_recall"][10]}
+
+
+# ---------------------------------------------------------------------------- GSR
+def _gsr_questions(n: int, seed: int, prefix: str):
+    import random
+
+    from gsr_train.data.gsr_data import ChainQuestion
+
+    rng = random.Random(seed)
+    rels = list(RELATIONS)
+    out = []
+    for i in range(n):
+        first = rels[rng.randrange(len(rels))]
+        chain = (first,) if i % 3 else (first, rels[rng.randrange(len(rels))])
+        text = RELATIONS[first].format(f"Topic {prefix}{i}") + (" and then" if len(chain) > 1 else "")
+        out.append(ChainQuestion(f"{prefix}-{i}", text, [chain], [chain]))
+    return out
+
+
+def gsr_setup(root: Path, sizes=(32, 11)) -> dict:
+    return {"train": _gsr_questions(sizes[0], 1, "T"), "validation": _gsr_questions(sizes[1], 2, "V"),
+            "relations": list(RELATIONS)}
+
+
+def gsr_module(ctx: dict, seed: int = 0):
+    from gsr_train.models.gsr.modeling import build_gsr_model
+    from gsr_train.models.gsr.module import GSRModule
+
+    torch.manual_seed(seed)
+    gsr = build_gsr_model(GSR_TINY, ctx["relations"])
+    return GSRModule(gsr, optim={"lr": 3e-3, "schedule": "constant", "weight_decay": 0.0},
+                     val_decode={"beams": 3, "top_n": 2, "max_hops": 2, "batch_size": 16})
+
+
+def gsr_datamodule(ctx: dict, batch: int, seed: int = 0, module=None):
+    from gsr_train.data.gsr_data import GSRDataModule, retrieval_items
+
+    gsr = module.gsr
+    train, _ = retrieval_items(ctx["train"], gsr.relations)
+    val, _ = retrieval_items(ctx["validation"], gsr.relations, strict=False, require_targets=False)
+    return GSRDataModule(gsr, train, [], val, schedule="retrieval", batch_size=batch, eval_batch_size=3,
+                         seed=seed).as_lightning()
+
+
+def gsr_val_reference(ctx: dict, module) -> dict[str, float]:
+    """match@1 / match@n of ``module``'s weights over every validation question, in this process."""
+    from gsr_train.models.gsr.decoding import beam_chains
+
+    gsr = module.gsr.eval()
+    qs = ctx["validation"]
+    beams = beam_chains(gsr, [q.question for q in qs], module.val_decode)
+    at1 = atn = 0
+    for q, per_q in zip(qs, beams):
+        names = [gsr.chain_names(b.chain) if b.chain is not None else None for b in per_q]
+        ground = set(q.ground)
+        at1 += bool(names[:1] and names[0] in ground)
+        atn += any(c in ground for c in names[: module.val_decode.top_n] if c is not None)
+    return {"val/match@1": at1 / len(qs), "val/match@n": atn / len(qs), "val/questions": float(len(qs))}
+
+
+KINDS: dict[str, dict[str, Callable[..., Any]]] = {
+    "subgraphrag": {"setup": subgraphrag_setup, "module": subgraphrag_module, "datamodule": subgraphrag_datamodule,
+                    "val_reference": subgraphrag_val_reference, "weights": lambda m: m.scorer.state_dict()},
+    "gsr": {"setup": gsr_setup, "module": gsr_module, "datamodule": gsr_datamodule,
+            "val_reference": gsr_val_reference, "weights": lambda m: m.gsr.state_dict()},
+}
+
+
+def make_datamodule(kind: str, ctx: dict, batch: int, module=None):
+    fn = KINDS[kind]["datamodule"]
+    return fn(ctx, batch, module=module) if kind == "gsr" else fn(ctx, batch)
+
+
+class KillAtStep(pl.Callback):
+    """SIGKILLs its own process when a training batch starts at global step ``step`` (no cleanup)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = int(step)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)

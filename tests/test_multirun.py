@@ -1,0 +1,102 @@
+"""Hydra multirun over 2 model sizes x 2 K values ends with one aggregated table; launcher configs compose."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gsr_train.runs.aggregate import aggregate, collect, to_markdown
+
+from .conftest import REPO
+from .subgraphrag_toy import write_toy
+
+
+def _env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+            "PYTHONWARNINGS": "ignore"}
+
+
+def _train(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "train.py", *args], cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
+    data = write_toy(tmp_path / "data", sizes=(16, 6, 6))
+    sweep = tmp_path / "sweep"
+    proc = _train("-m", "+experiment=subgraphrag_quickstart", f"data.dir={data}", "data.name=toy",
+                  "encoder.name=hashing", "+encoder.dim=32", "model.hidden=16,32", "subgraphrag.top_k=5,20",
+                  "model.train.epochs=1", "model.train.graphs_per_batch=4", "subgraphrag.compare_cosine=false",
+                  "logger=none", "~callbacks.rich_progress", "trainer.enable_progress_bar=false",
+                  f"paths.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = list(csv.DictReader((sweep / "aggregate.csv").open()))
+    assert len(rows) == 4
+    assert sorted((r["model.hidden"], r["K"]) for r in rows) == [("16", "20"), ("16", "5"), ("32", "20"), ("32", "5")]
+    assert all(r["subgraphrag.top_k"] == r["K"] and r["kind"] == "subgraphrag" for r in rows)
+    for r in rows:  # recall at K matches the run's own results.json
+        res = json.loads((sweep / r["job"] / "results.json").read_text())
+        assert float(r["answer_recall@K"]) == pytest.approx(res["at_k"]["answer_recall"], abs=1e-4)
+        assert res["at_k"]["k"] == int(r["K"]) and res["model"]["scorer"]["hidden"] == int(r["model.hidden"])
+    # more triples kept never finds fewer answers (same model size, same seed)
+    by = {(r["model.hidden"], r["K"]): float(r["answer_recall@K"]) for r in rows}
+    assert by[("16", "20")] >= by[("16", "5")] and by[("32", "20")] >= by[("32", "5")]
+    md = (sweep / "aggregate.md").read_text()
+    assert "| job | kind | model | data | K | model.hidden | subgraphrag.top_k |" in md
+    # the CLI writes the same table again
+    again = subprocess.run([sys.executable, "-m", "gsr_train.cli", "aggregate", str(sweep), "--no-write"], cwd=REPO,
+                           env=_env(), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and to_markdown(collect(sweep)) in again.stdout
+
+
+def test_aggregate_reads_gsr_reader_and_cosine_figures(tmp_path):
+    (tmp_path / "0").mkdir()
+    (tmp_path / "0" / "metrics.json").write_text(json.dumps({
+        "model": "gsr_tiny", "variant": "raw", "schedule": "joint", "fit": {"epochs_run": 2},
+        "unconstrained": {"chain_match": {"match@1": 0.5, "match@3": 0.75}, "answer_coverage": {"f1": 0.4},
+                          "decode": {"top_n": 3}}}))
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "metrics.json").write_text(json.dumps({
+        "reader": {"name": "smollm2"}, "qa": {"k": 30}, "k": 30,
+        "metrics": {"finetuned_retrieved": {"all": {"n": 10, "metrics": {"hit": 0.6}}},
+                    "base_retrieved": {"all": {"n": 10, "metrics": {"hit": 0.2}}}}}))
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / "results.json").write_text(json.dumps({
+        "method": "cosine-parts", "k": 100, "data": "toy",
+        "metrics": {"overall": {"answer_recall": {"10": 0.3, "100": 0.7, "200": 0.8}}}}))
+    (tmp_path / "3").mkdir()
+    (tmp_path / "3" / "results.json").write_text("{not json")
+    rows = aggregate(tmp_path, quiet=True)
+    kinds = [(r["job"], r["kind"], r["K"]) for r in rows]
+    assert kinds == [("0", "gsr", 3), ("1", "reader", 30), ("1", "reader", 30), ("2", "cosine", 100)]
+    assert rows[0]["match@3"] == 0.75 and rows[1]["hit"] == 0.6 and rows[3]["answer_recall@K"] == 0.7
+    assert (tmp_path / "aggregate.md").read_text().count("\n| ") == 5  # header + 4 rows
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "local"])
+def test_launcher_configs_compose_without_a_cluster(launcher):
+    proc = _train("--cfg", "job", f"hydra/launcher={launcher}", "+experiment=gsr_base", "trainer=ddp",
+                  "trainer.devices=4")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "runner: gsr_train.runs.gsr.run" in proc.stdout and "strategy: ddp" in proc.stdout
+    # the launcher node itself resolves (interpolations into trainer.devices etc.)
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from gsr_train.config import register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"hydra/launcher={launcher}", "+experiment=gsr_base",
+                                                       "trainer=ddp", "trainer.devices=4", "experiment_name=x"],
+                      return_hydra_config=True)
+    launch = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
+    assert launch["_target_"].endswith("SlurmLauncher" if launcher == "slurm" else "LocalLauncher")
+    if launcher == "slurm":
+        assert cfg.hydra.launcher.gpus_per_node == 4 == cfg.hydra.launcher.tasks_per_node
+        assert cfg.hydra.launcher.nodes == 1 and cfg.hydra.launcher.max_num_timeout == 3
+        assert "partition" in launch and "mem_gb" in launch and "timeout_min" in launch
