@@ -1,0 +1,53 @@
+"""Runner for the classic retrievers (``+experiment=classic_triplets|classic_paths|classic_pcst``).
+
+Scores the evaluation split with :func:`gsr_train.retrievers.classic.classic_scores`, writes the
+top-``top_k`` triples per question in the common results format (``retrieval_<split>.jsonl``),
+prints the recall table (shortest-path, labelled and answer recall at ``eval_ks``, by hops)
+and writes the figures to ``results.json`` in the run folder.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+
+def run(cfg: DictConfig) -> dict:
+    from gsr_train.eval.labels import load_labelled_triples
+    from gsr_train.eval.results import write_results
+    from gsr_train.eval.retrieval import retrieval_metrics
+    from gsr_train.kg.paths import get_supervision
+    from gsr_train.retrievers.classic import classic_scores, merge_options
+    from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, save_figures
+    from gsr_train.text.embeddings import get_embeddings
+
+    split = cfg.get("split", "test")
+    options = OmegaConf.to_container(cfg.classic, resolve=True)
+    method = options.pop("method")
+    t0 = time.perf_counter()
+    index = load_kg_index(cfg)
+    emb = get_embeddings(index, OmegaConf.to_container(cfg.encoder, resolve=True), cache_dir(cfg), splits=[split])
+    graphs = index[split]
+    prep = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    scores = classic_scores(graphs, emb.question[split], emb, method, options)
+    scoring = time.perf_counter() - t0
+    sup = get_supervision(index, split, cache_dir(cfg))
+    labelled = labelled_q = stats = None
+    if label_path(cfg, split):
+        labelled, labelled_q, stats = load_labelled_triples(label_path(cfg, split), index, split)
+    report = retrieval_metrics(graphs, scores, list(cfg.eval_ks), sp_label=sup.triple_label, labelled=labelled,
+                               labelled_questions=labelled_q, hops=sup.hops)
+    path = output_dir(cfg) / f"retrieval_{split}.jsonl"
+    write_results(path, index, split, scores, int(cfg.get("top_k", 500)))
+    retrieved = (scores > float("-inf")).view(-1)
+    per_q = torch.zeros(len(graphs), dtype=torch.long).index_add_(0, graphs.edge_question(), retrieved.long())
+    print(report.table(f"classic-{method} on {cfg.data.name} [{split}]", breakdowns=True))
+    figures = {"experiment": cfg.get("experiment_name"), "method": f"classic-{method}", "data": cfg.data.name,
+               "split": split, "options": merge_options(options), "questions": len(graphs),
+               "mean_retrieved_triples": float(per_q.double().mean()) if len(graphs) else 0.0, "labels": stats,
+               "metrics": report.to_dict(), "results_path": str(path),
+               "timings": {"prep_s": round(prep, 3), "scoring_s": round(scoring, 3)}}
+    save_figures(cfg, "results.json", figures)
+    return figures

@@ -1,0 +1,262 @@
+"""The robustness command: perturb the test graphs, re-run trained retrievers, report recall.
+
+``python train.py +experiment=robustness_webqsp_mini [robustness.retrievers.subgraphrag.checkpoint=...]
+[robustness.retrievers.gsr.model=...]`` (or ``robustness_quickstart`` on the embedded data).
+Nothing is trained except the triple plausibility scorer (cached; ATS and relation
+replacement need it). For every perturbation method and level (plus the unperturbed
+graph, level 0) it
+
+1. perturbs the split (:func:`gsr_train.robustness.perturb.perturb`, one seed);
+2. measures SC2D / SD2 / ATS against the original;
+3. scores the perturbed graphs with every configured retriever and computes answer recall
+   and shortest-path triple recall at every K.
+
+Metrics on a perturbed graph are measured against the *original* gold: answer recall over
+the question's answer entities (they stay in the graph; one whose edges were all deleted or
+rewired away cannot be covered and counts as a miss), and shortest-path recall over the
+original gold shortest-path edges that survive unchanged (questions whose gold edges were
+all destroyed are left out of that average). Questions whose gold evidence was changed
+("touched") are always reported apart from the others.
+
+Writes ``robustness.md`` (tables), ``robustness.json`` (every figure) and one PNG per metric
+(recall against level, one panel per perturbation) into the run folder.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.io import atomic_write, write_json
+from gsr_train.kg.index import SplitGraphs
+from gsr_train.robustness.perturb import METHODS, perturb
+from gsr_train.robustness.similarity import similarity
+
+log = logging.getLogger(__name__)
+
+
+def _nanmean_cols(values: torch.Tensor, rows: torch.Tensor) -> tuple[list[float | None], int]:
+    sel = values[rows]
+    ok = ~torch.isnan(sel[:, 0]) if sel.numel() else torch.zeros(0, dtype=torch.bool)
+    n = int(ok.sum())
+    return ([float(x) for x in sel[ok].mean(0).tolist()] if n else [None] * values.shape[1]), n
+
+
+def score_condition(split: SplitGraphs, scores: torch.Tensor, ks: Sequence[int], sp_label: torch.Tensor,
+                    touched_q: torch.Tensor) -> dict:
+    """Recall at every K, overall and for questions with / without touched gold evidence."""
+    rep = retrieval_metrics(split, scores, list(ks), sp_label=sp_label)
+    out: dict[str, Any] = {}
+    for m in ("answer_recall", "sp_recall"):
+        per_q = rep.per_question[m]
+        for group, rows in (("all", torch.ones(len(split), dtype=torch.bool)), ("touched", touched_q),
+                            ("untouched", ~touched_q)):
+            means, n = _nanmean_cols(per_q, rows)
+            out.setdefault(m, {})[group] = {"n": n, **{str(k): v for k, v in zip(rep.ks, means)}}
+    return out
+
+
+def evaluate_robustness(split: SplitGraphs, retrievers: Mapping[str, Callable], gold: torch.Tensor,
+                        methods: Sequence[str] = METHODS, levels: Sequence[float] = (0.2, 0.4, 0.6, 0.8, 1.0),
+                        ks: Sequence[int] = (10, 20, 50, 100, 200), seed: int = 0, protect_gold: bool = False,
+                        scorer=None) -> dict:
+    """Every figure of the robustness study (see the module docstring) as a JSON-ready dict."""
+    for m in methods:
+        if m not in METHODS:
+            raise ValueError(f"robustness.methods: unknown perturbation {m!r} (known: {METHODS})")
+    conditions = [("none", 0.0)] + [(m, float(lv)) for m in methods for lv in levels if float(lv) > 0]
+    rows, sims = [], []
+    timings: dict[str, float] = {}
+    for method, level in conditions:
+        t0 = time.perf_counter()
+        if method == "none":
+            pert = perturb(split, "delete", 0.0, seed)
+        else:
+            pert = perturb(split, method, level, seed, protect=gold if protect_gold else None, scorer=scorer)
+        sim = similarity(split, pert.split, scorer)
+        touched_q = pert.questions_touched(gold, split)
+        sp_label = pert.surviving(gold)
+        key = f"perturb+similarity {method}"
+        timings[key] = timings.get(key, 0.0) + time.perf_counter() - t0
+        sims.append({**pert.summary(), "method": method, "level": level, **sim.to_dict(),
+                     "questions_gold_touched": int(touched_q.sum()), "questions": len(split)})
+        log.info("%s@%.1f: changed %.3f of edges, SC2D %.4f SD2 %.4f ATS %s, gold touched in %d questions", method,
+                 level, sims[-1]["changed_fraction"], sim.sc2d, sim.sd2,
+                 "-" if sim.ats is None else f"{sim.ats:.4f}", int(touched_q.sum()))
+        for name, fn in retrievers.items():
+            t0 = time.perf_counter()
+            scores, extra = fn(pert.split)
+            figures = score_condition(pert.split, scores, ks, sp_label, touched_q)
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+            rows.append({"retriever": name, "method": method, "level": level, **figures, "extra": extra})
+    return {"ks": list(ks), "methods": list(methods), "levels": [float(x) for x in levels], "seed": seed,
+            "protect_gold": bool(protect_gold), "similarity": sims, "results": rows,
+            "timings": {k: round(v, 2) for k, v in timings.items()}}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _f(v: float | None, digits: int = 4) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def _md(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> str:
+    lines = [f"### {title}", ""] if title else []
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "|".join("---" if i < 3 else "---:" for i in range(len(headers))) + "|")
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def report_tables(figures: Mapping[str, Any], report_k: int = 100) -> str:
+    """Markdown: KG similarity per condition, recall per retriever x condition, touched vs untouched."""
+    ks = [str(k) for k in figures["ks"]]
+    rk = str(report_k) if str(report_k) in ks else ks[-1]
+    sim_rows = [[s["method"], f"{s['level']:.1f}", _f(s["changed_fraction"], 3),
+                 f"{s['questions_gold_touched']}/{s['questions']}", _f(s["sc2d"]), _f(s["sd2"]), _f(s["ats"])]
+                for s in figures["similarity"]]
+    out = [_md(["perturbation", "level", "edges changed", "questions gold touched", "SC2D", "SD2", "ATS"], sim_rows,
+               "KG similarity to the original")]
+    has_valid = any(r["extra"] for r in figures["results"])
+    head = ["retriever", "perturbation", "level"] + [f"ans@{k}" for k in ks] + [f"sp@{k}" for k in ks] + ["sp n"]
+    extra_keys = sorted({k for r in figures["results"] for k in r["extra"]}) if has_valid else []
+    head += extra_keys
+    rows = []
+    for r in figures["results"]:
+        a, s = r["answer_recall"]["all"], r["sp_recall"]["all"]
+        rows.append([r["retriever"], r["method"], f"{r['level']:.1f}"] + [_f(a[k]) for k in ks]
+                    + [_f(s[k]) for k in ks] + [str(s["n"])] + [_f(r["extra"].get(k)) for k in extra_keys])
+    out.append(_md(head, rows, "Answer recall@K and shortest-path triple recall@K (all questions; sp over the "
+                               "surviving gold edges of `sp n` questions)"))
+    head = ["retriever", "perturbation", "level", "n touched", f"ans@{rk} touched", f"ans@{rk} untouched",
+            f"sp@{rk} touched", f"sp@{rk} untouched"]
+    rows = []
+    for r in figures["results"]:
+        a, s = r["answer_recall"], r["sp_recall"]
+        rows.append([r["retriever"], r["method"], f"{r['level']:.1f}", str(a["touched"]["n"]), _f(a["touched"][rk]),
+                     _f(a["untouched"][rk]), _f(s["touched"][rk]), _f(s["untouched"][rk])])
+    out.append(_md(head, rows, f"Questions whose gold shortest-path evidence was changed (touched) vs not, K={rk}"))
+    return "\n\n".join(out)
+
+
+def plot(figures: Mapping[str, Any], path: str | Path, metric: str = "answer_recall", k: int = 100,
+         title: str | None = None) -> Path:
+    """Recall@k against level, one panel per perturbation, one line per retriever (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = [str(x) for x in figures["ks"]]
+    kk = str(k) if str(k) in ks else ks[-1]
+    methods = figures["methods"]
+    names = list(dict.fromkeys(r["retriever"] for r in figures["results"]))
+    base = {r["retriever"]: r[metric]["all"][kk] for r in figures["results"] if r["method"] == "none"}
+    fig, axes = plt.subplots(1, len(methods), figsize=(4 * len(methods), 3.6), sharey=True, squeeze=False)
+    for ax, m in zip(axes[0], methods):
+        for name in names:
+            pts = sorted((r["level"], r[metric]["all"][kk]) for r in figures["results"]
+                         if r["retriever"] == name and r["method"] == m)
+            xs = [0.0] + [p[0] for p in pts]
+            ys = [base.get(name)] + [p[1] for p in pts]
+            ax.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", label=name)
+        ax.set_title(m)
+        ax.set_xlabel("perturbation level")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"{metric.replace('_', ' ')}@{kk}")
+    axes[0][-1].legend(fontsize=7, loc="lower left")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- Hydra runner
+
+
+def _container(node) -> Any:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
+
+
+def run(cfg) -> dict:
+    """Hydra runner (``runner: gsr_train.robustness.run.run``)."""
+    from gsr_train.kg.paths import get_supervision
+    from gsr_train.robustness.kge import get_scorer
+    from gsr_train.robustness.retrievers import build_retrievers
+    from gsr_train.runs.common import cache_dir, load_kg_index, output_dir
+    from gsr_train.text.embeddings import get_embeddings
+
+    rc = cfg.robustness
+    torch.set_num_threads(int(rc.get("threads") or 1))
+    split_name = cfg.get("split", "test")
+    t0 = time.perf_counter()
+    index = load_kg_index(cfg)
+    split = index[split_name]
+    sup = get_supervision(index, split_name, cache_dir(cfg))
+    gold = sup.triple_label
+    emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=[split_name])
+    q_emb = emb.question[split_name]
+    if rc.get("max_questions"):
+        n = min(int(rc.max_questions), len(split))
+        gold = gold[: int(split.edge_ptr[n])]
+        split, q_emb = split.subset(range(n)), q_emb[:n]
+    scorer = get_scorer(split, len(index.relations), _container(rc.kge), cache_dir(cfg))
+    retrievers = build_retrievers(_container(rc.retrievers), index, split, q_emb, emb, _container(cfg.get("classic")))
+    prep = time.perf_counter() - t0
+    figures = evaluate_robustness(split, retrievers, gold, list(rc.methods), list(rc.levels), list(cfg.eval_ks),
+                                  int(rc.seed), bool(rc.protect_gold), scorer)
+    figures.update({"experiment": cfg.get("experiment_name"), "data": cfg.data.name, "split": split_name,
+                    "questions": len(split), "edges": int(split.edge_ptr[-1]), "retrievers": list(retrievers),
+                    "kge": scorer.meta, "prep_seconds": round(prep, 2),
+                    "total_seconds": round(time.perf_counter() - t0, 2)})
+    out = output_dir(cfg)
+    k = int(rc.get("report_k", 100))
+    tables = report_tables(figures, k)
+    title = f"{cfg.data.name} [{split_name}], {len(split)} questions, seed {int(rc.seed)}" + (
+        ", gold protected" if rc.protect_gold else "")
+    with atomic_write(out / "robustness.md", "w") as f:
+        f.write(f"# Robustness: {title}\n\n{tables}\n")
+    write_json(out / "robustness.json", figures)
+    pngs = [plot(figures, out / f"robustness_{m}.png", m, k, title) for m in ("answer_recall", "sp_recall")]
+    print(tables)
+    print(f"\nwrote {out / 'robustness.md'}, {out / 'robustness.json'}, " + ", ".join(str(p) for p in pngs))
+    return figures
+
+
+def render(folder: str | Path, report_k: int = 100) -> str:
+    """Rewrite ``robustness.md`` and the PNGs of a run folder from its ``robustness.json``."""
+    import json
+
+    folder = Path(folder)
+    figures = json.loads((folder / "robustness.json").read_text())
+    tables = report_tables(figures, report_k)
+    title = (f"{figures.get('data')} [{figures.get('split')}], {figures.get('questions')} questions, "
+             f"seed {figures.get('seed')}" + (", gold protected" if figures.get("protect_gold") else ""))
+    with atomic_write(folder / "robustness.md", "w") as f:
+        f.write(f"# Robustness: {title}\n\n{tables}\n")
+    for m in ("answer_recall", "sp_recall"):
+        plot(figures, folder / f"robustness_{m}.png", m, report_k, title)
+    return tables
+
+
+if __name__ == "__main__":  # python -m gsr_train.robustness.run render <run folder> [--k 100]
+    import argparse
+
+    ap = argparse.ArgumentParser(description="re-render the tables and plots of a robustness run folder")
+    ap.add_argument("command", choices=["render"])
+    ap.add_argument("folder")
+    ap.add_argument("--k", type=int, default=100)
+    args = ap.parse_args()
+    print(render(args.folder, args.k))
