@@ -24,6 +24,7 @@ import torch
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.models.subgraphrag.batch import make_batch, question_batch
 from gsr_train.models.subgraphrag.dde import NodeFeatures, dde, node_features, topic_one_hot
+from gsr_train.models.subgraphrag.perf import keep_freed_memory
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class SubgraphRAGRetriever:
 
     def __init__(self, scorer: TripleScorer, device: str | torch.device = "cpu",
                  max_projection_bytes: int = DEFAULT_MAX_PROJECTION_BYTES) -> None:
+        keep_freed_memory()  # scoring allocates MB-sized temporaries per call: reuse them, do not page-fault
         self.scorer = scorer.eval().to(device)
         self.device = torch.device(device)
         self.max_projection_bytes = int(max_projection_bytes)

@@ -119,6 +119,7 @@ class Projections:
     ent: torch.Tensor
     row_of: torch.Tensor
     rel: torch.Tensor
+    unit: torch.Tensor | None = None  # [E + 1, d] unit-length embeddings per projection row (cosine features)
 
 
 def _cosine_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -353,26 +354,42 @@ class TripleScorer(nn.Module):
         present[ids] = True
         row_of[:num_ent][(has & ~present).to(dev)] = -1  # text entity that was not projected
         rel = F.linear(relation_emb.to(dev, torch.float32), self.weight("r"))
-        return Projections(ent=ent, row_of=row_of, rel=rel)
+        unit = None
+        if self.has("cos_h"):
+            unit = torch.empty(ids.numel() + 1, entity_emb.shape[1], device=dev)
+            for s in range(0, ids.numel(), chunk_rows):
+                chunk = ids[s:s + chunk_rows]
+                unit[s:s + chunk.numel()] = F.normalize(entity_emb[chunk].to(dev, torch.float32), dim=-1)
+            unit[-1] = F.normalize(self.no_text.detach(), dim=0)
+        return Projections(ent=ent, row_of=row_of, rel=rel, unit=unit)
+
+    def _projected_cosines(self, proj: Projections, batch: TripleBatch, rows: torch.Tensor) -> torch.Tensor:
+        """``cos(z_q, z_e)`` per node from the unit-length table of :class:`Projections`."""
+        q_unit = F.normalize(batch.q_emb.float(), dim=-1)
+        if q_unit.shape[0] == 1:
+            return proj.unit.index_select(0, rows) @ q_unit[0]
+        # many graphs: entities recur across them, so one [U, B] matmul over the distinct
+        # rows beats gathering an [N, d] block and a question row per node
+        uniq, inverse = torch.unique(rows, return_inverse=True)
+        if uniq.numel() * q_unit.shape[0] <= 16 * rows.numel():
+            sims = proj.unit.index_select(0, uniq) @ q_unit.t()  # [U, B]
+            return sims[inverse, batch.node_q]
+        return (proj.unit.index_select(0, rows) * q_unit.index_select(0, batch.node_q)).sum(1)
 
     @torch.no_grad()
-    def node_terms(self, proj: Projections, batch: TripleBatch) -> torch.Tensor:
+    def node_terms(self, proj: Projections, batch: TripleBatch, rows: torch.Tensor) -> torch.Tensor:
         """``[N, 2H]``: everything of the first layer that depends on one node only.
 
         Head side ``[:H]`` and tail side ``[H:]`` of each node: its entity projection, its
         structural-feature projection, its question-cosine times the cosine weight columns
         (and the question-entity product terms). Built once per node, so each triple only
-        sums two node rows and one (question, relation) row, from tables small enough to
-        stay in cache.
+        sums two node rows and one (question, relation) row from tables that stay in cache.
         """
-        rows = proj.row_of[batch.node_ent]
-        if bool((rows < 0).any()):
-            raise ValueError("batch has entities that were not projected; pass them to precompute(entities=...)")
         node = proj.ent.index_select(0, rows)
         if self.has("sh"):
             node += self._feature_terms(batch.feat_rows).index_select(0, batch.node_frow)
         if self.has("cos_h"):
-            cos = self._node_cosines(batch).unsqueeze(1)
+            cos = self._projected_cosines(proj, batch, rows).unsqueeze(1)
             h = self.config.hidden
             node[:, :h].addmm_(cos, self.weight("cos_h").t())
             node[:, h:].addmm_(cos, self.weight("cos_t").t())
@@ -385,24 +402,58 @@ class TripleScorer(nn.Module):
         """Logits ``[T]`` from :class:`Projections` for a *global* batch (``global_ids=True``).
 
         Only per-question work is left: the question part and pair interactions, the node
-        terms (:meth:`node_terms`), and per triple three row gathers, a ReLU and the output
-        layer (in cache-sized blocks).
+        terms (:meth:`node_terms`; for one question) or per-node cosines and the distinct
+        structural rows (many questions), and per triple a few row gathers, a ReLU and the
+        output layer in cache-sized blocks. A single graph is small enough for its per-node
+        table to stay in cache; a batch of many graphs is not, and then each triple gathers
+        its rows from the global projection table directly.
         """
         h = self.config.hidden
+        rows = proj.row_of[batch.node_ent]
+        if bool((rows < 0).any()):
+            raise ValueError("batch has entities that were not projected; pass them to precompute(entities=...)")
         with self._split_weight():  # slice the first layer's weight once, not per part
-            node = self.node_terms(proj, batch).reshape(-1, h)  # rows 2n: head side, 2n + 1: tail side
             pair = self._pair_terms(batch, proj.rel.index_select(0, batch.pair_rel))
-        node_idx = torch.stack([2 * batch.head, 2 * batch.tail + 1], dim=1)
-        pair_idx = batch.triple_pair.unsqueeze(1)
+            if batch.num_questions == 1:
+                node = self.node_terms(proj, batch, rows).reshape(-1, h)  # rows 2n: head side, 2n + 1: tail side
+                parts = (node, torch.stack([2 * batch.head, 2 * batch.tail + 1], dim=1), pair,
+                         batch.triple_pair.unsqueeze(1), None, ())
+            else:
+                parts = self._global_parts(proj, batch, rows, pair)
         if self.fused:
-            if self._compiled is None:
-                self._compiled = torch.compile(self._fused_logits, dynamic=True)
-            return self._compiled(node, node_idx, pair, pair_idx, None, None)
+            return self._triple_logits(*parts)
         if not self.hidden_layers:
-            return triple_mlp(node, node_idx, pair, pair_idx, self.out.weight, self.out.bias)
+            return triple_mlp(parts[0], parts[1], parts[2], parts[3], self.out.weight, self.out.bias, parts[4],
+                              parts[5])
+        ent, ent_idx, small, small_idx, rank1_w, rank1_rows = parts
         out = torch.empty(batch.num_triples, device=pair.device)
         for s in range(0, batch.num_triples, chunk_triples):  # cache-sized [chunk, H] temporaries
             e = min(s + chunk_triples, batch.num_triples)
-            pre = F.embedding_bag(node_idx[s:e], node, mode="sum") + pair.index_select(0, batch.triple_pair[s:e])
-            out[s:e] = self.mlp_tail(pre)
+            out[s:e] = self._triple_logits(ent, ent_idx[s:e], small, small_idx[s:e],
+                                           None if rank1_w is None else rank1_w[s:e], rank1_rows)
         return out
+
+    def _global_parts(self, proj: Projections, batch: TripleBatch, rows: torch.Tensor, pair: torch.Tensor) -> tuple:
+        """Per-triple bags over the global entity table (see :meth:`_triple_parts`)."""
+        h = self.config.hidden
+        head, tail = batch.head, batch.tail
+        ent_idx = torch.stack([2 * rows[head], 2 * rows[tail] + 1], dim=1)
+        tables, cols = [pair], [batch.triple_pair]
+        offset = pair.shape[0]
+        if self.has("sh"):
+            feat = self._feature_terms(batch.feat_rows).reshape(-1, h)
+            tables.append(feat)
+            cols += [offset + 2 * batch.node_frow[head], offset + 2 * batch.node_frow[tail] + 1]
+            offset += feat.shape[0]
+        if self.has("qh"):
+            qe = self._qe_terms(batch).reshape(-1, h)
+            tables.append(qe)
+            cols += [offset + 2 * head, offset + 2 * tail + 1]
+            offset += qe.shape[0]
+        rank1_w, rank1_rows = None, ()
+        if self.has("cos_h"):
+            cos = self._projected_cosines(proj, batch, rows)
+            tables.append(torch.cat([self.weight("cos_h"), self.weight("cos_t")], dim=1).t())
+            rank1_w, rank1_rows = torch.stack([cos[head], cos[tail]], dim=1), (offset, offset + 1)
+        small = tables[0] if len(tables) == 1 else torch.cat(tables, dim=0)
+        return proj.ent.reshape(-1, h), ent_idx, small, torch.stack(cols, dim=1), rank1_w, rank1_rows
