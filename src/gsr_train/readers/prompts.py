@@ -1,0 +1,226 @@
+"""Reader prompts built from retrieval results, in three formats, within a token budget.
+
+Formats (``fmt``):
+
+* ``paths``: GSR's "subgraph as reasoning paths" (the RoG prompt style): the evidence is a
+  list of ``e0 -> r1 -> e1 <- r2 <- e2`` paths (the ``paths`` field of a GSR results row;
+  rows without paths show each retrieved triple as a one-hop path); the answer is one
+  entity per line.
+* ``triples``: GSR's "subgraph as triple set": de-duplicated ``(h, r, t)`` lines, one answer
+  per line.
+* ``subgraphrag``: SubgraphRAG's prompt: the scored top-K triples ``(h,r,t)``, one in-context
+  example (user + assistant turn), answers as lines ``ans: ...``.
+
+Evidence is best first (results rows are written that way; rows with ``scores`` are sorted
+again, stably). ``k`` caps the number of evidence lines (``k = 0``: no evidence, the
+closed-book baseline). The token budget ``max_prompt_tokens`` covers the whole chat-templated
+prompt: the template overhead is measured once, every evidence line of every question is
+tokenised in one batched call, and per question the longest best-first prefix that fits is
+kept, so the lowest-scored evidence is dropped first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from gsr_train.eval.qa import normalize_answer
+
+FORMATS = ("paths", "triples", "subgraphrag")
+
+INSTRUCTIONS = {
+    "paths": ("Based on the reasoning paths, please answer the given question. Please keep the answer as simple "
+              "as possible and return all the possible answers as a list, one per line."),
+    "triples": ("Based on the triples, please answer the given question. Please keep the answer as simple as "
+                "possible and return all the possible answers as a list, one per line."),
+    "subgraphrag": ("Based on the triples retrieved from a knowledge graph, please answer the question. Please "
+                    "return formatted answers as a list, each prefixed with \"ans:\"."),
+}
+CLOSED_BOOK = ("Please answer the given question. Please keep the answer as simple as possible and return all the "
+               "possible answers as a list, one per line.")
+CLOSED_BOOK_SUBGRAPHRAG = ("Please answer the question. Please return formatted answers as a list, each prefixed "
+                           "with \"ans:\".")
+HEADERS = {"paths": "Reasoning Paths", "triples": "Triples", "subgraphrag": "Triples"}
+
+# SubgraphRAG's prompt carries one worked example (a user turn and an assistant turn).
+ICL_TRIPLES = [
+    ("Lou Seal", "sports.mascot.team", "San Francisco Giants"),
+    ("San Francisco Giants", "sports.sports_team.championships", "2012 World Series"),
+    ("San Francisco Giants", "sports.sports_team.championships", "2010 World Series"),
+    ("San Francisco Giants", "sports.sports_team.arena_stadium", "AT&T Park"),
+    ("San Francisco Giants", "sports.sports_team.championships", "2014 World Series"),
+    ("San Francisco Giants", "sports.sports_team.team_mascot", "Crazy Crab"),
+]
+ICL_QUESTION = "What year did the team with mascot named Lou Seal win the World Series?"
+ICL_ANSWER = ("To answer the question, we have to find the team whose mascot is Lou Seal and the World Series it won. "
+              "From the triples we can see that Lou Seal is the mascot of the San Francisco Giants, which won the "
+              "2010, 2012 and 2014 World Series. Therefore, the answers are:\n"
+              "ans: 2014 World Series\nans: 2012 World Series\nans: 2010 World Series")
+
+
+@dataclass
+class ReaderExample:
+    """One question ready for a reader: chat messages, target text and what the metrics need."""
+
+    id: str
+    question: str
+    messages: list[dict]
+    target: str
+    answers: list[str]
+    in_kg: bool = True
+    hops: int = -1
+    evidence_shown: int = 0
+    evidence_total: int = 0
+    entities: list[str] = field(default_factory=list)  # entities of the evidence shown
+
+    def prompt_text(self) -> str:
+        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.messages)
+
+
+def triple_line(t: Sequence[str], fmt: str) -> str:
+    return f"({t[0]},{t[1]},{t[2]})" if fmt == "subgraphrag" else f"({t[0]}, {t[1]}, {t[2]})"
+
+
+def evidence_lines(row: Mapping[str, Any] | None, fmt: str, k: int) -> tuple[list[str], list[list[str]]]:
+    """Best-first evidence lines of one results row (at most ``k``) and the entities each mentions."""
+    if fmt not in FORMATS:
+        raise ValueError(f"reader format must be one of {FORMATS}, not {fmt!r}")
+    if not row or k <= 0:
+        return [], []
+    triples = [list(t) for t in row.get("triples") or []]
+    scores = row.get("scores")
+    if scores is not None and len(scores) == len(triples) and triples:
+        order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+        triples = [triples[i] for i in order]
+    if fmt == "paths":
+        paths = row.get("paths")
+        if paths:
+            lines = list(dict.fromkeys(str(p) for p in paths))[:k]
+            ents = [[s.strip() for s in _path_entities(p)] for p in lines]
+            return lines, ents
+        lines = list(dict.fromkeys(f"{h} -> {r} -> {t}" for h, r, t in triples))[:k]
+        return lines, [[p.split(" -> ")[0], p.split(" -> ")[-1]] for p in lines]
+    seen: dict[str, list[str]] = {}
+    for h, r, t in triples:
+        line = triple_line((h, r, t), fmt)
+        if line not in seen:
+            seen[line] = [h, t]
+            if len(seen) >= k:
+                break
+    return list(seen), list(seen.values())
+
+
+def _path_entities(path: str) -> list[str]:
+    parts = [p for p in path.replace(" <- ", " -> ").split(" -> ")]
+    return parts[0::2]
+
+
+def format_target(answers: Sequence[str], fmt: str) -> str:
+    """The assistant turn the reader is trained to produce."""
+    answers = [a for a in answers if str(a).strip()]
+    if fmt == "subgraphrag":
+        return "\n".join(f"ans: {a}" for a in answers) if answers else "ans: not available"
+    return "\n".join(answers)
+
+
+def build_messages(question: str, lines: Sequence[str], fmt: str, with_evidence: bool = True,
+                   icl: bool = True) -> list[dict]:
+    """Chat messages of one question; ``with_evidence=False`` asks closed-book."""
+    if not with_evidence:
+        system = CLOSED_BOOK_SUBGRAPHRAG if fmt == "subgraphrag" else CLOSED_BOOK
+        return [{"role": "system", "content": system}, {"role": "user", "content": f"Question:\n{question}"}]
+    head = HEADERS[fmt]
+    user = f"{head}:\n" + "\n".join(lines) + f"\n\nQuestion:\n{question}"
+    msgs = [{"role": "system", "content": INSTRUCTIONS[fmt]}]
+    if fmt == "subgraphrag" and icl:
+        example = f"{head}:\n" + "\n".join(triple_line(t, fmt) for t in ICL_TRIPLES) + f"\n\nQuestion:\n{ICL_QUESTION}"
+        msgs += [{"role": "user", "content": example}, {"role": "assistant", "content": ICL_ANSWER}]
+    return msgs + [{"role": "user", "content": user}]
+
+
+def _count_tokens(tokenizer, messages: list[dict]) -> int:
+    out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    ids = out["input_ids"] if hasattr(out, "keys") else out
+    return len(ids)
+
+
+def fit_budget(tokenizer, line_lists: Sequence[Sequence[str]], budgets: Sequence[int]) -> np.ndarray:
+    """How many leading lines of each list fit in its token budget (one tokenizer call for all)."""
+    sizes = np.asarray([len(x) for x in line_lists], dtype=np.int64)
+    flat = [line for lines in line_lists for line in lines]
+    if not flat:
+        return np.zeros(len(line_lists), dtype=np.int64)
+    lengths = np.asarray([len(ids) for ids in tokenizer(flat, add_special_tokens=False)["input_ids"]],
+                         dtype=np.int64) + 1  # + the newline joining lines
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    cum = np.cumsum(lengths)
+    before = np.where(starts > 0, cum[np.maximum(starts - 1, 0)], 0)
+    within = cum - np.repeat(before, sizes)  # cumulative tokens inside each question
+    fits = within <= np.repeat(np.asarray(budgets, dtype=np.int64), sizes)
+    # fits is monotone inside a segment (cumulative lengths, one budget), so its sum is the prefix length
+    segment = np.repeat(np.arange(len(line_lists)), sizes)
+    return np.bincount(segment, weights=fits, minlength=len(line_lists)).astype(np.int64)
+
+
+def build_examples(
+    questions: Sequence[Mapping[str, Any]],
+    results: Mapping[str, Mapping[str, Any]] | None,
+    fmt: str,
+    k: int,
+    tokenizer=None,
+    max_prompt_tokens: int | None = None,
+    icl: bool = True,
+) -> list[ReaderExample]:
+    """Reader examples for ``questions`` (dicts with id, question, answers, in_kg, hops).
+
+    ``results`` maps question id -> results row (``None`` or ``k = 0``: closed book). With a
+    tokenizer and ``max_prompt_tokens`` the evidence is cut to fit, lowest-scored first.
+    """
+    with_evidence = results is not None and k > 0
+    lines_per_q, ents_per_q = [], []
+    for q in questions:
+        lines, ents = evidence_lines(results.get(q["id"]) if with_evidence else None, fmt, k)
+        lines_per_q.append(lines)
+        ents_per_q.append(ents)
+    keep = np.asarray([len(x) for x in lines_per_q], dtype=np.int64)
+    if with_evidence and tokenizer is not None and max_prompt_tokens:
+        overhead = [_count_tokens(tokenizer, build_messages(q["question"], [], fmt, True, icl)) for q in questions]
+        budgets = [max(int(max_prompt_tokens) - o, 0) for o in overhead]
+        keep = fit_budget(tokenizer, lines_per_q, budgets)
+    out = []
+    for q, lines, ents, n in zip(questions, lines_per_q, ents_per_q, keep.tolist()):
+        shown = lines[:n]
+        entities = list(dict.fromkeys(e for es in ents[:n] for e in es))
+        out.append(ReaderExample(
+            id=q["id"], question=q["question"], messages=build_messages(q["question"], shown, fmt, with_evidence, icl),
+            target=format_target(q["answers"], fmt), answers=list(q["answers"]), in_kg=bool(q.get("in_kg", True)),
+            hops=int(q.get("hops", -1)), evidence_shown=len(shown), evidence_total=len(lines), entities=entities))
+    return out
+
+
+# --------------------------------------------------------------------------- parsing
+
+_NONE = {"not available", "none", "unknown", "n a", "no answer", "i don t know"}
+
+
+def parse_response(text: str, fmt: str) -> list[str]:
+    """Answers of a reader response: ``ans:`` lines for ``subgraphrag``, else one per line.
+
+    Lines whose normalised form says "no answer" (``not available``, ``none``...) are dropped;
+    duplicates (after :func:`normalize_answer`) are removed, first occurrence kept.
+    """
+    from gsr_train.llm.parsing import list_items, prefixed_lines
+
+    if fmt == "subgraphrag":
+        items = prefixed_lines(text, "ans")
+    else:
+        items = [i for i in list_items(text) if not i.rstrip().endswith(":")]
+    out, seen = [], set()
+    for item in items:
+        norm = normalize_answer(item)
+        if not norm or norm in _NONE or norm in seen:
+            continue
+        seen.add(norm)
+        out.append(item.strip())
+    return out

@@ -1,0 +1,335 @@
+"""Reader experiments: retrieve -> read -> score, with an optional (Q)LoRA fine-tuning step.
+
+``python train.py +experiment=reader_webqsp_mini`` (see ``conf/experiment/reader_*.yaml``):
+
+1. retrieval results for the train and eval splits: given files (``qa.retrieval.results``)
+   or a SubgraphRAG checkpoint (``qa.retrieval.checkpoint``) that retrieves them once into
+   the cache (keyed by checkpoint digest + data + split + k) and a copy in the run folder;
+2. prompts in ``qa.format`` with the top ``qa.k`` evidence lines, cut to ``qa.max_prompt_tokens``;
+3. scores the untouched base model (with and without evidence), fine-tunes the LoRA / full
+   reader (``reader=...``, ``qa.train``), saves the adapter folder (``adapter/``, peft format;
+   ``qa.merge=true`` also writes the merged model), scores the fine-tuned model;
+4. writes ``predictions_<variant>.jsonl``, ``metrics.json`` (every variant: all / sub / per hop,
+   timings, step times) and prints the reader x evidence x metric table.
+
+``qa.eval_only=<adapter folder>`` skips training and scores an existing adapter;
+``qa.backend=llm`` sends the prompts to the OpenAI-compatible endpoint of ``llm=...`` instead
+(prompting-only reader). ``python -m gsr_train.runs.reader score PREDICTIONS --data DIR --split
+test`` re-scores a predictions file.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
+from gsr_train.io import file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
+from gsr_train.runs.common import cache_dir, load_kg_index, make_trainer, output_dir, resolve_data_dir
+
+log = logging.getLogger(__name__)
+
+
+def _container(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+# --------------------------------------------------------------------------- questions + retrieval
+
+
+def question_table(index, split_name: str, cache: Path | None) -> list[dict]:
+    """Per question: id, text, gold answers, answer-entity-in-graph flag and hop count."""
+    from gsr_train.kg.paths import get_supervision
+
+    sp = index[split_name]
+    seg = torch.repeat_interleave(torch.arange(len(sp)), sp.num_entities)
+    in_kg = torch.zeros(len(sp), dtype=torch.long).index_add_(0, seg, sp.answer_mask.long()) > 0
+    hops = get_supervision(index, split_name, cache).hops.tolist()
+    return [{"id": sp.ids[i], "question": sp.questions[i], "answers": list(sp.answers[i]),
+             "in_kg": bool(in_kg[i]), "hops": int(hops[i])} for i in range(len(sp))]
+
+
+def read_result_rows(path: str | Path, ids: Sequence[str]) -> tuple[dict[str, dict], dict]:
+    """Results rows by id (raw, strings); unknown ids are an error, missing ones count as empty."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: retrieval results file not found")
+    wanted = set(ids)
+    rows: dict[str, dict] = {}
+    for lineno, rec in iter_jsonl(path):
+        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+            raise ValueError(f"{path}: line {lineno}: expected an object with a string 'id'")
+        if rec["id"] not in wanted:
+            raise ValueError(f"{path}: line {lineno}: id {rec['id']!r} is not in the split")
+        if not isinstance(rec.get("triples", []), list):
+            raise ValueError(f"{path}: line {lineno} (id {rec['id']!r}): 'triples' must be a list")
+        rows[rec["id"]] = rec
+    missing = len(wanted) - len(rows)
+    if missing:
+        log.warning("%s: %d of %d questions missing; they get no evidence", path, missing, len(wanted))
+    return rows, {"path": str(path), "rows": len(rows), "missing": missing}
+
+
+def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
+    """The results file of ``split_name``: configured path, or retrieved once with the checkpoint."""
+    ret = cfg.qa.retrieval
+    given = (ret.get("results") or {}).get(split_name)
+    if given:
+        return Path(str(given))
+    ckpt = ret.get("checkpoint")
+    if not ckpt:
+        raise ValueError(f"no retrieval results for split {split_name!r}: set qa.retrieval.results.{split_name}="
+                         f"<results.jsonl> or qa.retrieval.checkpoint=<SubgraphRAG .ckpt>")
+    ckpt = Path(str(ckpt))
+    if not ckpt.is_file():
+        raise FileNotFoundError(f"qa.retrieval.checkpoint: {ckpt} not found")
+    k = int(ret.k)
+    key = stable_hash("reader-retrieval", 1, file_digest(ckpt), resolve_data_dir(cfg), split_name, k,
+                      _container(cfg.encoder))
+    path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-k{k}-{key}.jsonl"
+    if not path.exists():
+        from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
+        from gsr_train.text.embeddings import get_embeddings
+
+        t0 = time.perf_counter()
+        emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=[split_name])
+        retriever = SubgraphRAGRetriever.from_checkpoint(ckpt)
+        check_compatible(retriever.hparams, emb)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        retriever.retrieve(index, split_name, emb, path, k=k)
+        log.info("retrieved top-%d triples of split %s with %s in %.1fs -> %s", k, split_name, ckpt,
+                 time.perf_counter() - t0, path)
+    return path
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def score_responses(examples, responses: Sequence[str], fmt: str) -> tuple[QAReport, list[dict]]:
+    """Parse every response, score it, and the prediction rows to write."""
+    from gsr_train.readers.prompts import parse_response
+
+    parsed = [parse_response(text, fmt) for text in responses]
+    qa = [QAExample(ex.id, pred, ex.answers, text, ex.in_kg, ex.hops, ex.entities)
+          for ex, pred, text in zip(examples, parsed, responses)]
+    report = qa_metrics(qa)
+    rows = [{"id": ex.id, "question": ex.question, "prediction": pred, "response": text, "answers": ex.answers,
+             "in_kg": ex.in_kg, "hops": ex.hops, "evidence_shown": ex.evidence_shown,
+             "evidence_total": ex.evidence_total, "entities": ex.entities}
+            for ex, pred, text in zip(examples, parsed, responses)]
+    return report, rows
+
+
+def _evaluate(name: str, generate, examples, fmt: str, out: Path, reports: dict, timings: dict) -> None:
+    t0 = time.perf_counter()
+    responses = generate(examples)
+    timings[f"generate_{name}_s"] = time.perf_counter() - t0
+    report, rows = score_responses(examples, responses, fmt)
+    write_jsonl(out / f"predictions_{name}.jsonl", rows)
+    reports[name] = report
+    log.info("%s\n%s", name, report.table())
+
+
+# --------------------------------------------------------------------------- runner
+
+
+def run(cfg: DictConfig) -> float:
+    from gsr_train.readers.prompts import build_examples
+
+    t_start = time.perf_counter()
+    qa = cfg.qa
+    if qa.get("threads"):
+        torch.set_num_threads(int(qa.threads))
+    out = output_dir(cfg)
+    timings: dict[str, float] = {}
+    fmt, k = str(qa.format), int(qa.k)
+    index = load_kg_index(cfg)
+    train_split, eval_split = qa.get("train_split"), str(qa.eval_split)
+    backend = str(qa.get("backend", "local"))
+    training = (backend == "local" and not qa.get("eval_only") and bool(train_split)
+                and bool(qa.train.get("enabled", True)))
+
+    # ------------------------------------------------------------ evidence
+    t0 = time.perf_counter()
+    results: dict[str, dict] = {}
+    retrieval_info: dict[str, Any] = {}
+    splits = [eval_split] + ([str(train_split)] if training else [])
+    questions = {s: question_table(index, s, cache_dir(cfg)) for s in splits}
+    limit = qa.get("limit") or {}
+    for s in splits:
+        if limit.get(s):
+            questions[s] = questions[s][: int(limit[s])]
+        path = retrieval_file(cfg, index, s)
+        local = out / f"retrieval_{s}.jsonl"
+        if path.resolve() != local.resolve():
+            shutil.copyfile(path, local)
+        results[s], retrieval_info[s] = read_result_rows(path, index[s].ids)
+    timings["evidence_s"] = time.perf_counter() - t0
+
+    # ------------------------------------------------------------ reader
+    reports: dict[str, QAReport] = {}
+    train_info: dict[str, Any] = {}
+    rcfg = cfg.reader
+    budget = int(qa.max_prompt_tokens) if qa.get("max_prompt_tokens") else None
+    ev = qa.eval
+
+    if backend == "llm":
+        from gsr_train.readers.generate import generate_remote
+
+        usage: dict = {}
+
+        def gen_remote(exs):
+            texts, u = generate_remote(_container(cfg.llm), exs, int(ev.max_new_tokens))
+            usage.update(u)
+            return texts
+
+        for evidence in ev.variants.base:
+            exs = build_examples(questions[eval_split], results[eval_split] if evidence == "retrieved" else None,
+                                 fmt, k, None, None, bool(qa.icl))
+            _evaluate(f"prompting_{evidence}", gen_remote, exs, fmt, out, reports, timings)
+        train_info["llm_usage"] = usage
+        tokenizer = None
+    else:
+        from gsr_train.readers.generate import generate_local
+        from gsr_train.readers.model import count_parameters, load_reader
+
+        t0 = time.perf_counter()
+        model, tokenizer, model_path = load_reader(
+            rcfg.model, str(rcfg.precision), str(rcfg.compute_dtype), str(rcfg.adapter), _container(rcfg.lora),
+            bool(rcfg.gradient_checkpointing) and training, adapter_path=qa.get("eval_only") or None,
+            trainable=training, cache_dir=cache_dir(cfg), device_map=_container(rcfg.get("device_map")))
+        timings["load_model_s"] = time.perf_counter() - t0
+        train_info["parameters"] = count_parameters(model)
+        train_info["model_path"] = model_path
+
+        def gen_local(exs):
+            return generate_local(model, tokenizer, exs, int(ev.batch_size), int(ev.max_new_tokens))
+
+        def eval_examples(evidence: str):
+            return build_examples(questions[eval_split], results[eval_split] if evidence == "retrieved" else None,
+                                  fmt, k, tokenizer, budget, bool(qa.icl))
+
+        label = "finetuned" if qa.get("eval_only") else "base"
+        if training or qa.get("eval_only"):
+            for evidence in (ev.variants.base if training else ev.variants.finetuned):
+                _evaluate(f"{label}_{evidence}", gen_local, eval_examples(evidence), fmt, out, reports, timings)
+
+        if training:
+            train_info.update(train_reader(cfg, model, tokenizer, questions[str(train_split)],
+                                           results[str(train_split)], fmt, k, budget, out, timings))
+            for evidence in ev.variants.finetuned:
+                _evaluate(f"finetuned_{evidence}", gen_local, eval_examples(evidence), fmt, out, reports, timings)
+
+    # ------------------------------------------------------------ report
+    timings["total_s"] = time.perf_counter() - t_start
+    table = comparison_table(reports, "all")
+    table_sub = comparison_table(reports, "sub")
+    command = " ".join(sys.argv)
+    figures = {
+        "command": command, "format": fmt, "k": k, "max_prompt_tokens": budget, "eval_split": eval_split,
+        "reader": _container(rcfg), "qa": _container(qa), "retrieval": retrieval_info,
+        "metrics": {name: rep.to_dict() for name, rep in reports.items()},
+        "train": train_info, "timings": timings,
+    }
+    write_json(out / "metrics.json", figures)
+    text = (f"command: {command}\nformat={fmt} K={k} budget={budget} split={eval_split}\n\n"
+            f"all questions\n{table}\n\n-sub (answer entity in the graph)\n{table_sub}\n")
+    (out / "qa_table.txt").write_text(text)
+    print(text)
+    if "train_s" in timings:
+        print(f"training: {timings['train_s']:.1f}s, {train_info.get('steps')} steps, "
+              f"{train_info.get('step_s_median', float('nan')):.2f}s/step (median)")
+    best = reports.get("finetuned_retrieved") or next(iter(reports.values()), None)
+    return float(best.flat()["macro_f1"]) if best else 0.0
+
+
+def train_reader(cfg: DictConfig, model, tokenizer, questions, results, fmt: str, k: int, budget: int | None,
+                 out: Path, timings: dict) -> dict:
+    """Fine-tune the reader on the train split's retrieved evidence; save the adapter folder."""
+    import numpy as np
+
+    from gsr_train.readers.data import ReaderDataModule, ReaderDataset
+    from gsr_train.readers.model import ReaderModule, merge_and_export, save_adapter
+    from gsr_train.readers.prompts import build_examples
+
+    tr = cfg.qa.train
+    t0 = time.perf_counter()
+    examples = build_examples(questions, results, fmt, k, tokenizer, budget, bool(cfg.qa.icl))
+    if tr.get("no_evidence_fraction"):
+        # a share of closed-book copies so the reader also answers without evidence
+        rng = np.random.default_rng(int(cfg.seed))
+        pick = rng.random(len(questions)) < float(tr.no_evidence_fraction)
+        examples += build_examples([q for q, p in zip(questions, pick) if p], None, fmt, 0, tokenizer, budget,
+                                   bool(cfg.qa.icl))
+    if tr.get("require_answers", True):
+        examples = [ex for ex in examples if ex.answers]
+    dataset = ReaderDataset(tokenizer, examples, int(tr.max_length))
+    timings["prepare_train_s"] = time.perf_counter() - t0
+    module = ReaderModule(model, lr=float(tr.lr), weight_decay=float(tr.weight_decay),
+                          warmup_ratio=float(tr.warmup_ratio), log_every=int(tr.get("log_every", 10)))
+    dm = ReaderDataModule(dataset, tokenizer.pad_token_id, int(tr.batch_size), int(cfg.seed))
+    overrides: dict[str, Any] = {"max_epochs": int(tr.epochs),
+                                 "accumulate_grad_batches": int(tr.get("accumulate", 1)),
+                                 "log_every_n_steps": int(tr.get("log_every", 10))}
+    if tr.get("max_steps"):
+        overrides["max_steps"] = int(tr.max_steps)
+    if tr.get("gradient_clip_val"):
+        overrides["gradient_clip_val"] = float(tr.gradient_clip_val)
+    trainer = make_trainer(cfg, **overrides)
+    model.train()
+    t0 = time.perf_counter()
+    trainer.fit(module, dm)
+    timings["train_s"] = time.perf_counter() - t0
+    model.eval()
+    steps = np.asarray(module.step_seconds[1:] or module.step_seconds or [float("nan")])
+    adapter_dir = out / "adapter"
+    meta = {"base_model": str(cfg.reader.model), "precision": str(cfg.reader.precision),
+            "adapter": str(cfg.reader.adapter), "format": fmt, "k": k, "max_prompt_tokens": budget}
+    save_adapter(model, tokenizer, adapter_dir, meta)
+    info = {"steps": int(trainer.global_step), "epochs": int(trainer.current_epoch),
+            "step_s_median": float(np.median(steps)), "step_s_mean": float(np.mean(steps)),
+            "loss_first10": float(np.mean(module.losses[:10])) if module.losses else None,
+            "loss_last10": float(np.mean(module.losses[-10:])) if module.losses else None,
+            "data": dataset.token_stats(), "adapter_dir": str(adapter_dir)}
+    if cfg.qa.get("merge") and str(cfg.reader.adapter) == "lora":
+        info["merged_dir"] = str(merge_and_export(str(cfg.reader.model), adapter_dir,
+                                                  out / "merged", cache_dir=cache_dir(cfg)))
+    log.info("reader trained: %s", info)
+    return info
+
+
+# --------------------------------------------------------------------------- re-scoring CLI
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m gsr_train.runs.reader score PREDICTIONS.jsonl [--out metrics.json]``."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m gsr_train.runs.reader")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("score", help="re-score a predictions_<variant>.jsonl file of a reader run")
+    s.add_argument("predictions")
+    s.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    rows = []
+    for lineno, rec in iter_jsonl(args.predictions):
+        if not isinstance(rec, dict) or "prediction" not in rec or "answers" not in rec:
+            raise SystemExit(f"{args.predictions}: line {lineno}: needs 'prediction' and 'answers'")
+        rows.append(QAExample(rec["id"], rec["prediction"], rec["answers"], rec.get("response", ""),
+                              bool(rec.get("in_kg", True)), int(rec.get("hops", -1)),
+                              rec.get("entities") or ()))
+    report = qa_metrics(rows)
+    print(report.table(args.predictions))
+    if args.out:
+        write_json(args.out, report.to_dict())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
