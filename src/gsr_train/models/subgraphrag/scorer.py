@@ -41,7 +41,7 @@ from torch import nn
 
 from gsr_train.models.subgraphrag.batch import TripleBatch
 from gsr_train.models.subgraphrag.dde import STRUCTURES, structure_channels
-from gsr_train.models.subgraphrag.triple_mlp import triple_mlp
+from gsr_train.models.subgraphrag.triple_mlp import DEFAULT_BLOCK, GPU_BLOCK, triple_mlp
 
 
 @dataclass
@@ -423,8 +423,10 @@ class TripleScorer(nn.Module):
         if self.fused:
             return self._triple_logits(*parts)
         if not self.hidden_layers:
+            # no backward pass to keep small: blocks as large as fit in L2 (fewer, bigger kernels)
+            block = max(DEFAULT_BLOCK, (1 << 19) // h) if pair.device.type == "cpu" else GPU_BLOCK
             return triple_mlp(parts[0], parts[1], parts[2], parts[3], self.out.weight, self.out.bias, parts[4],
-                              parts[5])
+                              parts[5], block=block)
         ent, ent_idx, small, small_idx, rank1_w, rank1_rows = parts
         out = torch.empty(batch.num_triples, device=pair.device)
         for s in range(0, batch.num_triples, chunk_triples):  # cache-sized [chunk, H] temporaries
