@@ -227,7 +227,7 @@ class TripleScorer(nn.Module):
         return F.linear(prod, torch.cat([self.weight("qh"), self.weight("qt")], dim=0))
 
     def _triple_parts(self, batch: TripleBatch, ent_halves: torch.Tensor, ent_rows: torch.Tensor,
-                      pair_terms: torch.Tensor) -> tuple:
+                      pair_terms: torch.Tensor, cos: torch.Tensor | None = None) -> tuple:
         """What each triple sums: two bags of first-layer rows plus rank-1 terms.
 
         * entity bag: ``ent_halves`` (rows ``2e``: head side of entity row ``e``; ``2e + 1``:
@@ -254,7 +254,7 @@ class TripleScorer(nn.Module):
             offset += qe.shape[0]
         rank1_w, rank1_rows = None, ()
         if self.has("cos_h"):
-            cos = self._node_cosines(batch)
+            cos = self._node_cosines(batch) if cos is None else cos
             tables.append(torch.cat([self.weight("cos_h"), self.weight("cos_t")], dim=1).t())
             rank1_w, rank1_rows = torch.stack([cos[head], cos[tail]], dim=1), (offset, offset + 1)
         small = tables[0] if len(tables) == 1 else torch.cat(tables, dim=0)
@@ -437,25 +437,5 @@ class TripleScorer(nn.Module):
 
     def _global_parts(self, proj: Projections, batch: TripleBatch, rows: torch.Tensor, pair: torch.Tensor) -> tuple:
         """Per-triple bags over the global entity table (see :meth:`_triple_parts`)."""
-        h = self.config.hidden
-        head, tail = batch.head, batch.tail
-        ent_idx = torch.stack([2 * rows[head], 2 * rows[tail] + 1], dim=1)
-        tables, cols = [pair], [batch.triple_pair]
-        offset = pair.shape[0]
-        if self.has("sh"):
-            feat = self._feature_terms(batch.feat_rows).reshape(-1, h)
-            tables.append(feat)
-            cols += [offset + 2 * batch.node_frow[head], offset + 2 * batch.node_frow[tail] + 1]
-            offset += feat.shape[0]
-        if self.has("qh"):
-            qe = self._qe_terms(batch).reshape(-1, h)
-            tables.append(qe)
-            cols += [offset + 2 * head, offset + 2 * tail + 1]
-            offset += qe.shape[0]
-        rank1_w, rank1_rows = None, ()
-        if self.has("cos_h"):
-            cos = self._projected_cosines(proj, batch, rows)
-            tables.append(torch.cat([self.weight("cos_h"), self.weight("cos_t")], dim=1).t())
-            rank1_w, rank1_rows = torch.stack([cos[head], cos[tail]], dim=1), (offset, offset + 1)
-        small = tables[0] if len(tables) == 1 else torch.cat(tables, dim=0)
-        return proj.ent.reshape(-1, h), ent_idx, small, torch.stack(cols, dim=1), rank1_w, rank1_rows
+        cos = self._projected_cosines(proj, batch, rows) if self.has("cos_h") else None
+        return self._triple_parts(batch, proj.ent.reshape(-1, self.config.hidden), rows, pair, cos)
