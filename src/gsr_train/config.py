@@ -37,3 +37,21 @@ def register_resolvers() -> None:
     }.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
+
+
+def dataclass_from_mapping(cls, cfg, label: str, positive: tuple[str, ...] = ()):
+    """``cls(**cfg)`` for a config section, refusing unknown keys and non-positive ``positive`` fields.
+
+    ``cfg`` may already be a ``cls`` instance or ``None`` (defaults). Errors name the section.
+    """
+    if cfg is None or isinstance(cfg, cls):
+        return cfg or cls()
+    names = set(cls.__dataclass_fields__)
+    unknown = sorted(set(cfg) - names)
+    if unknown:
+        raise ValueError(f"{label} config: unknown keys {unknown} (known: {sorted(names)})")
+    out = cls(**dict(cfg))
+    for name in positive:
+        if int(getattr(out, name)) < 1:
+            raise ValueError(f"{label} config: {name} must be >= 1, got {getattr(out, name)}")
+    return out

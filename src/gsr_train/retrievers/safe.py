@@ -44,6 +44,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from gsr_train.config import dataclass_from_mapping
 from gsr_train.kg.index import KGIndex, QuestionGraph
 from gsr_train.kg.schema import EntityTypes, SchemaGraph, build_schema, infer_entity_types, split_triples
 from gsr_train.patterns.pattern import Pattern, PatternEdge, PatternNode
@@ -70,16 +71,7 @@ class SAFEConfig:
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | "SAFEConfig | None") -> "SAFEConfig":
-        if cfg is None or isinstance(cfg, SAFEConfig):
-            return cfg or cls()
-        names = set(cls.__dataclass_fields__)
-        unknown = sorted(set(cfg) - names)
-        if unknown:
-            raise ValueError(f"safe config: unknown keys {unknown} (known: {sorted(names)})")
-        out = cls(**dict(cfg))
-        for name in ("k", "k_schema", "k_qg", "k_ent", "k_rel", "k_type"):
-            if int(getattr(out, name)) < 1:
-                raise ValueError(f"safe config: {name} must be >= 1, got {getattr(out, name)}")
+        out = dataclass_from_mapping(cls, cfg, "safe", ("k", "k_schema", "k_qg", "k_ent", "k_rel", "k_type"))
         if out.delta < 0 or out.delta > out.max_distance:
             raise ValueError(f"safe config: delta must be in 0..max_distance ({out.max_distance}), got {out.delta}")
         return out

@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from gsr_train.config import dataclass_from_mapping
 from gsr_train.kg.index import KGIndex, QuestionGraph
 from gsr_train.patterns.pattern import Pattern
 from gsr_train.patterns.retrieve import PatternRun, retrieve_split
@@ -42,16 +43,7 @@ class SimGRAGConfig:
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | "SimGRAGConfig | None") -> "SimGRAGConfig":
-        if cfg is None or isinstance(cfg, SimGRAGConfig):
-            return cfg or cls()
-        names = set(cls.__dataclass_fields__)
-        unknown = sorted(set(cfg) - names)
-        if unknown:
-            raise ValueError(f"simgrag config: unknown keys {unknown} (known: {sorted(names)})")
-        out = cls(**dict(cfg))
-        for name in ("k", "k_node", "k_rel"):
-            if int(getattr(out, name)) < 1:
-                raise ValueError(f"simgrag config: {name} must be >= 1, got {getattr(out, name)}")
+        out = dataclass_from_mapping(cls, cfg, "simgrag", ("k", "k_node", "k_rel"))
         return out
 
 
