@@ -1,8 +1,7 @@
 """Tiny model kinds shared by the DDP / export / resume tests (one registry entry per model kind).
 
 A kind builds, from a scratch folder, a fresh LightningModule (same initial weights for a
-given seed) and a LightningDataModule whose per-device batch is a parameter. The reader's
-LightningModule joins with one more entry in ``KINDS``.
+given seed) and a LightningDataModule whose per-device batch is a parameter.
 """
 from __future__ import annotations
 
@@ -141,11 +140,120 @@ def gsr_val_reference(ctx: dict, module) -> dict[str, float]:
     return {"val/match@1": at1 / len(qs), "val/match@n": atn / len(qs), "val/questions": float(len(qs))}
 
 
+# ---------------------------------------------------------------------------- reader
+READER_LORA = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"]}
+
+
+def _reader_examples(n: int, prefix: str):
+    from gsr_train.readers.prompts import ReaderExample
+
+    out = []
+    for i in range(n):
+        lang = f"Language {prefix}{i}" + " English" * (4 * (i % 4))  # answers of 9 to ~30 tokens
+        question = f"what language is spoken in country {prefix}{i}"
+        messages = [{"role": "user", "content": f"Triples: (Country {prefix}{i}, languages_spoken, {lang}) "
+                                                f"Question: {question}"}]
+        out.append(ReaderExample(f"{prefix}-{i}", question, messages, f"ans: {lang}", [lang]))
+    return out
+
+
+def reader_setup(root: Path, sizes=(24, 6)) -> dict:
+    from gsr_train.readers.data import ReaderDataset
+    from gsr_train.readers.model import load_tokenizer
+
+    from .test_reader_helpers import tiny_llama_folder
+
+    folder = tiny_llama_folder(root / "tiny_llama")
+    tok = load_tokenizer(str(folder))
+    return {"folder": folder, "tokenizer": tok,
+            "train": ReaderDataset(tok, _reader_examples(sizes[0], "tr"), 256),
+            "validation": ReaderDataset(tok, _reader_examples(sizes[1], "va"), 256)}
+
+
+def reader_module(ctx: dict, seed: int = 0):
+    """LoRA on a tiny random LLaMA in fp32 (4-bit needs bitsandbytes kernels DDP on CPU does not get)."""
+    from gsr_train.readers.model import ReaderModule, load_reader
+
+    torch.manual_seed(seed)
+    model, _, _ = load_reader(str(ctx["folder"]), "fp32", adapter="lora", lora=READER_LORA,
+                              gradient_checkpointing=False)
+    return ReaderModule(model, lr=5e-3, warmup_ratio=0.0, log_every=0)
+
+
+def reader_datamodule(ctx: dict, batch: int, seed: int = 0):
+    from gsr_train.readers.data import ReaderDataModule
+
+    return ReaderDataModule(ctx["train"], ctx["tokenizer"].pad_token_id, batch_size=batch, seed=seed,
+                            val_dataset=ctx["validation"], eval_batch_size=2)
+
+
+@torch.no_grad()
+def reader_val_reference(ctx: dict, module) -> dict[str, float]:
+    """Answer-token loss / accuracy of ``module``'s weights over every validation example, in this process."""
+    from gsr_train.readers.data import collate
+    from gsr_train.readers.model import answer_token_stats, val_figures
+
+    model = module.model.eval()
+    ds, pad = ctx["validation"], ctx["tokenizer"].pad_token_id
+    rows = []
+    for i in range(len(ds)):
+        b = collate([ds[i]], pad)
+        t, c, h = answer_token_stats(model, b["input_ids"], b["attention_mask"], b["labels"])
+        rows.append((float(t), int(c), int(h)))
+    return {f"val/{k}": v for k, v in val_figures(rows).items()}
+
+
+
+def reader_run_inputs(root: Path) -> dict:
+    """A 6 / 3 question RoG folder, its results files and a tiny LLaMA for ``runs/reader.py``."""
+    from .test_reader_helpers import tiny_llama_folder
+    from .test_reader_run import _rows, _write
+
+    data = root / "data"
+    data.mkdir()
+    results = {}
+    for split, rows in {"train": _rows("tr", 6), "test": _rows("te", 3)}.items():
+        _write(data, split, rows)
+        results[split] = root / f"results_{split}.jsonl"
+        results[split].write_text("".join(json.dumps({"id": r["id"], "triples": r["graph"]}) + "\n" for r in rows))
+    return {"root": root, "data": data, "results": results, "model": tiny_llama_folder(root / "tiny")}
+
+
+def reader_run_config(inputs: dict, out: Path, *extra: str):
+    """The composed config of a tiny fp32 LoRA reader run (last.ckpt after every step)."""
+    from hydra import compose, initialize_config_dir
+
+    from gsr_train.config import register_resolvers
+
+    register_resolvers()
+    results = inputs["results"]
+    overrides = ["+experiment=reader_webqsp_mini", f"paths.output_dir={out}", f"paths.cache_dir={inputs['root'] / 'c'}",
+                 "experiment_name=test", "logger=none", "~callbacks.rich_progress", "trainer.enable_progress_bar=false",
+                 "checkpoint_every_n_steps=1", f"data.dir={inputs['data']}", "data.splits=[train,test]",
+                 "data.labels={}",
+                 "reader=tiny_llama", f"reader.model={inputs['model']}", "reader.precision=fp32", "qa.format=triples",
+                 "qa.k=2", "qa.max_prompt_tokens=400", f"qa.retrieval.results.train={results['train']}",
+                 f"qa.retrieval.results.test={results['test']}", "qa.train.lr=5e-3", "qa.eval.batch_size=3",
+                 "qa.eval.max_new_tokens=4", "qa.eval.variants.base=[]", "qa.eval.variants.finetuned=[retrieved]",
+                 *extra]
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def reader_adapter(out: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(out / "adapter" / "adapter_model.safetensors")
+
 KINDS: dict[str, dict[str, Callable[..., Any]]] = {
     "subgraphrag": {"setup": subgraphrag_setup, "module": subgraphrag_module, "datamodule": subgraphrag_datamodule,
                     "val_reference": subgraphrag_val_reference, "weights": lambda m: m.scorer.state_dict()},
     "gsr": {"setup": gsr_setup, "module": gsr_module, "datamodule": gsr_datamodule,
-            "val_reference": gsr_val_reference, "weights": lambda m: m.gsr.state_dict()},
+            "val_reference": gsr_val_reference, "weights": lambda m: m.gsr.state_dict(),
+            "trainer": {"reload_dataloaders_every_n_epochs": 1}},  # as runs/gsr.py: items change per epoch
+    # ReaderModule.state_dict() holds only what trains (the LoRA weights)
+    "reader": {"setup": reader_setup, "module": reader_module, "datamodule": reader_datamodule,
+               "val_reference": reader_val_reference, "weights": lambda m: m.state_dict()},
 }
 
 

@@ -69,12 +69,15 @@ def test_two_process_ddp_matches_single_process(kind, tmp_path):
     assert any(not torch.equal(w0[n], w2[n]) for n in w0)
 
     # validation under DDP covers every validation question
+    # (counts are exact; a loss differs by float rounding: other batch shapes / padding)
     ref = spec["val_reference"](ctx, ddp)
+    assert ref
     for name, value in ref.items():
-        assert val_2[name] == pytest.approx(value, abs=1e-6), name
+        assert val_2[name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
     for name in ref:
-        assert val_1[name] == pytest.approx(val_2[name], abs=1e-6), name
-    assert any(0.0 < v < 1.0 for k, v in ref.items() if "match@n" in k or "recall" in k)  # informative, not 0 or 1
+        assert val_1[name] == pytest.approx(val_2[name], rel=1e-4, abs=1e-6), name
+    assert any(0.0 < v < 1.0 for k, v in ref.items()
+               if "match@n" in k or "recall" in k or "accuracy" in k)  # informative, not 0 or 1
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -104,3 +107,50 @@ def test_rank_sampler_shards_the_single_process_order():
     assert list(ranks[0]) == order[0::2] and list(ranks[1]) == order[1::2]
     ranks[1].skip = 2  # mid-epoch resume: the first two items of this rank's shard were trained on
     assert list(ranks[1]) == order[1::2][2:] and list(ranks[1]) == order[1::2]  # skip applies once
+
+
+def test_reader_run_with_two_ddp_processes_matches_one(tmp_path):
+    """runs/reader.py with ``trainer=ddp_cpu`` (2 forked ranks, batch 2 each) trains the same adapter
+    as one process with batch 4 (the loss is the mean over the global batch's answer tokens)."""
+    from gsr_train.runs.common import run_experiment
+
+    from .scale_helpers import reader_adapter, reader_run_config, reader_run_inputs
+
+    inputs = reader_run_inputs(tmp_path)
+    one, two = tmp_path / "one", tmp_path / "two"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_experiment(reader_run_config(inputs, one, "qa.train.epochs=1", "qa.train.batch_size=4"))
+        run_experiment(reader_run_config(inputs, two, "qa.train.epochs=1", "qa.train.batch_size=2", "trainer=ddp_cpu",
+                                          "trainer.strategy=ddp_fork"))  # ddp_spawn: the same, 20 s slower
+    a, b = (json.loads((d / "metrics.json").read_text()) for d in (one, two))
+    assert a["train"]["devices"] == 1 and b["train"]["devices"] == 2
+    assert a["train"]["steps"] == b["train"]["steps"] == 2  # 6 examples: 4 + 2 per step
+    wa, wb = reader_adapter(one), reader_adapter(two)
+    assert wa.keys() == wb.keys() and wa
+    for name in wa:
+        assert torch.allclose(wa[name], wb[name], rtol=1e-4, atol=1e-6), name
+    assert any(float(v.abs().max()) > 0 for n, v in wb.items() if "lora_B" in n)  # it trained
+    assert a["metrics"]["finetuned_retrieved"]["all"]["n"] == b["metrics"]["finetuned_retrieved"]["all"]["n"] == 3
+
+
+def test_reader_run_writes_nothing_on_other_ranks(tmp_path, monkeypatch):
+    """``strategy=ddp`` re-runs the whole script on every rank: ranks > 0 train, then return without
+    scoring or writing results (Lightning itself writes checkpoints from rank 0 only)."""
+    import gsr_train.runs.reader as reader_run
+    from gsr_train.runs.common import run_experiment
+
+    from .scale_helpers import reader_run_config, reader_run_inputs
+
+    inputs = reader_run_inputs(tmp_path)
+    out = tmp_path / "rank1"
+    monkeypatch.setattr(reader_run, "is_rank_zero", lambda: False)
+    cfg = reader_run_config(inputs, out, "qa.train.epochs=1", "qa.train.batch_size=4", "qa.eval.variants.base=[none]",
+                            "qa.merge=true", "~callbacks.step_checkpoint")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert run_experiment(cfg) == 0.0
+    written = {p.name for p in out.iterdir()} if out.exists() else set()
+    assert not written & {"metrics.json", "qa_table.txt", "adapter", "merged", "retrieval_train.jsonl",
+                          "retrieval_test.jsonl"}, written
+    assert not [n for n in written if n.startswith("predictions_")], written

@@ -514,7 +514,8 @@ class GSRDataModule:
     def steps_per_epoch(self, epoch: int = 0) -> int:
         return max(1, -(-len(self.epoch_items(epoch)) // self.batch_size))
 
-    def train_loader(self, epoch: int, skip_batches: int = 0):
+    def train_loader(self, epoch: int, skip_batches: int = 0, resume=None):
+        """``resume``: a :class:`~gsr_train.data.triple_datamodule.ResumeSkip` read when the first pass starts."""
         from torch.utils.data import DataLoader
 
         from gsr_train.data.triple_datamodule import RankSampler
@@ -522,6 +523,7 @@ class GSRDataModule:
         items = self.epoch_items(epoch)  # already shuffled per epoch; sharded by rank under DDP
         sampler = RankSampler(len(items), shuffle=False)
         sampler.skip = skip_batches * self.batch_size
+        sampler.resume = resume
         return DataLoader(items, batch_size=self.batch_size, sampler=sampler, collate_fn=self.collate)
 
     def rank_batches(self, epoch: int) -> int:
@@ -548,11 +550,14 @@ def _lightning_class():
             self.gsr_data = data
 
         def train_dataloader(self):
-            from gsr_train.data.triple_datamodule import resume_offset
+            from gsr_train.data.triple_datamodule import ResumeSkip
 
-            epoch = self.trainer.current_epoch if self.trainer is not None else 0
-            skip = resume_offset(self.trainer, self.gsr_data.rank_batches)  # mid-epoch resume
-            return self.gsr_data.train_loader(epoch, skip_batches=skip)
+            if self.trainer is None:
+                return self.gsr_data.train_loader(0)
+            # mid-epoch resume: the skip is read when the pass starts (the loader may be built
+            # before Lightning restores the step counters)
+            resume = ResumeSkip(self.trainer, self.gsr_data.rank_batches, self.gsr_data.batch_size)
+            return self.gsr_data.train_loader(self.trainer.current_epoch, resume=resume)
 
         def val_dataloader(self):
             return self.gsr_data.val_loader() if self.gsr_data.validation else []

@@ -57,6 +57,7 @@ class RankSampler(DistributedSampler):
                          shuffle=shuffle, seed=seed, drop_last=False)
         self.n = int(n)
         self.skip = 0  # items of this rank's shard to leave out of the next pass only (mid-epoch resume)
+        self.resume: Callable[[], int] | None = None  # adds to ``skip`` when the first pass starts
 
     def order(self) -> list[int]:
         if not self.shuffle:
@@ -71,7 +72,20 @@ class RankSampler(DistributedSampler):
             order = order + (order * (pad // len(order) + 1))[:pad]
         mine = order[self.rank:self.total_size:self.num_replicas]
         skip, self.skip = self.skip, 0
+        if self.resume is not None:
+            resume, self.resume = self.resume, None
+            skip += int(resume())
         return iter(mine[skip:])
+
+
+class FixedBatches:
+    """``batches_per_epoch`` of a loader whose epochs all have the same length."""
+
+    def __init__(self, value: int) -> None:
+        self.value = int(value)
+
+    def __call__(self, _epoch: int) -> int:
+        return self.value
 
 
 def resume_offset(trainer, batches_per_epoch: Callable[[int], int]) -> int:
@@ -88,6 +102,26 @@ def resume_offset(trainer, batches_per_epoch: Callable[[int], int]) -> int:
     before = sum(-(-batches_per_epoch(e) // accum) for e in range(epoch))
     done = (int(trainer.global_step) - before) * accum
     return done if 0 < done < batches_per_epoch(epoch) else 0
+
+
+class ResumeSkip:
+    """``RankSampler.resume``: items to skip, counted when the first pass *starts*.
+
+    Lightning may build the training loader before it restores the step counters from the
+    checkpoint (``configure_optimizers`` asking for ``trainer.estimated_stepping_batches``
+    loads it early), so the offset is read from the trainer at iteration time, not when the
+    loader is made.
+    """
+
+    def __init__(self, trainer, batches_per_epoch: Callable[[int], int], batch_size: int) -> None:
+        self.trainer, self.batches_per_epoch, self.batch_size = trainer, batches_per_epoch, int(batch_size)
+
+    def __call__(self) -> int:
+        done = resume_offset(self.trainer, self.batches_per_epoch)
+        if done:
+            log.info("resuming mid-epoch: skipping the first %d batches of epoch %d", done,
+                     self.trainer.current_epoch)
+        return done * self.batch_size
 
 
 class EpochShuffleSampler(RankSampler):
@@ -186,10 +220,7 @@ class TripleDataModule(pl.LightningDataModule):
         trainer = getattr(self, "trainer", None)
         if trainer is not None:
             sampler.set_epoch(int(trainer.current_epoch))
-        sampler.skip = resume_offset(trainer, lambda _epoch: batches) * self.graphs_per_batch
-        if sampler.skip:
-            log.info("resuming mid-epoch: skipping the first %d batches of epoch %d", sampler.skip // self.graphs_per_batch,
-                     trainer.current_epoch)
+            sampler.resume = ResumeSkip(trainer, FixedBatches(batches), self.graphs_per_batch)
         return DataLoader(questions, batch_size=self.graphs_per_batch, sampler=sampler,
                           collate_fn=self.collate(self.train_split), num_workers=self.num_workers)
 

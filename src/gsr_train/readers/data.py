@@ -93,12 +93,53 @@ def collate(batch, pad_id: int):
             "answer_window": torch.tensor(window)}
 
 
+class ReaderCollate:
+    """Positions of a dataset -> one left-padded batch (plus ``index``: the positions, so
+    validation can merge per-example figures across DDP ranks without the sampler's repeats)."""
+
+    def __init__(self, dataset: ReaderDataset, pad_id: int) -> None:
+        self.dataset, self.pad_id = dataset, int(pad_id)
+
+    def __call__(self, positions):
+        batch = collate([self.dataset[int(i)] for i in positions], self.pad_id)
+        batch["index"] = torch.as_tensor([int(i) for i in positions], dtype=torch.long)
+        return batch
+
+
 class ReaderDataModule(pl.LightningDataModule):
-    def __init__(self, dataset: ReaderDataset, pad_id: int, batch_size: int = 4, seed: int = 0):
+    """Training (and optional validation) batches of a reader.
+
+    The training order is a pure function of ``(seed, epoch)`` sharded by rank
+    (:class:`~gsr_train.data.triple_datamodule.RankSampler`): W DDP processes with batch B
+    take the same examples per optimiser step as one process with batch ``W * B``, and a run
+    resumed from a mid-epoch ``last.ckpt`` skips exactly the batches it had trained on.
+    """
+
+    def __init__(self, dataset: ReaderDataset, pad_id: int, batch_size: int = 4, seed: int = 0,
+                 val_dataset: ReaderDataset | None = None, eval_batch_size: int | None = None):
         super().__init__()
+        if batch_size < 1:
+            raise ValueError(f"reader batch_size must be >= 1, got {batch_size}")
+        if len(dataset) == 0:
+            raise ValueError("the reader's training set is empty (no example with an answer token)")
         self.dataset, self.pad_id, self.batch_size, self.seed = dataset, int(pad_id), int(batch_size), int(seed)
+        self.val_dataset = val_dataset
+        self.eval_batch_size = int(eval_batch_size or batch_size)
 
     def train_dataloader(self):
-        gen = torch.Generator().manual_seed(self.seed)
-        return DataLoader(self.dataset, batch_size=self.batch_size, shuffle=True, generator=gen,
-                          collate_fn=lambda b: collate(b, self.pad_id))
+        from gsr_train.data.triple_datamodule import RankSampler, ResumeSkip, FixedBatches
+
+        sampler = RankSampler(len(self.dataset), self.seed)
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            sampler.set_epoch(int(trainer.current_epoch))
+            batches = -(-len(sampler) // self.batch_size)
+            sampler.resume = ResumeSkip(trainer, FixedBatches(batches), self.batch_size)
+        return DataLoader(list(range(len(self.dataset))), batch_size=self.batch_size, sampler=sampler,
+                          collate_fn=ReaderCollate(self.dataset, self.pad_id))
+
+    def val_dataloader(self):
+        if self.val_dataset is None or len(self.val_dataset) == 0:
+            return []
+        return DataLoader(list(range(len(self.val_dataset))), batch_size=self.eval_batch_size, shuffle=False,
+                          collate_fn=ReaderCollate(self.val_dataset, self.pad_id))

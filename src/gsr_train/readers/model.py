@@ -142,13 +142,12 @@ def _lm_parts(model):
     return base.model, base.get_output_embeddings()
 
 
-def answer_loss(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
-                window: int | None = None) -> torch.Tensor:
-    """Mean next-token cross-entropy over the labelled (answer) tokens of left-padded rows.
+def answer_token_stats(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+                       window: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per row: ``(summed next-token cross-entropy, labelled tokens, argmax hits)`` over the answer tokens.
 
-    Same value as ``model(..., labels=labels).loss``, but the LM head runs only on the last
-    ``window + 1`` positions (left padding puts every answer there); positions come from the
-    attention mask, so left padding does not shift them.
+    The LM head runs only on the last ``window + 1`` positions (left padding puts every
+    answer there); positions come from the attention mask, so left padding does not shift them.
     """
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     width = input_ids.shape[1]
@@ -158,12 +157,30 @@ def answer_loss(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, la
                   use_cache=False).last_hidden_state
     logits = head(hidden[:, width - window - 1: width - 1]).float()
     target = labels[:, width - window:]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                             ignore_index=-100)
+    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                           ignore_index=-100, reduction="none").view(target.shape)
+    mask = target != -100
+    hits = (logits.detach().argmax(-1) == target) & mask
+    return ce.sum(1), mask.sum(1), hits.sum(1)
+
+
+def answer_loss(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+                window: int | None = None) -> torch.Tensor:
+    """Mean next-token cross-entropy over the labelled (answer) tokens of left-padded rows
+    (same value as ``model(..., labels=labels).loss``; see :func:`answer_token_stats`)."""
+    total, count, _ = answer_token_stats(model, input_ids, attention_mask, labels, window)
+    return total.sum() / count.sum().clamp(min=1)
 
 
 class ReaderModule(pl.LightningModule):
-    """Trains the reader: next-token loss on answer tokens only; AdamW, linear warmup + decay."""
+    """Trains the reader: next-token loss on answer tokens only; AdamW, linear warmup + decay.
+
+    Under DDP the loss is the mean over the answer tokens of the *global* batch (the token
+    count is summed over ranks), so W processes with batch B train exactly like one process
+    with batch ``W * B`` even though answers differ in length. Validation (optional) logs
+    ``val/loss`` and ``val/token_accuracy`` over the answer tokens of every validation
+    example once: per-example figures are gathered from all ranks and merged by position.
+    """
 
     def __init__(self, model, lr: float = 2e-4, weight_decay: float = 0.0, warmup_ratio: float = 0.03,
                  log_every: int = 10):
@@ -180,11 +197,48 @@ class ReaderModule(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         window = batch.get("answer_window")
-        loss = answer_loss(self.model, batch["input_ids"], batch["attention_mask"], batch["labels"],
-                           None if window is None else int(window))
+        total, count, _ = answer_token_stats(self.model, batch["input_ids"], batch["attention_mask"],
+                                             batch["labels"], None if window is None else int(window))
+        total, count = total.sum(), count.sum()
+        world = int(self.trainer.world_size) if self._trainer is not None else 1
+        if world > 1:  # DDP averages gradients over ranks: scale so the result is the global token mean
+            tokens = self.trainer.strategy.reduce(count.detach().float().clone(), reduce_op="sum")
+            loss = total * world / tokens.clamp(min=1)
+        else:
+            loss = total / count.clamp(min=1)
         self.losses.append(float(loss.detach()))
         self.log("train/loss", loss, prog_bar=True, on_step=True, batch_size=batch["input_ids"].shape[0])
         return loss
+
+    # ------------------------------------------------------------------ validation
+    def on_validation_epoch_start(self) -> None:
+        self._val: dict = {}  # example position -> (loss sum, answer tokens, hits)
+
+    def validation_step(self, batch, batch_idx):
+        window = batch.get("answer_window")
+        total, count, hits = answer_token_stats(self.model, batch["input_ids"], batch["attention_mask"],
+                                                batch["labels"], None if window is None else int(window))
+        index = (batch["index"].tolist() if "index" in batch
+                 else [f"{self.global_rank}:{batch_idx}:{i}" for i in range(len(total))])
+        for key, t, c, h in zip(index, total.tolist(), count.tolist(), hits.tolist()):
+            self._val[key] = (float(t), int(c), int(h))
+
+    def _gathered_val(self) -> dict:
+        import torch.distributed as dist
+
+        if self.trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
+            return self._val
+        parts: list = [None] * dist.get_world_size()
+        dist.all_gather_object(parts, self._val)
+        merged: dict = {}
+        for part in parts:
+            merged.update(part)  # the distributed sampler pads with repeats: one entry per position
+        return merged
+
+    def on_validation_epoch_end(self) -> None:
+        figures = val_figures(self._gathered_val().values())
+        for name, value in figures.items():  # identical on every rank after the gather
+            self.log(f"val/{name}", value, prog_bar=name == "loss", sync_dist=True)
 
     def on_train_batch_start(self, batch, batch_idx):
         self._t = time.perf_counter()
@@ -222,6 +276,14 @@ class ReaderModule(pl.LightningModule):
 
     def load_state_dict(self, state_dict, strict: bool = True, **kwargs):
         return super().load_state_dict(state_dict, strict=False, **kwargs)
+
+
+def val_figures(rows) -> dict[str, float]:
+    """``loss`` / ``token_accuracy`` over all answer tokens and ``examples`` of ``(loss sum, tokens, hits)`` rows."""
+    rows = list(rows)
+    tokens = sum(c for _, c, _ in rows)
+    return {"loss": sum(t for t, _, _ in rows) / max(tokens, 1),
+            "token_accuracy": sum(h for _, _, h in rows) / max(tokens, 1), "examples": float(len(rows))}
 
 
 def save_adapter(model, tokenizer, folder: str | Path, meta: Mapping[str, Any] | None = None) -> Path:

@@ -12,6 +12,13 @@
 4. writes ``predictions_<variant>.jsonl``, ``metrics.json`` (every variant: all / sub / per hop,
    timings, step times) and prints the reader x evidence x metric table.
 
+Scale-out (as every runner, see :mod:`gsr_train.runs.common`): ``trainer=...`` picks the
+Trainer (DDP included: each rank trains on its shard of the same global batch); ``resume=auto``
+continues the fine-tuning from ``<run folder>/checkpoints/last.ckpt`` (written every
+``checkpoint_every_n_steps``; the order of the examples is a function of seed and epoch, so a
+resumed run trains on exactly the batches an uninterrupted one would); only global rank 0
+scores and writes files (predictions, ``metrics.json``, the adapter).
+
 ``qa.eval_only=<adapter folder>`` skips training and scores an existing adapter;
 ``qa.backend=llm`` sends the prompts to the OpenAI-compatible endpoint of ``llm=...`` instead
 (prompting-only reader). ``python -m gsr_train.runs.reader score PREDICTIONS --data DIR --split
@@ -30,8 +37,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
-from gsr_train.io import file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
-from gsr_train.runs.common import cache_dir, load_kg_index, make_trainer, output_dir, resolve_data_dir
+from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
+from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, load_kg_index, make_trainer, output_dir,
+                                   resolve_data_dir, resume_path)
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +135,9 @@ def score_responses(examples, responses: Sequence[str], fmt: str) -> tuple[QARep
 
 
 def _evaluate(name: str, generate, examples, fmt: str, out: Path, reports: dict, timings: dict) -> None:
+    """Generate, score and write ``predictions_<name>.jsonl`` (global rank 0 only: other DDP ranks skip it)."""
+    if not is_rank_zero():
+        return
     t0 = time.perf_counter()
     responses = generate(examples)
     timings[f"generate_{name}_s"] = time.perf_counter() - t0
@@ -167,8 +178,9 @@ def run(cfg: DictConfig) -> float:
             questions[s] = questions[s][: int(limit[s])]
         path = retrieval_file(cfg, index, s)
         local = out / f"retrieval_{s}.jsonl"
-        if path.resolve() != local.resolve():
-            shutil.copyfile(path, local)
+        if path.resolve() != local.resolve() and is_rank_zero():
+            with atomic_write(local, "wb") as f, open(path, "rb") as src:
+                shutil.copyfileobj(src, f)
         results[s], retrieval_info[s] = read_result_rows(path, index[s].ids)
     timings["evidence_s"] = time.perf_counter() - t0
 
@@ -223,6 +235,8 @@ def run(cfg: DictConfig) -> float:
         if training:
             train_info.update(train_reader(cfg, model, tokenizer, questions[str(train_split)],
                                            results[str(train_split)], fmt, k, budget, out, timings))
+            if not is_rank_zero():  # DDP (subprocess launch): rank 0 alone scores and writes
+                return 0.0
             for evidence in ev.variants.finetuned:
                 _evaluate(f"finetuned_{evidence}", gen_local, eval_examples(evidence), fmt, out, reports, timings)
 
@@ -237,11 +251,13 @@ def run(cfg: DictConfig) -> float:
         "metrics": {name: rep.to_dict() for name, rep in reports.items()},
         "train": train_info, "timings": timings,
     }
-    write_json(out / "metrics.json", figures)
     text = (f"command: {command}\nformat={fmt} K={k} budget={budget} split={eval_split}\n\n"
             f"all questions\n{table}\n\n-sub (answer entity in the graph)\n{table_sub}\n")
-    (out / "qa_table.txt").write_text(text)
-    print(text)
+    if is_rank_zero():
+        write_json(out / "metrics.json", figures)
+        with atomic_write(out / "qa_table.txt") as f:
+            f.write(text)
+        print(text)
     if "train_s" in timings:
         print(f"training: {timings['train_s']:.1f}s, {train_info.get('steps')} steps, "
               f"{train_info.get('step_s_median', float('nan')):.2f}s/step (median)")
@@ -284,15 +300,20 @@ def train_reader(cfg: DictConfig, model, tokenizer, questions, results, fmt: str
     trainer = make_trainer(cfg, **overrides)
     model.train()
     t0 = time.perf_counter()
-    trainer.fit(module, dm)
+    ckpt_path = resume_path(cfg)
+    trainer.fit(module, dm, ckpt_path=ckpt_path)
     timings["train_s"] = time.perf_counter() - t0
     model.eval()
+    state = fit_state(trainer, trainer.checkpoint_callback)
+    if not is_rank_zero():
+        return {"steps": state["global_step"]}
     steps = np.asarray(module.step_seconds[1:] or module.step_seconds or [float("nan")])
     adapter_dir = out / "adapter"
     meta = {"base_model": str(cfg.reader.model), "precision": str(cfg.reader.precision),
             "adapter": str(cfg.reader.adapter), "format": fmt, "k": k, "max_prompt_tokens": budget}
     save_adapter(model, tokenizer, adapter_dir, meta)
-    info = {"steps": int(trainer.global_step), "epochs": int(trainer.current_epoch),
+    info = {"steps": state["global_step"], "epochs": state["epochs_run"], "resumed_from": ckpt_path,
+            "devices": int(trainer.world_size),
             "step_s_median": float(np.median(steps)), "step_s_mean": float(np.mean(steps)),
             "loss_first10": float(np.mean(module.losses[:10])) if module.losses else None,
             "loss_last10": float(np.mean(module.losses[-10:])) if module.losses else None,
