@@ -25,6 +25,7 @@ from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.models.subgraphrag.batch import make_batch, question_batch
 from gsr_train.models.subgraphrag.dde import NodeFeatures, dde, node_features, topic_one_hot
 from gsr_train.models.subgraphrag.perf import keep_freed_memory
+from gsr_train.progress import batches
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,8 @@ class SubgraphRAGRetriever:
             features = node_features(split, cfg.structure, cfg.dde_forward, cfg.dde_reverse)
         t1 = time.perf_counter()
         scores = torch.empty(int(split.edge_ptr[-1]) if len(split) else 0)
-        for s in range(0, len(split), graphs_per_batch):
-            qs = torch.arange(s, min(s + graphs_per_batch, len(split)))
+        for s, e in batches(len(split), graphs_per_batch, None, "SubgraphRAG: scoring", threshold=16):
+            qs = torch.arange(s, e)
             batch = make_batch(split, qs, features, question_emb, emb.entity, emb.entity_has_text, emb.relation,
                                global_ids=True)
             edge_ids = batch.edge_ids

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from gsr_train.io import atomic_dir, file_digest, write_json
+from gsr_train.progress import progress
 from gsr_train.kg.index import KGIndex, default_cache_dir, has_text
 from gsr_train.text.encoders import TextEncoder, load_encoder
 
@@ -252,19 +253,9 @@ class EmbeddingTable:
                  time.perf_counter() - t0, self.folder)
 
 
-@contextlib.contextmanager
 def _progress(total: int, done: int, show: bool | None, description: str):
     """Rich progress over texts (shown for long jobs or when asked); yields an advance(n)."""
-    if not (show if show is not None else total - done > 2000):
-        yield lambda n: None
-        return
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn()) as bar:
-        task = bar.add_task(description, total=total, completed=done)
-        yield lambda n: bar.advance(task, n)
+    return progress(total, description, show, threshold=2000, done=done)
 
 
 def embed_texts(texts: Sequence[str], encoder: TextEncoder | str | Mapping, cache_dir: str | Path | None = None,

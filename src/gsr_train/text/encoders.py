@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from gsr_train.io import stable_hash
+from gsr_train.progress import batches
 
 log = logging.getLogger(__name__)
 
@@ -78,19 +79,7 @@ class TextEncoder(ABC):
 
 def _batches(n: int, batch_size: int, progress: bool | None, description: str):
     """Yield (start, end) batch bounds, with a rich progress bar when it is worth one."""
-    bounds = [(s, min(s + batch_size, n)) for s in range(0, n, batch_size)]
-    show = progress if progress is not None else len(bounds) > 8
-    if not show:
-        yield from bounds
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), transient=True) as bar:
-        task = bar.add_task(description, total=len(bounds))
-        for b in bounds:
-            yield b
-            bar.advance(task)
+    yield from batches(n, batch_size, progress, description)
 
 
 def _hub_offline() -> bool:
