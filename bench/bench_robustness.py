@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from pathlib import Path
 
 import networkx as nx
@@ -23,6 +22,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from benchutil import best_time
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
 from gsr_train.robustness.kge import get_scorer
@@ -72,14 +72,6 @@ def rewire_loop(split, chosen: torch.Tensor, seed: int) -> torch.Tensor:
     return tails
 
 
-def best(fn, repeat):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -95,21 +87,21 @@ def main() -> None:
     split = full.subset(range(min(a.questions, len(full))))
     rows = []
     for name, graphs in (("original", split), ("rewired 0.4", perturb(split, "rewire", 0.4, seed=0).split)):
-        t_vec, (c1, d1) = best(lambda: relation_profiles(graphs), a.repeat)
-        t_loop, (c2, d2) = best(lambda: profiles_loop(graphs), 1)
+        t_vec, (c1, d1) = best_time(lambda: relation_profiles(graphs), a.repeat)
+        t_loop, (c2, d2) = best_time(lambda: profiles_loop(graphs), 1)
         diff = max(float((c1 - c2).abs().max()), float((d1 - d2).abs().max()))
         assert diff < 1e-9, f"profiles differ by {diff}"
         rows.append({"what": f"SC2D/SD2 profiles, {name}", "edges": int(graphs.edge_rel.numel()),
                      "vectorised_s": t_vec, "loop_s": t_loop, "speedup": t_loop / t_vec, "max_abs_diff": diff})
     p = perturb(split, "rewire", 0.4, seed=0)
-    t_vec, _ = best(lambda: perturb(split, "rewire", 0.4, seed=0), a.repeat)
-    t_loop, tails = best(lambda: rewire_loop(split, p.touched, 0), 1)
+    t_vec, _ = best_time(lambda: perturb(split, "rewire", 0.4, seed=0), a.repeat)
+    t_loop, tails = best_time(lambda: rewire_loop(split, p.touched, 0), 1)
     rows.append({"what": "edge rewiring 0.4", "edges": int(split.edge_rel.numel()), "vectorised_s": t_vec,
                  "loop_s": t_loop, "speedup": t_loop / t_vec, "max_abs_diff": None})
     scorer = get_scorer(full, len(index.relations), None, default_cache_dir())
     whole = []
     for m in METHODS:
-        t, _ = best(lambda: perturb(full, m, 0.6, seed=0, scorer=scorer), 1)
+        t, _ = best_time(lambda: perturb(full, m, 0.6, seed=0, scorer=scorer), 1)
         whole.append({"method": m, "level": 0.6, "edges": int(full.edge_rel.numel()), "seconds": t})
     table = Table(title=f"robustness building blocks ({a.questions} webqsp_mini test graphs, {a.threads} thread)")
     for c in ("what", "edges", "vectorised s", "loop s", "speed-up", "max |diff|"):

@@ -22,6 +22,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from benchutil import best_time
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
 from gsr_train.kg.paths import DEFAULT_MAX_CHAINS, build_supervision
@@ -29,14 +30,6 @@ from gsr_train.kg.paths_oracle import oracle_question
 
 REPO = Path(__file__).resolve().parents[1]
 
-
-def best_time(fn, repeat: int):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
 
 
 def main(argv=None) -> dict:

@@ -24,3 +24,16 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def webqsp_mini(shared_data) -> Path:
     return shared_data / "webqsp_mini"
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models on a shared CPU: one torch thread is several times faster than two.
+
+    Modules opt in with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

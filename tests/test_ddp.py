@@ -22,12 +22,7 @@ BATCH = 4  # per device
 STRATEGY = "ddp_fork"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _fit(kind: str, ctx: dict, module, root, devices: int, batch: int):

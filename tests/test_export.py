@@ -13,12 +13,7 @@ from gsr_train.export.exporters import EXPORT_INFO, detect_kind, export_model
 from .scale_helpers import KINDS, make_datamodule
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _fit_ckpt(kind: str, ctx: dict, root, steps: int = 3):

@@ -29,13 +29,7 @@ TINY = {"family": "t5", "config": {"d_model": 32, "d_ff": 64, "num_layers": 2, "
                                    "num_heads": 2, "d_kv": 16, "dropout_rate": 0.0}, "init_seed": 0}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models on a shared CPU: one thread is several times faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def items():

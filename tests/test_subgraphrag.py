@@ -30,13 +30,7 @@ ENCODER = {"name": "hashing", "dim": 32}
 TINY = {"hidden": 32, "cos_features": True, "qr_product": True, "fused": False}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: parallel kernels only add OpenMP overhead (and stall on a busy 2-core box)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
