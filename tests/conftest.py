@@ -37,3 +37,14 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def compose_config(overrides, **kwargs):
+    """The project's Hydra config (``conf/config.yaml``) with ``overrides``, as ``train.py`` builds it."""
+    from hydra import compose, initialize_config_dir
+
+    from gsr_train.config import register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), **kwargs)

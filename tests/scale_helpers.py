@@ -13,6 +13,7 @@ from typing import Any, Callable
 import pytorch_lightning as pl
 import torch
 
+from .conftest import compose_config
 from .subgraphrag_toy import RELATIONS, write_toy
 
 ENCODER = {"name": "hashing", "dim": 32}
@@ -203,7 +204,6 @@ def reader_val_reference(ctx: dict, module) -> dict[str, float]:
     return {f"val/{k}": v for k, v in val_figures(rows).items()}
 
 
-
 def reader_run_inputs(root: Path) -> dict:
     """A 6 / 3 question RoG folder, its results files and a tiny LLaMA for ``runs/reader.py``."""
     from .test_reader_helpers import tiny_llama_folder
@@ -221,11 +221,7 @@ def reader_run_inputs(root: Path) -> dict:
 
 def reader_run_config(inputs: dict, out: Path, *extra: str):
     """The composed config of a tiny fp32 LoRA reader run (last.ckpt after every step)."""
-    from hydra import compose, initialize_config_dir
 
-    from gsr_train.config import register_resolvers
-
-    register_resolvers()
     results = inputs["results"]
     overrides = ["+experiment=reader_webqsp_mini", f"paths.output_dir={out}", f"paths.cache_dir={inputs['root'] / 'c'}",
                  "experiment_name=test", "logger=none", "~callbacks.rich_progress", "trainer.enable_progress_bar=false",
@@ -236,8 +232,7 @@ def reader_run_config(inputs: dict, out: Path, *extra: str):
                  f"qa.retrieval.results.test={results['test']}", "qa.train.lr=5e-3", "qa.eval.batch_size=3",
                  "qa.eval.max_new_tokens=4", "qa.eval.variants.base=[]", "qa.eval.variants.finetuned=[retrieved]",
                  *extra]
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
+    return compose_config(overrides)
 
 
 def reader_adapter(out: Path) -> dict[str, torch.Tensor]:

@@ -59,3 +59,14 @@ def write_toy(folder: str | Path, sizes=(48, 16, 16), seed: int = 0) -> Path:
             for row in toy_rows(n, seed * 1000 + ord(prefix), prefix):
                 f.write(json.dumps(row) + "\n")
     return folder
+
+
+def toy_run_overrides(root: Path, sizes=(24, 8, 8), settings: dict | None = None) -> list[str]:
+    """Overrides that run ``+experiment=subgraphrag_quickstart`` on toy data written under ``root``
+    (hashing encoder, a tiny scorer, no progress bar, caches and run folder inside ``root``)."""
+    values = {"+experiment": "subgraphrag_quickstart", "data.dir": write_toy(root / "data", sizes=sizes),
+              "data.name": "toy", "encoder.name": "hashing", "+encoder.dim": 32, "model.hidden": 32,
+              "model.train.epochs": 2, "model.train.graphs_per_batch": 4, "logger": "none",
+              "trainer.enable_progress_bar": "false", "paths.cache_dir": root / "cache",
+              "paths.output_dir": root / "run", "experiment_name": "toy", **(settings or {})}
+    return [f"{key}={value}" for key, value in values.items()] + ["~callbacks.rich_progress"]

@@ -1,21 +1,16 @@
 """GSR configs compose, and hub-only model sizes fail fast offline with instructions."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from gsr_train.config import register_resolvers
 from gsr_train.models.gsr.modeling import ModelUnavailable, build_gsr_model, resolve_pretrained
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+from .conftest import compose_config
 
 
 def _compose(overrides):
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
+    return compose_config(overrides)
 
 
 @pytest.mark.parametrize("experiment,model,data", [

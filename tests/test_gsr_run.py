@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from gsr_train.config import register_resolvers
+from .conftest import compose_config
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+
 SMALL = ["num_people=120", "num_films=30", "num_cities=24", "num_regions=12", "num_countries=6",
          "num_organisations=12", "num_universities=6", "num_train=60", "num_validation=20", "num_test=20"]
 
@@ -19,13 +17,10 @@ SMALL = ["num_people=120", "num_films=30", "num_cities=24", "num_regions=12", "n
 def test_runner_end_to_end(tmp_path):
     from gsr_train.models.gsr.modeling import load_gsr
     from gsr_train.runs.gsr import collect_metrics, metrics_table, run
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            "+experiment=gsr_quickstart", f"paths.output_dir={tmp_path}", f"paths.cache_dir={tmp_path / 'cache'}",
-            "experiment_name=test", "trainer.max_epochs=1", "logger=none", "~callbacks.rich_progress",
-            "trainer.enable_progress_bar=false", "gsr.decode.beams=4", *[f"+data.synthetic.{s}" for s in SMALL]])
+    cfg = compose_config([
+        "+experiment=gsr_quickstart", f"paths.output_dir={tmp_path}", f"paths.cache_dir={tmp_path / 'cache'}",
+        "experiment_name=test", "trainer.max_epochs=1", "logger=none", "~callbacks.rich_progress",
+        "trainer.enable_progress_bar=false", "gsr.decode.beams=4", *[f"+data.synthetic.{s}" for s in SMALL]])
     before = torch.get_num_threads()
     try:
         value = run(cfg)

@@ -5,28 +5,19 @@ import warnings
 
 import pytest
 
-from .conftest import REPO
-from .subgraphrag_toy import write_toy
+from .conftest import compose_config
+from .subgraphrag_toy import toy_run_overrides
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(tmp_path, logger: str):
-    from hydra import compose, initialize_config_dir
-
-    from gsr_train.config import register_resolvers
     from gsr_train.runs.common import finish_trackers
     from gsr_train.runs.subgraphrag import run
 
-    register_resolvers()
-    data = write_toy(tmp_path / "data", sizes=(12, 4, 4))
-    overrides = ["+experiment=subgraphrag_quickstart", f"data.dir={data}", "data.name=toy",
-                 "encoder.name=hashing", "+encoder.dim=32", "model.hidden=16", "model.train.epochs=1",
-                 "model.train.graphs_per_batch=4", f"logger={logger}", "~callbacks.rich_progress",
-                 "trainer.enable_progress_bar=false", f"paths.cache_dir={tmp_path / 'cache'}",
-                 f"paths.output_dir={tmp_path / 'run'}", "experiment_name=toy_logging"]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    overrides = toy_run_overrides(tmp_path, sizes=(12, 4, 4), settings={
+        "model.hidden": 16, "model.train.epochs": 1, "logger": logger, "experiment_name": "toy_logging"})
+    cfg = compose_config(overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         figures = run(cfg)

@@ -11,7 +11,7 @@ import pytest
 
 from gsr_train.runs.aggregate import aggregate, collect, to_markdown
 
-from .conftest import REPO
+from .conftest import REPO, compose_config
 from .subgraphrag_toy import write_toy
 
 
@@ -84,16 +84,10 @@ def test_launcher_configs_compose_without_a_cluster(launcher):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "runner: gsr_train.runs.gsr.run" in proc.stdout and "strategy: ddp" in proc.stdout
     # the launcher node itself resolves (interpolations into trainer.devices etc.)
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from gsr_train.config import register_resolvers
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"hydra/launcher={launcher}", "+experiment=gsr_base",
-                                                       "trainer=ddp", "trainer.devices=4", "experiment_name=x"],
-                      return_hydra_config=True)
+    cfg = compose_config([f"hydra/launcher={launcher}", "+experiment=gsr_base", "trainer=ddp",
+                          "trainer.devices=4", "experiment_name=x"], return_hydra_config=True)
     launch = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
     assert launch["_target_"].endswith("SlurmLauncher" if launcher == "slurm" else "LocalLauncher")
     if launcher == "slurm":

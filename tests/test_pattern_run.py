@@ -2,15 +2,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from gsr_train.config import register_resolvers
 from tests.patterns_helpers import tiny_dataset
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+from .conftest import compose_config
 
 
 @pytest.mark.parametrize("experiment,extra", [("simgrag", ["simgrag.k_node=4"]),
@@ -19,12 +16,10 @@ def test_experiment_runs_on_tiny_data(tmp_path, experiment, extra):
     from gsr_train.patterns.run import run_safe, run_simgrag
 
     data = tiny_dataset(tmp_path / "data")
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            f"+experiment={experiment}", f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'c'}",
-            "experiment_name=test", f"data.dir={data}", "data.splits=[test]", "data.name=tiny",
-            "encoder.name=hashing", *extra])
+    cfg = compose_config([
+        f"+experiment={experiment}", f"paths.output_dir={tmp_path / 'out'}", f"paths.cache_dir={tmp_path / 'c'}",
+        "experiment_name=test", f"data.dir={data}", "data.splits=[test]", "data.name=tiny",
+        "encoder.name=hashing", *extra])
     result = (run_simgrag if experiment == "simgrag" else run_safe)(cfg)
     assert result["method"] == f"{experiment}-gold" and result["search"]["questions"] == 2
     assert result["metrics"]["overall"]["answer_recall"]["10"] == pytest.approx(1.0)

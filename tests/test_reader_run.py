@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from gsr_train.config import register_resolvers
+from .conftest import compose_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_reader_helpers import tiny_llama_folder  # noqa: E402
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def _rows(prefix: str, n: int) -> list[dict]:
@@ -48,7 +46,6 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
         results[split].write_text("".join(json.dumps({"id": r["id"], "triples": r["graph"][::-1],
                                                       "scores": [0.1, 0.5, 0.9]}) + "\n" for r in rows))
     model = tiny_llama_folder(tmp_path / "tiny")
-    register_resolvers()
     common = [f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=test", "logger=none",
               "~callbacks.rich_progress", "~callbacks.step_checkpoint", "trainer.enable_progress_bar=false",
               f"data.dir={data}", "data.splits=[train,test]", "data.labels={}", "reader=tiny_llama",
@@ -57,9 +54,7 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
               f"qa.retrieval.results.test={results['test']}", "qa.train.max_steps=2", "qa.train.batch_size=3",
               "qa.eval.batch_size=2", "qa.eval.max_new_tokens=4", "qa.merge=true"]
     out = tmp_path / "run"
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["+experiment=reader_webqsp_mini", f"paths.output_dir={out}",
-                                                       *common])
+    cfg = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={out}", *common])
     from gsr_train.runs.reader import main, run
 
     before = torch.get_num_threads()
@@ -81,10 +76,8 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
 
     # score the saved adapter again (eval-only entry point), then re-score a predictions file
     out2 = tmp_path / "eval"
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg2 = compose(config_name="config", overrides=["+experiment=reader_webqsp_mini", f"paths.output_dir={out2}",
-                                                        *common, f"qa.eval_only={out / 'adapter'}",
-                                                        "qa.eval.variants.finetuned=[retrieved]"])
+    cfg2 = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={out2}", *common,
+                           f"qa.eval_only={out / 'adapter'}", "qa.eval.variants.finetuned=[retrieved]"])
     try:
         run(cfg2)
     finally:

@@ -3,13 +3,10 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from gsr_train.config import register_resolvers
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.kg.paths import build_supervision
 from gsr_train.retrievers.classic import classic_scores
@@ -20,7 +17,7 @@ from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import HashingEncoder
 from tests.robustness_helpers import toy_index
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+from .conftest import compose_config
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +94,10 @@ def test_gsr_chains_from_results_file(toy, tmp_path):
 
 
 def _compose(tmp_path, overrides):
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=[
-            f"data.dir={tmp_path / 'data'}", "data.splits=[test]", f"paths.output_dir={tmp_path / 'out'}",
-            f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=test", "encoder.name=hashing",
-            "~encoder.batch_size", "~encoder.max_length", "~encoder.device", "eval_ks=[5,50]", *overrides])
+    return compose_config([
+        f"data.dir={tmp_path / 'data'}", "data.splits=[test]", f"paths.output_dir={tmp_path / 'out'}",
+        f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=test", "encoder.name=hashing",
+        "~encoder.batch_size", "~encoder.max_length", "~encoder.device", "eval_ks=[5,50]", *overrides])
 
 
 def test_hydra_runners(toy, tmp_path):

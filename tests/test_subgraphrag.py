@@ -256,23 +256,15 @@ def test_runner_end_to_end(tmp_path):
     """``train.py +experiment=subgraphrag_quickstart`` on the toy data: results, tables, checkpoints."""
     import json
 
-    from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
-    from gsr_train.config import register_resolvers
     from gsr_train.runs.subgraphrag import run
 
-    from .conftest import REPO
+    from .conftest import compose_config
+    from .subgraphrag_toy import toy_run_overrides
 
-    register_resolvers()
-    data = write_toy(tmp_path / "data", sizes=(24, 8, 8))
-    overrides = ["+experiment=subgraphrag_quickstart", f"data.dir={data}", "data.name=toy",
-                 "encoder.name=hashing", "+encoder.dim=32", "model.hidden=32", "model.train.epochs=2",
-                 "model.train.graphs_per_batch=4", "subgraphrag.top_k=7", "logger=none", "~callbacks.rich_progress",
-                 "trainer.enable_progress_bar=false", f"paths.cache_dir={tmp_path / 'cache'}",
-                 f"paths.output_dir={tmp_path / 'run'}", "experiment_name=toy"]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    overrides = toy_run_overrides(tmp_path, settings={"subgraphrag.top_k": 7})
+    cfg = compose_config(overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         figures = run(cfg)
