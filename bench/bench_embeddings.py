@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from rich.console import Console
 from rich.table import Table
 
+from benchutil import best_time
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index, has_text
 from gsr_train.retrievers.cosine import cosine_scores
@@ -47,14 +48,6 @@ def gather_scores(split, q_emb, emb, chunk: int = 1 << 16) -> torch.Tensor:
     return out
 
 
-def best_of(fn, repeat: int):
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), result
-
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -73,20 +66,20 @@ def main() -> None:
     enc = load_encoder("minilm", batch_size=args.batch_size)
     enc.encode(texts[:32])  # load weights outside the timing
     enc.sort_by_length = False
-    t_plain, v_plain = best_of(lambda: enc.encode(texts, progress=False), 1)
+    t_plain, v_plain = best_time(lambda: enc.encode(texts, progress=False), 1)
     enc.sort_by_length = True
-    t_sorted, v_sorted = best_of(lambda: enc.encode(texts, progress=False), 1)
+    t_sorted, v_sorted = best_time(lambda: enc.encode(texts, progress=False), 1)
     max_diff = float((v_plain - v_sorted).abs().max())
 
     t0 = time.perf_counter()
     get_embeddings(index, enc, args.cache_dir)  # builds the cache when it is missing
     t_first = time.perf_counter() - t0
-    t_warm, emb = best_of(lambda: get_embeddings(index, enc, args.cache_dir), args.repeat)
+    t_warm, emb = best_time(lambda: get_embeddings(index, enc, args.cache_dir), args.repeat)
 
     split = index["test"]
     q = emb.question["test"]
-    t_gather, s_gather = best_of(lambda: gather_scores(split, q, emb), args.repeat)
-    t_block, s_block = best_of(lambda: cosine_scores(split, q, emb), args.repeat)
+    t_gather, s_gather = best_time(lambda: gather_scores(split, q, emb), args.repeat)
+    t_block, s_block = best_time(lambda: cosine_scores(split, q, emb), args.repeat)
     score_diff = float((s_gather - s_block).abs().max())
 
     figures = {
