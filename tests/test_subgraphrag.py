@@ -111,14 +111,17 @@ def test_three_scoring_paths_agree(toy, options):
 def test_one_question_serving_path_equals_batched_scoring(toy, options):
     torch.manual_seed(2)
     index, emb = toy["index"], toy["emb"]
-    retriever = SubgraphRAGRetriever(TripleScorer(ScorerConfig.from_options({"hidden": 40, **options}, emb.dim)))
+    scorer = TripleScorer(ScorerConfig.from_options({"hidden": 40, **options}, emb.dim))
     split = index["test"]
-    batched = retriever.score_split(split, emb.question["test"], emb, graphs_per_batch=5)
-    for q in (0, 2, len(split) - 1):
-        one = retriever.score_question(split.graph(q), emb.question["test"][q], emb)
-        part = batched[int(split.edge_ptr[q]):int(split.edge_ptr[q + 1])]
-        assert one.shape == part.shape and one.numel() > 0
-        assert (one - part).abs().max() < 1e-5
+    batched = SubgraphRAGRetriever(scorer, serving="torch").score_split(split, emb.question["test"], emb,
+                                                                        graphs_per_batch=5)
+    for serving in ("torch", "auto"):  # auto: the compiled kernels where the shape allows
+        retriever = SubgraphRAGRetriever(scorer, serving=serving)
+        for q in (0, 2, len(split) - 1):
+            one = retriever.score_question(split.graph(q), emb.question["test"][q], emb)
+            part = batched[int(split.edge_ptr[q]):int(split.edge_ptr[q + 1])]
+            assert one.shape == part.shape and one.numel() > 0
+            assert (one - part).abs().max() < 1e-5
 
 
 def test_fast_path_gradients_match_reference(toy):
@@ -247,8 +250,8 @@ def test_fused_path_agrees(toy):
     eager = TripleScorer(ScorerConfig.from_options(opts, emb.dim)).eval()
     fused = TripleScorer(ScorerConfig.from_options({**opts, "fused": True}, emb.dim)).eval()
     fused.load_state_dict(eager.state_dict())
-    a = SubgraphRAGRetriever(eager).score_split(split, emb.question["test"], emb)
-    b = SubgraphRAGRetriever(fused).score_split(split, emb.question["test"], emb)
+    a = SubgraphRAGRetriever(eager, serving="torch").score_split(split, emb.question["test"], emb)
+    b = SubgraphRAGRetriever(fused, serving="torch").score_split(split, emb.question["test"], emb)
     assert (a - b).abs().max() < 1e-4
 
 

@@ -11,6 +11,11 @@ are returned for the metrics.
 
 When the projection table of the whole entity vocabulary would exceed
 ``max_projection_bytes``, only the entities of the split being scored are projected.
+
+On CPU, models of the paper's MLP shape are served by compiled kernels
+(:class:`~gsr_train.models.subgraphrag.serving.CompiledQuestionScorer`: one question at a
+time, a fraction of a millisecond each); ``serving="torch"`` forces the batched torch path
+(the only one on CUDA).
 """
 from __future__ import annotations
 
@@ -27,10 +32,12 @@ from gsr_train.models.subgraphrag.dde import NodeFeatures, dde, node_features, t
 from gsr_train.models.subgraphrag.perf import keep_freed_memory
 from gsr_train.progress import batches
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
+from gsr_train.models.subgraphrag.serving import CompiledQuestionScorer
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PROJECTION_BYTES = 4 << 30
+SERVING_MODES = ("auto", "compiled", "torch")
 
 
 def load_scorer(checkpoint: str | Path, map_location: str | torch.device = "cpu") -> tuple[TripleScorer, dict]:
@@ -60,14 +67,36 @@ class SubgraphRAGRetriever:
     """Scores splits with a trained :class:`TripleScorer` (eval mode, no gradients)."""
 
     def __init__(self, scorer: TripleScorer, device: str | torch.device = "cpu",
-                 max_projection_bytes: int = DEFAULT_MAX_PROJECTION_BYTES) -> None:
+                 max_projection_bytes: int = DEFAULT_MAX_PROJECTION_BYTES, serving: str = "auto") -> None:
+        if serving not in SERVING_MODES:
+            raise ValueError(f"serving must be one of {SERVING_MODES}, got {serving!r}")
         keep_freed_memory()  # scoring allocates MB-sized temporaries per call: reuse them, do not page-fault
         self.scorer = scorer.eval().to(device)
         self.device = torch.device(device)
         self.max_projection_bytes = int(max_projection_bytes)
+        self.serving = serving
+        if serving == "compiled":
+            reason = "it runs on CUDA" if self.device.type != "cpu" else CompiledQuestionScorer.unsupported(self.scorer)
+            if reason:
+                raise ValueError(f"serving='compiled' is not possible for this retriever: {reason}")
         self._proj: Projections | None = None
         self._proj_key: tuple | None = None
+        self._compiled: CompiledQuestionScorer | None = None
+        self._compiled_for: Projections | None = None
         self.timings: dict[str, float] = {}
+
+    @property
+    def uses_compiled(self) -> bool:
+        """Whether scoring goes through the compiled CPU kernels (see the module docstring)."""
+        return self.serving != "torch" and self.device.type == "cpu" and not CompiledQuestionScorer.unsupported(self.scorer)
+
+    def compiled(self, emb, split: SplitGraphs | None = None) -> CompiledQuestionScorer:
+        """The compiled scorer over the current projections (built once per projection table)."""
+        proj = self.projections(emb, split)
+        if self._compiled is None or self._compiled_for is not proj:
+            self._compiled = CompiledQuestionScorer(self.scorer, proj, emb.relation)
+            self._compiled_for = proj
+        return self._compiled
 
     @classmethod
     def from_checkpoint(cls, checkpoint: str | Path, device: str | torch.device = "cpu", **kwargs) -> "SubgraphRAGRetriever":
@@ -98,6 +127,14 @@ class SubgraphRAGRetriever:
         """``FloatTensor[sum E]`` scores (logits) of every triple of ``split`` (CPU)."""
         if question_emb.shape[0] != len(split):
             raise ValueError(f"question_emb has {question_emb.shape[0]} rows, the split has {len(split)} questions")
+        if self.uses_compiled:  # one question at a time; DDE inside the kernels (``features`` not needed)
+            compiled = self.compiled(emb, split)
+            t0 = time.perf_counter()
+            scores = torch.empty(int(split.edge_ptr[-1]) if len(split) else 0)
+            for s, e in batches(len(split), graphs_per_batch, None, "SubgraphRAG: scoring", threshold=16):
+                compiled.score_split(split, question_emb, scores, range(s, e))
+            self.timings.update(features_s=0.0, scoring_s=time.perf_counter() - t0)
+            return scores
         proj = self.projections(emb, split)
         cfg = self.scorer.config
         t0 = time.perf_counter()
@@ -119,6 +156,8 @@ class SubgraphRAGRetriever:
     @torch.no_grad()
     def score_question(self, graph: QuestionGraph, question_emb: torch.Tensor, emb) -> torch.Tensor:
         """Scores ``[E]`` of one question's triples (serving path: DDE + scoring, no batching)."""
+        if self.uses_compiled:
+            return self.compiled(emb).score(graph, question_emb)
         cfg = self.scorer.config
         if cfg.structure == "dde":
             rows = dde(graph.edge_index, graph.topic_mask, cfg.dde_forward, cfg.dde_reverse)
