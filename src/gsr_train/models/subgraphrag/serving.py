@@ -23,6 +23,14 @@ from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
 _STRUCTURE_CODE = {"none": 0, "topic": 1, "dde": 2}
 
 
+def _numpy(t: torch.Tensor, dtype=None) -> np.ndarray:
+    """A CPU numpy view (no copy when ``t`` already is a CPU tensor of that dtype)."""
+    if t.device.type != "cpu" or t.requires_grad:
+        t = t.detach().cpu()
+    a = t.numpy()
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 def _kernels():
     from gsr_train.models.subgraphrag import serving_kernels  # compiled on first use (cached on disk)
 
@@ -85,14 +93,12 @@ class CompiledQuestionScorer:
             return f"structure {cfg.structure!r}"
         return None
 
-    @torch.no_grad()
     def score(self, graph, question_emb: torch.Tensor) -> torch.Tensor:
         """``FloatTensor[E]`` logits of ``graph``'s triples (a :class:`~gsr_train.kg.index.QuestionGraph`)."""
-        edge_index = graph.edge_index.cpu()
+        edge_index = _numpy(graph.edge_index)
         out = np.empty(edge_index.shape[1], np.float32)
-        where = self.score_arrays(edge_index[0].numpy(), edge_index[1].numpy(), graph.edge_rel.cpu().numpy(),
-                                  graph.topic_mask.cpu().numpy(), graph.entity_ids.cpu().numpy(),
-                                  question_emb.detach().float().cpu().reshape(-1).numpy(), out)
+        where = self.score_arrays(edge_index[0], edge_index[1], _numpy(graph.edge_rel), _numpy(graph.topic_mask),
+                                  _numpy(graph.entity_ids), _numpy(question_emb, np.float32).reshape(-1), out)
         if where is not None:
             raise ValueError(self._error(graph.id, graph.edge_index, graph.edge_rel, graph.entity_ids, *where))
         return torch.from_numpy(out)
@@ -102,11 +108,10 @@ class CompiledQuestionScorer:
                     questions: range | None = None) -> torch.Tensor:
         """Logits of every triple of a :class:`~gsr_train.kg.index.SplitGraphs` (``out [sum E]``,
         written in place for the ``questions`` given, default all), one question at a time."""
-        head, tail = (x.numpy() for x in split.edge_index.cpu())
-        rel, topic = split.edge_rel.cpu().numpy(), split.topic_mask.cpu().numpy()
-        ent_ids = split.entity_ids.cpu().numpy()
+        head, tail = _numpy(split.edge_index)
+        rel, topic, ent_ids = _numpy(split.edge_rel), _numpy(split.topic_mask), _numpy(split.entity_ids)
         ent_ptr, edge_ptr = split.ent_ptr.tolist(), split.edge_ptr.tolist()
-        q_all = question_emb.detach().float().cpu().numpy()
+        q_all = _numpy(question_emb, np.float32)
         if out is None:
             out = torch.empty(edge_ptr[-1] if edge_ptr else 0)
         out_np = out.numpy()

@@ -73,12 +73,15 @@ def _dde_into(out, head, tail, forward_rounds, reverse_rounds):
     for e in range(head.shape[0]):
         deg_in[tail[e]] += 1.0
         deg_out[head[e]] += 1.0
+    for i in range(n):  # reciprocals once: a division per node and round is most of the DDE's cost
+        deg_in[i] = 1.0 / deg_in[i] if deg_in[i] > 0 else 0.0
+        deg_out[i] = 1.0 / deg_out[i] if deg_out[i] > 0 else 0.0
     base = 2
     for direction in range(2):
         rounds = forward_rounds if direction == 0 else reverse_rounds
         src = head if direction == 0 else tail
         dst = tail if direction == 0 else head
-        deg = deg_in if direction == 0 else deg_out
+        deg = deg_in if direction == 0 else deg_out  # reciprocal degrees
         prev = 0
         for r in range(rounds):
             cur = base + 2 * r
@@ -87,9 +90,8 @@ def _dde_into(out, head, tail, forward_rounds, reverse_rounds):
                 out[d, cur] += out[s, prev]
                 out[d, cur + 1] += out[s, prev + 1]
             for i in range(n):
-                if deg[i] > 0:
-                    out[i, cur] /= deg[i]
-                    out[i, cur + 1] /= deg[i]
+                out[i, cur] *= deg[i]
+                out[i, cur + 1] *= deg[i]
             prev = cur
         base += 2 * rounds
 
