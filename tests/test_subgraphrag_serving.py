@@ -162,3 +162,16 @@ def test_real_webqsp_mini_graphs(webqsp_mini, tmp_path):
     fast_qs = torch.cat([fast[int(ptr[q]):int(ptr[q + 1])] for q in qs])
     assert fast_qs.shape == ref.shape and ref.std() > 0
     assert (fast_qs - ref).abs().max() < 1e-4
+
+
+def test_worker_threads_give_identical_scores(toy):
+    index, emb = toy
+    split = index["test"]
+    torch.manual_seed(4)
+    scorer = TripleScorer(ScorerConfig.from_options({"hidden": 24, "cos_features": True, "qr_product": True},
+                                                    emb.dim)).eval()
+    one = SubgraphRAGRetriever(scorer, workers=1).score_split(split, emb.question["test"], emb)
+    before = torch.get_num_threads()
+    three = SubgraphRAGRetriever(scorer, workers=3).score_split(split, emb.question["test"], emb, graphs_per_batch=7)
+    assert torch.equal(one, three)
+    assert torch.get_num_threads() == before  # torch's thread count is restored after the workers

@@ -14,12 +14,14 @@ When the projection table of the whole entity vocabulary would exceed
 
 On CPU, models of the paper's MLP shape are served by compiled kernels
 (:class:`~gsr_train.models.subgraphrag.serving.CompiledQuestionScorer`: one question at a
-time, a fraction of a millisecond each); ``serving="torch"`` forces the batched torch path
-(the only one on CUDA).
+time, a fraction of a millisecond each; a split is spread over ``workers`` threads, with
+the same numbers as one thread); ``serving="torch"`` forces the batched torch path (the
+only one on CUDA).
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -67,7 +69,8 @@ class SubgraphRAGRetriever:
     """Scores splits with a trained :class:`TripleScorer` (eval mode, no gradients)."""
 
     def __init__(self, scorer: TripleScorer, device: str | torch.device = "cpu",
-                 max_projection_bytes: int = DEFAULT_MAX_PROJECTION_BYTES, serving: str = "auto") -> None:
+                 max_projection_bytes: int = DEFAULT_MAX_PROJECTION_BYTES, serving: str = "auto",
+                 workers: int | None = None) -> None:
         if serving not in SERVING_MODES:
             raise ValueError(f"serving must be one of {SERVING_MODES}, got {serving!r}")
         keep_freed_memory()  # scoring allocates MB-sized temporaries per call: reuse them, do not page-fault
@@ -75,6 +78,9 @@ class SubgraphRAGRetriever:
         self.device = torch.device(device)
         self.max_projection_bytes = int(max_projection_bytes)
         self.serving = serving
+        # threads for compiled split scoring (None: the CPU cores this process may use)
+        self.workers = int(workers) if workers else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
         if serving == "compiled":
             reason = "it runs on CUDA" if self.device.type != "cpu" else CompiledQuestionScorer.unsupported(self.scorer)
             if reason:
@@ -132,7 +138,7 @@ class SubgraphRAGRetriever:
             t0 = time.perf_counter()
             scores = torch.empty(int(split.edge_ptr[-1]) if len(split) else 0)
             for s, e in batches(len(split), graphs_per_batch, None, "SubgraphRAG: scoring", threshold=16):
-                compiled.score_split(split, question_emb, scores, range(s, e))
+                compiled.score_split(split, question_emb, scores, range(s, e), workers=self.workers)
             self.timings.update(features_s=0.0, scoring_s=time.perf_counter() - t0)
             return scores
         proj = self.projections(emb, split)

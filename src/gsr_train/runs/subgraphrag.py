@@ -37,6 +37,7 @@ DEFAULTS = {
     "compare_cosine": True,
     "device": None,
     "serving": "auto",
+    "serving_workers": None,
 }
 TRAIN_DEFAULTS = {
     "graphs_per_batch": 1,
@@ -186,7 +187,8 @@ def run(cfg: DictConfig) -> dict:
     split_name = run_cfg["eval_split"]
     device = run_cfg["device"] or ("cuda" if torch.cuda.is_available() and cfg.trainer.get("accelerator") == "gpu"
                                    else "cpu")
-    retriever = SubgraphRAGRetriever.from_checkpoint(best_path, device=device, serving=str(run_cfg["serving"]))
+    retriever = SubgraphRAGRetriever.from_checkpoint(best_path, device=device, serving=str(run_cfg["serving"]),
+                                                   workers=run_cfg["serving_workers"])
     check_compatible(retriever.hparams, emb)
     results_path = out / f"retrieval_{split_name}.jsonl"
     t0 = time.perf_counter()

@@ -14,6 +14,9 @@ says which.
 """
 from __future__ import annotations
 
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -29,6 +32,18 @@ def _numpy(t: torch.Tensor, dtype=None) -> np.ndarray:
         t = t.detach().cpu()
     a = t.numpy()
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
+@contextlib.contextmanager
+def _single_threaded_torch():
+    """One torch / MKL thread while worker threads score (restored afterwards): the small
+    per-question matmul must not fan out, and must sum in the same order on every thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _kernels():
@@ -105,9 +120,14 @@ class CompiledQuestionScorer:
 
     @torch.no_grad()
     def score_split(self, split, question_emb: torch.Tensor, out: torch.Tensor | None = None,
-                    questions: range | None = None) -> torch.Tensor:
+                    questions: range | None = None, workers: int = 1) -> torch.Tensor:
         """Logits of every triple of a :class:`~gsr_train.kg.index.SplitGraphs` (``out [sum E]``,
-        written in place for the ``questions`` given, default all), one question at a time."""
+        written in place for the ``questions`` given, default all), one question at a time.
+
+        ``workers > 1`` scores contiguous runs of questions on that many threads (the kernels
+        release the GIL); torch runs single-threaded meanwhile, so every question's numbers
+        are the same as with one worker.
+        """
         head, tail = _numpy(split.edge_index)
         rel, topic, ent_ids = _numpy(split.edge_rel), _numpy(split.topic_mask), _numpy(split.entity_ids)
         ent_ptr, edge_ptr = split.ent_ptr.tolist(), split.edge_ptr.tolist()
@@ -115,13 +135,27 @@ class CompiledQuestionScorer:
         if out is None:
             out = torch.empty(edge_ptr[-1] if edge_ptr else 0)
         out_np = out.numpy()
-        for i in range(len(split)) if questions is None else questions:
-            n0, n1, e0, e1 = ent_ptr[i], ent_ptr[i + 1], edge_ptr[i], edge_ptr[i + 1]
-            where = self.score_arrays(head[e0:e1], tail[e0:e1], rel[e0:e1], topic[n0:n1], ent_ids[n0:n1], q_all[i],
-                                      out_np[e0:e1])
-            if where is not None:
-                g = split.graph(i)
-                raise ValueError(self._error(g.id, g.edge_index, g.edge_rel, g.entity_ids, *where))
+        questions = range(len(split)) if questions is None else questions
+
+        def run(part: range) -> None:
+            for i in part:
+                n0, n1, e0, e1 = ent_ptr[i], ent_ptr[i + 1], edge_ptr[i], edge_ptr[i + 1]
+                where = self.score_arrays(head[e0:e1], tail[e0:e1], rel[e0:e1], topic[n0:n1], ent_ids[n0:n1],
+                                          q_all[i], out_np[e0:e1])
+                if where is not None:
+                    g = split.graph(i)
+                    raise ValueError(self._error(g.id, g.edge_index, g.edge_rel, g.entity_ids, *where))
+
+        workers = max(1, min(int(workers), len(questions)))
+        if workers == 1:
+            run(questions)
+            return out
+        chunks = 4 * workers  # contiguous runs, several per worker to even out graph sizes
+        bounds = [questions.start + len(questions) * c // chunks for c in range(chunks + 1)]
+        parts = [range(bounds[c], bounds[c + 1]) for c in range(chunks)]
+        with _single_threaded_torch(), ThreadPoolExecutor(workers, initializer=torch.set_num_threads,
+                                                          initargs=(1,)) as pool:
+            list(pool.map(run, parts))
         return out
 
     def score_arrays(self, head, tail, rel, topic, entity_ids, q, out) -> tuple[int, int] | None:
