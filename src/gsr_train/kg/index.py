@@ -80,9 +80,22 @@ class SplitGraphs:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def _offsets(self) -> tuple[list[int], list[int]]:
+        """``ent_ptr`` / ``edge_ptr`` as Python lists (kept while the tensors stay the same):
+        reading tensor elements one by one costs microseconds each on the serving path."""
+        cached = self.__dict__.get("_offsets_cache")
+        if cached is None or cached[0] is not self.ent_ptr or cached[1] is not self.edge_ptr:
+            cached = (self.ent_ptr, self.edge_ptr, self.ent_ptr.tolist(), self.edge_ptr.tolist())
+            self.__dict__["_offsets_cache"] = cached
+        return cached[2], cached[3]
+
     def graph(self, i: int) -> QuestionGraph:
-        n0, n1 = int(self.ent_ptr[i]), int(self.ent_ptr[i + 1])
-        e0, e1 = int(self.edge_ptr[i]), int(self.edge_ptr[i + 1])
+        ent_ptr, edge_ptr = self._offsets()
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"question {i} out of range for a split of {len(self)} questions")
+        i = i % len(self)
+        n0, n1 = ent_ptr[i], ent_ptr[i + 1]
+        e0, e1 = edge_ptr[i], edge_ptr[i + 1]
         return QuestionGraph(
             id=self.ids[i],
             question=self.questions[i],
