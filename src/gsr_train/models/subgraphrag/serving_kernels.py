@@ -154,18 +154,26 @@ def prepare_graph(head, tail, rel, topic, entity_ids, ent_row, num_relations, st
     empty_f = np.zeros((1, channels), np.float32)
     empty_r = np.zeros(n, np.int64)
     products = np.zeros((0, relation_emb.shape[1]), np.float32)
+    status, where = OK, -1
     for e in range(t):
         if head[e] < 0 or head[e] >= n or tail[e] < 0 or tail[e] >= n:
-            return BAD_EDGE, e, rows, rel_ids[:0], inv, empty_f, empty_r, products
-        if rel[e] < 0 or rel[e] >= num_relations:
-            return BAD_RELATION, e, rows, rel_ids[:0], inv, empty_f, empty_r, products
-    for i in range(n):
-        g = entity_ids[i]
-        if g < 0 or g >= ent_row.shape[0]:
-            return BAD_ENTITY, i, rows, rel_ids[:0], inv, empty_f, empty_r, products
-        rows[i] = ent_row[g]
-        if rows[i] < 0:
-            return UNPROJECTED, i, rows, rel_ids[:0], inv, empty_f, empty_r, products
+            status, where = BAD_EDGE, e
+        elif rel[e] < 0 or rel[e] >= num_relations:
+            status, where = BAD_RELATION, e
+        if status != OK:
+            break
+    if status == OK:
+        for i in range(n):
+            g = entity_ids[i]
+            if g < 0 or g >= ent_row.shape[0]:
+                status, where = BAD_ENTITY, i
+                break
+            rows[i] = ent_row[g]
+            if rows[i] < 0:
+                status, where = UNPROJECTED, i
+                break
+    if status != OK:
+        return status, where, rows, rel_ids[:0], inv, empty_f, empty_r, products
     slot = np.full(num_relations, -1, np.int64)
     p = 0
     for e in range(t):
