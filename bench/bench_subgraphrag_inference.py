@@ -42,7 +42,7 @@ from gsr_train.models.subgraphrag.dde import node_features  # noqa: E402
 from gsr_train.models.subgraphrag.perf import keep_freed_memory  # noqa: E402
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer  # noqa: E402
 from gsr_train.models.subgraphrag.serving import CompiledQuestionScorer  # noqa: E402
-from gsr_train.retrievers.subgraphrag import top_k_per_question  # noqa: E402
+from gsr_train.retrievers.subgraphrag import top_k_per_question, usable_cores  # noqa: E402
 
 VARIANTS = {  # scorer options over --hidden (model configs: subgraphrag_paper, subgraphrag, subgraphrag_wide)
     "paper": {},
@@ -235,7 +235,7 @@ def main(argv=None) -> dict:
     p.add_argument("--checkpoint", default=None, help="a trained SubgraphRAG .ckpt for part 2 (default: random weights)")
     p.add_argument("--k", type=int, default=100)
     p.add_argument("--eval-batch", type=int, default=128)
-    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
+    p.add_argument("--workers", type=int, default=usable_cores(),
                    help="worker threads of the extra batched compiled row (default: the usable cores)")
     p.add_argument("--passes", type=int, default=5, help="passes over webqsp_mini test per serving mode (median reported)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_subgraphrag_inference.json"))

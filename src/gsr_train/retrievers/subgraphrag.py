@@ -42,6 +42,11 @@ DEFAULT_MAX_PROJECTION_BYTES = 4 << 30
 SERVING_MODES = ("auto", "compiled", "torch")
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def load_scorer(checkpoint: str | Path, map_location: str | torch.device = "cpu") -> tuple[TripleScorer, dict]:
     """The trained scorer of a Lightning checkpoint and the checkpoint's hyperparameters."""
     from gsr_train.models.subgraphrag.module import SubgraphRAGModule
@@ -78,9 +83,7 @@ class SubgraphRAGRetriever:
         self.device = torch.device(device)
         self.max_projection_bytes = int(max_projection_bytes)
         self.serving = serving
-        # threads for compiled split scoring (None: the CPU cores this process may use)
-        self.workers = int(workers) if workers else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else (os.cpu_count() or 1)
+        self.workers = int(workers) if workers else usable_cores()  # threads for compiled split scoring
         if serving == "compiled":
             reason = "it runs on CUDA" if self.device.type != "cpu" else CompiledQuestionScorer.unsupported(self.scorer)
             if reason:

@@ -2,15 +2,15 @@
 
 :meth:`TripleScorer.forward_projected` is the general path (CPU and CUDA, one graph or
 many). For the common case of one question on CPU, :class:`CompiledQuestionScorer` does
-the same arithmetic with the numba kernels of :mod:`.serving_kernels` plus two or three
-torch calls for the per-relation terms (a small matmul that MKL does best), so serving a
+the same arithmetic with the numba kernels of :mod:`.serving_kernels` plus one torch
+matmul for the question-relation product (small, and MKL does it best), so serving a
 question costs a fraction of a millisecond instead of a few. Results agree with the
 straightforward forward pass to float rounding (tests check < 1e-4).
 
 Supported: the paper's MLP shape (one hidden layer), any structure (DDE / topic / none),
 cosine features and the question-relation product. Other shapes (more hidden layers, the
-per-entity question product) use the torch path; :meth:`CompiledQuestionScorer.supports`
-says which.
+per-entity question product) use the torch path; :meth:`CompiledQuestionScorer.unsupported`
+says why.
 """
 from __future__ import annotations
 
