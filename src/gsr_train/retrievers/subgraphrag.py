@@ -30,7 +30,7 @@ import torch
 
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.models.subgraphrag.batch import make_batch, question_batch
-from gsr_train.models.subgraphrag.dde import NodeFeatures, dde, node_features, topic_one_hot
+from gsr_train.models.subgraphrag.dde import NodeFeatures, graph_structure, node_features
 from gsr_train.models.subgraphrag.perf import keep_freed_memory
 from gsr_train.progress import batches
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
@@ -168,12 +168,7 @@ class SubgraphRAGRetriever:
         if self.uses_compiled:
             return self.compiled(emb).score(graph, question_emb)
         cfg = self.scorer.config
-        if cfg.structure == "dde":
-            rows = dde(graph.edge_index, graph.topic_mask, cfg.dde_forward, cfg.dde_reverse)
-        elif cfg.structure == "topic":
-            rows = topic_one_hot(graph.topic_mask)
-        else:
-            rows = torch.zeros(graph.num_entities, 0)
+        rows = graph_structure(graph.edge_index, graph.topic_mask, cfg.structure, cfg.dde_forward, cfg.dde_reverse)
         batch = question_batch(graph, rows, question_emb, emb.entity, emb.entity_has_text, emb.relation)
         if self.device.type != "cpu":
             batch = _to(batch, self.device)

@@ -103,19 +103,25 @@ def structure_channels(structure: str, forward_rounds: int = 2, reverse_rounds: 
     raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}")
 
 
-def structure_features(split: SplitGraphs, structure: str = "dde", forward_rounds: int = 2,
-                       reverse_rounds: int = 2) -> torch.Tensor:
-    """``[sum N, C]`` structural features of every local entity of a split (all graphs at once).
+def graph_structure(edge_index: torch.Tensor, topic_mask: torch.Tensor, structure: str = "dde",
+                    forward_rounds: int = 2, reverse_rounds: int = 2) -> torch.Tensor:
+    """``[N, C]`` structural features of the nodes of one (possibly batched) graph.
 
     ``structure``: ``dde`` (full DDE), ``topic`` (only the topic one-hot: the paper's
     "MLP + topic entity" ablation) or ``none`` (the "MLP" ablation; zero channels).
     """
     channels = structure_channels(structure, forward_rounds, reverse_rounds)
     if structure == "dde":
-        return dde(batched_edge_index(split), split.topic_mask, forward_rounds, reverse_rounds)
+        return dde(edge_index, topic_mask, forward_rounds, reverse_rounds)
     if structure == "topic":
-        return topic_one_hot(split.topic_mask)
-    return torch.zeros(split.topic_mask.numel(), channels)
+        return topic_one_hot(topic_mask)
+    return torch.zeros(topic_mask.numel(), channels)
+
+
+def structure_features(split: SplitGraphs, structure: str = "dde", forward_rounds: int = 2,
+                       reverse_rounds: int = 2) -> torch.Tensor:
+    """``[sum N, C]`` :func:`graph_structure` of every local entity of a split (all graphs at once)."""
+    return graph_structure(batched_edge_index(split), split.topic_mask, structure, forward_rounds, reverse_rounds)
 
 
 @dataclass
