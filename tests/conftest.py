@@ -26,6 +26,17 @@ def webqsp_mini(shared_data) -> Path:
     return shared_data / "webqsp_mini"
 
 
+@pytest.fixture(autouse=True)
+def restore_torch_threads():
+    """Runners set torch's thread count for their process (``*.threads`` configs); a test
+    that calls one must not leave it changed for the tests after it."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models on a shared CPU: one torch thread is several times faster than two.

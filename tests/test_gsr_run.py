@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from .conftest import compose_config
 
@@ -21,11 +20,7 @@ def test_runner_end_to_end(tmp_path):
         "+experiment=gsr_quickstart", f"paths.output_dir={tmp_path}", f"paths.cache_dir={tmp_path / 'cache'}",
         "experiment_name=test", "trainer.max_epochs=1", "logger=none", "~callbacks.rich_progress",
         "trainer.enable_progress_bar=false", "gsr.decode.beams=4", *[f"+data.synthetic.{s}" for s in SMALL]])
-    before = torch.get_num_threads()
-    try:
-        value = run(cfg)
-    finally:
-        torch.set_num_threads(before)
+    value = run(cfg)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert value == metrics["unconstrained"]["chain_match"]["match@3"]
     assert metrics["constrained"]["validity"]["valid_fraction"] == 1.0

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from .conftest import compose_config
 
@@ -57,11 +56,7 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
     cfg = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={out}", *common])
     from gsr_train.runs.reader import main, run
 
-    before = torch.get_num_threads()
-    try:
-        value = run(cfg)
-    finally:
-        torch.set_num_threads(before)
+    value = run(cfg)
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["metrics"]) == {"base_none", "base_retrieved", "finetuned_retrieved", "finetuned_none"}
     fin = metrics["metrics"]["finetuned_retrieved"]
@@ -78,10 +73,7 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
     out2 = tmp_path / "eval"
     cfg2 = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={out2}", *common,
                            f"qa.eval_only={out / 'adapter'}", "qa.eval.variants.finetuned=[retrieved]"])
-    try:
-        run(cfg2)
-    finally:
-        torch.set_num_threads(before)
+    run(cfg2)
     again = json.loads((out2 / "metrics.json").read_text())["metrics"]
     assert set(again) == {"finetuned_retrieved"}
     assert again["finetuned_retrieved"]["all"]["metrics"] == pytest.approx(fin["all"]["metrics"])

@@ -145,35 +145,31 @@ def test_mid_epoch_resume_matches_uninterrupted_for_every_kind(kind, epoch, tmp_
     Epoch 0 matters too: there, unlike later epochs, a loader that reloads every epoch is
     not rebuilt after the restore, so the skip must not be fixed when the loader is made.
     """
-    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    try:
-        spec = KINDS[kind]
-        ctx = spec["setup"](tmp_path)
-        batch, epochs = 8, 2
-        full, full_trainer, full_steps = _fit_kind(kind, ctx, tmp_path / "full", batch, epochs)
-        per_epoch = full_trainer.global_step // epochs
-        assert per_epoch >= 3 and full_trainer.global_step == per_epoch * epochs
-        crash_at = epoch * per_epoch + 1  # one batch into the epoch
+    spec = KINDS[kind]
+    ctx = spec["setup"](tmp_path)
+    batch, epochs = 8, 2
+    full, full_trainer, full_steps = _fit_kind(kind, ctx, tmp_path / "full", batch, epochs)
+    per_epoch = full_trainer.global_step // epochs
+    assert per_epoch >= 3 and full_trainer.global_step == per_epoch * epochs
+    crash_at = epoch * per_epoch + 1  # one batch into the epoch
 
-        with pytest.raises(_Crash):
-            _fit_kind(kind, ctx, tmp_path / "crashed", batch, epochs, callbacks=[_CrashAtStep(crash_at)])
-        last = tmp_path / "crashed" / "last.ckpt"
-        state = torch.load(last, map_location="cpu", weights_only=False)
-        assert state["global_step"] == crash_at and state["epoch"] == epoch  # a mid-epoch checkpoint
+    with pytest.raises(_Crash):
+        _fit_kind(kind, ctx, tmp_path / "crashed", batch, epochs, callbacks=[_CrashAtStep(crash_at)])
+    last = tmp_path / "crashed" / "last.ckpt"
+    state = torch.load(last, map_location="cpu", weights_only=False)
+    assert state["global_step"] == crash_at and state["epoch"] == epoch  # a mid-epoch checkpoint
 
-        resumed, trainer, steps = _fit_kind(kind, ctx, tmp_path / "crashed", batch, epochs, ckpt_path=str(last))
-        assert trainer.global_step == full_trainer.global_step
-        assert sorted(steps) == list(range(crash_at, per_epoch * epochs))  # no batch trained twice or skipped
-        assert all(steps[s] == full_steps[s] for s in steps)  # the same examples at every step
-        wa, wb = spec["weights"](full), spec["weights"](resumed)
-        assert wa.keys() == wb.keys() and wa
-        for name in wa:
-            assert torch.allclose(wa[name], wb[name], rtol=1e-5, atol=1e-7), name
-        w0 = spec["weights"](spec["module"](ctx))
-        assert any(not torch.equal(w0[n], wb[n]) for n in w0)
-    finally:
-        torch.set_num_threads(before)
+    resumed, trainer, steps = _fit_kind(kind, ctx, tmp_path / "crashed", batch, epochs, ckpt_path=str(last))
+    assert trainer.global_step == full_trainer.global_step
+    assert sorted(steps) == list(range(crash_at, per_epoch * epochs))  # no batch trained twice or skipped
+    assert all(steps[s] == full_steps[s] for s in steps)  # the same examples at every step
+    wa, wb = spec["weights"](full), spec["weights"](resumed)
+    assert wa.keys() == wb.keys() and wa
+    for name in wa:
+        assert torch.allclose(wa[name], wb[name], rtol=1e-5, atol=1e-7), name
+    w0 = spec["weights"](spec["module"](ctx))
+    assert any(not torch.equal(w0[n], wb[n]) for n in w0)
 
 
 # ----------------------------------------------------------------------------- the reader runner, resume=auto
@@ -189,18 +185,14 @@ def test_reader_run_crashed_mid_epoch_resumes_with_resume_auto(tmp_path):
         # 6 examples / batch 2 = 3 steps per epoch, 2 epochs; last.ckpt after every step
         return reader_run_config(inputs, out, "qa.train.epochs=2", "qa.train.batch_size=2", *extra)
 
-    before = torch.get_num_threads()
-    try:
-        full, crashed = tmp_path / "full", tmp_path / "crashed"
-        run(config(full))
-        with pytest.raises(_Crash):
-            run(config(crashed, "+callbacks.crash._target_=tests.test_resume._CrashAtStep", "+callbacks.crash.step=4"))
-        state = torch.load(crashed / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-        assert state["global_step"] == 4 and state["epoch"] == 1
-        assert not (crashed / "metrics.json").exists() and not (crashed / "adapter").exists()
-        run(config(crashed, "resume=auto"))
-    finally:
-        torch.set_num_threads(before)
+    full, crashed = tmp_path / "full", tmp_path / "crashed"
+    run(config(full))
+    with pytest.raises(_Crash):
+        run(config(crashed, "+callbacks.crash._target_=tests.test_resume._CrashAtStep", "+callbacks.crash.step=4"))
+    state = torch.load(crashed / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert state["global_step"] == 4 and state["epoch"] == 1
+    assert not (crashed / "metrics.json").exists() and not (crashed / "adapter").exists()
+    run(config(crashed, "resume=auto"))
 
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (full, crashed))
     assert a["train"]["steps"] == b["train"]["steps"] == 6
