@@ -112,15 +112,15 @@ def subgraph_scores(split: SplitGraphs, subgraphs: Sequence[Sequence[Subgraph]])
     """Per-edge scores: ``-(rank of the first subgraph holding the edge)``; others ``-inf``."""
     num_e = int(split.edge_ptr[-1]) if len(split) else 0
     scores = torch.full((num_e,), -math.inf, dtype=torch.float32)
-    q_idx, e_idx, val = [], [], []
+    edge_pos, val = [], []
     for q, subs in enumerate(subgraphs):
         base = int(split.edge_ptr[q])
         for rank, s in enumerate(subs):
             for e in s.edges:
-                q_idx.append(base + e)
+                edge_pos.append(base + e)
                 val.append(-float(rank))
-    if q_idx:
-        scores.scatter_reduce_(0, torch.tensor(q_idx), torch.tensor(val), "amax", include_self=True)
+    if edge_pos:
+        scores.scatter_reduce_(0, torch.tensor(edge_pos), torch.tensor(val), "amax", include_self=True)
     return scores
 
 

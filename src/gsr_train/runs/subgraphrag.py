@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -114,7 +113,6 @@ def wins(model: Any, baseline: Any, ks: Sequence[int], metrics: Sequence[str] = 
 
 
 def run(cfg: DictConfig) -> dict:
-    import pytorch_lightning as pl
     from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
     from gsr_train.data.triple_datamodule import TripleDataModule
