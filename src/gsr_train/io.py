@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -95,20 +96,47 @@ def open_text(path: str | os.PathLike):
     return open(path, "r", encoding="utf-8")
 
 
-def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+class BadLine(json.JSONDecodeError):
+    """A line that cannot be read: not JSON, not UTF-8, or cut off by a truncated file."""
+
+    def __init__(self, msg: str) -> None:
+        super().__init__(msg, "", 0)
+        self.msg = msg  # JSONDecodeError would append ": line 1 column 1 (char 0)"
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+def iter_jsonl(path: str | os.PathLike, skip_lines: int = 0) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, record)`` of a (gzipped) JSONL file, skipping blank lines.
 
-    A line that is not valid JSON is yielded as its :class:`json.JSONDecodeError` instead of
-    raising, so each caller decides whether it is an error (naming the line) or a counted skip.
+    A line that is not valid JSON or not UTF-8 is yielded as a :class:`BadLine` (a
+    :class:`json.JSONDecodeError`) instead of raising, and so is the end of a truncated or
+    damaged gzip stream (once, as the last item), so each caller decides whether it is an
+    error (naming the line) or a counted skip. ``skip_lines``: lines to pass over unparsed
+    (resuming a partly read file).
     """
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
-                yield lineno, e
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                if lineno <= skip_lines or not raw.strip():
+                    continue
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    yield lineno, BadLine(f"not valid UTF-8 ({e.reason} at byte {e.start})")
+                    continue
+                try:
+                    yield lineno, json.loads(text)
+                except json.JSONDecodeError as e:
+                    yield lineno, BadLine(f"not valid JSON ({e.msg})")
+    except (EOFError, OSError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+        if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        yield lineno + 1, BadLine(f"the file is truncated or damaged after line {lineno} ({type(e).__name__}: {e})")
 
 
 def file_digest(path: str | os.PathLike, algo: str = "sha256") -> str:

@@ -73,7 +73,7 @@ def _chains_field(value: Any, source: str, row_id: str, name: str) -> list[Chain
 def _jsonl_records(path: Path):
     for lineno, record in iter_jsonl(path):
         if isinstance(record, json.JSONDecodeError):
-            raise RowError(str(path), f"line {lineno}", "<json>", f"not valid JSON ({record.msg})")
+            raise RowError(str(path), f"line {lineno}", "<json>", record.msg)
         yield lineno, record
 
 

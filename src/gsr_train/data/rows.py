@@ -18,15 +18,24 @@ from gsr_train.io import iter_jsonl
 
 log = logging.getLogger(__name__)
 
-SPLIT_SUFFIXES = (".jsonl.gz", ".jsonl", ".json.gz", ".json", ".parquet")
+SPLIT_SUFFIXES = (".jsonl.gz", ".jsonl", ".json.gz", ".json", ".parquet", ".arrow")
 
 
 class RowError(ValueError):
-    """A row that does not match the RoG format; the message names file, row and field."""
+    """A row that does not match the RoG format; the message names file, row and field.
 
-    def __init__(self, source: str, row_id: str, field: str, reason: str):
+    ``category``: the reason without row-specific detail, under which skips are counted
+    (defaults to ``reason``).
+    """
+
+    def __init__(self, source: str, row_id: str, field: str, reason: str, category: str | None = None):
         self.source, self.row_id, self.field, self.reason = source, row_id, field, reason
+        self.category = category or reason
         super().__init__(f"{source}: row {row_id!r}: field {field!r}: {reason}")
+
+
+class DataFileError(ValueError):
+    """A split file that cannot be read at all (truncated, not parquet, wrong schema)."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class SkipReport:
     loaded: int = 0
 
     def add(self, err: RowError) -> None:
-        self.counts[f"{err.field}: {err.reason}"] += 1
+        self.counts[f"{err.field}: {err.category}"] += 1
         if len(self.examples) < 10:
             self.examples.append(str(err))
 
@@ -62,6 +71,9 @@ class SkipReport:
             return f"{self.loaded} rows loaded, none skipped"
         parts = ", ".join(f"{n} x {reason}" for reason, n in self.counts.most_common())
         return f"{self.loaded} rows loaded, {self.skipped} skipped ({parts})"
+
+
+TRIPLE_REASON = "a triple is not three non-empty strings"
 
 
 def _string_list(value: Any, source: str, row_id: str, name: str, allow_empty: bool = True) -> tuple[str, ...]:
@@ -89,7 +101,7 @@ def validate_row(raw: Any, source: str, position: int) -> Row:
         raise RowError(source, row_id, "question", "missing or empty")
     answer = _string_list(raw.get("answer"), source, row_id, "answer")
     q_entity = _string_list(raw.get("q_entity"), source, row_id, "q_entity", allow_empty=False)
-    a_entity = _string_list(raw.get("a_entity", []), source, row_id, "a_entity")
+    a_entity = _string_list(raw.get("a_entity"), source, row_id, "a_entity")
     graph_raw = raw.get("graph")
     if graph_raw is None:
         raise RowError(source, row_id, "graph", "missing")
@@ -102,58 +114,86 @@ def validate_row(raw: Any, source: str, position: int) -> Row:
             or len(triple) != 3
             or not all(isinstance(x, str) and x for x in triple)
         ):
-            raise RowError(source, row_id, "graph", f"triple #{k} is not three non-empty strings: {triple!r}")
+            raise RowError(source, row_id, "graph", f"triple #{k} is not three non-empty strings: {triple!r}",
+                           TRIPLE_REASON)
         graph.append(tuple(triple))
-    choices = raw.get("choices") or ()
+    choices = raw.get("choices")
+    if choices is None:
+        choices = ()
+    elif not isinstance(choices, (list, tuple)):
+        raise RowError(source, row_id, "choices", f"expected a list, got {type(choices).__name__} {choices!r}")
     return Row(row_id, question, answer, q_entity, a_entity, tuple(graph), tuple(choices))
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     for lineno, record in iter_jsonl(path):
         if isinstance(record, json.JSONDecodeError):
-            record = RowError(str(path), f"line {lineno}", "<json>", f"not valid JSON ({record.msg})")
+            record = RowError(str(path), f"line {lineno}", "<json>", record.msg)
         yield lineno, record
 
 
 def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:
-    import pyarrow.parquet as pq
+    from gsr_train.data.row_batches import open_parquet
 
-    table = pq.read_table(path)
-    for k, record in enumerate(table.to_pylist(), start=1):
-        yield k, record
+    position = 0
+    for batch in open_parquet(path).iter_batches(batch_size=256):
+        for record in batch.to_pylist():
+            position += 1
+            yield position, record
+
+
+def _iter_arrow(path: Path) -> Iterator[tuple[int, Any]]:
+    from gsr_train.data.row_batches import arrow_batches
+
+    position = 0
+    for batch in arrow_batches(path):
+        for record in batch.to_pylist():
+            position += 1
+            yield position, record
+
+
+def split_files(folder: str | Path, split: str) -> list[Path]:
+    """The file(s) of ``split`` in a local folder: ``split.jsonl[.gz]``, ``split.parquet``,
+    ``split.arrow`` or hub-style shards (``[data/]split-*.parquet``, in name order).
+
+    Two different files for one split (``train.jsonl`` next to ``train.parquet``) are an
+    error: silently reading one of them would train on data the user did not mean.
+    """
+    folder = Path(folder)
+    groups = [[folder / f"{split}{suffix}"] for suffix in SPLIT_SUFFIXES if (folder / f"{split}{suffix}").is_file()]
+    for pattern in (f"{split}-*.parquet", f"data/{split}-*.parquet"):
+        shards = sorted(p for p in folder.glob(pattern) if p.is_file())
+        if shards:
+            groups.append(shards)
+    if not groups:
+        raise FileNotFoundError(
+            f"no file for split {split!r} in {folder} (looked for {split}{{{','.join(SPLIT_SUFFIXES)}}} "
+            f"and [data/]{split}-*.parquet)"
+        )
+    if len(groups) > 1:
+        names = ", ".join(str(g[0].relative_to(folder)) + (f" (+{len(g) - 1} shards)" if len(g) > 1 else "")
+                          for g in groups)
+        raise FileExistsError(f"{folder}: more than one file for split {split!r}: {names}; keep one of them")
+    return groups[0]
 
 
 def find_split_file(folder: str | Path, split: str) -> Path:
-    """The file of ``split`` in a local folder: ``split.jsonl[.gz]``, ``split.parquet`` or hub layout."""
-    folder = Path(folder)
-    for suffix in SPLIT_SUFFIXES:
-        candidate = folder / f"{split}{suffix}"
-        if candidate.exists():
-            return candidate
-    shards = sorted(folder.glob(f"{split}-*.parquet")) + sorted(folder.glob(f"data/{split}-*.parquet"))
-    if shards:
-        return shards[0]
-    raise FileNotFoundError(
-        f"no file for split {split!r} in {folder} (looked for {split}{{{','.join(SPLIT_SUFFIXES)}}} "
-        f"and {split}-*.parquet)"
-    )
+    """The (first) file of ``split`` in a local folder (see :func:`split_files`)."""
+    return split_files(folder, split)[0]
 
 
 def iter_records(source: str | Path, split: str) -> Iterator[tuple[str, int, Any]]:
     """Yield ``(source_name, position, raw_record)`` from a folder, a file or a hub dataset name."""
     path = Path(source)
     if path.is_dir():
-        path = find_split_file(path, split)
-        files = [path]
-        if path.name.startswith(f"{split}-") and path.suffix == ".parquet":
-            files = sorted(path.parent.glob(f"{split}-*.parquet"))
+        files = split_files(path, split)
     elif path.is_file():
         files = [path]
     else:
         yield from _iter_hub(str(source), split)
         return
     for file in files:
-        reader = _iter_parquet if file.suffix == ".parquet" else _iter_jsonl
+        reader = {".parquet": _iter_parquet, ".arrow": _iter_arrow}.get(file.suffix, _iter_jsonl)
         for position, record in reader(file):
             yield str(file), position, record
 

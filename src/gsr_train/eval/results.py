@@ -161,7 +161,7 @@ def _bad(path: Path, lineno: int, qid: Any, reason: str) -> TripleFileError:
 def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
     for lineno, record in iter_jsonl(path):
         if isinstance(record, json.JSONDecodeError):
-            raise _bad(path, lineno, None, f"not valid JSON ({record.msg})")
+            raise _bad(path, lineno, None, record.msg)
         yield lineno, record
 
 
