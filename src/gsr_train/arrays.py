@@ -1,0 +1,103 @@
+"""Arrays on disk: append-only binary files while building, memory maps when reading.
+
+Caches that hold one number per triple (the KG index, supervision labels) are written in
+chunks as they are produced (:class:`AppendFile`) and read back as memory maps
+(:func:`open_array`): opening costs no copy, the pages come from the OS page cache, and
+processes that map the same file (DDP ranks on one node) share those pages.
+:func:`string_buffers` gives the numpy views of an Arrow string array that the compiled
+kernels read.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from gsr_train.io import file_digest
+
+# Files up to this size get a full SHA-256 on every load; bigger ones a checksum of 32
+# evenly spread MiB-sized blocks (a full pass over GBs would dominate the load time).
+FULL_CHECK_BYTES = 256 << 20
+_SAMPLE_BLOCKS = 32
+_BLOCK = 1 << 20
+
+
+def string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, utf8 bytes)`` numpy views of an Arrow string array (no copy for
+    ``string`` / ``large_string``; other string types are cast first)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_large_string(arr.type):
+        dtype = np.int64
+    elif pa.types.is_string(arr.type):
+        dtype = np.int32
+    else:
+        arr, dtype = arr.cast(pa.large_string()), np.int64
+    buffers = arr.buffers()
+    if len(arr) == 0 or buffers[1] is None:
+        return np.zeros(1, dtype=dtype), np.zeros(0, dtype=np.uint8)
+    offsets = np.frombuffer(buffers[1], dtype=dtype)[arr.offset: arr.offset + len(arr) + 1]
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if len(buffers) > 2 and buffers[2] is not None else \
+        np.zeros(0, dtype=np.uint8)
+    return offsets, data
+
+
+class AppendFile:
+    """A growing binary file of one dtype (``count`` items so far)."""
+
+    def __init__(self, path: str | os.PathLike, dtype, resume_count: int | None = None) -> None:
+        self.path, self.dtype = Path(path), np.dtype(dtype)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_count is None:
+            self.handle = open(self.path, "wb")
+            self.count = 0
+        else:
+            size = resume_count * self.dtype.itemsize
+            if not self.path.exists() or self.path.stat().st_size < size:
+                raise FileNotFoundError(f"{self.path}: shorter than the {resume_count} items recorded")
+            self.handle = open(self.path, "r+b")
+            self.handle.truncate(size)
+            self.handle.seek(size)
+            self.count = resume_count
+
+    def append(self, values: np.ndarray) -> None:
+        values = np.ascontiguousarray(values, dtype=self.dtype)
+        self.handle.write(memoryview(values).cast("B"))
+        self.count += values.size
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def open_array(path: str | os.PathLike, dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A copy-on-write memory map of a raw array file (pages shared until written; writes
+    stay private, never reaching the file). Empty arrays come back as plain zeros."""
+    dtype = np.dtype(dtype)
+    if int(np.prod(shape)) == 0:
+        return np.zeros(shape, dtype=dtype)
+    expected = int(np.prod(shape)) * dtype.itemsize
+    size = Path(path).stat().st_size
+    if size != expected:
+        raise ValueError(f"{path}: {size} bytes, expected {expected} for {shape} {dtype}")
+    return np.memmap(path, dtype=dtype, mode="c", shape=shape)
+
+
+def file_check(path: str | os.PathLike) -> str:
+    """Checksum of a cache file: full SHA-256 for files up to ``FULL_CHECK_BYTES``, else a
+    SHA-256 of the size and 32 evenly spread 1 MiB blocks (``sample:`` prefix)."""
+    size = Path(path).stat().st_size
+    if size <= FULL_CHECK_BYTES:
+        return file_digest(path)
+    h = hashlib.sha256(str(size).encode())
+    step = (size - _BLOCK) // (_SAMPLE_BLOCKS - 1)
+    with open(path, "rb") as f:
+        for k in range(_SAMPLE_BLOCKS):
+            f.seek(k * step)
+            h.update(f.read(_BLOCK))
+    return "sample:" + h.hexdigest()
