@@ -41,9 +41,9 @@ def test_cache_reused_then_rebuilt_on_change_and_truncation(tmp_path, caplog):
     make_dataset(data)
     first = get_index(data, splits=("train", "test"), cache_dir=cache)
     folder = cache / "kg_index" / first.key
-    stamp = os.stat(folder / "train.pt").st_mtime_ns
+    stamp = os.stat(folder / "train" / "edge_rel.bin").st_mtime_ns
     again = get_index(data, splits=("train", "test"), cache_dir=cache)
-    assert again.key == first.key and os.stat(folder / "train.pt").st_mtime_ns == stamp
+    assert again.key == first.key and os.stat(folder / "train" / "edge_rel.bin").st_mtime_ns == stamp
 
     # changed input -> new key, new folder
     make_dataset(data, extra_test=[good_row(9)])
@@ -52,18 +52,19 @@ def test_cache_reused_then_rebuilt_on_change_and_truncation(tmp_path, caplog):
 
     # truncated cache file -> detected and rebuilt
     folder = cache / "kg_index" / changed.key
-    blob = (folder / "test.pt").read_bytes()
-    (folder / "test.pt").write_bytes(blob[: len(blob) // 2])
+    expected = changed["test"].edge_index.clone()
+    blob = (folder / "test" / "edge_index.bin").read_bytes()
+    (folder / "test" / "edge_index.bin").write_bytes(blob[: len(blob) // 2])
     with caplog.at_level("WARNING"):
         rebuilt = get_index(data, splits=("train", "test"), cache_dir=cache)
     assert "truncated" in caplog.text
-    assert torch.equal(rebuilt["test"].edge_index, changed["test"].edge_index)
-    assert (folder / "test.pt").read_bytes() != blob[: len(blob) // 2]
+    assert torch.equal(rebuilt["test"].edge_index, expected)
+    assert (folder / "test" / "edge_index.bin").read_bytes() == blob
 
     # same size, damaged content -> checksum catches it
-    blob = bytearray((folder / "train.pt").read_bytes())
-    blob[-10] ^= 0xFF
-    (folder / "train.pt").write_bytes(bytes(blob))
+    blob = bytearray((folder / "vocab" / "entities.data.bin").read_bytes())
+    blob[-1] ^= 0xFF
+    (folder / "vocab" / "entities.data.bin").write_bytes(bytes(blob))
     with caplog.at_level("WARNING"):
         get_index(data, splits=("train", "test"), cache_dir=cache)
     assert "checksum" in caplog.text

@@ -1,43 +1,61 @@
 """The KG index: one global entity / relation vocabulary and compact per-question graphs.
 
-Raw rows carry string triples; every later stage wants integers. ``build_index`` turns all
-splits of a dataset into
+Raw rows carry string triples; every later stage wants integers. The index holds
 
 * ``entities`` / ``relations``: the global vocabularies (shared across splits, so a model
-  trained on one split can score another);
+  trained on one split can score another), as memory-mapped :class:`StringVocab`;
 * per split, a :class:`SplitGraphs`: the local graphs of all questions concatenated in CSR
   form (``ent_ptr`` / ``edge_ptr`` offsets), with local ``edge_index``, global relation ids,
-  and topic / answer masks over the local entities.
+  and topic / answer masks over the local entities, in the narrowest dtypes (int32 ids,
+  bool masks, int64 offsets).
 
-The result is cached on disk under a key made from the input files' contents and the
-options, written atomically, and verified (sizes + SHA-256) when it is loaded, so a
-stale or truncated cache is rebuilt instead of trusted.
+:func:`get_index` builds it with the streaming builder (:mod:`gsr_train.kg.index_build`)
+into a cache folder keyed by the input files' contents and the options, and opens it as
+memory maps: opening costs no copy whatever the size, and DDP ranks on one node share the
+pages. A folder that is stale, truncated or altered (sizes + checksums in ``meta.json``)
+is rebuilt, never trusted. Stages that must not hold a whole split work on
+:meth:`SplitGraphs.chunks` (question ranges, zero-copy views).
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import shutil
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
-from gsr_train.data.rows import Row, SkipReport, find_split_file, load_rows
-from gsr_train.io import atomic_dir, file_digest, stable_hash, write_json
+from gsr_train.arrays import file_check, open_array
+from gsr_train.io import stable_hash
+from gsr_train.kg.vocab import NameIds, StringVocab
 
 log = logging.getLogger(__name__)
 
-INDEX_FORMAT = 1
 NO_TEXT_PATTERN = re.compile(r"^[mg]\.[0-9a-z_]+$")
+DEFAULT_CHUNK_EDGES = 1 << 22
 
 
 def has_text(name: str) -> bool:
     """Raw Freebase ids (``m.0abc``, ``g.11x``) carry no useful text."""
     return NO_TEXT_PATTERN.match(name) is None
+
+
+def names_have_text(names: StringVocab | Sequence[str]) -> np.ndarray:
+    """:func:`has_text` of every name, vectorised (Arrow regex over the vocabulary)."""
+    arr = names.to_arrow() if isinstance(names, StringVocab) else pa.array(list(names), pa.large_string())
+    if len(arr) == 0:
+        return np.zeros(0, dtype=bool)
+    no_text = pc.match_substring_regex(arr, NO_TEXT_PATTERN.pattern)
+    return ~np.asarray(no_text.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 @dataclass
@@ -64,7 +82,10 @@ class QuestionGraph:
 
 @dataclass
 class SplitGraphs:
-    """All local graphs of one split, concatenated (CSR offsets per question)."""
+    """All local graphs of one split, concatenated (CSR offsets per question).
+
+    Id arrays may be int32 (as stored) or int64 (built in memory); offsets are int64.
+    """
 
     ids: list[str]
     questions: list[str]
@@ -76,6 +97,10 @@ class SplitGraphs:
     edge_ptr: torch.Tensor  # [Q+1]
     edge_index: torch.Tensor  # [2, sum E], local ids
     edge_rel: torch.Tensor  # [sum E]
+
+    def __post_init__(self) -> None:
+        self.ent_ptr = self.ent_ptr.long()
+        self.edge_ptr = self.edge_ptr.long()
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -118,6 +143,10 @@ class SplitGraphs:
     def num_entities(self) -> torch.Tensor:
         return self.ent_ptr[1:] - self.ent_ptr[:-1]
 
+    @property
+    def total_edges(self) -> int:
+        return int(self.edge_ptr[-1]) if len(self) else 0
+
     def position(self) -> dict[str, int]:
         return {qid: i for i, qid in enumerate(self.ids)}
 
@@ -126,11 +155,42 @@ class SplitGraphs:
         return torch.repeat_interleave(torch.arange(len(self)), self.num_edges)
 
     def global_edges(self) -> torch.Tensor:
-        """``[sum E, 3]`` global (head, relation, tail) ids of every edge."""
+        """``[sum E, 3]`` global (head, relation, tail) ids of every edge (int64)."""
         offsets = torch.repeat_interleave(self.ent_ptr[:-1], self.num_edges)
         heads = self.entity_ids[self.edge_index[0] + offsets]
         tails = self.entity_ids[self.edge_index[1] + offsets]
-        return torch.stack([heads, self.edge_rel, tails], dim=1)
+        return torch.stack([heads.long(), self.edge_rel.long(), tails.long()], dim=1)
+
+    def slice(self, start: int, stop: int) -> "SplitGraphs":
+        """Questions ``start:stop`` as a SplitGraphs of views (no copy of the id arrays)."""
+        start, stop = max(0, int(start)), min(len(self), int(stop))
+        stop = max(stop, start)
+        n0, n1 = int(self.ent_ptr[start]), int(self.ent_ptr[stop])
+        e0, e1 = int(self.edge_ptr[start]), int(self.edge_ptr[stop])
+        return SplitGraphs(
+            ids=self.ids[start:stop], questions=self.questions[start:stop], answers=self.answers[start:stop],
+            ent_ptr=self.ent_ptr[start:stop + 1] - n0, entity_ids=self.entity_ids[n0:n1],
+            topic_mask=self.topic_mask[n0:n1], answer_mask=self.answer_mask[n0:n1],
+            edge_ptr=self.edge_ptr[start:stop + 1] - e0, edge_index=self.edge_index[:, e0:e1],
+            edge_rel=self.edge_rel[e0:e1],
+        )
+
+    def chunk_bounds(self, max_edges: int = DEFAULT_CHUNK_EDGES) -> list[tuple[int, int]]:
+        """Consecutive question ranges of at most ``max_edges`` edges (at least one question)."""
+        ptr = self.edge_ptr.numpy()
+        bounds, q0, n = [], 0, len(self)
+        while q0 < n:
+            q1 = int(np.searchsorted(ptr, ptr[q0] + max_edges, side="right")) - 1
+            q1 = min(max(q1, q0 + 1), n)
+            bounds.append((q0, q1))
+            q0 = q1
+        return bounds
+
+    def chunks(self, max_edges: int = DEFAULT_CHUNK_EDGES) -> Iterator[tuple[int, int, "SplitGraphs"]]:
+        """``(start, stop, view)`` over the split in question ranges of at most ``max_edges``
+        edges: stages that must not hold per-edge arrays of a whole split loop over these."""
+        for q0, q1 in self.chunk_bounds(max_edges):
+            yield q0, q1, self.slice(q0, q1)
 
     def subset(self, indices: Sequence[int]) -> "SplitGraphs":
         """A new SplitGraphs with only the given questions (in that order)."""
@@ -166,11 +226,16 @@ def _concat(parts: list[QuestionGraph]) -> SplitGraphs:
 class KGIndex:
     """Global vocabularies plus the local graphs of every split."""
 
-    entities: list[str]
-    relations: list[str]
+    entities: StringVocab
+    relations: StringVocab
     splits: dict[str, SplitGraphs]
     skips: dict[str, dict]
     key: str = ""
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.entities = StringVocab.coerce(self.entities)
+        self.relations = StringVocab.coerce(self.relations)
 
     def __getitem__(self, split: str) -> SplitGraphs:
         if split not in self.splits:
@@ -178,149 +243,66 @@ class KGIndex:
         return self.splits[split]
 
     def entity_has_text(self) -> torch.Tensor:
-        return torch.tensor([has_text(e) for e in self.entities], dtype=torch.bool)
+        return torch.from_numpy(names_have_text(self.entities))
 
-    def entity_lookup(self) -> dict[str, int]:
-        return {e: i for i, e in enumerate(self.entities)}
+    def entity_lookup(self) -> NameIds:
+        """``name -> id`` of the entity vocabulary (a hashed, memory-mapped mapping)."""
+        return self.entities.mapping()
 
-    def relation_lookup(self) -> dict[str, int]:
-        return {r: i for i, r in enumerate(self.relations)}
+    def relation_lookup(self) -> NameIds:
+        return self.relations.mapping()
 
     def triple_strings(self, split: str, i: int) -> list[list[str]]:
         g = self[split].graph(i)
-        heads = g.entity_ids[g.edge_index[0]].tolist()
-        tails = g.entity_ids[g.edge_index[1]].tolist()
-        return [
-            [self.entities[h], self.relations[r], self.entities[t]]
-            for h, r, t in zip(heads, g.edge_rel.tolist(), tails)
-        ]
+        heads = self.entities.take(g.entity_ids[g.edge_index[0].long()].numpy())
+        tails = self.entities.take(g.entity_ids[g.edge_index[1].long()].numpy())
+        rels = self.relations.take(g.edge_rel.numpy())
+        return [[h, r, t] for h, r, t in zip(heads, rels, tails)]
 
 
-class _Vocab:
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-
-    def __call__(self, name: str) -> int:
-        idx = self.ids.get(name)
-        if idx is None:
-            idx = self.ids[name] = len(self.ids)
-        return idx
-
-    def names(self) -> list[str]:
-        return list(self.ids)
-
-
-def _encode_split(rows: Iterable[Row], ents: _Vocab, rels: _Vocab) -> tuple[SplitGraphs, int]:
-    """Intern strings and build local graphs; returns the split and the duplicate count."""
-    ids, questions, answers = [], [], []
-    ent_chunks, topic_chunks, answer_chunks, edge_chunks, rel_chunks = [], [], [], [], []
-    ent_sizes, edge_sizes = [0], [0]
-    duplicates = 0
-    for row in rows:
-        ids.append(row.id)
-        questions.append(row.question)
-        answers.append(list(row.answer))
-        unique_triples = list(dict.fromkeys(row.graph))
-        duplicates += len(row.graph) - len(unique_triples)
-        h = np.fromiter((ents(t[0]) for t in unique_triples), dtype=np.int64, count=len(unique_triples))
-        r = np.fromiter((rels(t[1]) for t in unique_triples), dtype=np.int64, count=len(unique_triples))
-        t = np.fromiter((ents(t[2]) for t in unique_triples), dtype=np.int64, count=len(unique_triples))
-        topics = np.array([ents(e) for e in row.q_entity], dtype=np.int64)
-        golds = np.array([ents(e) for e in row.a_entity], dtype=np.int64)
-        nodes, inverse = np.unique(np.concatenate([topics, golds, h, t]), return_inverse=True)
-        nt, na, ne = len(topics), len(golds), len(h)
-        local = inverse[nt + na :]
-        ent_chunks.append(nodes)
-        topic_chunks.append(np.isin(nodes, topics))
-        answer_chunks.append(np.isin(nodes, golds))
-        edge_chunks.append(np.stack([local[:ne], local[ne:]]))
-        rel_chunks.append(r)
-        ent_sizes.append(len(nodes))
-        edge_sizes.append(ne)
-
-    def cat(chunks, dtype, axis=0, empty=(0,)):
-        if not chunks:
-            return torch.zeros(empty, dtype=dtype)
-        return torch.from_numpy(np.concatenate(chunks, axis=axis)).to(dtype)
-
-    split = SplitGraphs(
-        ids=ids,
-        questions=questions,
-        answers=answers,
-        ent_ptr=torch.tensor(ent_sizes, dtype=torch.long).cumsum(0),
-        entity_ids=cat(ent_chunks, torch.long),
-        topic_mask=cat(topic_chunks, torch.bool),
-        answer_mask=cat(answer_chunks, torch.bool),
-        edge_ptr=torch.tensor(edge_sizes, dtype=torch.long).cumsum(0),
-        edge_index=cat(edge_chunks, torch.long, axis=1, empty=(2, 0)),
-        edge_rel=cat(rel_chunks, torch.long),
-    )
-    return split, duplicates
-
-
-def source_fingerprint(source: str | Path, split: str) -> str:
-    """What identifies a split's content: the file digest, or the hub dataset fingerprint."""
-    path = Path(source)
-    if path.is_dir():
-        return file_digest(find_split_file(path, split))
-    if path.is_file():
-        return file_digest(path)
-    try:
-        import datasets
-
-        ds = datasets.load_dataset(str(source), split=split)
-        return f"hub:{source}:{ds._fingerprint}"
-    except Exception as e:
-        raise FileNotFoundError(f"cannot find split {split!r} of {source!r}: {e}") from e
-
-
-def index_key(source: str | Path, splits: Sequence[str], skip_invalid: bool) -> str:
-    prints = {split: source_fingerprint(source, split) for split in splits}
-    return stable_hash("kg-index", INDEX_FORMAT, prints, bool(skip_invalid))
-
-
-def build_index(source: str | Path, splits: Sequence[str], skip_invalid: bool = False) -> KGIndex:
-    """Read and validate every split, then encode them against one shared vocabulary."""
-    ents, rels = _Vocab(), _Vocab()
-    split_graphs, skips = {}, {}
-    for split in splits:
-        rows, report = load_rows(source, split, skip_invalid=skip_invalid, report=SkipReport())
-        split_graphs[split], dups = _encode_split(rows, ents, rels)
-        skips[split] = {
-            "loaded": report.loaded,
-            "skipped": dict(report.counts),
-            "duplicate_triples_dropped": dups,
-        }
-        log.info("%s[%s]: %s; %d duplicate triples dropped", source, split, report.summary(), dups)
-    return KGIndex(ents.names(), rels.names(), split_graphs, skips)
-
-
-def save_index(index: KGIndex, folder: str | Path) -> None:
-    """Write the index as a folder: tensors per split, vocab, and a meta file written last."""
-    folder = Path(folder)
-    with atomic_dir(folder) as tmp:
-        files = {}
-        torch.save({"entities": index.entities, "relations": index.relations}, tmp / "vocab.pt")
-        files["vocab.pt"] = None
-        for split, graphs in index.splits.items():
-            torch.save(graphs.to_state(), tmp / f"{split}.pt")
-            files[f"{split}.pt"] = None
-        for name in files:
-            files[name] = {"bytes": (tmp / name).stat().st_size, "sha256": file_digest(tmp / name)}
-        write_json(
-            tmp / "meta.json",
-            {"format": INDEX_FORMAT, "key": index.key, "splits": list(index.splits), "files": files,
-             "skips": index.skips, "num_entities": len(index.entities),
-             "num_relations": len(index.relations)},
-        )
+# ----------------------------------------------------------------------------- cache folder
 
 
 class StaleCache(RuntimeError):
     pass
 
 
-def load_index(folder: str | Path, key: str | None = None, verify: bool = True) -> KGIndex:
-    """Load a saved index; raise :class:`StaleCache` if it is missing, stale or damaged."""
+def source_fingerprint(source: str | Path, split: str) -> str:
+    """What identifies a split's content: the digests of all its files (every shard), or the
+    hub dataset fingerprint."""
+    from gsr_train.data.row_batches import SplitSource
+
+    try:
+        return SplitSource(source, split).fingerprint()
+    except FileNotFoundError:
+        raise
+    except Exception as e:
+        raise FileNotFoundError(f"cannot find split {split!r} of {source!r}: {e}") from e
+
+
+def index_key(source: str | Path, splits: Sequence[str], skip_invalid: bool) -> str:
+    from gsr_train.kg.index_build import INDEX_FORMAT
+
+    prints = {split: source_fingerprint(source, split) for split in splits}
+    return stable_hash("kg-index", INDEX_FORMAT, prints, bool(skip_invalid))
+
+
+def _read_questions(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
+    ids, questions, answers = [], [], []
+    with open(path, "rb") as f:
+        for line in f:
+            qid, question, ans = json.loads(line)
+            ids.append(qid)
+            questions.append(question)
+            answers.append(ans)
+    return ids, questions, answers
+
+
+def open_index(folder: str | Path, key: str | None = None, verify: bool = True) -> KGIndex:
+    """Open a built index folder as memory maps; :class:`StaleCache` if it is missing,
+    stale or damaged (sizes always checked; checksums when ``verify``)."""
+    from gsr_train.kg.index_build import INDEX_FORMAT
+
     folder = Path(folder)
     meta_path = folder / "meta.json"
     try:
@@ -331,24 +313,52 @@ def load_index(folder: str | Path, key: str | None = None, verify: bool = True) 
         raise StaleCache(f"{folder}: index format {meta.get('format')} != {INDEX_FORMAT}")
     if key is not None and meta.get("key") != key:
         raise StaleCache(f"{folder}: built for other inputs ({meta.get('key')} != {key})")
-    for name, info in meta["files"].items():
+    files = meta.get("files") or {}
+    for name, info in files.items():
         path = folder / name
         if not path.exists() or path.stat().st_size != info["bytes"]:
             raise StaleCache(f"{path}: missing or truncated")
-        if verify and file_digest(path) != info["sha256"]:
+        if verify and file_check(path) != info["check"]:
             raise StaleCache(f"{path}: content does not match its checksum")
+
+    def array(rel: str) -> np.ndarray:
+        info = files[f"{rel}.bin"]
+        return open_array(folder / f"{rel}.bin", info["dtype"], tuple(info["shape"]))
+
     try:
-        vocab = torch.load(folder / "vocab.pt", weights_only=True)
-        splits = {s: SplitGraphs(**torch.load(folder / f"{s}.pt", weights_only=True)) for s in meta["splits"]}
-    except Exception as e:  # a damaged file that kept its size
-        raise StaleCache(f"{folder}: cannot be read ({e})") from e
-    return KGIndex(vocab["entities"], vocab["relations"], splits, meta.get("skips", {}), meta.get("key", ""))
+        vocabs = {name: StringVocab(array(f"vocab/{name}.offsets"), array(f"vocab/{name}.data"),
+                                    array(f"vocab/{name}.table"), array(f"vocab/{name}.hashes"))
+                  for name in ("entities", "relations")}
+        splits = {}
+        for s in meta["splits"]:
+            ids, questions, answers = _read_questions(folder / s / "questions.jsonl")
+            t = {name: torch.from_numpy(array(f"{s}/{name}")) for name in
+                 ("ent_ptr", "entity_ids", "topic_mask", "answer_mask", "edge_ptr", "edge_index", "edge_rel")}
+            splits[s] = SplitGraphs(ids, questions, answers, **t)
+            if len(ids) + 1 != t["ent_ptr"].numel():
+                raise ValueError(f"{s}: {len(ids)} questions but {t['ent_ptr'].numel() - 1} graphs")
+    except (KeyError, ValueError, OSError, json.JSONDecodeError) as e:  # a damaged file that kept its size
+        raise StaleCache(f"{folder}: cannot be read ({type(e).__name__}: {e})") from e
+    return KGIndex(vocabs["entities"], vocabs["relations"], splits, meta.get("skips", {}), meta.get("key", ""),
+                   meta)
 
 
 def default_cache_dir() -> Path:
-    import os
-
     return Path(os.environ.get("GSR_TRAIN_CACHE", Path.home() / ".cache" / "gsr_train"))
+
+
+def build_index(source: str | Path, splits: Sequence[str], skip_invalid: bool = False,
+                batch_rows: int = 64) -> KGIndex:
+    """Build an index without a cache (a temporary folder, mapped then removed)."""
+    from gsr_train.kg.index_build import build_index_folder
+
+    tmp = Path(tempfile.mkdtemp(prefix="gsr-kg-index-"))
+    try:
+        build_index_folder(source, splits, tmp / "index", skip_invalid=skip_invalid, batch_rows=batch_rows,
+                           show_progress=False)
+        return open_index(tmp / "index", verify=False)  # the maps outlive the files' names
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def get_index(
@@ -356,22 +366,37 @@ def get_index(
     splits: Sequence[str] = ("train", "validation", "test"),
     cache_dir: str | Path | None = None,
     skip_invalid: bool = False,
+    batch_rows: int = 64,
+    show_progress: bool | None = None,
 ) -> KGIndex:
-    """The cached index of ``source``: loaded when valid, (re)built and saved otherwise."""
+    """The cached index of ``source``: opened when valid, (re)built and saved otherwise."""
+    from gsr_train.kg.index_build import build_index_folder, build_lock
+
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key = index_key(source, splits, skip_invalid)
     folder = cache_dir / "kg_index" / key
-    if folder.exists():
+
+    def try_open() -> KGIndex | None:
+        if not folder.exists():
+            return None
         try:
             t0 = time.perf_counter()
-            index = load_index(folder, key)
-            log.info("KG index loaded from %s in %.2fs", folder, time.perf_counter() - t0)
+            index = open_index(folder, key)
+            log.info("KG index opened from %s in %.2fs", folder, time.perf_counter() - t0)
             return index
         except StaleCache as e:
             log.warning("rebuilding KG index: %s", e)
-    t0 = time.perf_counter()
-    index = build_index(source, splits, skip_invalid)
-    index.key = key
-    save_index(index, folder)
-    log.info("KG index built in %.1fs and cached at %s", time.perf_counter() - t0, folder)
-    return index
+            return None
+
+    index = try_open()
+    if index is not None:
+        return index
+    with build_lock(folder):
+        index = try_open()  # another process may have built it while we waited
+        if index is not None:
+            return index
+        t0 = time.perf_counter()
+        build_index_folder(source, splits, folder, key=key, skip_invalid=skip_invalid, batch_rows=batch_rows,
+                           show_progress=show_progress)
+        log.info("KG index built in %.1fs and cached at %s", time.perf_counter() - t0, folder)
+    return open_index(folder, key, verify=False)

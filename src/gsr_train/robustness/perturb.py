@@ -117,12 +117,12 @@ def select_edges(split: SplitGraphs, level: float, seed: int, blocked: torch.Ten
 
 def _swap(split: SplitGraphs, chosen: torch.Tensor) -> torch.Tensor:
     """New ``edge_rel``: relations of the chosen edges permuted within each question."""
-    new_rel = split.edge_rel.clone()
+    new_rel = split.edge_rel.to(torch.long, copy=True)
     sel = chosen.nonzero().flatten()
     if sel.numel() == 0:
         return new_rel
     q = split.edge_question()[sel]
-    rel = split.edge_rel[sel]
+    rel = split.edge_rel[sel].long()
     order = torch.argsort(rel, stable=True)
     order = order[torch.argsort(q[order], stable=True)]
     sel, q, rel = sel[order], q[order], rel[order]
@@ -140,7 +140,7 @@ def _swap(split: SplitGraphs, chosen: torch.Tensor) -> torch.Tensor:
 
 
 def _replace(split: SplitGraphs, chosen: torch.Tensor, scorer: "PlausibilityScorer") -> torch.Tensor:
-    new_rel = split.edge_rel.clone()
+    new_rel = split.edge_rel.to(torch.long, copy=True)
     sel = chosen.nonzero().flatten()
     if sel.numel():
         trip = split.global_edges()[sel]
@@ -170,7 +170,7 @@ def rewirable(split: SplitGraphs) -> torch.Tensor:
 
 def _rewire(split: SplitGraphs, chosen: torch.Tensor, seed: int) -> torch.Tensor:
     """New local tails for the chosen edges (rejection sampling, then an exact pick for stragglers)."""
-    new_tail = split.edge_index[1].clone()
+    new_tail = split.edge_index[1].to(torch.long, copy=True)
     sel = chosen.nonzero().flatten()
     if sel.numel() == 0:
         return new_tail
