@@ -101,3 +101,23 @@ def file_check(path: str | os.PathLike) -> str:
             f.seek(k * step)
             h.update(f.read(_BLOCK))
     return "sample:" + h.hexdigest()
+
+
+def segment_sum(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """``[len(ptr) - 1]`` int64 sums of ``values[ptr[i]:ptr[i+1]]``, without an int64 copy of ``values``.
+
+    ``np.add.reduceat`` reads the (memory-mapped, narrow) values in place; empty segments,
+    which reduceat would fill with the next element, are set to 0.
+    """
+    ptr = np.asarray(ptr, dtype=np.int64)
+    values = np.asarray(values)
+    if values.dtype == np.bool_:
+        values = values.view(np.uint8)
+    out = np.zeros(len(ptr) - 1, dtype=np.int64)
+    sizes = np.diff(ptr)
+    nonempty = np.flatnonzero(sizes > 0)
+    if nonempty.size:
+        out[nonempty] = np.add.reduceat(values[: ptr[-1]], ptr[:-1][nonempty], dtype=np.int64)
+        # reduceat sums each start up to the next *given* start: correct, since the given
+        # starts are exactly the non-empty segments, which are contiguous back to back
+    return out

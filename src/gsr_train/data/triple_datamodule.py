@@ -24,6 +24,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
+from gsr_train.arrays import segment_sum
 from gsr_train.kg.index import KGIndex, SplitGraphs
 from gsr_train.models.subgraphrag.batch import TripleBatch, make_batch
 from gsr_train.models.subgraphrag.dde import NodeFeatures, node_features
@@ -146,7 +147,7 @@ class GraphCollate:
 def trainable_questions(split: SplitGraphs, labels: torch.Tensor) -> tuple[torch.Tensor, dict[str, int]]:
     """Positions of questions with at least one edge and one positive, and the skip counts."""
     edges = split.num_edges
-    positives = torch.zeros(len(split), dtype=torch.long).index_add_(0, split.edge_question(), labels.long())
+    positives = torch.from_numpy(segment_sum(labels.numpy(), split.edge_ptr.numpy()))
     no_edges = edges == 0
     no_positive = ~no_edges & (positives == 0)
     keep = (~no_edges & ~no_positive).nonzero().flatten()

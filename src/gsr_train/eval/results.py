@@ -283,14 +283,15 @@ def write_results(
             raise ValueError(f"extra field {name!r} must have one value per question ({num_q}), got {len(values)}")
     ranks = edge_ranks(split, scores, "cpu", chunk_size, max_rank=k)
     chosen = (ranks < k).nonzero().flatten()
-    owner = split.edge_question()[chosen]
+    owner = split.edge_owner(chosen)
     order = torch.argsort(owner * k + ranks[chosen])  # by question, then rank
     chosen = chosen[order]
     per_q = torch.bincount(owner[order], minlength=num_q).tolist()
-    trip = split.global_edges()[chosen].numpy()
-    ents = np.asarray(index.entities, dtype=object)
-    rels = np.asarray(index.relations, dtype=object)
-    names = np.stack([ents[trip[:, 0]], rels[trip[:, 1]], ents[trip[:, 2]]], axis=1).tolist() if len(chosen) else []
+    trip = split.global_edges_at(chosen).numpy()
+    # names of the written triples only (the vocabularies are memory-mapped, millions long)
+    heads, rels, tails = (index.entities.take(trip[:, 0]), index.relations.take(trip[:, 1]),
+                          index.entities.take(trip[:, 2]))
+    names = [list(t) for t in zip(heads, rels, tails)]
     values = scores.detach().double().cpu()[chosen].tolist()
 
     def rows():

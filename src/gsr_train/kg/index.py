@@ -154,6 +154,18 @@ class SplitGraphs:
         """Question index of every edge (``[sum E]``)."""
         return torch.repeat_interleave(torch.arange(len(self)), self.num_edges)
 
+    def edge_owner(self, edge_ids: torch.Tensor) -> torch.Tensor:
+        """Question index of the given edges (int64), without a ``[sum E]`` array."""
+        return torch.searchsorted(self.edge_ptr, edge_ids.long(), right=True) - 1
+
+    def global_edges_at(self, edge_ids: torch.Tensor) -> torch.Tensor:
+        """``[len(edge_ids), 3]`` global (head, relation, tail) ids of some edges (int64)."""
+        edge_ids = edge_ids.long().reshape(-1)
+        offsets = self.ent_ptr[self.edge_owner(edge_ids)]
+        heads = self.entity_ids[self.edge_index[0, edge_ids].long() + offsets]
+        tails = self.entity_ids[self.edge_index[1, edge_ids].long() + offsets]
+        return torch.stack([heads.long(), self.edge_rel[edge_ids].long(), tails.long()], dim=1)
+
     def global_edges(self) -> torch.Tensor:
         """``[sum E, 3]`` global (head, relation, tail) ids of every edge (int64)."""
         offsets = torch.repeat_interleave(self.ent_ptr[:-1], self.num_edges)
@@ -274,7 +286,7 @@ def source_fingerprint(source: str | Path, split: str) -> str:
 
     try:
         return SplitSource(source, split).fingerprint()
-    except FileNotFoundError:
+    except (FileNotFoundError, FileExistsError):  # already name the split and the files
         raise
     except Exception as e:
         raise FileNotFoundError(f"cannot find split {split!r} of {source!r}: {e}") from e

@@ -40,6 +40,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from gsr_train.arrays import segment_sum
 from gsr_train.io import atomic_write, file_digest, stable_hash, write_json
 from gsr_train.kg.bfs import Adjacency, batched_bfs, dag_sweep, instance_shift
 from gsr_train.kg.chains import Chain, merge_chains, walk_chains
@@ -66,8 +67,7 @@ class Supervision:
 
     def num_positives(self, split: SplitGraphs) -> torch.Tensor:
         """Positive triples per question (``[Q]``)."""
-        q = split.edge_question()
-        return torch.zeros(len(split), dtype=torch.long).index_add_(0, q, self.triple_label.long())
+        return torch.from_numpy(segment_sum(self.triple_label.numpy(), split.edge_ptr.numpy()))
 
     def to_state(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -80,16 +80,18 @@ def _check(split: SplitGraphs) -> None:
         raise ValueError(f"supervision: edge arrays do not match edge_ptr (sum E = {e})")
     if split.topic_mask.numel() != n or split.answer_mask.numel() != n:
         raise ValueError(f"supervision: topic/answer masks do not match ent_ptr (sum N = {n})")
-    if e:
-        sizes = np.diff(split.ent_ptr.numpy())
-        local_n = np.repeat(sizes, np.diff(split.edge_ptr.numpy()))
-        ei = split.edge_index.numpy()
+    for q0, _q1, part in split.chunks():  # per chunk: no [sum E] int64 temporaries
+        if not part.total_edges:
+            continue
+        sizes = np.diff(part.ent_ptr.numpy())
+        local_n = np.repeat(sizes, np.diff(part.edge_ptr.numpy()))
+        ei = part.edge_index.numpy()
         bad = (ei.min(0) < 0) | (ei.max(0) >= local_n)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            q = int(np.searchsorted(split.edge_ptr.numpy(), i, side="right") - 1)
+            q = int(np.searchsorted(part.edge_ptr.numpy(), i, side="right") - 1)
             raise ValueError(
-                f"supervision: edge {i - int(split.edge_ptr[q])} of question {split.ids[q]!r} "
+                f"supervision: edge {i - int(part.edge_ptr[q])} of question {split.ids[q0 + q]!r} "
                 f"points outside its graph of {int(sizes[q])} entities"
             )
 
@@ -121,8 +123,8 @@ def build_supervision(
     t0 = time.perf_counter()
     ent_ptr = split.ent_ptr.numpy().astype(np.int64)
     edge_ptr = split.edge_ptr.numpy().astype(np.int64)
-    edge_index = split.edge_index.numpy().astype(np.int64)
-    rel = split.edge_rel.numpy().astype(np.int64)
+    # the edge arrays stay in their narrow (memory-mapped) dtype; each chunk widens its own slice
+    edge_index, rel = split.edge_index.numpy(), split.edge_rel.numpy()
     topic_mask, answer_mask = split.topic_mask.numpy(), split.answer_mask.numpy()
 
     labels, hops, chains_raw, chains_filtered, capped = [], [], [], [], 0
@@ -132,9 +134,9 @@ def build_supervision(
         offsets = np.repeat(c_ent_ptr[:-1], np.diff(c_edge_ptr))
         part = _supervise(
             c_ent_ptr,
-            edge_index[0, e0:e1] + offsets,
-            edge_index[1, e0:e1] + offsets,
-            rel[e0:e1],
+            edge_index[0, e0:e1].astype(np.int64) + offsets,
+            edge_index[1, e0:e1].astype(np.int64) + offsets,
+            rel[e0:e1].astype(np.int64),
             topic_mask[n0:n1],
             answer_mask[n0:n1],
             max_chains,
@@ -165,8 +167,7 @@ def build_supervision(
 def _chunks(split: SplitGraphs, chunk_states: int) -> list[tuple[int, int]]:
     """Consecutive question ranges of at most ``chunk_states`` BFS states (>= 1 question)."""
     num_q = len(split)
-    q_of_node = torch.repeat_interleave(torch.arange(num_q), split.num_entities)
-    topics = torch.zeros(num_q, dtype=torch.long).index_add_(0, q_of_node, split.topic_mask.long())
+    topics = torch.from_numpy(segment_sum(split.topic_mask.numpy(), split.ent_ptr.numpy()))
     cost = (torch.maximum(split.num_entities * topics, split.num_edges)).numpy()
     cum = np.concatenate([[0], np.cumsum(cost)])
     bounds, q0 = [], 0
@@ -322,7 +323,8 @@ def load_supervision(path: str | Path, key: str | None = None, split: SplitGraph
     if file_digest(path) != meta.get("sha256"):
         raise StaleSupervision(f"{path}: content does not match its checksum")
     try:
-        sup = Supervision(**torch.load(path, weights_only=True))
+        # mmap: the label array is paged in from the cache file and shared by DDP ranks
+        sup = Supervision(**torch.load(path, weights_only=True, mmap=True))
     except Exception as e:
         raise StaleSupervision(f"{path}: cannot be read ({e})") from e
     if split is not None and (

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from gsr_train.io import write_json
-from gsr_train.kg.index import KGIndex, SplitGraphs, default_cache_dir, has_text
+from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, KGIndex, SplitGraphs, default_cache_dir, has_text
 from gsr_train.text.embeddings import KGEmbeddings, embed_texts, get_embeddings, relation_texts
 from gsr_train.text.encoders import TextEncoder, load_encoder
 
@@ -101,13 +101,15 @@ def cosine_scores(
     cache_dir: str | Path | None = None,
     max_cells: int = 1 << 24,
     device: str | torch.device | None = None,
+    max_edges: int = DEFAULT_CHUNK_EDGES,
 ) -> torch.Tensor:
     """Score every edge of ``split`` (``[sum E]`` float32, higher = more relevant).
 
     ``question_emb`` is ``[Q, d]`` in split order. ``mode="verbalised"`` also needs
     ``index`` (for the triple strings) and the ``encoder`` that made ``emb`` (defaults to
     ``emb.encoder_name``) plus a ``cache_dir`` (defaults to the one ``emb`` came from).
-    ``max_cells`` bounds the size of the intermediate similarity blocks (memory).
+    ``max_cells`` bounds the size of the intermediate similarity blocks and ``max_edges``
+    the runs of graphs scored at once (memory).
     """
     if mode not in MODES:
         raise ValueError(f"cosine mode must be one of {MODES}, got {mode!r}")
@@ -125,7 +127,18 @@ def cosine_scores(
         triple_emb = embed_texts(texts, encoder or emb.encoder_name, cache_dir, kind="triples")
         return segment_cosine(question_emb, split.edge_ptr, inverse, triple_emb, max_cells, device)
 
-    # parts: one similarity per local entity, one per (question, relation), then gathers.
+    # parts, over runs of whole graphs (per-edge temporaries stay bounded on CWQ-sized splits)
+    out = torch.empty(split.total_edges, dtype=torch.float32, device=device)
+    for q0, q1, part in split.chunks(max_edges):
+        e0, e1 = int(split.edge_ptr[q0]), int(split.edge_ptr[q1])
+        out[e0:e1] = _parts_scores(part, question_emb[q0:q1], emb, max_cells, device)
+    return out
+
+
+def _parts_scores(split: SplitGraphs, question_emb: torch.Tensor, emb: KGEmbeddings, max_cells: int,
+                  device: torch.device) -> torch.Tensor:
+    """``cos(q,h) + cos(q,r) + cos(q,t)`` of every edge: one similarity per local entity and
+    per (question, relation), then gathers."""
     ent_score = segment_cosine(question_emb, split.ent_ptr, split.entity_ids, emb.entity, max_cells, device)
     ent_score = ent_score * emb.entity_has_text[split.entity_ids].to(device)  # no text: 0
     rel_score = segment_cosine(question_emb, split.edge_ptr, split.edge_rel, emb.relation, max_cells, device)

@@ -10,7 +10,8 @@ scatter pass. Results go to the project's one result format
 are returned for the metrics.
 
 When the projection table of the whole entity vocabulary would exceed
-``max_projection_bytes``, only the entities of the split being scored are projected.
+``max_projection_bytes`` (256 MB by default: a full WebQSP vocabulary at hidden 256 is
+1.8 GB, CWQ's several times that), only the entities of the split being scored are projected.
 
 On CPU, models of the paper's MLP shape are served by compiled kernels
 (:class:`~gsr_train.models.subgraphrag.serving.CompiledQuestionScorer`: one question at a
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import torch
 
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
@@ -38,7 +40,7 @@ from gsr_train.models.subgraphrag.serving import CompiledQuestionScorer
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_PROJECTION_BYTES = 4 << 30
+DEFAULT_MAX_PROJECTION_BYTES = 256 << 20
 SERVING_MODES = ("auto", "compiled", "torch")
 
 
@@ -101,7 +103,9 @@ class SubgraphRAGRetriever:
 
     def compiled(self, emb, split: SplitGraphs | None = None) -> CompiledQuestionScorer:
         """The compiled scorer over the current projections (built once per projection table)."""
-        proj = self.projections(emb, split)
+        return self._compiled_over(self.projections(emb, split), emb)
+
+    def _compiled_over(self, proj: Projections, emb) -> CompiledQuestionScorer:
         if self._compiled is None or self._compiled_for is not proj:
             self._compiled = CompiledQuestionScorer(self.scorer, proj, emb.relation)
             self._compiled_for = proj
@@ -115,42 +119,91 @@ class SubgraphRAGRetriever:
         return retriever
 
     # ---------------------------------------------------------------- projections
+    def _row_bytes(self, emb) -> int:
+        """Bytes of one entity's projection row (plus its unit-length copy for cosine features)."""
+        return 4 * (2 * self.scorer.config.hidden + (emb.dim if self.scorer.has("cos_h") else 0))
+
+    def fits_whole(self, emb) -> bool:
+        """Whether the projections of the whole entity vocabulary fit ``max_projection_bytes``."""
+        return emb.entity.shape[0] * self._row_bytes(emb) <= self.max_projection_bytes
+
     def projections(self, emb, split: SplitGraphs | None = None) -> Projections:
-        """Projections of all entities (once), or of the split's entities when the table would be too big."""
-        whole = emb.entity.shape[0] * 2 * self.scorer.config.hidden * 4 <= self.max_projection_bytes
-        key = (id(emb.entity), id(emb.relation)) if whole or split is None else (id(emb.entity), id(split))
+        """Projections of all entities (kept), or only of ``split``'s entities when the whole
+        table would exceed ``max_projection_bytes``."""
+        whole = self.fits_whole(emb) or split is None
+        key = (id(emb.entity), id(emb.relation)) if whole else (id(emb.entity), id(split))
         if self._proj is None or self._proj_key != key:
             t0 = time.perf_counter()
-            entities = None if whole or split is None else split.entity_ids
-            self._proj = self.scorer.precompute(emb.entity, emb.entity_has_text, emb.relation, entities)
+            self._proj = self.scorer.precompute(emb.entity, emb.entity_has_text, emb.relation,
+                                                None if whole else split.entity_ids)
             self._proj_key = key
             self.timings["precompute_s"] = time.perf_counter() - t0
-            log.info("projected %d entities and %d relations in %.2fs", self._proj.ent.shape[0] - 1,
+            log.log(logging.INFO if whole else logging.DEBUG,  # per-run tables: summed up by score_split
+                    "projected %d entities and %d relations in %.2fs", self._proj.ent.shape[0] - 1,
                      self._proj.rel.shape[0], self.timings["precompute_s"])
         return self._proj
+
+    def parts(self, emb, split: SplitGraphs) -> list[tuple[int, int]]:
+        """Question runs scored with one projection table each: the whole split when the
+        vocabulary's table fits the budget, else runs whose local entities (an upper bound
+        on their distinct ones) fit it, so memory stays bounded on CWQ-sized splits."""
+        if self.fits_whole(emb) or not len(split):
+            return [(0, len(split))]
+        max_nodes = max(self.max_projection_bytes // self._row_bytes(emb), 1)
+        ptr = split.ent_ptr.numpy()
+        bounds, q0 = [], 0
+        while q0 < len(split):
+            q1 = int(np.searchsorted(ptr, ptr[q0] + max_nodes, side="right")) - 1
+            q1 = min(max(q1, q0 + 1), len(split))
+            bounds.append((q0, q1))
+            q0 = q1
+        return bounds
 
     # ---------------------------------------------------------------- scoring
     @torch.no_grad()
     def score_split(self, split: SplitGraphs, question_emb: torch.Tensor, emb, graphs_per_batch: int = 128,
                     features: NodeFeatures | None = None) -> torch.Tensor:
-        """``FloatTensor[sum E]`` scores (logits) of every triple of ``split`` (CPU)."""
+        """``FloatTensor[sum E]`` scores (logits) of every triple of ``split`` (CPU).
+
+        ``features``: the split's structural features when the caller has them (torch path).
+        """
         if question_emb.shape[0] != len(split):
             raise ValueError(f"question_emb has {question_emb.shape[0]} rows, the split has {len(split)} questions")
-        if self.uses_compiled:  # one question at a time; DDE inside the kernels (``features`` not needed)
-            compiled = self.compiled(emb, split)
+        scores = torch.empty(split.total_edges)
+        bounds = self.parts(emb, split)
+        timings = {"precompute_s": 0.0, "features_s": 0.0, "scoring_s": 0.0}
+        for q0, q1 in bounds:
+            part = split if len(bounds) == 1 else split.slice(q0, q1)
+            e0, e1 = int(split.edge_ptr[q0]), int(split.edge_ptr[q1])
             t0 = time.perf_counter()
-            scores = torch.empty(int(split.edge_ptr[-1]) if len(split) else 0)
+            proj = self.projections(emb, part)
+            timings["precompute_s"] += time.perf_counter() - t0
+            part_features = features if len(bounds) == 1 else None
+            self._score_part(part, question_emb[q0:q1], emb, proj, graphs_per_batch, part_features,
+                             scores[e0:e1], timings)
+        if len(bounds) > 1:
+            # a run's table is of no use to the next call
+            self._proj = self._proj_key = self._compiled = self._compiled_for = None
+            log.info("scored %d questions in %d runs of bounded projection tables (%.2fs projecting)",
+                     len(split), len(bounds), timings["precompute_s"])
+        self.timings.update(timings)
+        return scores
+
+    def _score_part(self, split: SplitGraphs, question_emb: torch.Tensor, emb, proj: Projections,
+                    graphs_per_batch: int, features: NodeFeatures | None, out: torch.Tensor,
+                    timings: dict[str, float]) -> None:
+        if self.uses_compiled:  # one question at a time; DDE inside the kernels (``features`` not needed)
+            compiled = self._compiled_over(proj, emb)
+            t0 = time.perf_counter()
             for s, e in batches(len(split), graphs_per_batch, None, "SubgraphRAG: scoring", threshold=16):
-                compiled.score_split(split, question_emb, scores, range(s, e), workers=self.workers)
-            self.timings.update(features_s=0.0, scoring_s=time.perf_counter() - t0)
-            return scores
-        proj = self.projections(emb, split)
+                compiled.score_split(split, question_emb, out, range(s, e), workers=self.workers)
+            timings["scoring_s"] += time.perf_counter() - t0
+            return
         cfg = self.scorer.config
         t0 = time.perf_counter()
         if features is None:
             features = node_features(split, cfg.structure, cfg.dde_forward, cfg.dde_reverse)
         t1 = time.perf_counter()
-        scores = torch.empty(int(split.edge_ptr[-1]) if len(split) else 0)
         for s, e in batches(len(split), graphs_per_batch, None, "SubgraphRAG: scoring", threshold=16):
             qs = torch.arange(s, e)
             batch = make_batch(split, qs, features, question_emb, emb.entity, emb.entity_has_text, emb.relation,
@@ -158,9 +211,9 @@ class SubgraphRAGRetriever:
             edge_ids = batch.edge_ids
             if self.device.type != "cpu":
                 batch = _to(batch, self.device)
-            scores[edge_ids] = self.scorer.forward_projected(proj, batch).float().cpu()
-        self.timings.update(features_s=t1 - t0, scoring_s=time.perf_counter() - t1)
-        return scores
+            out[edge_ids] = self.scorer.forward_projected(proj, batch).float().cpu()
+        timings["features_s"] += t1 - t0
+        timings["scoring_s"] += time.perf_counter() - t1
 
     @torch.no_grad()
     def score_question(self, graph: QuestionGraph, question_emb: torch.Tensor, emb) -> torch.Tensor:

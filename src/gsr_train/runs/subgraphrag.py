@@ -65,14 +65,12 @@ def settings(cfg: DictConfig) -> tuple[dict, dict, dict]:
 
 def model_meta(index, emb, data_name: str) -> dict:
     """What a checkpoint needs to be matched with its inputs again."""
-    from gsr_train.io import stable_hash
-
     return {
         "encoder_name": emb.encoder_name,
         "dim": emb.dim,
         "relation_text": emb.meta.get("relation_text"),
-        "entity_vocab_hash": stable_hash(index.entities),
-        "relation_vocab_hash": stable_hash(index.relations),
+        "entity_vocab_hash": index.entities.fingerprint(),
+        "relation_vocab_hash": index.relations.fingerprint(),
         "num_entities": len(index.entities),
         "num_relations": len(index.relations),
         "index_key": index.key,

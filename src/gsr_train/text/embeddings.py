@@ -39,7 +39,8 @@ import torch
 
 from gsr_train.io import atomic_dir, file_digest, write_json
 from gsr_train.progress import progress
-from gsr_train.kg.index import KGIndex, default_cache_dir, has_text
+from gsr_train.kg.index import KGIndex, default_cache_dir
+from gsr_train.kg.vocab import StringVocab
 from gsr_train.text.encoders import TextEncoder, load_encoder
 
 log = logging.getLogger(__name__)
@@ -86,15 +87,32 @@ def relation_texts(relations: Sequence[str], mode: str = "raw") -> list[str]:
 
 
 def texts_hash(texts: Sequence[str], encode_mask: np.ndarray | None = None) -> str:
-    """Stable key of a text list and of which rows get encoded (NUL-separated SHA-256)."""
+    """Stable key of a text list and of which rows get encoded (NUL-separated SHA-256).
+
+    A :class:`~gsr_train.kg.vocab.StringVocab` is hashed from its byte buffers in chunks
+    (same key as the equal list of strings, without building millions of Python strings).
+    """
     h = hashlib.sha256(f"texts:{len(texts)}\0".encode())
-    for t in texts:
-        h.update(t.encode("utf-8", "surrogatepass"))
-        h.update(b"\0")
+    if isinstance(texts, StringVocab):
+        _hash_vocab(h, texts)
+    else:
+        for t in texts:
+            h.update(t.encode("utf-8", "surrogatepass"))
+            h.update(b"\0")
     if encode_mask is not None and not bool(np.all(encode_mask)):
         h.update(b"mask\0")
         h.update(np.packbits(np.asarray(encode_mask, dtype=bool)).tobytes())
     return h.hexdigest()[:24]
+
+
+def _hash_vocab(h, vocab: StringVocab, chunk: int = 1 << 18) -> None:
+    """Feed ``name\\0`` for every name of ``vocab`` into ``h``, ``chunk`` names at a time."""
+    offsets, data = vocab.offsets, vocab.data
+    for s in range(0, len(vocab), chunk):
+        e = min(s + chunk, len(vocab))
+        part = offsets[s:e + 1].astype(np.int64)
+        block = np.asarray(data[part[0]:part[-1]], dtype=np.uint8)
+        h.update(np.insert(block, part[1:] - part[0], 0).tobytes())
 
 
 def _file_check(path: Path, sample: bool) -> str:
@@ -125,7 +143,8 @@ class EmbeddingTable:
 
     def __init__(self, texts: Sequence[str], encoder: TextEncoder, cache_dir: str | Path,
                  kind: str = "texts", encode_mask: Sequence[bool] | np.ndarray | None = None) -> None:
-        self.texts = list(texts)
+        # a StringVocab (entity names: millions) stays as its memory-mapped buffers
+        self.texts = texts if isinstance(texts, StringVocab) else list(texts)
         self.encoder = encoder
         self.kind = kind
         self.mask = (np.ones(len(self.texts), dtype=bool) if encode_mask is None
@@ -184,8 +203,13 @@ class EmbeddingTable:
         return self.load()
 
     # --------------------------------------------------------------- building
-    def _plan(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+    def _plan(self) -> tuple[Sequence[str], np.ndarray, np.ndarray]:
         """Distinct texts to encode (longest first), their first row, and each row's representative."""
+        if isinstance(self.texts, StringVocab):  # names are distinct: no dictionary needed
+            rows = np.flatnonzero(self.mask)
+            lengths = np.diff(np.asarray(self.texts.offsets, dtype=np.int64))[rows]
+            rows = rows[np.argsort(-lengths, kind="stable")]
+            return _Rows(self.texts, rows), rows, np.arange(len(self.texts))
         first: dict[str, int] = {}
         rep = np.arange(len(self.texts))
         for i in np.flatnonzero(self.mask).tolist():
@@ -253,6 +277,19 @@ class EmbeddingTable:
                  time.perf_counter() - t0, self.folder)
 
 
+class _Rows:
+    """``rows`` of a vocabulary as a lazily sliced sequence: ``[s:e]`` materialises only that chunk."""
+
+    def __init__(self, vocab: StringVocab, rows: np.ndarray) -> None:
+        self.vocab, self.rows = vocab, rows
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+    def __getitem__(self, item: slice) -> list[str]:
+        return self.vocab.take(self.rows[item])
+
+
 def _progress(total: int, done: int, show: bool | None, description: str):
     """Rich progress over texts (shown for long jobs or when asked); yields an advance(n)."""
     return progress(total, description, show, threshold=2000, done=done)
@@ -287,7 +324,7 @@ def get_embeddings(index: KGIndex, encoder: TextEncoder | str | Mapping = "minil
     for split in splits:
         index[split]  # clear KeyError naming the available splits
 
-    has = np.fromiter((has_text(e) for e in index.entities), dtype=bool, count=len(index.entities))
+    has = index.entity_has_text().numpy()
     tables = {"entity": EmbeddingTable(index.entities, encoder, cache_dir, "entity", has),
               "relation": EmbeddingTable(relation_texts(index.relations, relation_text), encoder,
                                          cache_dir, f"relation:{relation_text}")}

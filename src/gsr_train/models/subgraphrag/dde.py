@@ -133,7 +133,7 @@ class NodeFeatures:
     """
 
     table: torch.Tensor  # [D, C]
-    rows: torch.Tensor  # [sum N] long
+    rows: torch.Tensor  # [sum N] int32 (long beyond 2**31 distinct rows)
 
     @classmethod
     def from_dense(cls, features: torch.Tensor) -> "NodeFeatures":
@@ -151,6 +151,34 @@ class NodeFeatures:
 
 
 def node_features(split: SplitGraphs, structure: str = "dde", forward_rounds: int = 2,
-                  reverse_rounds: int = 2) -> NodeFeatures:
-    """:func:`structure_features` of a split, stored as distinct rows (:class:`NodeFeatures`)."""
-    return NodeFeatures.from_dense(structure_features(split, structure, forward_rounds, reverse_rounds))
+                  reverse_rounds: int = 2, max_edges: int = 2_000_000) -> NodeFeatures:
+    """:func:`structure_features` of a split, stored as distinct rows (:class:`NodeFeatures`).
+
+    Graphs are disjoint, so the features are computed over runs of whole graphs of at most
+    ``max_edges`` edges and only each run's distinct rows are kept: peak memory follows the
+    run, not the split (a full CWQ split has ~100M edges). The result is the same as one
+    pass over the whole split: the table is the sorted distinct rows of all runs.
+    """
+    tables, rows = [], []
+    for _q0, _q1, part in split.chunks(max_edges):
+        feats = NodeFeatures.from_dense(structure_features(part, structure, forward_rounds, reverse_rounds))
+        tables.append(feats.table)
+        rows.append(feats.rows)
+    if not tables:
+        tables, rows = [torch.zeros(1, structure_channels(structure, forward_rounds, reverse_rounds))], []
+    if len(tables) == 1:
+        return NodeFeatures(tables[0], rows[0].to(_row_dtype(tables[0].shape[0])) if rows
+                            else torch.zeros(0, dtype=torch.int32))
+    merged = NodeFeatures.from_dense(torch.cat(tables))
+    dtype = _row_dtype(merged.table.shape[0])
+    offsets = np.cumsum([0] + [t.shape[0] for t in tables[:-1]])
+    out = torch.empty(sum(r.numel() for r in rows), dtype=dtype)
+    at = 0
+    for off, r in zip(offsets, rows):
+        out[at:at + r.numel()] = merged.rows[r + int(off)]
+        at += r.numel()
+    return NodeFeatures(merged.table, out)
+
+
+def _row_dtype(num_rows: int) -> torch.dtype:
+    return torch.int32 if num_rows < 2**31 else torch.long

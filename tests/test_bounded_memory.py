@@ -1,0 +1,124 @@
+"""Stages that work over runs of graphs (bounded memory) give the same numbers as one pass.
+
+At real size a split has 10-100M edges, so DDE features, cosine scores, SubgraphRAG
+projections and supervision checks run over bounded runs of whole graphs; these tests force
+tiny runs on the real webqsp_mini graphs and compare with the one-pass results.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gsr_train.arrays import segment_sum
+from gsr_train.data.triple_datamodule import trainable_questions
+from gsr_train.kg.index import get_index
+from gsr_train.kg.paths import build_supervision, get_supervision
+from gsr_train.kg.vocab import StringVocab
+from gsr_train.models.subgraphrag.dde import NodeFeatures, node_features, structure_features
+from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer
+from gsr_train.retrievers.cosine import cosine_scores
+from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
+from gsr_train.text.embeddings import get_embeddings, texts_hash
+
+SPLITS = ["train", "validation", "test"]
+
+
+@pytest.fixture(scope="module")
+def mini(webqsp_mini, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("bounded")
+    index = get_index(webqsp_mini, SPLITS, cache_dir=cache, skip_invalid=True)
+    emb = get_embeddings(index, {"name": "hashing", "dim": 32}, cache)
+    return index, emb, cache
+
+
+@pytest.mark.parametrize("structure", ["dde", "topic"])
+def test_node_features_over_runs_equal_one_pass(mini, structure):
+    index, _, _ = mini
+    split = index["train"]
+    whole = NodeFeatures.from_dense(structure_features(split, structure))
+    for max_edges in (300, 4000):
+        runs = node_features(split, structure, max_edges=max_edges)
+        assert len(split.chunk_bounds(max_edges)) > 3
+        assert runs.rows.dtype == torch.int32
+        assert torch.equal(runs.table, whole.table)
+        assert torch.equal(runs.rows.long(), whole.rows)
+
+
+@pytest.mark.parametrize("serving", ["compiled", "torch"])
+def test_projection_budget_splits_scoring_without_changing_scores(mini, serving):
+    index, emb, _ = mini
+    torch.manual_seed(0)
+    scorer = TripleScorer(ScorerConfig.from_options({"hidden": 24, "cos_features": True, "qr_product": True},
+                                                    emb.dim)).eval()
+    split = index["test"]
+    whole = SubgraphRAGRetriever(scorer, serving=serving)
+    small = SubgraphRAGRetriever(scorer, serving=serving, max_projection_bytes=200_000)
+    assert whole.fits_whole(emb) and not small.fits_whole(emb)
+    runs = small.parts(emb, split)
+    assert len(runs) > 3 and runs[0][0] == 0 and runs[-1][1] == len(split)
+    assert all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+    a = whole.score_split(split, emb.question["test"], emb, graphs_per_batch=16)
+    b = small.score_split(split, emb.question["test"], emb, graphs_per_batch=16)
+    assert torch.allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_cosine_over_runs_equals_one_pass(mini):
+    index, emb, _ = mini
+    split = index["test"]
+    one = cosine_scores(split, emb.question["test"], emb, max_edges=10**9)
+    runs = cosine_scores(split, emb.question["test"], emb, max_edges=500)
+    assert torch.allclose(one, runs, atol=1e-6, rtol=0)
+
+
+def test_vocab_texts_hash_equals_list_hash_and_embeddings_match(mini, tmp_path):
+    index, emb, _ = mini
+    names = list(index.entities)
+    assert isinstance(index.entities, StringVocab)
+    assert texts_hash(index.entities) == texts_hash(names)
+    mask = index.entity_has_text().numpy()
+    assert texts_hash(index.entities, mask) == texts_hash(names, mask)
+    # the vocabulary path and the list path embed the same rows
+    from gsr_train.text.embeddings import embed_texts
+
+    listed = embed_texts(names, {"name": "hashing", "dim": 32}, tmp_path, kind="entity", encode_mask=mask)
+    assert torch.equal(listed, emb.entity)
+
+
+def test_segment_sum_matches_a_loop():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        sizes = rng.integers(0, 4, rng.integers(0, 12))
+        ptr = np.concatenate([[0], np.cumsum(sizes)])
+        values = rng.random(int(ptr[-1]) + int(rng.integers(0, 3))) < 0.5  # may run past ptr[-1]
+        expected = [int(values[a:b].sum()) for a, b in zip(ptr[:-1], ptr[1:])]
+        assert segment_sum(values, ptr).tolist() == expected
+
+
+def test_trainable_questions_and_supervision_over_runs(mini):
+    index, _, cache = mini
+    split = index["train"]
+    sup = get_supervision(index, "train", cache)
+    keep, skipped = trainable_questions(split, sup.triple_label)
+    per_q = torch.zeros(len(split), dtype=torch.long).index_add_(0, split.edge_question(), sup.triple_label.long())
+    expected = ((split.num_edges > 0) & (per_q > 0)).nonzero().flatten()
+    assert torch.equal(keep, expected) and skipped["kept"] == expected.numel()
+    assert torch.equal(sup.num_positives(split), per_q)
+    small = build_supervision(split, chunk_states=2000)
+    assert torch.equal(small.triple_label, sup.triple_label) and torch.equal(small.hops, sup.hops)
+    assert small.chains_raw == sup.chains_raw
+
+
+def test_results_name_triples_from_the_mapped_vocabulary(mini, tmp_path):
+    from gsr_train.eval.results import read_results, write_results
+    from gsr_train.eval.retrieval import edge_ranks
+
+    index, emb, _ = mini
+    split = index["test"]
+    scores = cosine_scores(split, emb.question["test"], emb)
+    path = tmp_path / "r.jsonl"
+    write_results(path, index, "test", scores, 7)
+    back, _ = read_results(path, index, "test")  # names -> edges of each question again
+    assert torch.equal(edge_ranks(split, back, max_rank=7), edge_ranks(split, scores, max_rank=7))
+    assert torch.equal(split.global_edges_at(torch.arange(split.total_edges)), split.global_edges())
+    assert torch.equal(split.edge_owner(torch.arange(split.total_edges)), split.edge_question())
