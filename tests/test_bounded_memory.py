@@ -122,3 +122,27 @@ def test_results_name_triples_from_the_mapped_vocabulary(mini, tmp_path):
     assert torch.equal(edge_ranks(split, back, max_rank=7), edge_ranks(split, scores, max_rank=7))
     assert torch.equal(split.global_edges_at(torch.arange(split.total_edges)), split.global_edges())
     assert torch.equal(split.edge_owner(torch.arange(split.total_edges)), split.edge_question())
+
+
+def test_kg_wide_statistics_over_runs_equal_one_pass(mini, monkeypatch):
+    """Schema triples, GSR relation subjects and pseudo-question subjects read the splits run by run."""
+    from gsr_train.data.gsr_data import relation_subjects
+    from gsr_train.kg.index import SplitGraphs
+    from gsr_train.kg.schema import split_triples
+    from gsr_train.llm.steps.pseudo_questions import subjects_by_relation
+
+    index, _, _ = mini
+    relations = list(index.relations)[:40]
+
+    def compute():
+        return (split_triples(index, SPLITS), relation_subjects(index, SPLITS, per_relation=5),
+                subjects_by_relation(index, SPLITS, relations, max_subjects=5))
+
+    one = compute()
+    whole = SplitGraphs.global_edge_chunks
+    monkeypatch.setattr(SplitGraphs, "global_edge_chunks", lambda self, max_edges=0: whole(self, 250))
+    assert len(index["train"].chunk_bounds(250)) > 10
+    runs = compute()
+    assert torch.equal(one[0], runs[0])
+    assert one[1] == runs[1] and one[1]
+    assert one[2] == runs[2] and one[2][0] and one[2][1]

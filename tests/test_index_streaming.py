@@ -188,3 +188,30 @@ def test_damaged_index_file_is_rebuilt_not_trusted(corpus, tmp_path, caplog):
     assert torch.equal(again["test"].edge_rel, expected)
     assert "rebuilding KG index" in caplog.text
     assert np.array_equal(np.fromfile(target, dtype=np.int32), expected.numpy())
+
+
+def test_index_and_embeddings_pickle_as_their_files(corpus, tmp_path):
+    """ddp_spawn pickles the data module to every rank: the arrays must travel as paths."""
+    import pickle
+
+    import io
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401  (registers torch's tensor reducers)
+
+    from gsr_train.text.embeddings import get_embeddings
+
+    index = get_index(corpus, SPLITS, cache_dir=tmp_path)
+    emb = get_embeddings(index, {"name": "hashing", "dim": 16}, tmp_path)
+    for obj in (index, emb):
+        buf = io.BytesIO()
+        ForkingPickler(buf, pickle.HIGHEST_PROTOCOL).dump(obj)  # what torch.multiprocessing uses
+        assert len(buf.getvalue()) < 200_000
+        assert len(pickle.dumps(obj)) < 200_000  # by value this would be megabytes
+    again = pickle.loads(pickle.dumps(index))
+    _same(again, index)
+    emb2 = pickle.loads(pickle.dumps(emb))
+    assert torch.equal(emb2.entity, emb.entity) and torch.equal(emb2.question["test"], emb.question["test"])
+    # an in-memory index (no folder) still pickles by value
+    ref = build_index_in_memory(corpus, SPLITS, skip_invalid=False)
+    _same(pickle.loads(pickle.dumps(ref)), ref)

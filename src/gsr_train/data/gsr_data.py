@@ -322,18 +322,17 @@ def relation_subjects(index: KGIndex | None, splits: Sequence[str] = ("train",),
     ids = [lookup[e] for e in exclude if e in lookup]
     if ids:
         ban[torch.tensor(ids)] = True
-    pairs = []
+    num_e = len(index.entities)
+    parts = []  # distinct (relation, head) keys run by run (bounded memory on CWQ-sized splits)
     for s in splits:
         if s not in index.splits:
             continue
-        g = index[s].global_edges()
-        keep = named[g[:, 0]] & ~ban[g[:, 0]]
-        pairs.append(g[keep][:, :2])
-    if not pairs:
+        for g in index[s].global_edge_chunks():
+            keep = named[g[:, 0]] & ~ban[g[:, 0]]
+            parts.append(torch.unique(g[keep, 1] * num_e + g[keep, 0]))
+    if not parts:
         return {}
-    both = torch.cat(pairs)
-    num_e = len(index.entities)
-    keys = torch.unique(both[:, 1] * num_e + both[:, 0]).numpy()
+    keys = torch.unique(torch.cat(parts)).numpy()
     rng = np.random.default_rng(seed)
     noise = rng.random(len(keys))
     rel = keys // num_e

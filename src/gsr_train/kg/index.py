@@ -173,6 +173,11 @@ class SplitGraphs:
         tails = self.entity_ids[self.edge_index[1] + offsets]
         return torch.stack([heads.long(), self.edge_rel.long(), tails.long()], dim=1)
 
+    def global_edge_chunks(self, max_edges: int = DEFAULT_CHUNK_EDGES) -> Iterator[torch.Tensor]:
+        """:meth:`global_edges` run by run (at most ``max_edges`` rows each, in edge order)."""
+        for _q0, _q1, part in self.chunks(max_edges):
+            yield part.global_edges()
+
     def slice(self, start: int, stop: int) -> "SplitGraphs":
         """Questions ``start:stop`` as a SplitGraphs of views (no copy of the id arrays)."""
         start, stop = max(0, int(start)), min(len(self), int(stop))
@@ -253,6 +258,15 @@ class KGIndex:
         if split not in self.splits:
             raise KeyError(f"split {split!r} not in the index (have {sorted(self.splits)})")
         return self.splits[split]
+
+    def __reduce_ex__(self, protocol):
+        """An index opened from its folder pickles as the folder: a DDP rank started with
+        ``ddp_spawn`` maps the same files again (pages shared through the page cache) instead
+        of receiving a copy of every array."""
+        folder = self.meta.get("folder") if isinstance(self.meta, dict) else None
+        if folder and Path(folder, "meta.json").exists():
+            return open_index, (folder, self.key or None, False)
+        return super().__reduce_ex__(protocol)
 
     def entity_has_text(self) -> torch.Tensor:
         return torch.from_numpy(names_have_text(self.entities))
@@ -352,7 +366,7 @@ def open_index(folder: str | Path, key: str | None = None, verify: bool = True) 
     except (KeyError, ValueError, OSError, json.JSONDecodeError) as e:  # a damaged file that kept its size
         raise StaleCache(f"{folder}: cannot be read ({type(e).__name__}: {e})") from e
     return KGIndex(vocabs["entities"], vocabs["relations"], splits, meta.get("skips", {}), meta.get("key", ""),
-                   meta)
+                   {**meta, "folder": str(folder)})
 
 
 def default_cache_dir() -> Path:

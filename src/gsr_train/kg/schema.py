@@ -214,10 +214,12 @@ def build_schema(entity_types: EntityTypes, triples: torch.Tensor, min_support: 
 
 def split_triples(index, splits: Sequence[str]) -> torch.Tensor:
     """Distinct global triples of the given splits of a KG index (the KG the schema summarises)."""
-    parts = [index[s].global_edges() for s in splits]
+    num_e, num_r = len(index.entities), len(index.relations)
+    # distinct triples run by run, then across runs: never all edges of all splits at once
+    parts = [_unique_triples(g, num_e, num_r) for s in splits for g in index[s].global_edge_chunks()]
     if not parts:
         return torch.zeros(0, 3, dtype=torch.long)
-    return _unique_triples(torch.cat(parts), len(index.entities), len(index.relations))
+    return _unique_triples(torch.cat(parts), num_e, num_r)
 
 
 def _unique_triples(triples: torch.Tensor, num_e: int, num_r: int) -> torch.Tensor:

@@ -71,6 +71,25 @@ class KGEmbeddings:
     encoder_name: str
     meta: dict = field(default_factory=dict)
 
+    def __reduce_ex__(self, protocol):
+        """Tables loaded from the cache pickle as their paths: a ``ddp_spawn`` rank maps the
+        same files (shared pages) instead of receiving copies of GB-sized matrices."""
+        paths = {kind: t.get("path") for kind, t in (self.meta.get("tables") or {}).items()}
+        wanted = {"entity", "relation", *(f"question:{s}" for s in self.question)}
+        if wanted <= set(paths) and all(p and Path(p).exists() for p in paths.values()):
+            return _reopen_embeddings, (paths, sorted(self.question), self.entity_has_text, self.dim,
+                                        self.encoder_name, self.meta)
+        return super().__reduce_ex__(protocol)
+
+
+def _reopen_embeddings(paths: dict, splits: list, entity_has_text, dim, encoder_name, meta) -> KGEmbeddings:
+    def table(kind: str) -> torch.Tensor:
+        return torch.from_numpy(np.load(paths[kind], mmap_mode="c"))
+
+    return KGEmbeddings(entity=table("entity"), entity_has_text=entity_has_text, relation=table("relation"),
+                        question={s: table(f"question:{s}") for s in splits}, dim=dim,
+                        encoder_name=encoder_name, meta=meta)
+
 
 def relation_words(relation: str) -> str:
     """``people.person.place_of_birth`` -> ``people person place of birth``."""

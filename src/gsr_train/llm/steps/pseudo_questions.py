@@ -47,15 +47,31 @@ def subjects_by_relation(index, splits, relations: list[str], max_subjects: int 
     wanted = torch.tensor([rel_id[r] for r in relations if r in rel_id], dtype=torch.long)
     if not len(wanted):
         return {}, {}
-    edges = torch.cat([index[s].global_edges() for s in splits])  # [E, 3] head, rel, tail
-    edges = edges[torch.isin(edges[:, 1], wanted)]
-    has_text = index.entity_has_text()
-    edges = edges[has_text[edges[:, 0]]]
-    if not len(edges):
-        return {}, {}
     num_e = len(index.entities)
-    pair = edges[:, 1] * num_e + edges[:, 0]
-    uniq, counts = torch.unique(pair, return_counts=True)
+    has_text = index.entity_has_text()
+    # run by run (bounded memory): distinct (relation, head) keys with counts, and the first
+    # edge of every relation whose head and tail have text
+    keys, key_counts, first_edge = [], [], {}
+    for s in splits:
+        for edges in index[s].global_edge_chunks():  # [e, 3] head, rel, tail
+            edges = edges[torch.isin(edges[:, 1], wanted)]
+            edges = edges[has_text[edges[:, 0]]]
+            if not len(edges):
+                continue
+            uniq, counts = torch.unique(edges[:, 1] * num_e + edges[:, 0], return_counts=True)
+            keys.append(uniq)
+            key_counts.append(counts)
+            both = edges[has_text[edges[:, 2]]]
+            if len(both):
+                rels, first = torch.unique(both[:, 1], return_inverse=True)
+                pos = torch.full((len(rels),), len(both), dtype=torch.long).scatter_reduce(
+                    0, first, torch.arange(len(both)), reduce="amin")
+                for r, p in zip(rels.tolist(), pos.tolist()):
+                    first_edge.setdefault(r, both[p].tolist())
+    if not keys:
+        return {}, {}
+    uniq, inverse = torch.unique(torch.cat(keys), return_inverse=True)
+    counts = torch.zeros(len(uniq), dtype=torch.long).index_add_(0, inverse, torch.cat(key_counts))
     # most frequent head first, ties by id: sort by (relation, -count, head), then cut per relation
     rel_of, head_of = (uniq // num_e).numpy(), (uniq % num_e).numpy()
     order = np.lexsort((head_of, -counts.numpy(), rel_of))
@@ -64,15 +80,10 @@ def subjects_by_relation(index, splits, relations: list[str], max_subjects: int 
     subjects: dict[str, list[str]] = {}
     for r, heads in zip(rel_of[starts].tolist(), np.split(head_of, starts[1:])):
         subjects[index.relations[r]] = [index.entities[h] for h in heads[:max_subjects].tolist()]
-    both = edges[has_text[edges[:, 2]]]
     examples: dict[str, list[str]] = {}
-    if len(both):
-        rels, first = torch.unique(both[:, 1], return_inverse=True)
-        pos = torch.full((len(rels),), len(both), dtype=torch.long).scatter_reduce(
-            0, first, torch.arange(len(both)), reduce="amin")
-        for r, p in zip(rels.tolist(), pos.tolist()):
-            h, _, t = both[p].tolist()
-            examples[index.relations[r]] = [index.entities[h], index.relations[r], index.entities[t]]
+    for r in sorted(first_edge):
+        h, _, t = first_edge[r]
+        examples[index.relations[r]] = [index.entities[h], index.relations[r], index.entities[t]]
     return subjects, examples
 
 
