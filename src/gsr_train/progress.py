@@ -1,8 +1,45 @@
-"""One rich progress bar for long loops (embedding, scoring, decoding): shown only when worth it."""
+"""One rich progress bar for long loops (embedding, scoring, decoding): shown only when worth it.
+
+Without a terminal (a cluster job writing to a log file) a live bar shows nothing until it
+ends, so there the same loops log a line every ``LOG_EVERY_SECONDS`` instead: done / total,
+rate and the time left.
+"""
 from __future__ import annotations
 
 import contextlib
+import logging
+import sys
+import time
 from typing import Callable, Iterator
+
+log = logging.getLogger(__name__)
+LOG_EVERY_SECONDS = 30.0
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class _LogProgress:
+    """``advance(n)`` that logs progress and ETA at most every ``every`` seconds."""
+
+    def __init__(self, total: int, description: str, done: int, every: float) -> None:
+        self.total, self.description, self.done, self.every = total, description, done, every
+        self.start_done, self.t0 = done, time.monotonic()
+        self.last = self.t0
+
+    def __call__(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last < self.every and self.done < self.total:
+            return
+        self.last = now
+        rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
+        left = (self.total - self.done) / rate if rate > 0 else float("inf")
+        log.info("%s: %d/%d (%.1f%%), %.0f/s, elapsed %s, ETA %s", self.description, self.done, self.total,
+                 100.0 * self.done / max(self.total, 1), rate, _duration(now - self.t0),
+                 _duration(left) if left != float("inf") else "?")
 
 
 @contextlib.contextmanager
@@ -12,6 +49,9 @@ def progress(total: int, description: str, show: bool | None = None, threshold: 
     than ``threshold`` units of work remain. Without a bar ``advance`` does nothing."""
     if not (show if show is not None else total - done > threshold):
         yield lambda n=1: None
+        return
+    if not sys.stderr.isatty() and not transient:  # a log file: periodic lines, not a live bar
+        yield _LogProgress(total, description, done, LOG_EVERY_SECONDS)
         return
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)

@@ -1,7 +1,8 @@
 """Embedding store: every distinct text embedded once per encoder, memory-mapped from disk.
 
 Text encoders are the slowest frozen stage of the pipeline (gte-large over a CWQ entity
-vocabulary runs for hours), so their output is cached as float32 ``.npy`` tables, one per
+vocabulary runs for hours), so their output is cached as float32 (or, with the encoder
+option ``dtype: float16``, half the size) ``.npy`` tables, one per
 text list (entity names, relation names, questions of a split, verbalised triples):
 
     cache_dir/embeddings/<encoder.key>/<input-hash>/{embeddings.npy, meta.json}
@@ -53,6 +54,7 @@ PROGRESS_FILE = "progress.json"
 # plus a checksum of their first and last MiB (a full pass over GBs would dominate loading).
 FULL_VERIFY_BYTES = 1 << 30
 RELATION_TEXT_MODES = ("raw", "words")
+STORAGE_DTYPES = {"float32": np.float32, "float16": np.float16}
 
 
 class StaleEmbeddings(RuntimeError):
@@ -161,7 +163,11 @@ class EmbeddingTable:
     """One cached matrix: the embeddings of ``texts`` by ``encoder`` (rows in text order)."""
 
     def __init__(self, texts: Sequence[str], encoder: TextEncoder, cache_dir: str | Path,
-                 kind: str = "texts", encode_mask: Sequence[bool] | np.ndarray | None = None) -> None:
+                 kind: str = "texts", encode_mask: Sequence[bool] | np.ndarray | None = None,
+                 dtype: str = "float32") -> None:
+        if dtype not in STORAGE_DTYPES:
+            raise ValueError(f"embedding dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+        self.dtype = dtype
         # a StringVocab (entity names: millions) stays as its memory-mapped buffers
         self.texts = texts if isinstance(texts, StringVocab) else list(texts)
         self.encoder = encoder
@@ -171,6 +177,8 @@ class EmbeddingTable:
         if self.mask.shape != (len(self.texts),):
             raise ValueError(f"{kind}: encode_mask has shape {self.mask.shape}, expected ({len(self.texts)},)")
         self.input_hash = texts_hash(self.texts, self.mask)
+        if dtype != "float32":  # a float16 table is another table (the float32 one stays valid)
+            self.input_hash = f"{self.input_hash}-{dtype}"
         self.root = Path(cache_dir) / "embeddings" / encoder.key
         self.folder = self.root / self.input_hash
         self.partial = self.root / f".{self.input_hash}.partial"
@@ -178,7 +186,7 @@ class EmbeddingTable:
     # ---------------------------------------------------------------- loading
     def expected_meta(self) -> dict[str, Any]:
         return {"format": STORE_FORMAT, "encoder_key": self.encoder.key, "input_hash": self.input_hash,
-                "rows": len(self.texts), "dim": self.encoder.dim, "dtype": "float32"}
+                "rows": len(self.texts), "dim": self.encoder.dim, "dtype": self.dtype}
 
     def load(self) -> torch.Tensor:
         """The cached matrix as a copy-on-write memory map; :class:`StaleEmbeddings` if unusable."""
@@ -202,9 +210,9 @@ class EmbeddingTable:
             matrix = np.load(path, mmap_mode="c")
         except ValueError as e:
             raise StaleEmbeddings(f"{path}: cannot be read ({e})") from e
-        if matrix.shape != (len(self.texts), self.encoder.dim) or matrix.dtype != np.float32:
+        if matrix.shape != (len(self.texts), self.encoder.dim) or matrix.dtype != STORAGE_DTYPES[self.dtype]:
             raise StaleEmbeddings(f"{path}: shape {matrix.shape} {matrix.dtype}, expected "
-                                  f"({len(self.texts)}, {self.encoder.dim}) float32")
+                                  f"({len(self.texts)}, {self.encoder.dim}) {self.dtype}")
         return torch.from_numpy(matrix)
 
     def get(self, chunk_rows: int | None = None, progress: bool | None = None) -> torch.Tensor:
@@ -247,14 +255,15 @@ class EmbeddingTable:
             saved = json.loads(progress_path.read_text())
             if all(saved.get(k) == v for k, v in marker.items()):
                 matrix = np.lib.format.open_memmap(self.partial / MATRIX_FILE, mode="r+")
-                if matrix.shape == (len(self.texts), self.encoder.dim) and matrix.dtype == np.float32:
+                if (matrix.shape == (len(self.texts), self.encoder.dim)
+                        and matrix.dtype == STORAGE_DTYPES[self.dtype]):
                     done = int(saved["done"])
                     if 0 <= done <= n_unique:
                         log.info("resuming %s embeddings at %d/%d", self.kind, done, n_unique)
                         return matrix, done
         shutil.rmtree(self.partial, ignore_errors=True)
         self.partial.mkdir(parents=True)
-        matrix = np.lib.format.open_memmap(self.partial / MATRIX_FILE, mode="w+", dtype=np.float32,
+        matrix = np.lib.format.open_memmap(self.partial / MATRIX_FILE, mode="w+", dtype=STORAGE_DTYPES[self.dtype],
                                            shape=(len(self.texts), self.encoder.dim))
         write_json(progress_path, {**marker, "done": 0})
         return matrix, 0
@@ -273,7 +282,7 @@ class EmbeddingTable:
                 if tuple(vectors.shape) != (e - s, self.encoder.dim):
                     raise ValueError(f"encoder {self.encoder.name!r} returned shape {tuple(vectors.shape)} "
                                      f"for {e - s} texts (expected dim {self.encoder.dim})")
-                matrix[rows[s:e]] = vectors.detach().to(torch.float32).cpu().numpy()
+                matrix[rows[s:e]] = vectors.detach().to(torch.float32).cpu().numpy().astype(matrix.dtype, copy=False)
                 matrix.flush()
                 write_json(self.partial / PROGRESS_FILE, {**marker, "done": e})
                 encoded += e - s
@@ -337,6 +346,11 @@ def get_embeddings(index: KGIndex, encoder: TextEncoder | str | Mapping = "minil
     t0 = time.perf_counter()
     if relation_text is None:
         relation_text = str(encoder.get("relation_text", "raw")) if hasattr(encoder, "get") else "raw"
+    # storage dtype of the tables (encoder option ``dtype: float16`` halves them; rows are
+    # widened to float32 where they are used)
+    dtype = str(encoder.get("dtype", "float32") or "float32") if hasattr(encoder, "get") else "float32"
+    if dtype not in STORAGE_DTYPES:
+        raise ValueError(f"encoder option dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
     encoder = load_encoder(encoder)
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     splits = list(index.splits) if splits is None else list(splits)
@@ -344,13 +358,14 @@ def get_embeddings(index: KGIndex, encoder: TextEncoder | str | Mapping = "minil
         index[split]  # clear KeyError naming the available splits
 
     has = index.entity_has_text().numpy()
-    tables = {"entity": EmbeddingTable(index.entities, encoder, cache_dir, "entity", has),
+    tables = {"entity": EmbeddingTable(index.entities, encoder, cache_dir, "entity", has, dtype),
               "relation": EmbeddingTable(relation_texts(index.relations, relation_text), encoder,
-                                         cache_dir, f"relation:{relation_text}")}
+                                         cache_dir, f"relation:{relation_text}", dtype=dtype)}
     for split in splits:
-        tables[f"question:{split}"] = EmbeddingTable(index[split].questions, encoder, cache_dir, f"question:{split}")
+        tables[f"question:{split}"] = EmbeddingTable(index[split].questions, encoder, cache_dir,
+                                                     f"question:{split}", dtype=dtype)
     matrices = {kind: table.get(progress=progress) for kind, table in tables.items()}
-    meta = {**encoder.describe(), "relation_text": relation_text, "cache_dir": str(cache_dir),
+    meta = {**encoder.describe(), "relation_text": relation_text, "dtype": dtype, "cache_dir": str(cache_dir),
             "tables": {kind: {"input_hash": t.input_hash, "path": str(t.folder / MATRIX_FILE),
                               "rows": len(t.texts)} for kind, t in tables.items()},
             "seconds": round(time.perf_counter() - t0, 3)}

