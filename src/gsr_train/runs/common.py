@@ -81,6 +81,55 @@ def label_path(cfg: DictConfig, split: str) -> str | None:
     return str(path) if path else None
 
 
+class PreflightError(ValueError):
+    """Inputs a run needs are missing or wrong: found before any long work starts."""
+
+
+def preflight(cfg: DictConfig, splits: Sequence[str] = (), label_splits: Sequence[str] = (),
+              checkpoints: dict[str, Any] | None = None, encoder: Any = None) -> None:
+    """Check every input the run will need, before the index, embeddings or training.
+
+    ``splits``: splits the run reads (each must be in ``data.splits`` and, for a local
+    folder, have its file(s)); ``label_splits``: splits whose ``data.labels`` file must exist
+    when one is configured; ``checkpoints``: ``{option name: path}`` that must be files
+    (``auto`` and empty values are skipped); ``encoder``: an encoder config that must load.
+    All problems are reported at once, each naming the option to fix.
+    """
+    from gsr_train.data.rows import split_files
+
+    problems: list[str] = []
+    configured = list(cfg.data.get("splits") or [])
+    for split in dict.fromkeys(s for s in splits if s):
+        if configured and split not in configured:
+            problems.append(f"split {split!r} is not in data.splits {configured}")
+    data_dir = cfg.data.get("dir")
+    if data_dir and Path(str(data_dir)).is_dir():
+        for split in dict.fromkeys(s for s in [*configured, *splits] if s):
+            try:
+                split_files(Path(str(data_dir)), split)
+            except (FileNotFoundError, FileExistsError) as e:
+                problems.append(f"data.dir: {e}")
+    elif data_dir and (str(data_dir).startswith(("/", ".", "~")) or Path(str(data_dir)).suffix):
+        problems.append(f"data.dir={data_dir} does not exist")
+    for split in label_splits:
+        path = label_path(cfg, split)
+        if path and not Path(path).is_file():
+            problems.append(f"data.labels.{split}={path} does not exist")
+    for option, path in (checkpoints or {}).items():
+        if path and str(path) != "auto" and not Path(str(path)).exists():
+            problems.append(f"{option}={path} does not exist")
+    if encoder is not None:
+        from gsr_train.text.encoders import load_encoder
+
+        try:
+            load_encoder(OmegaConf.to_container(encoder, resolve=True) if isinstance(encoder, DictConfig)
+                         else encoder)
+        except Exception as e:  # unknown name or option, model folder missing, hub offline
+            problems.append(f"encoder: {e}")
+    if problems:
+        raise PreflightError("cannot start the run:\n  - " + "\n  - ".join(problems))
+
+
 def is_rank_zero() -> bool:
     """True in the process that writes results (global rank 0; always true without DDP)."""
     from lightning_fabric.utilities.rank_zero import rank_zero_only

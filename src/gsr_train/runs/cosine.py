@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import cache_dir, label_path, output_dir, resolve_data_dir, save_figures
+from gsr_train.runs.common import cache_dir, label_path, output_dir, preflight, resolve_data_dir, save_figures
 
 
 def run(cfg: DictConfig) -> dict:
     from gsr_train.retrievers.cosine import run_cosine
 
     split = cfg.get("split", "test")
+    preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)
     result = run_cosine(
         resolve_data_dir(cfg),
         split=split,

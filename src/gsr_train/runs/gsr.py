@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, log_final_metrics, make_trainer, output_dir, resume_path,
-                                   save_figures)
+from gsr_train.runs.common import (PreflightError, cache_dir, fit_state, is_rank_zero, log_final_metrics, make_trainer,
+                                   output_dir, preflight, resume_path, save_figures)
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +259,10 @@ def run(cfg: DictConfig) -> float | None:
     from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
 
     g = cfg.gsr
+    for mode in g.get("eval_modes", ["unconstrained"]):
+        if mode not in ("unconstrained", "constrained"):
+            raise PreflightError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
+    preflight(cfg, checkpoints={"gsr.eval_only": g.get("eval_only"), "resume": cfg.get("resume")})
     if cfg.model.get("pretrained") and not g.get("eval_only"):
         resolve_pretrained(cfg.model.pretrained)  # fail before any data work when the hub is unreachable
     torch.set_num_threads(int(g.get("threads") or torch.get_num_threads()))

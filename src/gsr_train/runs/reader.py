@@ -39,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
 from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, load_kg_index, make_trainer, output_dir,
-                                   resolve_data_dir, resume_path)
+                                   preflight, resolve_data_dir, resume_path)
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,8 @@ def run(cfg: DictConfig) -> float:
     qa = cfg.qa
     if qa.get("threads"):
         torch.set_num_threads(int(qa.threads))
+    preflight(cfg, splits=[qa.get("train_split"), str(qa.eval_split)],
+              checkpoints={"resume": cfg.get("resume")})  # qa.eval_only may name a hub adapter
     out = output_dir(cfg)
     timings: dict[str, float] = {}
     fmt, k = str(qa.format), int(qa.k)

@@ -19,8 +19,8 @@ from typing import Any, Mapping, Sequence
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, label_path, load_kg_index, log_final_metrics, make_trainer,
-                                   output_dir, resume_path, save_figures)
+from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, label_path, load_kg_index, log_final_metrics,
+                                   make_trainer, output_dir, preflight, resume_path, save_figures)
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,11 @@ def run(cfg: DictConfig) -> dict:
     keep_freed_memory()
     if run_cfg["threads"]:
         torch.set_num_threads(int(run_cfg["threads"]))
+    preflight(cfg, splits=[run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]],
+              label_splits=[run_cfg["eval_split"]],
+              checkpoints={"subgraphrag.eval_only": run_cfg["eval_only"], "subgraphrag.ckpt_path": run_cfg["ckpt_path"],
+                           "resume": cfg.get("resume")},
+              encoder=cfg.encoder)
     out = output_dir(cfg)
     timings: dict[str, float] = {}
 

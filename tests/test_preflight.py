@@ -1,0 +1,57 @@
+"""Fail fast: a run checks every input it will need before the index, embeddings or training."""
+from __future__ import annotations
+
+import pytest
+
+from gsr_train.runs.common import PreflightError
+
+from .conftest import compose_config
+from .subgraphrag_toy import toy_run_overrides
+
+
+def _cfg(tmp_path, **settings):
+    return compose_config(toy_run_overrides(tmp_path, settings=settings))
+
+
+def test_missing_label_file_checkpoint_and_bad_encoder_reported_together_before_work(tmp_path):
+    from gsr_train.runs.subgraphrag import run
+
+    cfg = _cfg(tmp_path, **{"+data.labels.test": tmp_path / "nope.jsonl",
+                            "subgraphrag.eval_only": tmp_path / "missing.ckpt", "encoder.name": "no-such-encoder"})
+    with pytest.raises(PreflightError) as err:
+        run(cfg)
+    message = str(err.value)
+    assert "data.labels.test=" in message and "nope.jsonl does not exist" in message
+    assert "subgraphrag.eval_only=" in message and "missing.ckpt" in message
+    assert "encoder:" in message and "no-such-encoder" in message
+    assert not (tmp_path / "cache" / "kg_index").exists()  # nothing was built
+
+
+def test_unknown_split_and_missing_split_file_are_named(tmp_path):
+    from gsr_train.runs.subgraphrag import run
+
+    cfg = _cfg(tmp_path, **{"subgraphrag.eval_split": "dev"})
+    with pytest.raises(PreflightError, match=r"split 'dev' is not in data.splits"):
+        run(cfg)
+    cfg = _cfg(tmp_path)
+    (tmp_path / "data" / "validation.jsonl.gz").unlink()
+    with pytest.raises(PreflightError, match=r"no file for split 'validation'"):
+        run(cfg)
+    assert not (tmp_path / "cache" / "kg_index").exists()
+
+
+def test_missing_resume_checkpoint_fails_before_training(tmp_path):
+    from gsr_train.runs.subgraphrag import run
+
+    cfg = _cfg(tmp_path, **{"subgraphrag.ckpt_path": tmp_path / "gone" / "last.ckpt"})
+    with pytest.raises(PreflightError, match="subgraphrag.ckpt_path=.*last.ckpt does not exist"):
+        run(cfg)
+
+
+def test_cosine_run_checks_its_label_file(tmp_path):
+    from gsr_train.runs.cosine import run
+
+    overrides = toy_run_overrides(tmp_path, settings={"+data.labels.test": tmp_path / "labels.jsonl"})
+    overrides = [o for o in overrides if not o.startswith(("+experiment=", "model."))] + ["+experiment=cosine_baseline"]
+    with pytest.raises(PreflightError, match="data.labels.test=.*labels.jsonl does not exist"):
+        run(compose_config(overrides))
