@@ -146,3 +146,55 @@ def test_kg_wide_statistics_over_runs_equal_one_pass(mini, monkeypatch):
     assert torch.equal(one[0], runs[0])
     assert one[1] == runs[1] and one[1]
     assert one[2] == runs[2] and one[2][0] and one[2][1]
+
+
+def test_float16_tables_halve_the_store_and_score_like_float32(mini):
+    index, emb32, cache = mini
+    emb16 = get_embeddings(index, {"name": "hashing", "dim": 32, "dtype": "float16"}, cache)
+    assert emb16.entity.dtype == torch.float16 and emb16.meta["dtype"] == "float16"
+    from pathlib import Path
+
+    size = lambda e: Path(e.meta["tables"]["entity"]["path"]).stat().st_size  # noqa: E731
+    assert size(emb16) < 0.55 * size(emb32)
+    assert torch.allclose(emb16.entity.float(), emb32.entity, atol=1e-3)
+    split = index["test"]
+    a = cosine_scores(split, emb32.question["test"], emb32)
+    b = cosine_scores(split, emb16.question["test"], emb16)
+    assert torch.allclose(a, b, atol=5e-3)
+    torch.manual_seed(0)
+    scorer = TripleScorer(ScorerConfig.from_options({"hidden": 16, "cos_features": True}, 32)).eval()
+    for serving in ("compiled", "torch"):
+        s32 = SubgraphRAGRetriever(scorer, serving=serving).score_split(split, emb32.question["test"], emb32)
+        s16 = SubgraphRAGRetriever(scorer, serving=serving).score_split(split, emb16.question["test"], emb16)
+        assert torch.allclose(s32, s16, atol=5e-2)
+    with pytest.raises(ValueError, match="dtype"):
+        get_embeddings(index, {"name": "hashing", "dim": 32, "dtype": "int8"}, cache)
+
+
+def _rowwise_similarities(split, question_emb, emb):
+    """classic.similarities computed row by row: free of the BLAS blocking that makes a
+    similarity's last bit depend on which questions share a matmul (ties then swap ranks)."""
+    import torch.nn.functional as F
+
+    node_q = torch.repeat_interleave(torch.arange(len(split)), split.num_entities)
+    edge_q = split.edge_question()
+    q = F.normalize(question_emb.float(), dim=-1)
+    ent = F.normalize(emb.entity[split.entity_ids.long()].float(), dim=-1)
+    rel = F.normalize(emb.relation[split.edge_rel.long()].float(), dim=-1)
+    has_text = emb.entity_has_text[split.entity_ids.long()].bool()
+    node_sim = (ent * q[node_q]).sum(1)
+    return torch.where(has_text, node_sim, torch.zeros_like(node_sim)), has_text, (rel * q[edge_q]).sum(1)
+
+
+@pytest.mark.parametrize("method", ["triplets", "paths", "pcst"])
+def test_classic_retrievers_over_runs_equal_one_pass(mini, method, monkeypatch):
+    import gsr_train.retrievers.classic as classic
+
+    monkeypatch.setattr(classic, "similarities", _rowwise_similarities)
+    index, emb, _ = mini
+    split = index["test"].slice(0, 40)
+    q = emb.question["test"][:40]
+    one = classic.classic_scores(split, q, emb, method, max_edges=10**9)
+    runs = classic.classic_scores(split, q, emb, method, max_edges=3000)
+    assert len(split.chunk_bounds(3000)) > 3
+    assert torch.equal(one, runs)

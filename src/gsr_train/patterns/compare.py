@@ -28,6 +28,8 @@ from typing import Any, Sequence
 
 import torch
 
+from gsr_train.arrays import segment_sum
+
 from gsr_train.io import write_json
 from gsr_train.io import atomic_write
 
@@ -56,9 +58,8 @@ def _recall(split, scores: torch.Tensor, ks: Sequence[int], limit: int | None) -
 
 def _mean_retrieved(split, scores: torch.Tensor, cap: int, limit: int | None) -> float:
     n = len(split) if limit is None else min(limit, len(split))
-    found = torch.isfinite(scores[: int(split.edge_ptr[n])]).long()
-    owner = split.edge_question()[: found.numel()]
-    per_q = torch.zeros(n, dtype=torch.long).index_add_(0, owner, found).clamp(max=cap)
+    found = torch.isfinite(scores[: int(split.edge_ptr[n])]).numpy()
+    per_q = torch.from_numpy(segment_sum(found, split.edge_ptr[: n + 1].numpy())).clamp(max=cap)
     return float(per_q.float().mean()) if n else 0.0
 
 

@@ -131,14 +131,13 @@ def write_pattern_results(path: str | Path, index: KGIndex, split_name: str, run
 
     split = index[split_name]
     scores = subgraph_scores(split, run.subgraphs)
-    trip = split.global_edges()
     ents, rels = index.entities, index.relations
     subs_field, pats_field = [], []
     for q, subs in enumerate(run.subgraphs):
         base = int(split.edge_ptr[q])
         rows = []
         for s in subs:
-            t = trip[[base + e for e in s.edges]].tolist()
+            t = split.global_edges_at(torch.tensor([base + e for e in s.edges], dtype=torch.long)).tolist()
             rows.append({"distance": round(s.distance, 6), "pattern": s.pattern,
                          "triples": [[ents[h], rels[r], ents[tl]] for h, r, tl in t]})
         subs_field.append(rows)

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 import torch
 
-from gsr_train.kg.index import SplitGraphs
+from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, SplitGraphs
 from gsr_train.retrievers.cosine import segment_cosine
 
 log = logging.getLogger(__name__)
@@ -210,14 +210,25 @@ def path_scores(split: SplitGraphs, node_value: torch.Tensor, edge_value: torch.
 
 
 def classic_scores(split: SplitGraphs, question_emb: torch.Tensor, emb, method: str,
-                   options: Mapping[str, Any] | None = None) -> torch.Tensor:
-    """``FloatTensor[sum E]`` scores of a classic retriever (``-inf`` = not retrieved)."""
+                   options: Mapping[str, Any] | None = None, max_edges: int = DEFAULT_CHUNK_EDGES) -> torch.Tensor:
+    """``FloatTensor[sum E]`` scores of a classic retriever (``-inf`` = not retrieved).
+
+    Every question is scored on its own graph, so a big split is scored in runs of at most
+    ``max_edges`` edges (the per-edge temporaries stay bounded; same scores).
+    """
     if method not in METHODS:
         raise ValueError(f"classic method must be one of {METHODS}, got {method!r}")
     opts = merge_options(options)
     if question_emb.shape[0] != len(split):
         raise ValueError(f"question_emb has {question_emb.shape[0]} rows, the split has {len(split)} questions")
     num_e = int(split.edge_ptr[-1]) if len(split) else 0
+    bounds = split.chunk_bounds(max_edges) if len(split) else []
+    if len(bounds) > 1:
+        out = torch.empty(num_e)
+        for q0, q1 in bounds:
+            e0, e1 = int(split.edge_ptr[q0]), int(split.edge_ptr[q1])
+            out[e0:e1] = classic_scores(split.slice(q0, q1), question_emb[q0:q1], emb, method, opts, max_edges=num_e + 1)
+        return out
     if opts["ppr"]["enabled"]:
         from gsr_train.retrievers.ppr import ppr_keep
 
