@@ -85,6 +85,26 @@ def test_vocab_texts_hash_equals_list_hash_and_embeddings_match(mini, tmp_path):
     assert torch.equal(listed, emb.entity)
 
 
+def test_vocab_and_list_paths_batch_texts_in_the_same_order(mini, tmp_path):
+    """Encoders batch texts by length: the memory-mapped vocabulary must order them like a list
+    of str (characters, not UTF-8 bytes), or a real encoder's batches, hence the last bits of
+    its embeddings, differ from before."""
+    from gsr_train.arrays import utf8_char_lengths
+    from gsr_train.text.embeddings import EmbeddingTable
+    from gsr_train.text.encoders import load_encoder
+
+    index, _, _ = mini
+    names = list(index.entities)
+    assert any(len(n) != len(n.encode()) for n in names)  # the fixture has non-ASCII names
+    lengths = utf8_char_lengths(index.entities.offsets, index.entities.data, chunk_bytes=1000)
+    assert lengths.tolist() == [len(n) for n in names]
+    enc = load_encoder("hashing", dim=8)
+    mask = index.entity_has_text().numpy()
+    by_vocab = EmbeddingTable(index.entities, enc, tmp_path, "entity", mask)._plan()[1]
+    by_list = EmbeddingTable(names, enc, tmp_path, "entity", mask)._plan()[1]
+    assert np.array_equal(by_vocab, by_list)
+
+
 def test_segment_sum_matches_a_loop():
     rng = np.random.default_rng(0)
     for _ in range(300):

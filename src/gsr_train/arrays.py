@@ -121,3 +121,21 @@ def segment_sum(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
         # reduceat sums each start up to the next *given* start: correct, since the given
         # starts are exactly the non-empty segments, which are contiguous back to back
     return out
+
+
+def utf8_char_lengths(offsets: np.ndarray, data: np.ndarray, chunk_bytes: int = 1 << 24) -> np.ndarray:
+    """``[len(offsets) - 1]`` character counts of UTF-8 strings stored back to back (``data``
+    bytes, ``offsets`` boundaries): bytes that do not continue a character, summed per string,
+    a run of strings of about ``chunk_bytes`` at a time (the data may be a large memory map)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(offsets) - 1
+    out = np.zeros(max(n, 0), dtype=np.int64)
+    start = 0
+    while start < n:
+        end = int(np.searchsorted(offsets, offsets[start] + chunk_bytes, side="right")) - 1
+        end = min(max(end, start + 1), n)
+        lo, hi = int(offsets[start]), int(offsets[end])
+        starts_char = (np.asarray(data[lo:hi]) & 0xC0) != 0x80
+        out[start:end] = segment_sum(starts_char, offsets[start:end + 1] - lo)
+        start = end
+    return out

@@ -38,6 +38,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from gsr_train.arrays import utf8_char_lengths
 from gsr_train.io import atomic_dir, file_digest, write_json
 from gsr_train.progress import progress
 from gsr_train.kg.index import KGIndex, default_cache_dir
@@ -234,7 +235,8 @@ class EmbeddingTable:
         """Distinct texts to encode (longest first), their first row, and each row's representative."""
         if isinstance(self.texts, StringVocab):  # names are distinct: no dictionary needed
             rows = np.flatnonzero(self.mask)
-            lengths = np.diff(np.asarray(self.texts.offsets, dtype=np.int64))[rows]
+            # characters, not bytes: the same order, hence the same encoder batches, as a list of str
+            lengths = utf8_char_lengths(self.texts.offsets, self.texts.data)[rows]
             rows = rows[np.argsort(-lengths, kind="stable")]
             return _Rows(self.texts, rows), rows, np.arange(len(self.texts))
         first: dict[str, int] = {}
