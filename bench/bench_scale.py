@@ -206,7 +206,8 @@ def stages_for(rows: int, work: Path, args) -> dict:
         run_dir = work / "runs" / f"{name}-{tag}"
         shutil.rmtree(run_dir, ignore_errors=True)
         out = run_stage([PY, "train.py", "+experiment=subgraphrag_quickstart", f"data.dir={data}",
-                         f"data.name={shape}{name}", "encoder.name=hashing", "model.train.epochs=1",
+                         f"data.name={shape}{name}", "data.skip_invalid=true", "encoder.name=hashing",
+                         "model.train.epochs=1",
                          "trainer.enable_progress_bar=false", f"hydra.run.dir={run_dir}", *extra],
                         env, logs / f"{name}-{tag}.log", sample=True)
         figures = json.loads((run_dir / "results.json").read_text())
