@@ -107,6 +107,25 @@ def test_bad_results_are_named_or_counted(tmp_path, caplog):
             read_results(path, index, "test")
 
 
+def test_rows_rank_by_score_with_file_order_for_ties_and_reject_non_finite(tmp_path):
+    index = tiny_index(tmp_path)
+    path = tmp_path / "unsorted.jsonl"
+    ab, ac = ["A", "r1", "B"], ["A", "r2", "C"]
+    write_lines(path, [{"id": "q0", "triples": [ac, ab], "scores": [0.1, 0.9]}])  # written worst first
+    scores, _ = read_results(path, index, "test")
+    assert scores[:2].tolist() == [0.0, -1.0]  # A-r1-B (0.9) ranks first, not the file's first line
+    write_lines(path, [{"id": "q0", "triples": [ac, ab], "scores": [0.5, 0.5]}])
+    scores, _ = read_results(path, index, "test")
+    assert scores[:2].tolist() == [-1.0, 0.0]  # a tie keeps file order: the earlier line ranks higher
+    write_lines(path, [{"id": "q0", "triples": [ac, ab]}])
+    scores, _ = read_results(path, index, "test")
+    assert scores[:2].tolist() == [-1.0, 0.0]  # no scores: file order
+    for bad in ("NaN", "Infinity", "-Infinity"):
+        path.write_text('{"id": "q1", "triples": [["Y", "r2", "W"]], "scores": [%s]}\n' % bad)
+        with pytest.raises(TripleFileError, match=r"line 1 \(id 'q1'\): 'scores' must be finite: triple #0"):
+            read_results(path, index, "test")
+
+
 def test_write_rejects_bad_input(tmp_path):
     index = tiny_index(tmp_path)
     with pytest.raises(ValueError, match="k must be"):

@@ -147,7 +147,7 @@ class TripleRows:
     """Parsed id/triples rows, flattened: ``question[j]`` and ``rank[j]`` of ``triples[j]``."""
 
     question: torch.Tensor
-    rank: torch.Tensor
+    rank: torch.Tensor  # rank within its row: by score (highest first) when the row has scores, else file order
     triples: list[list[str]]
     line: list[int]
     rows: dict[int, dict]  # question position -> raw row
@@ -163,6 +163,16 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
         if isinstance(record, json.JSONDecodeError):
             raise _bad(path, lineno, None, record.msg)
         yield lineno, record
+
+
+def _score_ranks(scores: Sequence[float]) -> list[int]:
+    """Rank of each triple by score, highest first; equal scores keep file order (the earlier
+    line ranks higher), so a file ranks the same however its writer ordered it."""
+    values = np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-values, kind="stable")
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = np.arange(len(values))
+    return ranks.tolist()
 
 
 def read_triple_rows(
@@ -185,12 +195,18 @@ def read_triple_rows(
             isinstance(x, (list, tuple)) and len(x) == 3 and all(isinstance(s, str) for s in x) for x in trips
         ):
             raise _bad(path, lineno, qid, "'triples' must be a list of [head, relation, tail] strings")
+        order = range(len(trips))
         if check_scores and "scores" in raw:
             sc = raw["scores"]
             if not isinstance(sc, list) or len(sc) != len(trips) or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in sc
             ):
                 raise _bad(path, lineno, qid, f"'scores' must be {len(trips)} numbers, one per triple")
+            bad = [i for i, v in enumerate(sc) if not math.isfinite(v)]
+            if bad:
+                raise _bad(path, lineno, qid, f"'scores' must be finite: triple #{bad[0]} "
+                                              f"{trips[bad[0]]!r} has score {sc[bad[0]]} ({len(bad)} such)")
+            order = _score_ranks(sc)
         q = position.get(qid)
         if q is None:
             stats.unknown_ids += 1
@@ -204,7 +220,7 @@ def read_triple_rows(
         stats.rows += 1
         rows[q] = raw
         question.extend([q] * len(trips))
-        rank.extend(range(len(trips)))
+        rank.extend(order)
         triples.extend(trips)
         lines.extend([lineno] * len(trips))
     stats.triples += len(triples)
@@ -320,8 +336,10 @@ def read_results(
 ) -> tuple[torch.Tensor, list[list[dict]]]:
     """Map a results file back onto the split's edges.
 
-    Returns ``scores`` (FloatTensor[sum E]: listed triples get ``-rank`` so the file's order
-    is kept exactly, unlisted edges ``-inf``) and ``chains`` (per question, ``[]`` if none).
+    Returns ``scores`` (FloatTensor[sum E]: listed triples get ``-rank``, unlisted edges
+    ``-inf``) and ``chains`` (per question, ``[]`` if none). A row's triples rank by their
+    ``scores`` (highest first; equal scores: the earlier line first) when the row has scores,
+    else in file order; a non-finite score (NaN, inf) is an error naming the question.
     Unknown ids or triples not in the question's graph raise :class:`TripleFileError` naming
     file, line, id and triple, or are counted in ``stats`` with ``skip_unknown``. Questions
     missing from the file retrieve nothing (counted, logged).
