@@ -36,3 +36,54 @@ def test_atomic_dir_replaces_whole_folder_only_on_success(tmp_path):
             raise ValueError
     assert sorted(p.name for p in folder.iterdir()) == ["a"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+def _save_same_cache(folder, barrier):
+    barrier.wait()
+    with atomic_dir(folder) as tmp:
+        for i in range(20):
+            (tmp / f"part{i}").write_text(str(i) * 100)
+        (tmp / "done").write_text("ok")
+    assert (folder / "done").read_text() == "ok"  # every writer sees a complete folder after its block
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_forty_synchronized_writers_of_one_cache_all_succeed_and_leave_no_temp(tmp_path, existing):
+    import multiprocessing as mp
+
+    folder = tmp_path / "cache" / "key"
+    if existing:
+        folder.mkdir(parents=True)
+        (folder / "stale").write_text("old")
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(40)
+    procs = [ctx.Process(target=_save_same_cache, args=(folder, barrier)) for _ in range(40)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 40
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["done", *[f"part{i}" for i in range(20)]])
+    assert [p.name for p in folder.parent.iterdir()] == ["key"]  # no .tmp / .old folders
+
+
+def test_threads_writing_one_cache_all_succeed(tmp_path):
+    import threading
+
+    folder = tmp_path / "key"
+    barrier = threading.Barrier(16)
+    errors = []
+
+    def work():
+        try:
+            _save_same_cache(folder, barrier)
+        except BaseException as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert [p.name for p in tmp_path.iterdir()] == ["key"]

@@ -54,23 +54,71 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator
 
 
 @contextlib.contextmanager
+def _dir_lock(folder: Path) -> Iterator[None]:
+    """An exclusive flock on a directory (no lock file left behind); a no-op where flock is missing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
+
+@contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Build a directory under a temporary name and swap it in when the block succeeds."""
+    """Build a directory under a temporary name and swap it in when the block succeeds.
+
+    Concurrent writers of the same folder all succeed: the swap happens under a lock on the
+    parent folder. The folder that was there when the block started is replaced (a rebuild
+    of a stale copy) in one atomic exchange where the OS offers it, so readers never see it
+    missing; a folder that another writer published while this block ran is kept and this
+    block's copy dropped (folders written this way are keyed by their inputs). No
+    temporary folder survives, whatever happens.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    found = _inode(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
-        if path.exists():
-            old = path.with_name(f".{path.name}.old.{os.getpid()}")
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
+        with _dir_lock(path.parent):
+            now = _inode(path)
+            if now is None:
+                os.replace(tmp, path)
+            elif now == found:  # the copy we meant to replace
+                if not _exchange(tmp, path):
+                    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+                    os.replace(path, old / "x")
+                    os.replace(tmp, path)
+                    shutil.rmtree(old, ignore_errors=True)
+            # else: another writer published it while this block ran; keep theirs
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
