@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gsr_train.io import write_json
-from gsr_train.kg.index import default_cache_dir, get_index, index_key
+from gsr_train.kg.index import SplitOverlapError, default_cache_dir, get_index, index_key
 
 log = logging.getLogger("build_index")
 
@@ -64,6 +64,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--cache", "--cache-dir", dest="cache", default=None,
                         help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)")
     parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
+    parser.add_argument("--allow-overlap", action="store_true",
+                        help="accept splits that share question ids or rows (train/test leakage)")
     parser.add_argument("--batch-rows", type=int, default=64, help="questions per Arrow record batch")
     parser.add_argument("--json", default=None, help="summary JSON path")
     args = parser.parse_args(argv)
@@ -101,8 +103,12 @@ def main(argv=None) -> dict:
     meta_file = folder / "meta.json"
     before = meta_file.stat().st_mtime_ns if meta_file.exists() else None
     t0 = time.perf_counter()
-    index = get_index(data, splits=splits, cache_dir=cache, skip_invalid=args.skip_invalid,
-                      batch_rows=args.batch_rows)
+    try:
+        index = get_index(data, splits=splits, cache_dir=cache, skip_invalid=args.skip_invalid,
+                          batch_rows=args.batch_rows, allow_overlap=args.allow_overlap)
+    except SplitOverlapError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     seconds = time.perf_counter() - t0
     meta = index.meta or {}
     summary = {
@@ -112,7 +118,7 @@ def main(argv=None) -> dict:
         "seconds": round(seconds, 2), "peak_rss_mb": round(peak_rss_mb(), 1),
         "build_seconds": meta.get("build_seconds"), "build_peak_rss_mb": meta.get("build_peak_rss_mb"),
         "entities": len(index.entities), "relations": len(index.relations),
-        "bytes": folder_bytes(folder), "generated": generated, "splits": {},
+        "bytes": folder_bytes(folder), "generated": generated, "splits": {}, "overlap": meta.get("overlap") or {},
         "total_seconds": round(time.perf_counter() - t_start, 2),
     }
     for split in splits:

@@ -46,7 +46,7 @@ def test_cache_reused_then_rebuilt_on_change_and_truncation(tmp_path, caplog):
     assert again.key == first.key and os.stat(folder / "train" / "edge_rel.bin").st_mtime_ns == stamp
 
     # changed input -> new key, new folder
-    make_dataset(data, extra_test=[good_row(9)])
+    make_dataset(data, extra_test=[good_row(9, question="who is z married to")])
     changed = get_index(data, splits=("train", "test"), cache_dir=cache)
     assert changed.key != first.key and len(changed["test"]) == 2
 

@@ -165,9 +165,11 @@ def test_two_files_for_one_split_is_an_error_before_any_work(tmp_path):
 def test_bad_row_in_a_later_batch_names_row_and_field_and_skip_counts(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    rows = _rows(20)
-    rows[17]["graph"] = [["a", "", "b"]]
     for split in SPLITS:
+        rows = [{**r, "id": f"{split[:2]}{r['id']}", "question": f"{split} {r['question']}"} for r in _rows(20)]
+        if split == "train":
+            rows[17]["id"] = "q17"
+            rows[17]["graph"] = [["a", "", "b"]]
         _write_parquet(data / f"{split}.parquet", rows)
     with pytest.raises(RowError, match=r"row 'q17'.*field 'graph'"):
         get_index(data, SPLITS, cache_dir=tmp_path / "cache", batch_rows=4)

@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -394,8 +394,13 @@ def get_index(
     skip_invalid: bool = False,
     batch_rows: int = 64,
     show_progress: bool | None = None,
+    allow_overlap: bool = False,
 ) -> KGIndex:
-    """The cached index of ``source``: opened when valid, (re)built and saved otherwise."""
+    """The cached index of ``source``: opened when valid, (re)built and saved otherwise.
+
+    A question id or a whole row (question, answers, triples) found in two splits is
+    train/test leakage: :class:`SplitOverlapError` naming them, unless ``allow_overlap``.
+    """
     from gsr_train.kg.index_build import build_index_folder, build_lock
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -415,14 +420,35 @@ def get_index(
             return None
 
     index = try_open()
-    if index is not None:
-        return index
-    with build_lock(folder):
-        index = try_open()  # another process may have built it while we waited
-        if index is not None:
-            return index
-        t0 = time.perf_counter()
-        build_index_folder(source, splits, folder, key=key, skip_invalid=skip_invalid, batch_rows=batch_rows,
-                           show_progress=show_progress)
-        log.info("KG index built in %.1fs and cached at %s", time.perf_counter() - t0, folder)
-    return open_index(folder, key, verify=False)
+    if index is None:
+        with build_lock(folder):
+            index = try_open()  # another process may have built it while we waited
+            if index is None:
+                t0 = time.perf_counter()
+                build_index_folder(source, splits, folder, key=key, skip_invalid=skip_invalid,
+                                   batch_rows=batch_rows, show_progress=show_progress)
+                log.info("KG index built in %.1fs and cached at %s", time.perf_counter() - t0, folder)
+                index = open_index(folder, key, verify=False)
+    check_overlap(index, source, allow_overlap)
+    return index
+
+
+class SplitOverlapError(ValueError):
+    """The same question id or the same row is in two splits (train/test leakage)."""
+
+
+def check_overlap(index: KGIndex, source: Any, allow: bool = False) -> None:
+    """Raise :class:`SplitOverlapError` (or log a warning when ``allow``) for leaked examples."""
+    overlap = index.meta.get("overlap") or {}
+    if not overlap:
+        return
+    lines = []
+    for kind, what in (("ids", "question ids"), ("rows", "identical rows (question, answers, entities, triples)")):
+        for pair, found in (overlap.get(kind) or {}).items():
+            a, b = pair.split("|")
+            lines.append(f"{found['count']} {what} in both {a!r} and {b!r}, e.g. {', '.join(found['examples'][:5])}")
+    message = f"{source}: " + "; ".join(lines)
+    if allow:
+        log.warning("%s (allowed by allow_overlap)", message)
+        return
+    raise SplitOverlapError(message + ". Fix the splits, or set data.allow_overlap=true to use them anyway")

@@ -19,7 +19,12 @@ Folder layout (every array a raw little-endian file; dtypes and shapes in ``meta
     meta.json                       format, key, files {bytes, dtype, shape, check}, skips, counts
     vocab/{entities,relations}.{offsets,data,table,hashes}.bin
     <split>/{ent_ptr,entity_ids,topic_mask,answer_mask,edge_ptr,edge_index,edge_rel}.bin
+    <split>/row_hash.bin            uint64 fingerprint of each row (question, answers, set of triples)
     <split>/questions.jsonl         [id, question, answers] per question
+
+``meta.json`` also records train/test leakage found while building (``overlap``: question
+ids, or whole rows, present in two splits); :func:`gsr_train.kg.index.get_index` refuses
+such an index unless ``allow_overlap`` is set.
 """
 from __future__ import annotations
 
@@ -47,13 +52,13 @@ from gsr_train.progress import progress
 
 log = logging.getLogger(__name__)
 
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 PROGRESS_FILE = "progress.json"
 VOCABS = ("entities", "relations")
 # split arrays: name -> dtype (edge_index is [2, E]: heads then tails)
 SPLIT_ARRAYS = {"ent_ptr": "int64", "entity_ids": "int32", "topic_mask": "bool", "answer_mask": "bool",
-                "edge_ptr": "int64", "edge_index": "int32", "edge_rel": "int32"}
-_GROWING = {"entity_ids": "int32", "topic_mask": "bool", "answer_mask": "bool", "ent_count": "int64",
+                "edge_ptr": "int64", "edge_index": "int32", "edge_rel": "int32", "row_hash": "uint64"}
+_GROWING = {"row_hash": "uint64", "entity_ids": "int32", "topic_mask": "bool", "answer_mask": "bool", "ent_count": "int64",
             "edge_head": "int32", "edge_tail": "int32", "edge_rel": "int32", "edge_count": "int64"}
 
 
@@ -123,12 +128,12 @@ class _SplitWriter:
                 with open(d / f"{part}.part", "rb") as src:
                     shutil.copyfileobj(src, out, 1 << 24)
                 (d / f"{part}.part").unlink()
-        for name in ("entity_ids", "topic_mask", "answer_mask", "edge_rel"):
+        for name in ("entity_ids", "topic_mask", "answer_mask", "edge_rel", "row_hash"):
             os.replace(d / f"{name}.part", d / f"{name}.bin")
         n_nodes = self.files["entity_ids"].count
         n_edges = self.files["edge_rel"].count
         return {"ent_ptr": [n_q + 1], "entity_ids": [n_nodes], "topic_mask": [n_nodes], "answer_mask": [n_nodes],
-                "edge_ptr": [n_q + 1], "edge_index": [2, n_edges], "edge_rel": [n_edges]}
+                "edge_ptr": [n_q + 1], "edge_index": [2, n_edges], "edge_rel": [n_edges], "row_hash": [n_q]}
 
 
 class _VocabWriter:
@@ -209,7 +214,47 @@ def encode_batch(batch: RowBatch, ents: StringInterner, rels: StringInterner) ->
         out[name] = out[name][:n_nodes]
     for name in ("edge_head", "edge_tail", "edge_rel"):
         out[name] = out[name][:n_edges]
+    out["row_hash"] = row_fingerprints(batch, out)
     return out, int(dups)
+
+
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser (uint64 arithmetic wraps, as it should here)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def row_fingerprints(batch: RowBatch, out: dict) -> np.ndarray:
+    """One uint64 per row from its question, its answers, its topic and answer entities and the
+    *set* of its triples (order and duplicates ignored): equal fingerprints in two splits mean
+    the same example twice."""
+    import hashlib
+
+    text = np.fromiter((int.from_bytes(hashlib.blake2b(
+        (q + "\x1f" + "\x1e".join(sorted(a))).encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+        for q, a in zip(batch.questions, batch.answers)), dtype=np.uint64, count=len(batch))
+    node_start = np.concatenate([np.zeros(1, np.int64), np.cumsum(out["ent_count"])])[:-1]
+    base = np.repeat(node_start, out["edge_count"])
+    ids = out["entity_ids"].astype(np.uint64)
+    with np.errstate(over="ignore"):
+        edge = _mix64(ids[base + out["edge_head"]] * _MIX[0] ^ (out["edge_rel"].astype(np.uint64) + np.uint64(1))
+                      * _MIX[1] ^ ids[base + out["edge_tail"]] * _MIX[2])
+        total = np.concatenate([np.zeros(1, np.uint64), np.cumsum(edge, dtype=np.uint64)])
+        ptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(out["edge_count"])])
+        graph = total[ptr[1:]] - total[ptr[:-1]]  # order-independent sum per row
+        # topic and answer entities (as sets) are part of the example too
+        role = out["topic_mask"].astype(np.uint64) + np.uint64(2) * out["answer_mask"].astype(np.uint64)
+        node = np.where(role > 0, _mix64(ids * _MIX[2] + role), np.uint64(0))
+        node_total = np.concatenate([np.zeros(1, np.uint64), np.cumsum(node, dtype=np.uint64)])
+        nptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(out["ent_count"])])
+        marked = node_total[nptr[1:]] - node_total[nptr[:-1]]
+        return _mix64(text ^ _mix64(graph) ^ _mix64(marked + _MIX[1]))
 
 
 def _peak_rss_mb() -> float:
@@ -320,6 +365,7 @@ def _finish(partial: Path, folder: Path, saved: dict, shapes: dict, vocabs: dict
         files[f"{split}/questions.jsonl"] = {"bytes": path.stat().st_size, "check": file_check(path)}
     meta = {
         "format": INDEX_FORMAT, "key": saved["key"], "splits": saved["splits"], "files": files,
+        "overlap": split_overlap(partial, saved["splits"]),
         "skips": {s: saved["done"][s]["skips"] for s in saved["splits"]},
         "num_entities": len(vocabs["entities"].interner), "num_relations": len(vocabs["relations"].interner),
         "entity_fingerprint": vocabs["entities"].interner.vocab().fingerprint(),
@@ -338,6 +384,24 @@ def _finish(partial: Path, folder: Path, saved: dict, shapes: dict, vocabs: dict
     else:
         os.replace(partial, folder)
     return meta
+
+
+def split_overlap(folder: Path, splits: Sequence[str], examples: int = 10) -> dict:
+    """Question ids and whole rows found in two splits (train/test leakage), per split pair:
+    ``{"ids": {"train|test": {"count", "examples"}}, "rows": {...}}`` (empty when clean)."""
+    ids = {s: list(_question_ids(folder / s / "questions.jsonl")) for s in splits}
+    hashes = {s: np.fromfile(folder / s / "row_hash.bin", dtype=np.uint64) for s in splits}
+    found: dict = {"ids": {}, "rows": {}}
+    for i, a in enumerate(splits):
+        for b in splits[i + 1:]:
+            common = sorted(set(ids[a]) & set(ids[b]))
+            if common:
+                found["ids"][f"{a}|{b}"] = {"count": len(common), "examples": common[:examples]}
+            same, ia, ib = np.intersect1d(hashes[a], hashes[b], return_indices=True)
+            if len(same):
+                pairs = [f"{ids[a][x]} = {ids[b][y]}" for x, y in zip(ia[:examples], ib[:examples])]
+                found["rows"][f"{a}|{b}"] = {"count": int(len(same)), "examples": pairs}
+    return {k: v for k, v in found.items() if v}
 
 
 def _dtype_of(name: str) -> str:
