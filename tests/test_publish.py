@@ -99,3 +99,32 @@ def test_missing_token_and_bad_repo_id_are_clear_errors(folder, monkeypatch, cap
         publish(folder, "org/tiny", api=FakeApi())
     assert main(["publish", str(folder), "--repo-id", "no-slash", "--dry-run"]) == 2
     assert "ORG/NAME" in capsys.readouterr().err
+
+
+def test_dry_run_lists_exactly_what_the_upload_sends(folder, capsys):
+    """Nested dotfiles, bytecode and temp files: the plan and the real upload agree, file by file."""
+    from huggingface_hub.hf_api import DEFAULT_IGNORE_PATTERNS
+    from huggingface_hub.utils import filter_repo_objects
+
+    for rel in ("sub/.hidden", "sub/deeper/.env", ".top", "x.tmp", "sub/w.tmp", "__pycache__/a.pyc",
+                "sub/__pycache__/b.pyc", ".git/config", "sub/kept.json", "sub/deeper/kept.bin"):
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text("x")
+
+    class Api:  # what HfApi.upload_folder does with its arguments (its own filter + defaults), offline
+        def create_repo(self, **kwargs):
+            return None
+
+        def upload_folder(self, folder_path, ignore_patterns, **kwargs):
+            every = sorted(p.relative_to(folder_path).as_posix() for p in Path(folder_path).glob("**/*")
+                           if p.is_file())
+            self.sent = list(filter_repo_objects(every, ignore_patterns=[*ignore_patterns, *DEFAULT_IGNORE_PATTERNS]))
+            return "https://hub/commit"
+
+    planned = [name for name, _ in publish(folder, "org/tiny", dry_run=True, out=lambda *_: None).files]
+    api = Api()
+    publish(folder, "org/tiny", api=api, out=lambda *_: None)
+    assert planned == api.sent
+    assert "sub/kept.json" in planned and "sub/deeper/kept.bin" in planned
+    assert not any(part.startswith(".") or part == "__pycache__" or part.endswith(".tmp")
+                   for name in planned for part in name.split("/"))

@@ -19,7 +19,19 @@ from gsr_train.export.card import secret_values
 
 log = logging.getLogger(__name__)
 
-IGNORE = (".*", "*.tmp", "__pycache__/*")
+# hidden files and folders at any depth, temporary files, bytecode; the Hub client adds its own
+# defaults (.git, .cache/huggingface), which the plan applies too, so a dry run lists exactly the upload
+IGNORE = (".*", "*/.*", "*.tmp", "__pycache__/*", "*/__pycache__/*")
+
+
+def upload_list(folder: Path) -> list[str]:
+    """The relative paths ``HfApi.upload_folder(folder, ignore_patterns=IGNORE)`` uploads, by the
+    Hub client's own filter (same patterns, same defaults)."""
+    from huggingface_hub.hf_api import DEFAULT_IGNORE_PATTERNS
+    from huggingface_hub.utils import filter_repo_objects
+
+    paths = sorted(p.relative_to(folder).as_posix() for p in folder.glob("**/*") if p.is_file())
+    return list(filter_repo_objects(paths, ignore_patterns=[*IGNORE, *DEFAULT_IGNORE_PATTERNS]))
 
 
 @dataclass
@@ -48,8 +60,7 @@ def plan(folder: str | Path, repo_id: str, private: bool = False) -> PublishPlan
     card = folder / "README.md"
     if not card.exists():
         raise FileNotFoundError(f"{folder}: no README.md model card (export the folder with `gsr-train export`)")
-    files = sorted((str(p.relative_to(folder)), p.stat().st_size) for p in folder.rglob("*")
-                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    files = [(name, (folder / name).stat().st_size) for name in upload_list(folder)]
     return PublishPlan(folder, repo_id, private, files, card.read_text(encoding="utf-8"))
 
 
