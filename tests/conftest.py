@@ -50,7 +50,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def compose_config(overrides, **kwargs):
+def compose_config(overrides, config_name="config", **kwargs):
     """The project's Hydra config (``conf/config.yaml``) with ``overrides``, as ``train.py`` builds it."""
     from hydra import compose, initialize_config_dir
 
@@ -58,4 +58,4 @@ def compose_config(overrides, **kwargs):
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides), **kwargs)
+        return compose(config_name=config_name, overrides=list(overrides), **kwargs)

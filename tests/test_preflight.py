@@ -40,12 +40,20 @@ def test_unknown_split_and_missing_split_file_are_named(tmp_path):
     assert not (tmp_path / "cache" / "kg_index").exists()
 
 
-def test_missing_resume_checkpoint_fails_before_training(tmp_path):
+def test_resume_checks_before_training_one_way_to_resume(tmp_path):
     from gsr_train.runs.subgraphrag import run
 
-    cfg = _cfg(tmp_path, **{"subgraphrag.ckpt_path": tmp_path / "gone" / "last.ckpt"})
-    with pytest.raises(PreflightError, match="subgraphrag.ckpt_path=.*last.ckpt does not exist"):
+    cfg = _cfg(tmp_path, **{"resume": tmp_path / "gone" / "last.ckpt"})
+    with pytest.raises(PreflightError, match="resume=.*last.ckpt does not exist"):
         run(cfg)
+    other = tmp_path / "other_run" / "checkpoints" / "last.ckpt"
+    other.parent.mkdir(parents=True)
+    other.write_bytes(b"x")
+    with pytest.raises(PreflightError, match=r"belongs to the run folder .*other_run.*hydra.run.dir=.*resume=auto"):
+        run(_cfg(tmp_path, **{"resume": other}))
+    with pytest.raises(PreflightError, match="subgraphrag.ckpt_path is gone"):
+        run(_cfg(tmp_path, **{"+subgraphrag.ckpt_path": other}))
+    assert not (tmp_path / "cache" / "kg_index").exists()
 
 
 def test_cosine_run_checks_its_label_file(tmp_path):

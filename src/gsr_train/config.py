@@ -29,6 +29,39 @@ def default_cache_dir() -> Path:
     return index_cache_dir()
 
 
+def claim_run_dir(base: str) -> str:
+    """A new, empty run folder named ``base`` (or ``base_1``, ``base_2``, ... when taken).
+
+    ``os.mkdir`` either creates the folder or fails, so two runs started in the same second
+    (the folder names carry seconds) never share one. Resolved once per process (cached).
+    """
+    path = Path(base)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(10_000):
+        candidate = path if n == 0 else path.with_name(f"{path.name}_{n}")
+        try:
+            os.mkdir(candidate)
+            return str(candidate)
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"no free run folder next to {base}")
+
+
+GENERIC_FOLDER_NAMES = {"data", "splits", "rog", "dataset", "datasets"}
+
+
+def dataset_name(preset: str, data_dir: str | None = None, preset_dir: str | None = None) -> str:
+    """The name results and model cards carry: the preset's name while the preset's data is
+    used, otherwise a name from the folder (or hub id) actually read, so a ``data.dir``
+    override is never reported under the preset's name. ``data.name=...`` overrides it."""
+    if not data_dir or str(data_dir) in ("None", "null") or (preset_dir and str(data_dir) == str(preset_dir)):
+        return preset
+    path = Path(str(data_dir).rstrip("/"))
+    if path.name.lower() in GENERIC_FOLDER_NAMES and path.parent.name:
+        return path.parent.name
+    return path.name or str(data_dir)
+
+
 def register_resolvers() -> None:
     for name, fn in {
         "project_root": lambda: str(project_root()),
@@ -37,6 +70,10 @@ def register_resolvers() -> None:
     }.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
+    if not OmegaConf.has_resolver("dataset_name"):
+        OmegaConf.register_new_resolver("dataset_name", dataset_name)
+    if not OmegaConf.has_resolver("new_run_dir"):
+        OmegaConf.register_new_resolver("new_run_dir", claim_run_dir, use_cache=True)
 
 
 def dataclass_from_mapping(cls, cfg, label: str, positive: tuple[str, ...] = ()):

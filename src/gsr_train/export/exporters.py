@@ -112,7 +112,8 @@ def export_subgraphrag(src: Path, folder: Path) -> dict:
             "split": results.get("split", "test"), "encoder": meta.get("encoder_name"), "config": config,
             "metrics": metrics, "source": str(ckpt),
             "data_note": f"- text encoder (frozen; use the same one at inference): `{meta.get('encoder_name')}`, "
-                         f"{meta.get('dim')}-d\n- entity vocabulary hash: `{meta.get('entity_vocab_hash')}`"}
+                         f"{meta.get('dim')}-d\n- entity vocabulary hash: `{meta.get('entity_vocab_hash')}`"
+                         f"\n- training data fingerprint (KG index key): `{meta.get('index_key')}`"}
 
 
 # ---------------------------------------------------------------------- GSR

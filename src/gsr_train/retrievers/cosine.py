@@ -197,6 +197,7 @@ def run_cosine(
                                labelled_questions=labelled_questions, hops=sup.hops)
     timings["metrics_s"] = time.perf_counter() - t0
     result = {"method": f"cosine-{mode}", "encoder": enc.describe(), "split": split, "data": str(data_dir),
+              "data_fingerprint": index.key,
               "questions": len(graphs), "edges": int(graphs.edge_rel.numel()), "k": k,
               "relation_text": emb.meta["relation_text"], "labels": label_stats,
               "metrics": report.to_dict(), "timings": {n: round(v, 3) for n, v in timings.items()}}

@@ -25,12 +25,37 @@ def run_experiment(cfg: DictConfig) -> Any:
     """Seed, then call the experiment's runner (``cfg.runner`` is a dotted function path)."""
     import pytorch_lightning as pl
 
+    from gsr_train.runs.run_folder import mark_finished
+
     pl.seed_everything(cfg.seed, workers=True)
     runner = hydra.utils.get_method(cfg.runner)
     try:
-        return runner(cfg)
+        result = runner(cfg)
     finally:
         finish_trackers()
+    if is_rank_zero():
+        mark_finished(output_dir(cfg), cfg.get("experiment_name"))
+    return result
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are the user's to fix (a wrong option, a missing file, bad rows): one message, no traceback."""
+    from gsr_train.data.rows import DataFileError, RowError
+    from gsr_train.eval.results import TripleFileError
+    from gsr_train.kg.index import SplitOverlapError
+
+    return (PreflightError, SplitOverlapError, RowError, DataFileError, TripleFileError)
+
+
+def report_user_errors(fn, *args: Any) -> Any:
+    """``fn(*args)``; a user error becomes ``error: ...`` on stderr and exit status 2."""
+    import sys
+
+    try:
+        return fn(*args)
+    except user_errors() as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def finish_trackers() -> None:
@@ -72,11 +97,26 @@ def load_kg_index(cfg: DictConfig):
         splits=tuple(cfg.data.splits),
         cache_dir=cache_dir(cfg),
         skip_invalid=bool(cfg.data.get("skip_invalid", False)),
+        allow_overlap=bool(cfg.data.get("allow_overlap", False)),
     )
 
 
 def label_path(cfg: DictConfig, split: str) -> str | None:
-    labels = cfg.data.get("labels") or {}
+    """The labelled-triples file of ``split``, or None.
+
+    ``data.labels`` is a mapping ``{split: file}`` (each file must exist), or a file name
+    pattern with ``{split}`` looked up in ``data.dir`` (labels where the folder has them: a
+    preset's labels follow ``data.dir`` and vanish for a folder without them), or empty /
+    null (``data.labels={}`` or ``data.labels=null``: no labels).
+    """
+    labels = cfg.data.get("labels")
+    if not labels:
+        return None
+    if isinstance(labels, str):
+        if "{split}" not in labels:
+            raise PreflightError(f"data.labels={labels!r}: a pattern needs {{split}}, or give {{split: file}}")
+        path = Path(str(cfg.data.get("dir") or "")) / labels.format(split=split)
+        return str(path) if path.is_file() else None
     path = labels.get(split)
     return str(path) if path else None
 
@@ -116,8 +156,14 @@ def preflight(cfg: DictConfig, splits: Sequence[str] = (), label_splits: Sequenc
         if path and not Path(path).is_file():
             problems.append(f"data.labels.{split}={path} does not exist")
     for option, path in (checkpoints or {}).items():
+        if option == "resume":
+            continue
         if path and str(path) != "auto" and not Path(str(path)).exists():
             problems.append(f"{option}={path} does not exist")
+    try:
+        check_resume_target(cfg)
+    except PreflightError as e:
+        problems.append(str(e))
     if encoder is not None:
         from gsr_train.text.encoders import load_encoder
 
@@ -130,6 +176,45 @@ def preflight(cfg: DictConfig, splits: Sequence[str] = (), label_splits: Sequenc
         raise PreflightError("cannot start the run:\n  - " + "\n  - ".join(problems))
 
 
+def _answer_in_some_graph(graphs: Any, chunk: int = 1 << 22) -> bool:
+    """Whether any answer entity is an endpoint of an edge (answers missing from a graph are
+    kept as isolated nodes: they can be neither retrieved nor reached). Runs over edge chunks."""
+    import numpy as np
+
+    answer = graphs.answer_mask.numpy()
+    if not answer.any():
+        return False
+    edge_ptr, ent_ptr = graphs.edge_ptr.numpy(), graphs.ent_ptr.numpy()
+    heads, tails = graphs.edge_index[0].numpy(), graphs.edge_index[1].numpy()
+    for start in range(0, int(edge_ptr[-1]), chunk):
+        idx = np.arange(start, min(start + chunk, int(edge_ptr[-1])))
+        base = ent_ptr[np.searchsorted(edge_ptr, idx, side="right") - 1]
+        if answer[base + heads[idx]].any() or answer[base + tails[idx]].any():
+            return True
+    return False
+
+
+def require_split(index: Any, split: str, role: str, data: str, labels: Any = None, hint: str = "") -> None:
+    """The ``role`` split (train / validation / evaluation) must give the run something to do:
+    questions, answers present in their graphs, and (``labels``: per-edge positives, e.g. the
+    shortest-path labels) at least one question with a positive edge. Raised before training,
+    as a :class:`PreflightError` naming the split, the data and the fix."""
+    from gsr_train.arrays import segment_sum
+
+    graphs = index[split]
+    where = f"the {role} split {split!r} of {data}"
+    if len(graphs) == 0:
+        raise PreflightError(f"{where} is empty" + (f"; {hint}" if hint else ""))
+    if not _answer_in_some_graph(graphs):
+        raise PreflightError(f"{where}: none of its {len(graphs)} questions has an answer entity in its graph, "
+                             "so nothing can be found or scored" + (f"; {hint}" if hint else ""))
+    if labels is not None:
+        positives = segment_sum(labels.numpy().astype("int64"), graphs.edge_ptr.numpy())
+        if not (positives > 0).any():
+            raise PreflightError(f"{where}: none of its {len(graphs)} questions has a path from a topic to an "
+                                 "answer entity (no positive triple)" + (f"; {hint}" if hint else ""))
+
+
 def is_rank_zero() -> bool:
     """True in the process that writes results (global rank 0; always true without DDP)."""
     from lightning_fabric.utilities.rank_zero import rank_zero_only
@@ -140,25 +225,42 @@ def is_rank_zero() -> bool:
     return int(rank) == 0
 
 
-def resume_path(cfg: DictConfig, explicit: str | None = None) -> str | None:
-    """The checkpoint ``fit`` resumes from: ``explicit`` if given, else ``cfg.resume``.
+def resume_path(cfg: DictConfig) -> str | None:
+    """The checkpoint ``fit`` resumes from (``cfg.resume``); one way to resume: in the run's own folder.
 
     ``resume: auto`` -> ``<run folder>/checkpoints/last.ckpt`` when it exists (a fresh run
-    otherwise); ``resume: /path/x.ckpt`` -> that file (an error when missing); null -> none.
+    otherwise); ``resume: <run folder>/checkpoints/x.ckpt`` -> that file, which must lie in this
+    run's folder (``hydra.run.dir``): the run goes on where its checkpoints, logs and best
+    score are, so the evaluated checkpoint is the best of the whole run; null -> none.
     """
-    want = explicit or cfg.get("resume")
+    want = cfg.get("resume")
     if not want:
         return None
+    out = Path(cfg.paths.output_dir)
     if str(want) == "auto":
-        last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
+        last = out / "checkpoints" / "last.ckpt"
         if last.exists():
             log.info("resuming from %s", last)
             return str(last)
         log.info("resume=auto: no %s yet, starting fresh", last)
         return None
-    if not Path(str(want)).exists():
-        raise FileNotFoundError(f"resume checkpoint {want} does not exist")
+    check_resume_target(cfg)
     return str(want)
+
+
+def check_resume_target(cfg: DictConfig) -> None:
+    """``resume=<file>`` must be an existing checkpoint of this run's folder (see :func:`resume_path`)."""
+    want = cfg.get("resume")
+    if not want or str(want) == "auto":
+        return
+    path = Path(str(want))
+    if not path.is_file():
+        raise PreflightError(f"resume={want} does not exist")
+    run = path.resolve().parent.parent if path.parent.name == "checkpoints" else path.resolve().parent
+    out = Path(cfg.paths.output_dir).resolve()
+    if run != out:
+        raise PreflightError(f"resume={want} belongs to the run folder {run}, but this run writes to {out}: "
+                             f"continue that run in its own folder with hydra.run.dir={run} resume=auto")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -187,6 +289,11 @@ def make_trainer(cfg: DictConfig, callbacks: Sequence[Any] = (), **overrides):
     """
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     extra = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    from gsr_train.runs.checkpoints import LastCheckpoint
+
+    if not any(isinstance(c, LastCheckpoint) for c in [*callbacks, *extra]):  # last.ckpt = newest state, always
+        extra.append(LastCheckpoint(str(Path(cfg.paths.output_dir) / "checkpoints"),
+                                    cfg.get("checkpoint_every_n_steps")))
     if not overrides.get("enable_progress_bar", cfg.trainer.get("enable_progress_bar", True)):
         from pytorch_lightning.callbacks import ProgressBar
 

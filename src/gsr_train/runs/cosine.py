@@ -22,5 +22,6 @@ def run(cfg: DictConfig) -> dict:
         mode=cfg.get("cosine_mode", "parts"),
         ks=list(cfg.eval_ks),
     )
-    save_figures(cfg, "results.json", {"experiment": cfg.experiment_name, "data": cfg.data.name, **result})
+    save_figures(cfg, "results.json", {**result, "experiment": cfg.experiment_name, "data": cfg.data.name,
+                                       "data_dir": result["data"]})
     return result

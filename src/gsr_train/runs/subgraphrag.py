@@ -20,7 +20,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, label_path, load_kg_index, log_final_metrics,
-                                   make_trainer, output_dir, preflight, resume_path, save_figures)
+                                   make_trainer, output_dir, preflight, PreflightError, require_split, resume_path, save_figures)
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,6 @@ DEFAULTS = {
     "eval_graphs_per_batch": 128,
     "top_k": 500,
     "threads": None,
-    "ckpt_path": None,
     "eval_only": None,
     "compare_cosine": True,
     "device": None,
@@ -55,7 +54,11 @@ def _container(node: Any) -> Any:
 
 def settings(cfg: DictConfig) -> tuple[dict, dict, dict]:
     """``(run settings, model options, training recipe)`` with defaults filled in."""
-    run = {**DEFAULTS, **(_container(cfg.get("subgraphrag")) or {})}
+    given = _container(cfg.get("subgraphrag")) or {}
+    if given.get("ckpt_path"):
+        raise PreflightError("subgraphrag.ckpt_path is gone: resume a run in its own folder with "
+                             "hydra.run.dir=<run folder> resume=auto (the best checkpoint then covers the whole run)")
+    run = {**DEFAULTS, **{k: v for k, v in given.items() if k != "ckpt_path"}}
     model = dict(_container(cfg.get("model")) or {})
     train = {**TRAIN_DEFAULTS, **(model.pop("train", None) or {})}
     train["optim"] = {**TRAIN_DEFAULTS["optim"], **(train.get("optim") or {})}
@@ -131,8 +134,7 @@ def run(cfg: DictConfig) -> dict:
         torch.set_num_threads(int(run_cfg["threads"]))
     preflight(cfg, splits=[run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]],
               label_splits=[run_cfg["eval_split"]],
-              checkpoints={"subgraphrag.eval_only": run_cfg["eval_only"], "subgraphrag.ckpt_path": run_cfg["ckpt_path"],
-                           "resume": cfg.get("resume")},
+              checkpoints={"subgraphrag.eval_only": run_cfg["eval_only"]},
               encoder=cfg.encoder)
     out = output_dir(cfg)
     timings: dict[str, float] = {}
@@ -142,6 +144,14 @@ def run(cfg: DictConfig) -> dict:
     splits = [s for s in (run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]) if s]
     emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=list(dict.fromkeys(splits)))
     sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in dict.fromkeys(splits)}
+    data_name = str(cfg.data.name)
+    if not run_cfg["eval_only"]:
+        require_split(index, run_cfg["train_split"], "training", data_name, sup[run_cfg["train_split"]].triple_label)
+        if run_cfg["val_split"]:
+            require_split(index, run_cfg["val_split"], "validation", data_name, sup[run_cfg["val_split"]].triple_label,
+                          hint="early stopping and the best checkpoint need it; fix the split, or set "
+                               "subgraphrag.val_split=null to train without validation")
+    require_split(index, run_cfg["eval_split"], "evaluation", data_name)
     timings["prepare_s"] = time.perf_counter() - t0
     scorer_cfg = ScorerConfig.from_options(model_opts, emb.dim)
     log.info("scorer: %s", scorer_cfg)
@@ -159,15 +169,16 @@ def run(cfg: DictConfig) -> dict:
         module = SubgraphRAGModule(model_opts, emb.dim, optim=train["optim"], loss=train["loss"],
                                    val_k=int(train["val_k"]), seed=int(cfg.seed),
                                    meta=model_meta(index, emb, str(cfg.data.name)))
-        monitor = f"val/sp_recall@{int(train['val_k'])}"
+        # without a validation split: no early stopping, and the final epoch is the checkpoint evaluated
+        monitor = f"val/sp_recall@{int(train['val_k'])}" if run_cfg["val_split"] else None
         ckpt = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-{epoch:02d}", monitor=monitor, mode="max",
-                               save_last=True, auto_insert_metric_name=False, enable_version_counter=False)
+                               save_last=False, auto_insert_metric_name=False, enable_version_counter=False)
         callbacks = [ckpt]
-        if train.get("patience"):
+        if train.get("patience") and monitor:
             callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(train["patience"])))
         trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=int(train["epochs"]))
         t0 = time.perf_counter()
-        trainer.fit(module, dm, ckpt_path=resume_path(cfg, run_cfg["ckpt_path"]))
+        trainer.fit(module, dm, ckpt_path=resume_path(cfg))
         timings["train_s"] = time.perf_counter() - t0
         if not is_rank_zero():  # DDP (subprocess launch): rank 0 alone evaluates and writes
             return {}
@@ -230,6 +241,7 @@ def run(cfg: DictConfig) -> dict:
         "experiment": cfg.experiment_name,
         "at_k": at_k,
         "data": cfg.data.name,
+        "data_fingerprint": index.key,
         "split": split_name,
         "model": {"name": name, "scorer": scorer_cfg.to_dict(), "train": train},
         "encoder": emb.encoder_name,

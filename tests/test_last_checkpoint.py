@@ -1,0 +1,78 @@
+"""``checkpoints/last.ckpt`` is the newest state of a run, also when the last epochs do not
+improve the monitored metric (Lightning's own ``save_last`` then keeps an older state)."""
+from __future__ import annotations
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+from torch.utils.data import DataLoader, TensorDataset
+
+from gsr_train.runs.checkpoints import LastCheckpoint
+from gsr_train.runs.common import make_trainer
+
+from .conftest import compose_config
+
+
+class Worsening(pl.LightningModule):
+    """A model whose validation metric is best after the first epoch and then only falls."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3))
+
+    def training_step(self, batch, _):
+        (x,) = batch
+        return ((x - self.w) ** 2).mean()
+
+    def validation_step(self, batch, _):
+        self.log("val/m", -float(self.current_epoch), on_epoch=True)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _loader(n=8):
+    return DataLoader(TensorDataset(torch.randn(n, 3)), batch_size=2)
+
+
+def _cfg(tmp_path, every=500, *extra):
+    return compose_config(["+experiment=subgraphrag_quickstart", f"paths.output_dir={tmp_path}",
+                           f"checkpoint_every_n_steps={every}", "logger=none", *extra])
+
+
+def _run(tmp_path, cfg, module, epochs=4, validate=True, early_stop=False):
+    best = ModelCheckpoint(dirpath=tmp_path / "checkpoints", filename="best", monitor="val/m", mode="max",
+                           save_last=True, enable_version_counter=False)  # Lightning's own save_last too
+    callbacks = [best] + ([EarlyStopping(monitor="val/m", mode="max", patience=1)] if early_stop else [])
+    trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=epochs, enable_progress_bar=False,
+                           **({} if validate else {"limit_val_batches": 0}))
+    trainer.fit(module, _loader(), _loader() if validate else None)
+    return trainer, best
+
+
+@pytest.mark.parametrize("early_stop", [False, True])
+def test_last_ckpt_holds_the_final_weights_when_late_epochs_do_not_improve(tmp_path, early_stop):
+    module = Worsening()
+    trainer, best = _run(tmp_path, _cfg(tmp_path), module, early_stop=early_stop)
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert last["global_step"] == trainer.global_step == (8 if early_stop else 16)  # 4 steps per epoch
+    assert torch.equal(last["state_dict"]["w"], module.w.detach())
+    assert torch.load(best.best_model_path, weights_only=False)["global_step"] == 4  # epoch 0 stays the best
+
+
+def test_last_ckpt_without_validation_and_between_step_checkpoints(tmp_path):
+    module = Worsening()
+    trainer, _ = _run(tmp_path, _cfg(tmp_path, every=3), module, epochs=2, validate=False)  # 8 steps: 3, 6, then end
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert last["global_step"] == trainer.global_step == 8
+    assert torch.equal(last["state_dict"]["w"], module.w.detach())
+
+
+def test_every_trainer_gets_one_last_checkpoint_even_without_the_config_entry(tmp_path):
+    cfg = _cfg(tmp_path, 500, "~callbacks.step_checkpoint")
+    assert "step_checkpoint" not in cfg.callbacks
+    trainer = make_trainer(cfg, max_epochs=1)
+    assert sum(isinstance(c, LastCheckpoint) for c in trainer.callbacks) == 1
+    trainer = make_trainer(_cfg(tmp_path), max_epochs=1)
+    assert sum(isinstance(c, LastCheckpoint) for c in trainer.callbacks) == 1
