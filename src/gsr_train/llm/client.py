@@ -71,6 +71,9 @@ class LLMConfig:
     price_input_per_m: float = 0.0
     price_output_per_m: float = 0.0
     log_every: int = 50
+    # a model ("smollm2", a folder) that a run may serve itself at base_url when nothing listens
+    # there (loopback addresses only; see gsr_train.llm.local_model.local_endpoint); null: never
+    autostart: str | None = None
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | "LLMConfig") -> "LLMConfig":

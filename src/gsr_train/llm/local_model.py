@@ -9,6 +9,8 @@ Any HF model folder (``config.json`` + weights + a tokenizer with a chat templat
 """
 from __future__ import annotations
 
+import contextlib
+
 import importlib.util
 import logging
 import threading
@@ -140,3 +142,38 @@ class TransformersBackend:
         text = self.tokenizer.decode(new, skip_special_tokens=True)
         finish = "stop" if finished or len(new) < max_new else "length"
         return Generation(text, n_prompt, int(len(new)), finish)
+
+
+def _listening(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def local_endpoint(llm_cfg: dict, cache_dir: str | Path | None = None):
+    """The LLM options, with an endpoint that answers for the duration of the block.
+
+    When ``autostart`` names a model, ``base_url`` is a loopback address and nothing listens
+    there, the model is served from this process at exactly that address (so response caches
+    keyed by the endpoint stay valid) until the block ends; otherwise nothing is started.
+    """
+    import httpx
+
+    from gsr_train.llm.server import serve_in_thread
+
+    cfg = dict(llm_cfg)
+    model = cfg.get("autostart")
+    url = httpx.URL(str(cfg.get("base_url") or ""))
+    host, port = url.host, url.port or (443 if url.scheme == "https" else 80)
+    if not model or host not in ("127.0.0.1", "localhost", "::1") or _listening(host, port):
+        yield cfg
+        return
+    backend = TransformersBackend.load(model, cache_dir)
+    with serve_in_thread(backend, str(cfg.get("model") or backend.name), host=host, port=port):
+        log.info("nothing listened at %s: serving %s there from this process (llm.autostart)", url, model)
+        yield cfg

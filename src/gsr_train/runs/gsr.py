@@ -93,8 +93,10 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     g = cfg.gsr
     rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
     variant = g.variant
-    train = questions_from_paths(rows["train"], variant, _llm_chains(cfg), _container(g.get("filter")))
-    validation = questions_from_paths(rows.get("validation", []), "raw")
+    training = not g.get("eval_only")  # evaluation needs only the split it scores
+    train = questions_from_paths(rows["train"], variant, _llm_chains(cfg), _container(g.get("filter"))) \
+        if training else []
+    validation = questions_from_paths(rows.get("validation", []), "raw") if training else []
     evaluation = questions_from_paths(rows[g.eval_split], "raw")
     graph_index, has_graph, missing = None, [False] * len(evaluation), len(evaluation)
     kg_relations: list[str] = []
@@ -126,11 +128,14 @@ def prepare_rog_data(cfg: DictConfig) -> GSRData:
     g = cfg.gsr
     index = load_kg_index(cfg)
     sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in cfg.data.splits}
-    llm = _llm_chains(cfg)
-    train = questions_from_kg(index, "train", sup["train"], g.variant, llm)
-    validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
+    training = not g.get("eval_only")  # evaluation needs only the split it scores
+    train, validation, subjects = [], [], {}
+    if training:
+        train = questions_from_kg(index, "train", sup["train"], g.variant, _llm_chains(cfg))
+        validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
+        subjects = relation_subjects(index, ("train",), per_relation=int(g.index.subjects_per_relation),
+                                     seed=int(cfg.seed))
     evaluation = questions_from_kg(index, g.eval_split, sup[g.eval_split], "raw")
-    subjects = relation_subjects(index, ("train",), per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed))
     graph_index = KGIndex(index.entities, index.relations, {"eval": index[g.eval_split]}, {})
     summary = {"layout": "rog", "train_questions": len(train), "train_chains": sum(len(q.chains) for q in train),
                "variant": g.variant, "eval_questions": len(evaluation), "eval_with_graph": len(evaluation)}
@@ -208,7 +213,7 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     ckpt = ModelCheckpoint(dirpath=str(output_dir(cfg) / "checkpoints"), filename="best-epoch{epoch:02d}",
                            auto_insert_metric_name=False, save_top_k=1,
                            monitor=monitor if has_val else None, mode="min" if monitor.endswith("loss") else "max",
-                           save_last=not has_val, enable_version_counter=False)
+                           save_last=False, enable_version_counter=False)
     trainer = make_trainer(cfg, callbacks=[ckpt], reload_dataloaders_every_n_epochs=1,
                            **({} if has_val else {"limit_val_batches": 0}))
     # optimiser steps of the whole run on each rank (DDP: every rank holds 1/W of an epoch's items)
@@ -255,6 +260,24 @@ def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: 
     return report.to_dict()
 
 
+def unknown_relations(data: GSRData, gsr, examples: int = 10) -> dict:
+    """Relations of the evaluation graphs and ground chains the model has no token for: they
+    cannot be decoded (constrained decoding skips them), so they are counted, not crashed on."""
+    known = set(gsr.relations.relations)
+    in_graphs: set[str] = set()
+    if data.graph_index is not None:
+        graphs = data.graph_index["eval"]
+        rel_ids = torch.unique(graphs.edge_rel.long()) if graphs.edge_rel.numel() else torch.zeros(0, dtype=torch.long)
+        in_graphs = set(data.graph_index.relations.take(rel_ids.numpy()) if hasattr(data.graph_index.relations, "take")
+                        else [data.graph_index.relations[int(r)] for r in rel_ids.tolist()])
+    missing = sorted(in_graphs - known)
+    needing = [q.id for q in data.evaluation
+               if q.ground and all(any(r not in known for r in chain) for chain in q.ground)]
+    return {"kg_relations_without_token": len(missing), "kg_relations": len(in_graphs),
+            "examples": missing[:examples], "eval_questions_needing_unknown": len(needing),
+            "eval_question_examples": needing[:examples]}
+
+
 def run(cfg: DictConfig) -> float | None:
     from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
 
@@ -262,7 +285,9 @@ def run(cfg: DictConfig) -> float | None:
     for mode in g.get("eval_modes", ["unconstrained"]):
         if mode not in ("unconstrained", "constrained"):
             raise PreflightError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
-    preflight(cfg, checkpoints={"gsr.eval_only": g.get("eval_only"), "resume": cfg.get("resume")})
+    needed = [g.eval_split] + ([] if g.get("eval_only") else ["train"])
+    preflight(cfg, splits=needed if cfg.data.get("format") != "paths" else [],
+              checkpoints={"gsr.eval_only": g.get("eval_only")})
     if cfg.model.get("pretrained") and not g.get("eval_only"):
         resolve_pretrained(cfg.model.pretrained)  # fail before any data work when the hub is unreachable
     torch.set_num_threads(int(g.get("threads") or torch.get_num_threads()))
@@ -294,6 +319,9 @@ def run(cfg: DictConfig) -> float | None:
         if best:
             gsr = load_gsr(best)
         gsr.save_pretrained(output_dir(cfg) / "model")
+    figures["unknown_relations"] = unknown_relations(data, gsr)
+    if figures["unknown_relations"]["kg_relations_without_token"]:
+        log.info("relations the model has no token for: %s", figures["unknown_relations"])
     figures.update({"data": data.summary, "num_relations": len(gsr.relations), "checkpoint": best,
                     "fit": fit_info, "prep_seconds": prep_seconds, "train_seconds": train_seconds,
                     "parameters": sum(p.numel() for p in gsr.parameters())})

@@ -1,0 +1,262 @@
+"""``python eval.py``: score a trained run, or an untrained retriever, on any data.
+
+``python eval.py ckpt_path=RUN_FOLDER_OR_CHECKPOINT data.dir=FOLDER [split=test] [k=K]``
+reads the experiment, model and data options from the run folder's saved config
+(``.hydra/config.yaml``), swaps in the data given on the command line, needs only the split
+it scores, and calls the experiment's own runner in evaluation-only mode, so the new run
+folder gets the same results and metrics files a training run writes, plus ``eval.json``
+(what was scored, from which run). ``python eval.py +experiment=NAME data.dir=...`` scores
+an untrained retriever (cosine, classic, SimGRAG, SAFE) the same way.
+
+Which checkpoint of a run: SubgraphRAG, the best one (``results.json``, else the
+``best-*.ckpt``); GSR, the saved ``model/`` folder; readers, the ``adapter/`` folder. A
+``.ckpt`` or folder given directly is used as it is.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from gsr_train.io import write_json
+from gsr_train.runs.common import PreflightError, is_rank_zero, output_dir
+
+log = logging.getLogger(__name__)
+
+RUNNERS = {"gsr_train.runs.subgraphrag.run": "subgraphrag", "gsr_train.runs.gsr.run": "gsr",
+           "gsr_train.runs.reader.run": "reader"}
+EVAL_KEYS = ("ckpt_path", "split", "k")
+# options of a run that name its own data; dropped when eval reads other data (unless given again)
+DATA_BOUND = {"reader": ("qa.retrieval.results",), "gsr": ("gsr.llm_chains",)}
+
+
+@dataclass
+class RunSource:
+    """The trained run an evaluation scores."""
+
+    folder: Path
+    config: DictConfig
+    experiment: str
+    method: str
+    checkpoint: str
+
+
+def _run_folder_of(path: Path) -> Path:
+    """The run folder of a checkpoint file or a model / adapter folder inside it."""
+    for candidate in (path, *path.parents):
+        if (candidate / ".hydra" / "config.yaml").is_file():
+            return candidate
+    raise PreflightError(f"ckpt_path={path}: no run folder around it (a folder with .hydra/config.yaml, "
+                         "written by python train.py)")
+
+
+def _experiment_of(folder: Path, config: DictConfig) -> str:
+    try:
+        hydra_cfg = OmegaConf.load(folder / ".hydra" / "hydra.yaml")
+        name = OmegaConf.select(hydra_cfg, "hydra.runtime.choices.experiment")
+        if name:
+            return str(name)
+    except (OSError, ValueError):
+        pass
+    try:
+        return str(json.loads((folder / "run.json").read_text())["experiment"])
+    except (OSError, ValueError, KeyError):
+        return str(config.get("runner", "run")).rsplit(".", 2)[-2]
+
+
+def _best_subgraphrag(folder: Path) -> str:
+    try:
+        best = json.loads((folder / "results.json").read_text()).get("checkpoint")
+        if best and Path(best).is_file():
+            return str(best)
+    except (OSError, ValueError):
+        pass
+    found = sorted((folder / "checkpoints").glob("best-*.ckpt"))
+    if found:
+        return str(found[-1])
+    last = folder / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        return str(last)
+    raise PreflightError(f"ckpt_path={folder}: no checkpoint in {folder / 'checkpoints'} (did the run train?)")
+
+
+def find_source(ckpt_path: str | Path) -> RunSource:
+    """The run behind ``ckpt_path`` (a run folder, a checkpoint, a model or adapter folder)."""
+    path = Path(str(ckpt_path)).expanduser()
+    if not path.exists():
+        raise PreflightError(f"ckpt_path={ckpt_path} does not exist")
+    folder = _run_folder_of(path.resolve())
+    config = OmegaConf.load(folder / ".hydra" / "config.yaml")
+    runner = str(config.get("runner"))
+    method = RUNNERS.get(runner)
+    if method is None:
+        raise PreflightError(f"{folder}: a {runner} run has nothing trained to evaluate; score that method on "
+                             f"new data with python eval.py +experiment={_experiment_of(folder, config)} data.dir=...")
+    if path.resolve() != folder:
+        checkpoint = str(path)
+    elif method == "subgraphrag":
+        checkpoint = _best_subgraphrag(folder)
+    elif method == "gsr":
+        checkpoint = str(folder / "model")
+    else:
+        checkpoint = str(folder / "adapter")
+    if not Path(checkpoint).exists():
+        raise PreflightError(f"ckpt_path={ckpt_path}: {checkpoint} does not exist (did the run finish training?)")
+    return RunSource(folder, config, _experiment_of(folder, config), method, checkpoint)
+
+
+def _task_overrides() -> list[str]:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError):
+        return []
+
+
+def _groups() -> set[str]:
+    from gsr_train.config import project_root
+
+    return {p.name for p in (project_root() / "conf").iterdir() if p.is_dir()}
+
+
+def apply_overrides(cfg: DictConfig, overrides: list[str], composed: DictConfig) -> set[str]:
+    """The command line's overrides on top of a run's saved config; returns the keys touched.
+
+    A config-group choice (``encoder=gte_large``, ``trainer=gpu``) takes that section from
+    ``composed`` (the eval command's own composition); values are set where they point.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    groups = _groups()
+    touched: set[str] = set()
+    for o in OverridesParser.create().parse_overrides(overrides):
+        key = o.key_or_group
+        if key in EVAL_KEYS or key.startswith("hydra") or key == "experiment":
+            continue
+        touched.add(key)
+        with open_dict(cfg):
+            if key in groups and "." not in key:
+                cfg[key] = composed.get(key)
+            elif o.is_delete():
+                parent, _, leaf = key.rpartition(".")
+                node = OmegaConf.select(cfg, parent) if parent else cfg
+                if node is not None and leaf in node:
+                    del node[leaf]
+            else:
+                OmegaConf.update(cfg, key, o.value(), merge=False, force_add=True)
+    return touched
+
+
+def _touched(keys: set[str], prefix: str) -> bool:
+    return any(k == prefix or k.startswith(prefix + ".") or prefix.startswith(k + ".") for k in keys)
+
+
+def _layout(data_dir: str, split: str) -> str:
+    """``rog`` when the split's rows carry graphs, ``paths`` for chain-supervision rows."""
+    from gsr_train.data.rows import iter_records
+
+    for _, _, record in iter_records(data_dir, split):
+        return "rog" if isinstance(record, dict) and "graph" in record else "paths"
+    return "rog"
+
+
+def eval_config(source: RunSource, composed: DictConfig, overrides: list[str]) -> DictConfig:
+    """The run's config, pointed at the data and split to score, in evaluation-only mode."""
+    cfg = source.config.copy()
+    old_dir = OmegaConf.select(cfg, "data.dir", default=None)
+    touched = apply_overrides(cfg, overrides, composed)
+    split, k = str(composed.split), composed.get("k")
+    with open_dict(cfg):
+        cfg.paths = composed.paths
+        cfg.experiment_name = source.experiment
+        cfg.resume = None
+        cfg.data.splits = [split]
+        other_data = _touched(touched, "data") and OmegaConf.select(cfg, "data.dir", default=None) != old_dir
+        if other_data and "data" not in touched and not _touched(touched, "data.name"):
+            from gsr_train.config import dataset_name
+
+            cfg.data.name = dataset_name(str(OmegaConf.select(cfg, "data.name", default="data")), str(cfg.data.dir))
+        if other_data and not _touched(touched, "data.labels") and not isinstance(cfg.data.get("labels"), str):
+            cfg.data.labels = {}  # label files of the training data do not describe other data
+        if other_data:
+            for key in DATA_BOUND.get(source.method, ()):
+                if not _touched(touched, key) and OmegaConf.select(cfg, key, default=None) is not None:
+                    OmegaConf.update(cfg, key, None if key != "qa.retrieval.results" else {}, merge=False)
+        if source.method == "subgraphrag":
+            cfg.subgraphrag.eval_only = source.checkpoint
+            cfg.subgraphrag.train_split = None
+            cfg.subgraphrag.val_split = None
+            cfg.subgraphrag.eval_split = split
+            if k is not None:
+                cfg.subgraphrag.top_k = int(k)
+        elif source.method == "gsr":
+            cfg.gsr.eval_only = source.checkpoint
+            cfg.gsr.eval_split = split
+            if k is not None:
+                cfg.gsr.decode.top_n = int(k)
+            if other_data and not _touched(touched, "data.format"):
+                if _layout(str(cfg.data.dir), split) == "rog":
+                    cfg.data.format = "rog"
+                    for key in ("graphs", "graph_splits"):
+                        cfg.data.pop(key, None)
+            if cfg.data.get("format") == "paths" and cfg.data.get("graphs"):
+                cfg.data.graph_splits = list(cfg.data.graph_splits)  # every split that may hold the graphs
+        else:
+            cfg.qa.eval_only = source.checkpoint
+            cfg.qa.train_split = None
+            cfg.qa.eval_split = split
+            if k is not None:
+                cfg.qa.k = int(k)
+    return cfg
+
+
+def untrained_config(composed: DictConfig) -> DictConfig:
+    """``+experiment=NAME``: the composed experiment, scoring only ``split``."""
+    cfg = composed.copy()
+    try:
+        name = str(composed.experiment_name)
+    except Exception:  # noqa: BLE001 - composed outside a Hydra run (tests, notebooks)
+        name = str(composed.runner).rsplit(".", 2)[-2]
+    with open_dict(cfg):
+        cfg.experiment_name = name
+        cfg.data.splits = [str(composed.split)]
+        if composed.get("k") is not None:
+            cfg.top_k = int(composed.k)
+    return cfg
+
+
+def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
+    """Entry of ``eval.py``: build the evaluation config, run the method's runner, note the source.
+
+    ``overrides``: the command line's overrides to put on the run's config (default: Hydra's).
+    """
+    import hydra
+
+    from gsr_train.runs.common import run_experiment
+
+    if composed.get("ckpt_path"):
+        source = find_source(composed.ckpt_path)
+        cfg = eval_config(source, composed, _task_overrides() if overrides is None else overrides)
+        note = {"source_run": str(source.folder), "checkpoint": source.checkpoint, "method": source.method,
+                "experiment": source.experiment}
+    elif OmegaConf.select(composed, "runner", default=None) not in (None, "???") and \
+            OmegaConf.select(composed, "runner") not in RUNNERS:
+        cfg = untrained_config(composed)
+        note = {"source_run": None, "checkpoint": None, "method": str(composed.runner).rsplit(".", 1)[0],
+                "experiment": cfg.experiment_name}
+    else:
+        raise PreflightError("give ckpt_path=<run folder or checkpoint> (a trained run), or +experiment=NAME for an "
+                             "untrained retriever (cosine_baseline, classic_*, simgrag, safe)")
+    note.update({"data": OmegaConf.select(cfg, "data.name"), "data_dir": OmegaConf.select(cfg, "data.dir"),
+                 "split": str(composed.split)})
+    log.info("evaluating %s", note)
+    hydra.utils.get_method(cfg.runner)  # an unknown runner fails here, before any work
+    result = run_experiment(cfg)
+    if is_rank_zero():
+        write_json(output_dir(cfg) / "eval.json", note)
+    return result

@@ -1,0 +1,169 @@
+"""``python eval.py``: every trained method (SubgraphRAG, GSR, readers) and the untrained
+retrievers score a test-only folder whose graphs use entities and relations the training data
+never saw, into a new run folder, from the run folder's saved config."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from gsr_train.runs.common import PreflightError
+
+from .conftest import compose_config
+from .subgraphrag_toy import toy_rows, toy_run_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+RENAMED = {"music.artist.genre": "music.artist.style_unseen", "sports.team.sport": "sports.club.game_unseen"}
+
+
+def unseen_test_folder(folder: Path, n: int = 10) -> Path:
+    """A folder with only a test split: new entities (prefix X) and two relations never seen in training."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = toy_rows(n, 99, "X")
+    for r in rows:
+        r["graph"] = [[h, RENAMED.get(rel, rel), t] for h, rel, t in r["graph"]]
+    with gzip.open(folder / "test.jsonl.gz", "wt") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    return folder
+
+
+def save_run_config(folder: Path, cfg, experiment: str) -> None:
+    """What Hydra writes into a train.py run folder (.hydra/config.yaml + hydra.yaml choices)."""
+    (folder / ".hydra").mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, folder / ".hydra" / "config.yaml")
+    OmegaConf.save({"hydra": {"runtime": {"choices": {"experiment": experiment}}}}, folder / ".hydra" / "hydra.yaml")
+
+
+def eval_cfg(tmp_path, out, *overrides):
+    return compose_config([f"paths.output_dir={out}", f"paths.cache_dir={tmp_path / 'cache'}", "logger=none",
+                           "~callbacks.rich_progress", "trainer.enable_progress_bar=false", *overrides],
+                          config_name="eval")
+
+
+def _env(tmp_path):
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
+
+
+def test_subgraphrag_run_scored_on_unseen_test_only_folder_via_the_command(tmp_path):
+    overrides = [o for o in toy_run_overrides(tmp_path, settings={"paths.output_dir": "IGNORED"})
+                 if not o.startswith(("paths.", "experiment_name"))]
+    train = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
+                           cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert train.returncode == 0, train.stderr[-3000:]
+    other = unseen_test_folder(tmp_path / "newkg")
+    done = subprocess.run([sys.executable, str(ROOT / "eval.py"), f"ckpt_path={tmp_path / 'run'}", f"data.dir={other}",
+                           "split=test", "k=20"], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = list((tmp_path / "outputs" / "eval").iterdir())
+    assert len(runs) == 1
+    out = runs[0]
+    figures = json.loads((out / "results.json").read_text())
+    trained = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert figures["checkpoint"] == trained["checkpoint"]  # the run's best checkpoint
+    assert figures["data"] == "newkg" and figures["split"] == "test" and figures["questions"] == 10
+    assert figures["at_k"]["k"] == 20 and figures["training"] == {}
+    rows = [json.loads(x) for x in (out / "retrieval_test.jsonl").read_text().splitlines()]
+    assert len(rows) == 10 and all(len(r["triples"]) == 20 for r in rows)
+    assert any(t[1] in RENAMED.values() for r in rows for t in r["triples"])  # unseen relations are scored
+    note = json.loads((out / "eval.json").read_text())
+    assert note["source_run"] == str(tmp_path / "run") and note["method"] == "subgraphrag"
+    assert json.loads((out / "run.json").read_text())["status"] == "finished"
+    # a checkpoint file works as well; a missing one is one clear message, before any work
+    ckpt = trained["checkpoint"]
+    again = subprocess.run([sys.executable, str(ROOT / "eval.py"), f"ckpt_path={tmp_path / 'nope.ckpt'}",
+                            f"data.dir={other}"], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True)
+    assert again.returncode == 2 and "nope.ckpt does not exist" in again.stderr and "Traceback" not in again.stderr
+    assert Path(ckpt).is_file()
+
+
+def test_gsr_model_scored_on_unseen_relations_counts_them(tmp_path):
+    from gsr_train.models.gsr.modeling import build_gsr_model
+    from gsr_train.runs.evaluate_run import run
+
+    train_dir = tmp_path / "train_data"
+    from .subgraphrag_toy import write_toy
+
+    write_toy(train_dir, sizes=(12, 4, 4))
+    run_dir = tmp_path / "gsr_run"
+    cfg = compose_config(["+experiment=gsr_quickstart", f"data.dir={train_dir}", "data.name=toy",
+                          f"paths.output_dir={run_dir}", f"paths.cache_dir={tmp_path / 'cache'}"])
+    relations = sorted({t[1] for row in toy_rows(12, 0, "T") for t in row["graph"]})
+    gsr = build_gsr_model(OmegaConf.to_container(cfg.model, resolve=True), relations)
+    gsr.save_pretrained(run_dir / "model")
+    save_run_config(run_dir, cfg, "gsr_quickstart")
+    other = unseen_test_folder(tmp_path / "newkg", n=6)
+    out = tmp_path / "eval"
+    run(eval_cfg(tmp_path, out, f"ckpt_path={run_dir}", f"data.dir={other}"), [f"data.dir={other}"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    unknown = metrics["unknown_relations"]
+    assert unknown["kg_relations_without_token"] == 2 and set(unknown["examples"]) == set(RENAMED.values())
+    assert metrics["data"]["eval_questions"] == 6
+    assert any(p.name.startswith("results_test") for p in out.iterdir())
+    assert json.loads((out / "eval.json").read_text())["method"] == "gsr"
+
+
+def test_reader_adapter_scored_on_another_folder_with_cosine_evidence(tmp_path):
+    from gsr_train.runs.evaluate_run import run
+    from gsr_train.runs.reader import run as train_reader
+
+    from .test_reader_helpers import tiny_llama_folder
+    from .test_reader_run import _rows, _write
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data, "train", _rows("tr", 6))
+    model = tiny_llama_folder(tmp_path / "tiny")
+    run_dir = tmp_path / "reader_run"
+    common = [f"paths.cache_dir={tmp_path / 'cache'}", "logger=none", "~callbacks.rich_progress",
+              "trainer.enable_progress_bar=false", "reader=tiny_llama", f"reader.model={model}",
+              "reader.precision=fp32", "qa.format=triples", "qa.k=2", "qa.max_prompt_tokens=400",
+              "qa.train.max_steps=2", "qa.train.batch_size=3", "qa.eval.batch_size=2", "qa.eval.max_new_tokens=4",
+              "encoder.name=hashing", "+encoder.dim=32"]
+    cfg = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={run_dir}", f"data.dir={data}",
+                          "data.splits=[train]", "qa.eval_split=train", *common])
+    train_reader(cfg)  # no retrieval checkpoint: cosine evidence, and it says so
+    assert "cosine retriever" in json.loads((run_dir / "metrics.json").read_text())["retrieval"]["train"]["evidence"]
+    save_run_config(run_dir, cfg, "reader_webqsp_mini")
+    other = tmp_path / "other"
+    other.mkdir()
+    _write(other, "test", _rows("zz", 4))
+    out = tmp_path / "eval"
+    run(eval_cfg(tmp_path, out, f"ckpt_path={run_dir}", f"data.dir={other}", "k=1"), [f"data.dir={other}"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["metrics"]) == {f"finetuned_{v}" for v in cfg.qa.eval.variants.finetuned}
+    assert metrics["k"] == 1 and metrics["eval_split"] == "test"
+    assert metrics["metrics"]["finetuned_retrieved"]["all"]["n"] == 4
+
+
+def test_untrained_retriever_by_experiment_name(tmp_path):
+    from gsr_train.runs.evaluate_run import run
+
+    other = unseen_test_folder(tmp_path / "newkg", n=5)
+    out = tmp_path / "eval"
+    run(eval_cfg(tmp_path, out, "+experiment=cosine_baseline", f"data.dir={other}", "encoder.name=hashing",
+                 "+encoder.dim=32", "k=7"), [])
+    figures = json.loads((out / "results.json").read_text())
+    assert figures["data"] == "newkg" and figures["questions"] == 5 and figures["k"] == 7
+    assert json.loads((out / "eval.json").read_text())["source_run"] is None
+
+
+def test_mistakes_are_one_message(tmp_path):
+    from gsr_train.runs.evaluate_run import run
+
+    with pytest.raises(PreflightError, match="give ckpt_path="):
+        run(eval_cfg(tmp_path, tmp_path / "e1"), [])
+    with pytest.raises(PreflightError, match="no run folder around it"):
+        (tmp_path / "loose.ckpt").write_bytes(b"x")
+        run(eval_cfg(tmp_path, tmp_path / "e2", f"ckpt_path={tmp_path / 'loose.ckpt'}"), [])
+    cosine_run = tmp_path / "cos"
+    save_run_config(cosine_run, compose_config(["+experiment=cosine_baseline"]), "cosine_baseline")
+    with pytest.raises(PreflightError, match=r"nothing trained .* \+experiment=cosine_baseline"):
+        run(eval_cfg(tmp_path, tmp_path / "e3", f"ckpt_path={cosine_run}"), [])

@@ -1,0 +1,57 @@
+"""``llm.autostart``: a run that needs the local LLM endpoint serves the model itself when
+nothing listens at ``base_url`` (loopback only), at exactly that address, for the run only."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from gsr_train.llm import local_model
+from gsr_train.llm.client import ChatClient, ChatRequest
+from gsr_train.llm.server import ScriptedBackend, serve_in_thread
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ask(cfg):
+    with ChatClient({**cfg, "use_cache": False, "api_key_env": None}) as client:
+        return client.run([ChatRequest(id="q", messages=[{"role": "user", "content": "hi"}])])[0].text
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    calls = []
+
+    def fake_load(model, cache_dir=None, **kw):
+        calls.append(model)
+        return ScriptedBackend("from the autostarted model")
+
+    monkeypatch.setattr(local_model.TransformersBackend, "load", staticmethod(fake_load))
+    return calls
+
+
+def test_nothing_listening_starts_the_model_at_that_address_for_the_block(loads):
+    port = _free_port()
+    cfg = {"base_url": f"http://127.0.0.1:{port}/v1", "model": "SmolLM2-135M-Instruct", "autostart": "smollm2"}
+    with local_model.local_endpoint(cfg) as ready:
+        assert ready["base_url"] == cfg["base_url"]
+        assert _ask(ready) == "from the autostarted model"
+    assert loads == ["smollm2"]
+    assert not local_model._listening("127.0.0.1", port)  # stopped with the block
+
+
+def test_a_running_server_is_used_and_remote_or_disabled_never_start_one(loads):
+    with serve_in_thread(ScriptedBackend("already running"), "SmolLM2-135M-Instruct") as server:
+        port = server.server_address[1]
+        cfg = {"base_url": f"http://127.0.0.1:{port}/v1", "model": "SmolLM2-135M-Instruct", "autostart": "smollm2"}
+        with local_model.local_endpoint(cfg) as ready:
+            assert _ask(ready) == "already running"
+    for cfg in ({"base_url": "https://api.example.com/v1", "autostart": "smollm2"},
+                {"base_url": f"http://127.0.0.1:{_free_port()}/v1", "autostart": None}):
+        with local_model.local_endpoint(cfg):
+            pass
+    assert loads == []
