@@ -3,6 +3,10 @@
     .venv/bin/python bench/bench_reader_steps.py                       # SmolLM2-135M, batch 4 x 128 tokens
     .venv/bin/python bench/bench_reader_steps.py --precisions 4bit bf16 --steps 6 --seq 256
 
+``--vary`` varies the batch width per step as real batches do (each is padded to its longest
+row) and ``--malloc default keep return`` compares glibc's policies for freed memory, each in its
+own process, with the peak RSS and the RSS growth over the second half of the steps.
+
 One optimizer step = forward + backward of the training loss (answer tokens = last quarter of
 each row, LM head on those only) + AdamW on the LoRA weights (r=16, alpha=16, all attention +
 MLP projections). The first step (warm-up) is excluded;
@@ -22,10 +26,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 
-def step_times(model_name: str, precision: str, batch: int, seq: int, steps: int, grad_ckpt: bool) -> dict:
+def step_times(model_name: str, precision: str, batch: int, seq: int, steps: int, grad_ckpt: bool,
+               vary: bool = False, malloc: str = "default") -> dict:
     import torch
 
+    from gsr_train.memory import keep_freed_memory, peak_rss_mb, return_freed_memory, rss_mb
     from gsr_train.readers.model import answer_loss, count_parameters, load_reader
+
+    if malloc == "keep":  # what a SubgraphRAG retrieval earlier in the same process leaves behind
+        keep_freed_memory()
+    elif malloc == "return":  # what the reader's training sets (ReaderModule.on_train_start)
+        return_freed_memory()
 
     t0 = time.perf_counter()
     model, tok, _ = load_reader(model_name, precision, "bf16", "lora", {"r": 16, "alpha": 16, "dropout": 0.05},
@@ -38,21 +49,44 @@ def step_times(model_name: str, precision: str, batch: int, seq: int, steps: int
     labels[:, : seq * 3 // 4] = -100  # loss on the last quarter, like answer tokens after a prompt
     mask = torch.ones_like(ids)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
-    times, losses = [], []
-    for _ in range(steps):
+    times, losses, rss = [], [], []
+    widths = torch.randint(seq // 2, seq + 1, (steps,), generator=g).tolist() if vary else [seq] * steps
+    for width in widths:  # real batches are padded to their longest row: every step another shape
         t = time.perf_counter()
-        loss = answer_loss(model, ids, mask, labels, seq - seq * 3 // 4)  # the training path (LM head on answers)
+        b_ids, b_mask, b_labels = ids[:, -width:], mask[:, -width:], labels[:, -width:]
+        loss = answer_loss(model, b_ids, b_mask, b_labels, width - width * 3 // 4)  # LM head on answers only
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t)
         losses.append(float(loss.detach()))
+        rss.append(round(rss_mb(), 1))
     rest = times[1:] or times
+    half = len(rss) // 2
     params = count_parameters(model)
     del model, opt
     return {"precision": precision, "load_s": load_s, "step_s_median": statistics.median(rest),
             "step_s_all": times, "tokens_per_s": batch * seq / statistics.median(rest), "loss": losses,
-            "trainable_params": params["trainable"], "total_params": params["total"]}
+            "trainable_params": params["trainable"], "total_params": params["total"], "malloc": malloc,
+            "widths": widths, "rss_mb_per_step": rss, "peak_rss_mb": round(peak_rss_mb(), 1),
+            "rss_growth_second_half_mb": round(rss[-1] - rss[half], 1) if rss else 0.0}
+
+
+def run_isolated(args, precision: str, malloc: str) -> dict:
+    """One configuration in a fresh process: peak memory and allocator policy are per process."""
+    import json
+    import subprocess
+
+    code = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import torch; "
+            f"torch.set_num_threads({args.threads}); from bench_reader_steps import step_times; "
+            f"print('RESULT', json.dumps(step_times({args.model!r}, {precision!r}, {args.batch}, {args.seq}, "
+            f"{args.steps}, {args.gradient_checkpointing}, {args.vary}, {malloc!r})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if done.returncode != 0 or line is None:
+        raise SystemExit(f"{precision}/{malloc} failed:\n{done.stderr[-3000:]}")
+    return json.loads(line[len("RESULT "):])
 
 
 def main() -> None:
@@ -64,6 +98,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--vary", action="store_true", help="batch widths vary per step (seq/2..seq), as real batches")
+    ap.add_argument("--malloc", nargs="+", default=["default"], choices=["default", "keep", "return"],
+                    help="glibc policy for freed memory; each is measured in its own process")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_reader_steps.json"))
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -72,17 +109,18 @@ def main() -> None:
     from gsr_train.io import write_json
 
     torch.set_num_threads(args.threads)
-    rows = [step_times(args.model, p, args.batch, args.seq, args.steps, args.gradient_checkpointing)
-            for p in args.precisions]
+    rows = [run_isolated(args, p, m) for p in args.precisions for m in args.malloc]
     slowest = max(r["step_s_median"] for r in rows)
     for r in rows:
         r["speedup_vs_slowest"] = slowest / r["step_s_median"]
     print(f"model={args.model} batch={args.batch} seq={args.seq} steps={args.steps} (first excluded) "
           f"threads={args.threads} grad_ckpt={args.gradient_checkpointing}")
-    print(f"{'precision':<10} {'s/step':>8} {'tokens/s':>9} {'vs slowest':>10} {'trainable':>10} {'load s':>7}")
+    print(f"{'precision':<10} {'malloc':<8} {'s/step':>8} {'tokens/s':>9} {'vs slowest':>10} {'trainable':>10} "
+          f"{'load s':>7} {'peak GB':>8} {'RSS grew (2nd half) MB':>23}")
     for r in rows:
-        print(f"{r['precision']:<10} {r['step_s_median']:8.2f} {r['tokens_per_s']:9.1f} "
-              f"{r['speedup_vs_slowest']:9.2f}x {r['trainable_params']:10d} {r['load_s']:7.1f}")
+        print(f"{r['precision']:<10} {r['malloc']:<8} {r['step_s_median']:8.2f} {r['tokens_per_s']:9.1f} "
+              f"{r['speedup_vs_slowest']:9.2f}x {r['trainable_params']:10d} {r['load_s']:7.1f} "
+              f"{r['peak_rss_mb'] / 1024:8.2f} {r['rss_growth_second_half_mb']:23.1f}")
     write_json(args.out, {"args": vars(args), "cpu_threads": torch.get_num_threads(), "results": rows})
     print(f"wrote {args.out}")
 

@@ -189,6 +189,7 @@ class ReaderModule(pl.LightningModule):
         self.log_every = int(log_every)
         self.lr, self.weight_decay, self.warmup_ratio = float(lr), float(weight_decay), float(warmup_ratio)
         self.step_seconds: list[float] = []
+        self.step_rss_mb: list[float] = []  # resident memory after each step (steady growth = a leak)
         self._t: float | None = None
         self.losses: list[float] = []
 
@@ -243,7 +244,17 @@ class ReaderModule(pl.LightningModule):
     def on_train_batch_start(self, batch, batch_idx):
         self._t = time.perf_counter()
 
+    def on_train_start(self) -> None:
+        # batches vary in shape: freed activation blocks must go back to the OS, not pile up on
+        # glibc's heaps (a retriever run earlier in the process may have asked it to keep them)
+        from gsr_train.memory import return_freed_memory
+
+        return_freed_memory()
+
     def on_train_batch_end(self, outputs, batch, batch_idx):
+        from gsr_train.memory import rss_mb
+
+        self.step_rss_mb.append(round(rss_mb(), 1))
         if self._t is not None:
             self.step_seconds.append(time.perf_counter() - self._t)
         n = len(self.step_seconds)

@@ -92,8 +92,7 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
         return Path(str(given))
     ckpt = ret.get("checkpoint")
     if not ckpt:
-        raise ValueError(f"no retrieval results for split {split_name!r}: set qa.retrieval.results.{split_name}="
-                         f"<results.jsonl> or qa.retrieval.checkpoint=<SubgraphRAG .ckpt>")
+        return cosine_results_file(cfg, index, split_name)
     ckpt = Path(str(ckpt))
     if not ckpt.is_file():
         raise FileNotFoundError(f"qa.retrieval.checkpoint: {ckpt} not found")
@@ -112,6 +111,39 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         retriever.retrieve(index, split_name, emb, path, k=k)
         log.info("retrieved top-%d triples of split %s with %s in %.1fs -> %s", k, split_name, ckpt,
+                 time.perf_counter() - t0, path)
+    return path
+
+
+def evidence_source(cfg: DictConfig, split_name: str) -> str:
+    """Where the evidence of ``split_name`` comes from, in words (printed and kept in metrics.json)."""
+    ret = cfg.qa.retrieval
+    given = (ret.get("results") or {}).get(split_name)
+    if given:
+        return f"results file {given}"
+    if ret.get("checkpoint"):
+        return f"SubgraphRAG checkpoint {ret.checkpoint} (top {int(ret.k)})"
+    return (f"cosine retriever with {cfg.encoder.name} (top {int(ret.k)}; no qa.retrieval.checkpoint or "
+            "qa.retrieval.results given: a trained retriever's evidence is better)")
+
+
+def cosine_results_file(cfg: DictConfig, index, split_name: str) -> Path:
+    """Evidence without a trained retriever: the cosine retriever's top ``qa.retrieval.k``
+    triples, retrieved once into the cache (keyed by data, split, K and encoder)."""
+    k = int(cfg.qa.retrieval.k)
+    key = stable_hash("reader-cosine", 1, index.key, split_name, k, _container(cfg.encoder))
+    path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-cosine-k{k}-{key}.jsonl"
+    if not path.exists():
+        from gsr_train.eval.results import write_results
+        from gsr_train.retrievers.cosine import cosine_scores
+        from gsr_train.text.embeddings import get_embeddings
+
+        t0 = time.perf_counter()
+        emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=[split_name])
+        scores = cosine_scores(index[split_name], emb.question[split_name], emb)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_results(path, index, split_name, scores, k)
+        log.info("retrieved top-%d triples of split %s with the cosine retriever in %.1fs -> %s", k, split_name,
                  time.perf_counter() - t0, path)
     return path
 
@@ -184,6 +216,8 @@ def run(cfg: DictConfig) -> float:
             with atomic_write(local, "wb") as f, open(path, "rb") as src:
                 shutil.copyfileobj(src, f)
         results[s], retrieval_info[s] = read_result_rows(path, index[s].ids)
+        retrieval_info[s]["evidence"] = evidence_source(cfg, s)
+        log.info("evidence for split %s: %s", s, retrieval_info[s]["evidence"])
     timings["evidence_s"] = time.perf_counter() - t0
 
     # ------------------------------------------------------------ reader
@@ -196,17 +230,19 @@ def run(cfg: DictConfig) -> float:
     if backend == "llm":
         from gsr_train.readers.generate import generate_remote
 
+        from gsr_train.llm.local_model import local_endpoint
+
         usage: dict = {}
+        with local_endpoint(_container(cfg.llm), cache_dir(cfg)) as llm_cfg:
+            def gen_remote(exs):
+                texts, u = generate_remote(llm_cfg, exs, int(ev.max_new_tokens))
+                usage.update(u)
+                return texts
 
-        def gen_remote(exs):
-            texts, u = generate_remote(_container(cfg.llm), exs, int(ev.max_new_tokens))
-            usage.update(u)
-            return texts
-
-        for evidence in ev.variants.base:
-            exs = build_examples(questions[eval_split], results[eval_split] if evidence == "retrieved" else None,
-                                 fmt, k, None, None, bool(qa.icl))
-            _evaluate(f"prompting_{evidence}", gen_remote, exs, fmt, out, reports, timings)
+            for evidence in ev.variants.base:
+                exs = build_examples(questions[eval_split], results[eval_split] if evidence == "retrieved" else None,
+                                     fmt, k, None, None, bool(qa.icl))
+                _evaluate(f"prompting_{evidence}", gen_remote, exs, fmt, out, reports, timings)
         train_info["llm_usage"] = usage
         tokenizer = None
     else:
@@ -253,7 +289,8 @@ def run(cfg: DictConfig) -> float:
         "metrics": {name: rep.to_dict() for name, rep in reports.items()},
         "train": train_info, "timings": timings,
     }
-    text = (f"command: {command}\nformat={fmt} K={k} budget={budget} split={eval_split}\n\n"
+    evidence = "; ".join(f"{s}: {info.get('evidence')}" for s, info in retrieval_info.items())
+    text = (f"command: {command}\nformat={fmt} K={k} budget={budget} split={eval_split}\nevidence: {evidence}\n\n"
             f"all questions\n{table}\n\n-sub (answer entity in the graph)\n{table_sub}\n")
     if is_rank_zero():
         write_json(out / "metrics.json", figures)
@@ -272,6 +309,7 @@ def train_reader(cfg: DictConfig, model, tokenizer, questions, results, fmt: str
     """Fine-tune the reader on the train split's retrieved evidence; save the adapter folder."""
     import numpy as np
 
+    from gsr_train.memory import peak_rss_mb
     from gsr_train.readers.data import ReaderDataModule, ReaderDataset
     from gsr_train.readers.model import ReaderModule, merge_and_export, save_adapter
     from gsr_train.readers.prompts import build_examples
@@ -319,7 +357,8 @@ def train_reader(cfg: DictConfig, model, tokenizer, questions, results, fmt: str
             "step_s_median": float(np.median(steps)), "step_s_mean": float(np.mean(steps)),
             "loss_first10": float(np.mean(module.losses[:10])) if module.losses else None,
             "loss_last10": float(np.mean(module.losses[-10:])) if module.losses else None,
-            "data": dataset.token_stats(), "adapter_dir": str(adapter_dir)}
+            "data": dataset.token_stats(), "adapter_dir": str(adapter_dir),
+            "rss_mb_per_step": module.step_rss_mb, "peak_rss_mb": round(peak_rss_mb(), 1)}
     if cfg.qa.get("merge") and str(cfg.reader.adapter) == "lora":
         info["merged_dir"] = str(merge_and_export(str(cfg.reader.model), adapter_dir,
                                                   out / "merged", cache_dir=cache_dir(cfg)))
