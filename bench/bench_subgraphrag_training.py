@@ -89,7 +89,7 @@ def train(name, index, emb, sup, labels, model_opts, train_opts, epochs, out, tr
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
-    from gsr_train.data.triple_datamodule import TripleDataModule
+    from gsr_train.datamodules.triple_datamodule import TripleDataModule
     from gsr_train.eval.retrieval import retrieval_metrics
     from gsr_train.models.subgraphrag.module import SubgraphRAGModule
     from gsr_train.models.subgraphrag.scorer import ScorerConfig

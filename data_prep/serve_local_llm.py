@@ -4,9 +4,9 @@
     python data_prep/serve_local_llm.py --model /path/to/hf_folder --name my-model --port 8001
 
 Then run the LLM data steps with llm=local (base_url http://127.0.0.1:8000/v1). Non-streaming;
-one generation at a time. See gsr_train.llm.server for the options.
+one generation at a time. See gsr_train.llm.serve for the options.
 """
-from gsr_train.llm.server import main
+from gsr_train.llm.serve import main
 
 if __name__ == "__main__":
     main()

@@ -63,7 +63,7 @@ def subgraphrag_module(ctx: dict, seed: int = 0):
 
 
 def subgraphrag_datamodule(ctx: dict, batch: int, seed: int = 0):
-    from gsr_train.data.triple_datamodule import TripleDataModule
+    from gsr_train.datamodules.triple_datamodule import TripleDataModule
     from gsr_train.models.subgraphrag.scorer import ScorerConfig
 
     cfg = ScorerConfig.from_options(SGR_MODEL, ctx["emb"].dim)
@@ -87,7 +87,7 @@ def subgraphrag_val_reference(ctx: dict, module) -> dict[str, float]:
 def _gsr_questions(n: int, seed: int, prefix: str):
     import random
 
-    from gsr_train.data.gsr_data import ChainQuestion
+    from gsr_train.datamodules.gsr_data import ChainQuestion
 
     rng = random.Random(seed)
     rels = list(RELATIONS)
@@ -116,7 +116,7 @@ def gsr_module(ctx: dict, seed: int = 0):
 
 
 def gsr_datamodule(ctx: dict, batch: int, seed: int = 0, module=None):
-    from gsr_train.data.gsr_data import GSRDataModule, retrieval_items
+    from gsr_train.datamodules.gsr_data import GSRDataModule, retrieval_items
 
     gsr = module.gsr
     train, _ = retrieval_items(ctx["train"], gsr.relations)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gsr_train.arrays import segment_sum
-from gsr_train.data.triple_datamodule import trainable_questions
+from gsr_train.datamodules.triple_datamodule import trainable_questions
 from gsr_train.kg.index import get_index
 from gsr_train.kg.paths import build_supervision, get_supervision
 from gsr_train.kg.vocab import StringVocab
@@ -146,7 +146,7 @@ def test_results_name_triples_from_the_mapped_vocabulary(mini, tmp_path):
 
 def test_kg_wide_statistics_over_runs_equal_one_pass(mini, monkeypatch):
     """Schema triples, GSR relation subjects and pseudo-question subjects read the splits run by run."""
-    from gsr_train.data.gsr_data import relation_subjects
+    from gsr_train.datamodules.gsr_data import relation_subjects
     from gsr_train.kg.index import SplitGraphs
     from gsr_train.kg.schema import split_triples
     from gsr_train.llm.steps.pseudo_questions import subjects_by_relation

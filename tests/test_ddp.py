@@ -91,7 +91,7 @@ def test_modules_and_datamodules_pickle_for_ddp_spawn(kind, tmp_path):
 
 
 def test_rank_sampler_shards_the_single_process_order():
-    from gsr_train.data.triple_datamodule import RankSampler
+    from gsr_train.datamodules.triple_datamodule import RankSampler
 
     one = RankSampler(10, seed=3, num_replicas=1, rank=0)
     ranks = [RankSampler(10, seed=3, num_replicas=2, rank=r) for r in (0, 1)]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gsr_train.data.gsr_data import (GSRDataModule, Seq2SeqItem, default_templates, filter_chains,
+from gsr_train.datamodules.gsr_data import (GSRDataModule, Seq2SeqItem, default_templates, filter_chains,
                                      load_index_file, load_llm_chains, load_path_rows, pseudo_questions,
                                      questions_from_paths, relation_subjects)
 from gsr_train.data.rows import RowError

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from gsr_train.data.gsr_data import GSRCollator, GSRDataModule, Seq2SeqItem
+from gsr_train.datamodules.gsr_data import GSRCollator, GSRDataModule, Seq2SeqItem
 from gsr_train.kg.execution import ChainExecutor
 from gsr_train.kg.index import build_index
 from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains

@@ -13,7 +13,7 @@ from .conftest import compose_config
 @pytest.mark.parametrize("experiment,extra", [("simgrag", ["simgrag.k_node=4"]),
                                               ("safe", ["safe.delta=0", "safe.k_qg=2"])])
 def test_experiment_runs_on_tiny_data(tmp_path, experiment, extra):
-    from gsr_train.patterns.run import run_safe, run_simgrag
+    from gsr_train.runs.patterns import run_safe, run_simgrag
 
     data = tiny_dataset(tmp_path / "data")
     cfg = compose_config([

@@ -100,8 +100,8 @@ def _compose(tmp_path, overrides):
 
 
 def test_hydra_runners(toy, tmp_path):
-    from gsr_train.robustness.classic_run import run as classic_run
-    from gsr_train.robustness.run import run
+    from gsr_train.runs.classic import run as classic_run
+    from gsr_train.runs.robustness import run
 
     toy_index(tmp_path, n_questions=5, n_entities=25, n_edges=60)
     cfg = _compose(tmp_path, ["+experiment=robustness_quickstart", "robustness.methods=[replace,rewire]",

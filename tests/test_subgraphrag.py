@@ -12,7 +12,7 @@ import warnings
 import pytest
 import torch
 
-from gsr_train.data.triple_datamodule import TripleDataModule, trainable_questions
+from gsr_train.datamodules.triple_datamodule import TripleDataModule, trainable_questions
 from gsr_train.eval.results import read_results
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.kg.index import get_index

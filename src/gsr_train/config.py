@@ -24,9 +24,7 @@ def shared_data_dir() -> Path:
 
 def default_cache_dir() -> Path:
     """``$GSR_TRAIN_CACHE`` or ``~/.cache/gsr_train``: one cache for the CLI tools and train.py."""
-    from gsr_train.kg.index import default_cache_dir as index_cache_dir
-
-    return index_cache_dir()
+    return Path(os.environ.get("GSR_TRAIN_CACHE", Path.home() / ".cache" / "gsr_train"))
 
 
 def claim_run_dir(base: str) -> str:

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gsr_train.data.rows import (TRIPLE_REASON, DataFileError, RowError, SkipReport, split_files, validate_row)
+from gsr_train.data.arrow_files import arrow_batches, open_parquet  # noqa: F401  (re-exported)
 from gsr_train.io import file_digest, iter_jsonl
 
 log = logging.getLogger(__name__)
@@ -232,32 +233,6 @@ def _from_rows(rows: Sequence, source: str) -> RowBatch:
 
 
 # ----------------------------------------------------------------------------- sources
-
-
-def open_parquet(path: str | Path):
-    """A ``pyarrow.parquet.ParquetFile``; :class:`DataFileError` naming the file when it
-    cannot be opened (truncated download, not parquet)."""
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.ParquetFile(path, memory_map=True)
-    except (pa.ArrowException, OSError) as e:
-        raise DataFileError(f"{path}: not a readable parquet file, it may be truncated or damaged ({e})") from e
-
-
-def arrow_batches(path: str | Path) -> Iterator[pa.RecordBatch]:
-    """Record batches of an Arrow IPC file or stream (the format of ``datasets`` caches)."""
-    try:
-        source = pa.memory_map(str(path), "r")
-        try:
-            reader = pa.ipc.open_file(source)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        except pa.ArrowInvalid:
-            source.seek(0)
-            batches = iter(pa.ipc.open_stream(source))
-        yield from batches
-    except (pa.ArrowException, OSError) as e:
-        raise DataFileError(f"{path}: not a readable Arrow file, it may be truncated or damaged ({e})") from e
 
 
 def _rebatch(batches: Iterator[pa.RecordBatch], rows: int, skip: int) -> Iterator[pa.RecordBatch]:

@@ -14,28 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from gsr_train.data.errors import DataFileError, RowError  # noqa: F401  (re-exported)
 from gsr_train.io import iter_jsonl
 
 log = logging.getLogger(__name__)
 
 SPLIT_SUFFIXES = (".jsonl.gz", ".jsonl", ".json.gz", ".json", ".parquet", ".arrow")
-
-
-class RowError(ValueError):
-    """A row that does not match the RoG format; the message names file, row and field.
-
-    ``category``: the reason without row-specific detail, under which skips are counted
-    (defaults to ``reason``).
-    """
-
-    def __init__(self, source: str, row_id: str, field: str, reason: str, category: str | None = None):
-        self.source, self.row_id, self.field, self.reason = source, row_id, field, reason
-        self.category = category or reason
-        super().__init__(f"{source}: row {row_id!r}: field {field!r}: {reason}")
-
-
-class DataFileError(ValueError):
-    """A split file that cannot be read at all (truncated, not parquet, wrong schema)."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +117,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:
-    from gsr_train.data.row_batches import open_parquet
+    from gsr_train.data.arrow_files import open_parquet
 
     position = 0
     for batch in open_parquet(path).iter_batches(batch_size=256):
@@ -143,7 +127,7 @@ def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _iter_arrow(path: Path) -> Iterator[tuple[int, Any]]:
-    from gsr_train.data.row_batches import arrow_batches
+    from gsr_train.data.arrow_files import arrow_batches
 
     position = 0
     for batch in arrow_batches(path):

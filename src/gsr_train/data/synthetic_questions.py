@@ -19,7 +19,7 @@ from gsr_train.data import synthetic_schema as S
 from gsr_train.data.synthetic_world import World
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gsr_train.data.synthetic import SyntheticConfig
+    from gsr_train.data.synthetic_config import SyntheticConfig
 
 
 @dataclass

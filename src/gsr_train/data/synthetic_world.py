@@ -27,7 +27,7 @@ import numpy as np
 from gsr_train.data import synthetic_schema as S
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gsr_train.data.synthetic import SyntheticConfig
+    from gsr_train.data.synthetic_config import SyntheticConfig
 
 MID_CHARS = np.array(list("0123456789bcdfghjklmnpqrstvwxyz_"))
 

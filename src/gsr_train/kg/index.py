@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import tempfile
@@ -34,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
+from gsr_train.config import default_cache_dir  # noqa: F401  (re-exported: kg.index.default_cache_dir)
 from gsr_train.arrays import file_check, open_array
 from gsr_train.io import stable_hash
 from gsr_train.kg.vocab import NameIds, StringVocab
@@ -367,10 +367,6 @@ def open_index(folder: str | Path, key: str | None = None, verify: bool = True) 
         raise StaleCache(f"{folder}: cannot be read ({type(e).__name__}: {e})") from e
     return KGIndex(vocabs["entities"], vocabs["relations"], splits, meta.get("skips", {}), meta.get("key", ""),
                    {**meta, "folder": str(folder)})
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("GSR_TRAIN_CACHE", Path.home() / ".cache" / "gsr_train"))
 
 
 def build_index(source: str | Path, splits: Sequence[str], skip_invalid: bool = False,

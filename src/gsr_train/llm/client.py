@@ -127,7 +127,7 @@ class ChatResult:
 
 
 def default_cache_path() -> Path:
-    from gsr_train.kg.index import default_cache_dir
+    from gsr_train.config import default_cache_dir
 
     return default_cache_dir() / "llm" / "responses.sqlite"
 

@@ -63,7 +63,7 @@ def converted_folder(folder: Path, gguf: str, cache_dir: str | Path | None, dtyp
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if cache_dir is None:
-        from gsr_train.kg.index import default_cache_dir
+        from gsr_train.config import default_cache_dir
 
         cache_dir = default_cache_dir()
     src = folder / gguf

@@ -110,7 +110,7 @@ class ReaderDataModule(pl.LightningDataModule):
     """Training (and optional validation) batches of a reader.
 
     The training order is a pure function of ``(seed, epoch)`` sharded by rank
-    (:class:`~gsr_train.data.triple_datamodule.RankSampler`): W DDP processes with batch B
+    (:class:`~gsr_train.datamodules.triple_datamodule.RankSampler`): W DDP processes with batch B
     take the same examples per optimiser step as one process with batch ``W * B``, and a run
     resumed from a mid-epoch ``last.ckpt`` skips exactly the batches it had trained on.
     """
@@ -127,7 +127,7 @@ class ReaderDataModule(pl.LightningDataModule):
         self.eval_batch_size = int(eval_batch_size or batch_size)
 
     def train_dataloader(self):
-        from gsr_train.data.triple_datamodule import RankSampler, ResumeSkip, FixedBatches
+        from gsr_train.datamodules.triple_datamodule import RankSampler, ResumeSkip, FixedBatches
 
         sampler = RankSampler(len(self.dataset), self.seed)
         trainer = getattr(self, "trainer", None)

@@ -34,6 +34,7 @@ import torch
 
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, SplitGraphs
 from gsr_train.retrievers.cosine import segment_cosine
+from gsr_train.retrievers.segment_ranks import group_rank, segment_rank  # noqa: F401  (segment_rank re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -66,24 +67,6 @@ def merge_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- ranks and prizes
-
-
-def group_rank(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """Rank of every item within its group (0 = highest value; ties by position)."""
-    order = torch.argsort(-values, stable=True)
-    order = order[torch.argsort(group[order], stable=True)]
-    counts = torch.bincount(group, minlength=num_groups)
-    starts = counts.cumsum(0) - counts
-    rank = torch.empty(values.numel(), dtype=torch.long)
-    rank[order] = torch.arange(values.numel()) - starts[group[order]]
-    return rank
-
-
-def segment_rank(values: torch.Tensor, ptr: torch.Tensor) -> torch.Tensor:
-    """Rank within CSR segments (``ptr`` offsets), highest first, ties by position."""
-    sizes = ptr[1:] - ptr[:-1]
-    group = torch.repeat_interleave(torch.arange(sizes.numel()), sizes)
-    return group_rank(values, group, sizes.numel())
 
 
 def similarities(split: SplitGraphs, question_emb: torch.Tensor, emb) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -43,7 +43,7 @@ def ppr_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) -> torc
 
 def ppr_keep(split: SplitGraphs, top_nodes: int = 200, alpha: float = 0.15, iters: int = 30) -> torch.Tensor:
     """``[sum E]`` bool: edges whose both ends are among the ``top_nodes`` highest-PPR entities."""
-    from gsr_train.retrievers.classic import segment_rank
+    from gsr_train.retrievers.segment_ranks import segment_rank
 
     if top_nodes < 1:
         raise ValueError(f"ppr top_nodes must be >= 1, got {top_nodes}")

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from gsr_train.eval.retrieval import retrieval_metrics
-from gsr_train.io import atomic_write, write_json
+from gsr_train.io import atomic_write
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.robustness.perturb import METHODS, perturb
 from gsr_train.robustness.similarity import similarity
@@ -179,60 +179,6 @@ def plot(figures: Mapping[str, Any], path: str | Path, metric: str = "answer_rec
         fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     return path
-
-
-# --------------------------------------------------------------------------- Hydra runner
-
-
-def _container(node) -> Any:
-    from omegaconf import DictConfig, ListConfig, OmegaConf
-
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
-
-
-def run(cfg) -> dict:
-    """Hydra runner (``runner: gsr_train.robustness.run.run``)."""
-    from gsr_train.kg.paths import get_supervision
-    from gsr_train.robustness.kge import get_scorer
-    from gsr_train.robustness.retrievers import build_retrievers
-    from gsr_train.runs.common import cache_dir, load_kg_index, output_dir
-    from gsr_train.text.embeddings import get_embeddings
-
-    rc = cfg.robustness
-    torch.set_num_threads(int(rc.get("threads") or 1))
-    split_name = cfg.get("split", "test")
-    t0 = time.perf_counter()
-    index = load_kg_index(cfg)
-    split = index[split_name]
-    sup = get_supervision(index, split_name, cache_dir(cfg))
-    gold = sup.triple_label
-    emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=[split_name])
-    q_emb = emb.question[split_name]
-    if rc.get("max_questions"):
-        n = min(int(rc.max_questions), len(split))
-        gold = gold[: int(split.edge_ptr[n])]
-        split, q_emb = split.subset(range(n)), q_emb[:n]
-    scorer = get_scorer(split, len(index.relations), _container(rc.kge), cache_dir(cfg))
-    retrievers = build_retrievers(_container(rc.retrievers), index, split, q_emb, emb, _container(cfg.get("classic")))
-    prep = time.perf_counter() - t0
-    figures = evaluate_robustness(split, retrievers, gold, list(rc.methods), list(rc.levels), list(cfg.eval_ks),
-                                  int(rc.seed), bool(rc.protect_gold), scorer)
-    figures.update({"experiment": cfg.get("experiment_name"), "data": cfg.data.name, "split": split_name,
-                    "questions": len(split), "edges": int(split.edge_ptr[-1]), "retrievers": list(retrievers),
-                    "kge": scorer.meta, "prep_seconds": round(prep, 2),
-                    "total_seconds": round(time.perf_counter() - t0, 2)})
-    out = output_dir(cfg)
-    k = int(rc.get("report_k", 100))
-    tables = report_tables(figures, k)
-    title = f"{cfg.data.name} [{split_name}], {len(split)} questions, seed {int(rc.seed)}" + (
-        ", gold protected" if rc.protect_gold else "")
-    with atomic_write(out / "robustness.md", "w") as f:
-        f.write(f"# Robustness: {title}\n\n{tables}\n")
-    write_json(out / "robustness.json", figures)
-    pngs = [plot(figures, out / f"robustness_{m}.png", m, k, title) for m in ("answer_recall", "sp_recall")]
-    print(tables)
-    print(f"\nwrote {out / 'robustness.md'}, {out / 'robustness.json'}, " + ", ".join(str(p) for p in pngs))
-    return figures
 
 
 def render(folder: str | Path, report_k: int = 100) -> str:

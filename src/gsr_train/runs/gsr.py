@@ -57,7 +57,7 @@ def _llm_chains(cfg: DictConfig):
     path = cfg.gsr.get("llm_chains")
     if not path:
         return None
-    from gsr_train.data.gsr_data import load_llm_chains
+    from gsr_train.datamodules.gsr_data import load_llm_chains
 
     return load_llm_chains(path)
 
@@ -87,7 +87,7 @@ def _gather_graphs(index, ids: list[str]):
 
 def prepare_paths_data(cfg: DictConfig) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids."""
-    from gsr_train.data.gsr_data import load_path_rows, questions_from_paths, relation_subjects
+    from gsr_train.datamodules.gsr_data import load_path_rows, questions_from_paths, relation_subjects
     from gsr_train.kg.index import get_index
 
     g = cfg.gsr
@@ -120,7 +120,7 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
 
 def prepare_rog_data(cfg: DictConfig) -> GSRData:
     """A RoG-format dataset: chains from the KG supervision, graphs from the KG index."""
-    from gsr_train.data.gsr_data import questions_from_kg, relation_subjects
+    from gsr_train.datamodules.gsr_data import questions_from_kg, relation_subjects
     from gsr_train.kg.index import KGIndex
     from gsr_train.kg.paths import get_supervision
     from gsr_train.runs.common import load_kg_index
@@ -146,7 +146,7 @@ def prepare_rog_data(cfg: DictConfig) -> GSRData:
 def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
     """``kg``: KG relations + training-chain relations; ``chains``: training chains only;
     ``file``: a vocabulary file (``gsr.relations.file``, ``keep``) + training-chain relations."""
-    from gsr_train.data.gsr_data import chain_relations
+    from gsr_train.datamodules.gsr_data import chain_relations
     from gsr_train.models.gsr.tokens import load_relation_file, merge_vocab
 
     src = cfg.gsr.relations.source
@@ -162,7 +162,7 @@ def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
 
 
 def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
-    from gsr_train.data.gsr_data import (GSRDataModule, index_items, load_index_file, pseudo_questions,
+    from gsr_train.datamodules.gsr_data import (GSRDataModule, index_items, load_index_file, pseudo_questions,
                                          retrieval_items)
 
     g = cfg.gsr
@@ -170,7 +170,7 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
     val_q = [q for q in data.validation if q.ground]
     if g.get("max_val_questions"):
         val_q = val_q[: int(g.max_val_questions)]
-    from gsr_train.data.gsr_data import ChainQuestion
+    from gsr_train.datamodules.gsr_data import ChainQuestion
 
     val_q = [ChainQuestion(q.id, q.question, q.ground, q.ground) for q in val_q]
     validation, vcounts = retrieval_items(val_q, gsr.relations, strict=False, require_targets=False)
@@ -201,7 +201,7 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
 
     from gsr_train.models.gsr.module import GSRModule
 
-    from gsr_train.data.triple_datamodule import RankSampler
+    from gsr_train.datamodules.triple_datamodule import RankSampler
 
     dm = build_datamodule(cfg, data, gsr)
     max_epochs = int(cfg.trainer.max_epochs)

@@ -116,7 +116,7 @@ def wins(model: Any, baseline: Any, ks: Sequence[int], metrics: Sequence[str] = 
 def run(cfg: DictConfig) -> dict:
     from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
-    from gsr_train.data.triple_datamodule import TripleDataModule
+    from gsr_train.datamodules.triple_datamodule import TripleDataModule
     from gsr_train.eval.labels import load_labelled_triples
     from gsr_train.eval.retrieval import comparison_table, retrieval_metrics
     from gsr_train.kg.paths import get_supervision

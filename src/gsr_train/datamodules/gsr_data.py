@@ -514,10 +514,10 @@ class GSRDataModule:
         return max(1, -(-len(self.epoch_items(epoch)) // self.batch_size))
 
     def train_loader(self, epoch: int, skip_batches: int = 0, resume=None):
-        """``resume``: a :class:`~gsr_train.data.triple_datamodule.ResumeSkip` read when the first pass starts."""
+        """``resume``: a :class:`~gsr_train.datamodules.triple_datamodule.ResumeSkip` read when the first pass starts."""
         from torch.utils.data import DataLoader
 
-        from gsr_train.data.triple_datamodule import RankSampler
+        from gsr_train.datamodules.triple_datamodule import RankSampler
 
         items = self.epoch_items(epoch)  # already shuffled per epoch; sharded by rank under DDP
         sampler = RankSampler(len(items), shuffle=False)
@@ -527,7 +527,7 @@ class GSRDataModule:
 
     def rank_batches(self, epoch: int) -> int:
         """Training batches of ``epoch`` on this rank (under DDP each rank holds 1/W of the items)."""
-        from gsr_train.data.triple_datamodule import RankSampler
+        from gsr_train.datamodules.triple_datamodule import RankSampler
 
         return max(1, -(-len(RankSampler(len(self.epoch_items(epoch)), shuffle=False)) // self.batch_size))
 
@@ -549,7 +549,7 @@ def _lightning_class():
             self.gsr_data = data
 
         def train_dataloader(self):
-            from gsr_train.data.triple_datamodule import ResumeSkip
+            from gsr_train.datamodules.triple_datamodule import ResumeSkip
 
             if self.trainer is None:
                 return self.gsr_data.train_loader(0)

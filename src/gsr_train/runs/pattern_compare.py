@@ -1,6 +1,6 @@
 """One table for pattern retrievers and triple retrievers on the same split and metrics.
 
-    python -m gsr_train.patterns.compare --data ../shared/data/webqsp_mini --split test \
+    python -m gsr_train.runs.pattern_compare --data ../shared/data/webqsp_mini --split test \
         --gsr-results RUN/results_test.jsonl --gsr-metrics RUN/metrics.json \
         --subgraphrag-results SG/retrieval_test.jsonl --subgraphrag-ckpt SG/checkpoints/best.ckpt \
         --out outputs/patterns_compare
@@ -199,7 +199,7 @@ def _kv(items: Sequence[str]) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m gsr_train.patterns.compare", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m gsr_train.runs.pattern_compare", description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True, help="folder of RoG-format splits, or 'synthetic'")
     ap.add_argument("--split", default="test")
     ap.add_argument("--gsr-results", help="GSR results file (chains -> patterns, and the GSR row)")
