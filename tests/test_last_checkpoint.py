@@ -76,3 +76,21 @@ def test_every_trainer_gets_one_last_checkpoint_even_without_the_config_entry(tm
     assert sum(isinstance(c, LastCheckpoint) for c in trainer.callbacks) == 1
     trainer = make_trainer(_cfg(tmp_path), max_epochs=1)
     assert sum(isinstance(c, LastCheckpoint) for c in trainer.callbacks) == 1
+
+
+def test_training_logs_progress_and_eta_without_a_terminal(tmp_path, caplog, monkeypatch):
+    import sys
+
+    from gsr_train.runs.log_progress import TrainingLogProgress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    cfg = _cfg(tmp_path)
+    trainer = make_trainer(cfg, max_epochs=2, enable_progress_bar=False)
+    progress = [c for c in trainer.callbacks if isinstance(c, TrainingLogProgress)]
+    assert len(progress) == 1
+    progress[0].every = 0.0  # a line for every step (the default is every 30 s)
+    with caplog.at_level("INFO", logger="gsr_train.progress"):
+        trainer.fit(Worsening(), _loader(), _loader())
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("train (epoch")]
+    assert lines[0].startswith("train (epoch 1/2): 1/8 (12.5%)") and "ETA" in lines[0]
+    assert lines[-1].startswith("train (epoch 2/2): 8/8 (100.0%)")

@@ -21,10 +21,10 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-class _LogProgress:
+class LogProgress:
     """``advance(n)`` that logs progress and ETA at most every ``every`` seconds."""
 
-    def __init__(self, total: int, description: str, done: int, every: float) -> None:
+    def __init__(self, total: int, description: str, done: int = 0, every: float = LOG_EVERY_SECONDS) -> None:
         self.total, self.description, self.done, self.every = total, description, done, every
         self.start_done, self.t0 = done, time.monotonic()
         self.last = self.t0
@@ -51,7 +51,7 @@ def progress(total: int, description: str, show: bool | None = None, threshold: 
         yield lambda n=1: None
         return
     if not sys.stderr.isatty() and not transient:  # a log file: periodic lines, not a live bar
-        yield _LogProgress(total, description, done, LOG_EVERY_SECONDS)
+        yield LogProgress(total, description, done, LOG_EVERY_SECONDS)
         return
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)

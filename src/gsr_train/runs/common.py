@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -294,6 +295,11 @@ def make_trainer(cfg: DictConfig, callbacks: Sequence[Any] = (), **overrides):
     if not any(isinstance(c, LastCheckpoint) for c in [*callbacks, *extra]):  # last.ckpt = newest state, always
         extra.append(LastCheckpoint(str(Path(cfg.paths.output_dir) / "checkpoints"),
                                     cfg.get("checkpoint_every_n_steps")))
+    if not sys.stderr.isatty():  # a log file: progress and ETA lines instead of a live bar
+        from gsr_train.runs.log_progress import TrainingLogProgress
+
+        if not any(isinstance(c, TrainingLogProgress) for c in [*callbacks, *extra]):
+            extra.append(TrainingLogProgress())
     if not overrides.get("enable_progress_bar", cfg.trainer.get("enable_progress_bar", True)):
         from pytorch_lightning.callbacks import ProgressBar
 
