@@ -46,7 +46,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="bench_gsr_")
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
-            "+experiment=gsr_quickstart", f"trainer.max_epochs={args.epochs}", f"paths.output_dir={tmp}",
+            "+experiment=gsr_quickstart", f"model.epochs={args.epochs}", f"paths.output_dir={tmp}",
             "experiment_name=bench_gsr_decoding", "logger=none", "~callbacks.rich_progress",
             "trainer.enable_progress_bar=false", f"gsr.decode.beams={args.beams}", f"gsr.decode.top_n={args.top_n}",
         ])

@@ -18,7 +18,7 @@ def test_runner_end_to_end(tmp_path):
     from gsr_train.runs.gsr import collect_metrics, metrics_table, run
     cfg = compose_config([
         "+experiment=gsr_quickstart", f"paths.output_dir={tmp_path}", f"paths.cache_dir={tmp_path / 'cache'}",
-        "experiment_name=test", "trainer.max_epochs=1", "logger=none", "~callbacks.rich_progress",
+        "experiment_name=test", "model.epochs=1", "logger=none", "~callbacks.rich_progress",
         "trainer.enable_progress_bar=false", "gsr.decode.beams=4", *[f"+data.synthetic.{s}" for s in SMALL]])
     value = run(cfg)
     metrics = json.loads((tmp_path / "metrics.json").read_text())

@@ -216,6 +216,24 @@ def require_split(index: Any, split: str, role: str, data: str, labels: Any = No
                                  "answer entity (no positive triple)" + (f"; {hint}" if hint else ""))
 
 
+def one_setting(cfg: DictConfig, used: str, other: str = "trainer.max_epochs") -> None:
+    """``other`` must equal ``used`` (the runner reads ``used``): two different values for one
+    thing (epochs) are the user's mistake, reported instead of one silently winning."""
+    a, b = OmegaConf.select(cfg, used, default=None), OmegaConf.select(cfg, other, default=None)
+    if a is not None and b is not None and a != b:
+        raise PreflightError(f"two settings for one thing: {other}={b} and {used}={a}; this experiment reads "
+                             f"{used}, set that one")
+
+
+def require_family(cfg: DictConfig, families: Sequence[str], runner: str) -> None:
+    """``cfg.model`` must be a model of one of ``families`` (``model=gsr_tiny`` on SubgraphRAG is an error)."""
+    family = OmegaConf.select(cfg, "model.family", default=None)
+    if family not in families:
+        name = OmegaConf.select(cfg, "model.name", default="?")
+        raise PreflightError(f"model={name} is a {family or 'unknown'} model; the {runner} runner needs a "
+                             f"{' / '.join(families)} model (model=...)")
+
+
 def is_rank_zero() -> bool:
     """True in the process that writes results (global rank 0; always true without DDP)."""
     from lightning_fabric.utilities.rank_zero import rank_zero_only

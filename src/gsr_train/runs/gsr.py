@@ -29,9 +29,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.runs.common import (PreflightError, cache_dir, fit_state, is_rank_zero, log_final_metrics, make_trainer,
-                                   output_dir, preflight, resume_path, save_figures)
+                                   one_setting, output_dir, preflight, require_family, resume_path, save_figures)
 
 log = logging.getLogger(__name__)
+GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
 
 
 @dataclass
@@ -282,6 +283,8 @@ def run(cfg: DictConfig) -> float | None:
     from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
 
     g = cfg.gsr
+    require_family(cfg, GSR_FAMILIES, "gsr")
+    one_setting(cfg, "model.epochs")
     for mode in g.get("eval_modes", ["unconstrained"]):
         if mode not in ("unconstrained", "constrained"):
             raise PreflightError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")

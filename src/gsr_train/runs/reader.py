@@ -38,8 +38,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
-from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, load_kg_index, make_trainer, output_dir,
-                                   preflight, resolve_data_dir, resume_path)
+from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, load_kg_index, make_trainer, one_setting,
+                                   output_dir, preflight, resolve_data_dir, resume_path)
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ def run(cfg: DictConfig) -> float:
     from gsr_train.readers.prompts import build_examples
 
     t_start = time.perf_counter()
+    one_setting(cfg, "qa.train.epochs")
     qa = cfg.qa
     if qa.get("threads"):
         torch.set_num_threads(int(qa.threads))

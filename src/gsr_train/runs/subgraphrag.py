@@ -20,7 +20,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, label_path, load_kg_index, log_final_metrics,
-                                   make_trainer, output_dir, preflight, PreflightError, require_split, resume_path, save_figures)
+                                   make_trainer, one_setting, output_dir, preflight, PreflightError,
+                                   require_family, require_split, resume_path, save_figures)
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,12 @@ def run(cfg: DictConfig) -> dict:
 
     t_start = time.perf_counter()
     run_cfg, model_opts, train = settings(cfg)
+    require_family(cfg, ["subgraphrag"], "subgraphrag")
+    one_setting(cfg, "model.train.epochs")
+    try:
+        ScorerConfig.from_options(model_opts, 1)  # unknown or invalid model options: before any work
+    except ValueError as e:
+        raise PreflightError(f"model={model_opts.get('name')}: {e}") from None
     keep_freed_memory()
     if run_cfg["threads"]:
         torch.set_num_threads(int(run_cfg["threads"]))

@@ -75,8 +75,13 @@ class ScorerConfig:
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], dim: int) -> "ScorerConfig":
-        """From a model config: ``use_dde`` / ``use_topic`` flags or ``structure``; unknown keys ignored."""
+        """From a model config: ``use_dde`` / ``use_topic`` flags or ``structure``; an unknown key
+        (a typo, an option of another model family) is an error naming it."""
         opts = dict(options)
+        known = {f.name for f in fields(cls)} | {"use_dde", "use_topic", "dde", "name", "family", "train"}
+        unknown = sorted(set(opts) - known)
+        if unknown:
+            raise ValueError(f"model options {unknown} are not SubgraphRAG options (known: {sorted(known - {'dim'})})")
         if "structure" not in opts or opts["structure"] is None:
             use_dde, use_topic = bool(opts.get("use_dde", True)), bool(opts.get("use_topic", True))
             opts["structure"] = "dde" if use_dde else ("topic" if use_topic else "none")
