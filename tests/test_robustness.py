@@ -10,7 +10,7 @@ from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.kg.paths import build_supervision
 from gsr_train.retrievers.classic import classic_scores
 from gsr_train.retrievers.cosine import cosine_scores
-from gsr_train.robustness.retrievers import GSRChains
+from gsr_train.retrievers.gsr_chains import GSRChains
 from gsr_train.robustness.run import evaluate_robustness, plot, report_tables
 from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import HashingEncoder
@@ -29,7 +29,7 @@ def toy(tmp_path_factory):
     chains = GSRChains([[(gold_chain, -0.1), ((0, 0, 0, 0), -5.0)] for _ in range(len(split))], top_n=2)
     q = emb.question["test"]
     retrievers = {"cosine": lambda s: (cosine_scores(s, q, emb), {}),
-                  "classic-pcst": lambda s: (classic_scores(s, q, emb, "pcst"), {}), "gsr": chains}
+                  "classic-pcst": lambda s: (classic_scores(s, q, emb, "pcst"), {}), "gsr": chains.score}
     return tmp, index, split, emb, retrievers
 
 
@@ -84,7 +84,7 @@ def test_gsr_chains_from_results_file(toy, tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     chains = GSRChains.from_results(path, split, index.relations, top_n=3)
     assert chains.beams[0][1][0] is None
-    scores, extra = chains(split)
+    scores, extra = chains.score(split)
     assert extra["valid@3"] == 0.5 and extra["questions_with_valid_chain"] == 1.0
     assert bool((scores > -math.inf).any()) and float(scores.max()) == pytest.approx(-0.2)
     path.write_text(json.dumps({"id": split.ids[0], "triples": []}) + "\n")

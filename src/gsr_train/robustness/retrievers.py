@@ -1,138 +1,35 @@
-"""Trained and untrained retrievers wrapped for the robustness command: ``split -> scores``.
-
-Every wrapper maps a (perturbed) :class:`SplitGraphs` to per-edge scores (``FloatTensor[sum E]``,
-``-inf`` = not retrieved) plus optional extra figures. Nothing is trained here:
-
-* ``cosine``: :func:`gsr_train.retrievers.cosine.cosine_scores`;
-* ``subgraphrag``: a trained checkpoint; the DDE features are recomputed on the perturbed graph;
-* ``classic:<method>``: :func:`gsr_train.retrievers.classic.classic_scores`;
-* ``gsr``: beam search does not look at the graph (unconstrained decoding), so the chains are
-  decoded once per question (or read from a results file's ``beams``) and only *executed*
-  on every perturbed graph: the first ``top_n`` executable chains give the triples (scored by
-  their chain score), and the share of executable chains is reported as chain validity.
-"""
+"""The retrievers of the robustness study, built by name through :mod:`gsr_train.retrievers.registry`:
+each maps a (perturbed) split to per-edge scores plus extra figures. Nothing is trained here."""
 from __future__ import annotations
 
-import logging
-import math
-import time
-from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import torch
 
 from gsr_train.kg.index import KGIndex, SplitGraphs
-
-log = logging.getLogger(__name__)
-
-Scores = tuple[torch.Tensor, dict]
-
-
-class GSRChains:
-    """Decoded GSR beams of every question, executed on any version of the split's graphs."""
-
-    def __init__(self, beams: Sequence[Sequence[tuple[tuple[int, ...] | None, float]]], top_n: int = 3) -> None:
-        self.beams = [list(b) for b in beams]
-        self.top_n = int(top_n)
-
-    @classmethod
-    def decode(cls, model_path: str | Path, questions: Sequence[str], relations: Sequence[str],
-               decode: Mapping[str, Any] | None = None) -> "GSRChains":
-        """Unconstrained beam search with a saved GSR model (``save_pretrained`` folder or .ckpt)."""
-        from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
-        from gsr_train.models.gsr.modeling import load_gsr
-
-        cfg = DecodeConfig.from_any({**dict(decode or {}), "constrained": False})
-        gsr = load_gsr(model_path)
-        mapping = KGConstraint(gsr, None, relations, [])
-        t0 = time.perf_counter()
-        decoded = beam_chains(gsr, list(questions), cfg)
-        log.info("GSR: decoded %d questions in %.1fs", len(questions), time.perf_counter() - t0)
-        return cls([[(mapping.to_kg(b.chain), b.score) for b in per_q] for per_q in decoded], cfg.top_n)
-
-    @classmethod
-    def from_results(cls, path: str | Path, split: SplitGraphs, relations: Sequence[str], top_n: int = 3) -> "GSRChains":
-        """Beams from a GSR results file (``beams`` field: ``{"chain": [names], "score"}``), matched by id."""
-        from gsr_train.io import iter_jsonl
-
-        lookup = {r: i for i, r in enumerate(relations)}
-        pos = split.position()
-        beams: list[list] = [[] for _ in range(len(split))]
-        for line, row in iter_jsonl(path):
-            if not isinstance(row, dict) or "id" not in row:
-                raise ValueError(f"{path}: line {line}: not a results row with an 'id'")
-            if row["id"] not in pos:
-                continue
-            if "beams" not in row:
-                raise ValueError(f"{path}: line {line}: id {row['id']!r} has no 'beams' field (not a GSR results file?)")
-            out = []
-            for b in row["beams"]:
-                chain = b.get("chain")
-                ids = None if chain is None else [lookup.get(r, -1) for r in chain]
-                out.append((None if ids is None or min(ids, default=0) < 0 else tuple(ids), float(b["score"])))
-            beams[pos[row["id"]]] = out
-        return cls(beams, top_n)
-
-    def __call__(self, split: SplitGraphs) -> Scores:
-        from gsr_train.kg.execution import ChainExecutor
-
-        if len(split) != len(self.beams):
-            raise ValueError(f"{len(self.beams)} decoded questions for a split of {len(split)}")
-        ex = ChainExecutor(split, direction="both")
-        num_e = int(split.edge_ptr[-1]) if len(split) else 0
-        scores = torch.full((num_e,), -math.inf)
-        valid_top, total_top, any_valid = 0, 0, 0
-        for q, per_q in enumerate(self.beams):
-            kept = 0
-            flags = []
-            for chain, score in per_q:
-                ok = chain is not None and ex.is_valid(q, chain)
-                flags.append(ok)
-                if ok and kept < self.top_n:
-                    kept += 1
-                    edges = ex.global_edges(ex.execute(q, chain))
-                    if edges.numel():
-                        cur = scores[edges]
-                        scores[edges] = torch.maximum(cur, torch.full_like(cur, score))
-            top = flags[: self.top_n]
-            valid_top += sum(top)
-            total_top += len(top)
-            any_valid += any(flags)
-            ex.clear_cache()
-        return scores, {f"valid@{self.top_n}": valid_top / total_top if total_top else 0.0,
-                        "questions_with_valid_chain": any_valid / len(self.beams) if self.beams else 0.0}
+from gsr_train.retrievers.interface import RetrievalInputs, Scores
+from gsr_train.retrievers.registry import build
 
 
 def build_retrievers(cfg: Mapping[str, Any], index: KGIndex, split: SplitGraphs, question_emb: torch.Tensor, emb,
                      classic_options: Mapping[str, Any] | None = None) -> dict[str, Callable[[SplitGraphs], Scores]]:
-    """The retrievers named in ``cfg`` (the ``robustness.retrievers`` block); missing artefacts are skipped."""
+    """The retrievers named in ``cfg`` (the ``robustness.retrievers`` block: ``name: options`` for
+    any registered retriever; ``classic: [methods]`` as a shorthand); unset artefacts are skipped."""
+    inputs = RetrievalInputs(index, question_emb, emb, split)
     out: dict[str, Callable[[SplitGraphs], Scores]] = {}
-    if (cfg.get("cosine") or {}).get("enabled", True):
-        from gsr_train.retrievers.cosine import cosine_scores
-
-        out["cosine"] = lambda s: (cosine_scores(s, question_emb, emb), {})
-    sg = cfg.get("subgraphrag") or {}
-    if sg.get("checkpoint"):
-        from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
-
-        sgr = SubgraphRAGRetriever.from_checkpoint(sg["checkpoint"])
-        check_compatible(sgr.hparams, emb)
-        out["subgraphrag"] = lambda s: (sgr.score_split(s, question_emb, emb, features=None), {})
-    g = cfg.get("gsr") or {}
-    if g.get("model") or g.get("results"):
-        top_n = int((g.get("decode") or {}).get("top_n", 3))
-        if g.get("model"):
-            chains = GSRChains.decode(g["model"], split.questions, index.relations, g.get("decode"))
-        else:
-            chains = GSRChains.from_results(g["results"], split, index.relations, top_n)
-        out["gsr"] = chains
-    from gsr_train.retrievers.classic import classic_scores
-
-    for method in (cfg.get("classic") or []):
-        def classic(s: SplitGraphs, m: str = method) -> Scores:
-            return classic_scores(s, question_emb, emb, m, classic_options), {}
-
-        out[f"classic-{method}"] = classic
+    for name, options in cfg.items():
+        if name == "classic":
+            for method in options or []:
+                out[f"classic-{method}"] = build(f"classic-{method}", classic_options, inputs).score
+            continue
+        options = dict(options or {})
+        if not options.pop("enabled", True):
+            continue
+        if name == "subgraphrag" and not options.get("checkpoint"):
+            continue
+        if name == "gsr" and not (options.get("model") or options.get("results")):
+            continue
+        out[name] = build(name, options, inputs).score
     if not out:
         raise ValueError("robustness: no retriever enabled (set robustness.retrievers.*)")
     return out

@@ -1,0 +1,58 @@
+"""The one shape every retriever has, and a registry that builds them by name.
+
+A retriever scores the triples of a split's question graphs: ``score(split, inputs)`` returns
+one float per edge of the split (``-inf``: not retrieved) and a dict of extra figures (e.g. GSR's
+chain validity). Everything downstream (top-K results files, recall tables, readers, the
+robustness study) starts from those scores, so any registered retriever plugs into all of them.
+``fit`` (trainable retrievers) and ``save`` / ``load`` are optional: the ones here are either
+untrained or load a trained artefact named in their options.
+
+Add a method: write a class with ``name`` and ``score``, decorate its factory with
+``@register("my-method")``; :func:`gsr_train.retrievers.registry.build` ``("my-method", options,
+inputs)`` then makes it, and the robustness command takes it by name
+(``robustness.retrievers.my-method: {...}``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+
+import torch
+
+from gsr_train.kg.index import KGIndex, SplitGraphs
+
+Scores = tuple[torch.Tensor, dict]
+
+
+@dataclass
+class RetrievalInputs:
+    """What a retriever may read besides the graphs it scores: the index (vocabularies), the
+    questions' embeddings (rows in split order), the embedding tables and the split itself."""
+
+    index: KGIndex
+    question_emb: torch.Tensor | None = None
+    embeddings: Any = None  # gsr_train.text.embeddings.KGEmbeddings
+    split: SplitGraphs | None = None  # the split whose questions are served (decoders read its questions)
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """``score(split)`` -> (per-edge scores ``FloatTensor[sum E]``, extra figures)."""
+
+    name: str
+
+    def score(self, split: SplitGraphs) -> Scores: ...
+
+
+Factory = Callable[[Mapping[str, Any], RetrievalInputs], Retriever]
+REGISTRY: dict[str, Factory] = {}
+
+
+def register(name: str) -> Callable[[Factory], Factory]:
+    """Decorator: make ``factory(options, inputs) -> Retriever`` buildable as ``name``."""
+    def add(factory: Factory) -> Factory:
+        if name in REGISTRY and REGISTRY[name] is not factory:
+            raise ValueError(f"a retriever named {name!r} is already registered")
+        REGISTRY[name] = factory
+        return factory
+    return add

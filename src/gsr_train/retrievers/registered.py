@@ -1,0 +1,87 @@
+"""The built-in retrievers behind :mod:`gsr_train.retrievers.interface`: cosine, SubgraphRAG
+(a trained checkpoint), the classic ones (triplets, paths, PCST; PPR pruning as an option) and
+GSR (chains decoded once, executed on any version of the graphs). SimGRAG and SAFE score with
+query-graph patterns and are not registered yet."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gsr_train.kg.index import SplitGraphs
+from gsr_train.retrievers.interface import RetrievalInputs, Scores, register
+
+
+class CosineRetriever:
+    """cos(q, h) + cos(q, r) + cos(q, t) with the frozen encoder (no training)."""
+
+    name = "cosine"
+
+    def __init__(self, inputs: RetrievalInputs) -> None:
+        self.inputs = inputs
+
+    def score(self, split: SplitGraphs) -> Scores:
+        from gsr_train.retrievers.cosine import cosine_scores
+
+        return cosine_scores(split, self.inputs.question_emb, self.inputs.embeddings), {}
+
+
+class SubgraphRAGScores:
+    """A trained SubgraphRAG checkpoint; DDE features are computed on the graphs it is given."""
+
+    name = "subgraphrag"
+
+    def __init__(self, checkpoint: str, inputs: RetrievalInputs, serving: str = "auto") -> None:
+        from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
+
+        self.inputs = inputs
+        self.retriever = SubgraphRAGRetriever.from_checkpoint(checkpoint, serving=serving)
+        check_compatible(self.retriever.hparams, inputs.embeddings)
+
+    def score(self, split: SplitGraphs) -> Scores:
+        return self.retriever.score_split(split, self.inputs.question_emb, self.inputs.embeddings, features=None), {}
+
+
+class ClassicRetriever:
+    """OKGQA / G-Retriever prize-based retrieval: ``triplets``, ``paths`` or ``pcst``."""
+
+    def __init__(self, method: str, inputs: RetrievalInputs, options: Mapping[str, Any] | None = None) -> None:
+        self.name = f"classic-{method}"
+        self.method, self.inputs, self.options = method, inputs, dict(options or {})
+
+    def score(self, split: SplitGraphs) -> Scores:
+        from gsr_train.retrievers.classic import classic_scores
+
+        return classic_scores(split, self.inputs.question_emb, self.inputs.embeddings, self.method,
+                              self.options or None), {}
+
+
+@register("cosine")
+def _cosine(options: Mapping[str, Any], inputs: RetrievalInputs) -> CosineRetriever:
+    return CosineRetriever(inputs)
+
+
+@register("subgraphrag")
+def _subgraphrag(options: Mapping[str, Any], inputs: RetrievalInputs) -> SubgraphRAGScores:
+    if not options.get("checkpoint"):
+        raise ValueError("retriever 'subgraphrag' needs options.checkpoint (a trained best-*.ckpt)")
+    return SubgraphRAGScores(str(options["checkpoint"]), inputs, str(options.get("serving", "auto")))
+
+
+for _method in ("triplets", "paths", "pcst"):
+    def _classic(options: Mapping[str, Any], inputs: RetrievalInputs, _m: str = _method) -> ClassicRetriever:
+        return ClassicRetriever(_m, inputs, options)
+
+    register(f"classic-{_method}")(_classic)
+
+
+@register("gsr")
+def _gsr(options: Mapping[str, Any], inputs: RetrievalInputs):
+    from gsr_train.retrievers.gsr_chains import GSRChains
+
+    if inputs.split is None:
+        raise ValueError("retriever 'gsr' needs the split whose questions it decodes (RetrievalInputs.split)")
+    top_n = int((options.get("decode") or {}).get("top_n", 3))
+    if options.get("model"):
+        return GSRChains.decode(options["model"], inputs.split.questions, inputs.index.relations, options.get("decode"))
+    if options.get("results"):
+        return GSRChains.from_results(options["results"], inputs.split, inputs.index.relations, top_n)
+    raise ValueError("retriever 'gsr' needs options.model (a saved GSR model) or options.results (a results file)")
