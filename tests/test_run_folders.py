@@ -67,8 +67,9 @@ def test_two_runs_at_once_and_a_rerun_into_a_finished_folder(tmp_path):
     write_toy(tmp_path / "data", sizes=(8, 4, 6))
     first, second = _train(tmp_path), _train(tmp_path)  # started in the same second
     for p in (first, second):
-        _, err = p.communicate(timeout=300)
+        out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-3000:]
+        assert "== cosine_baseline finished in" in out and "results.json" in out  # the closing summary
     runs = sorted((tmp_path / "outputs" / "cosine_baseline").iterdir())
     assert len(runs) == 2
     for run in runs:
@@ -79,3 +80,15 @@ def test_two_runs_at_once_and_a_rerun_into_a_finished_folder(tmp_path):
     _, err = again.communicate(timeout=300)
     assert again.returncode == 2 and "holds a finished run" in err and "Traceback" not in err
     assert (runs[0] / "results.json").read_bytes() == kept
+
+
+def test_summary_shows_folder_files_and_table(tmp_path):
+    from gsr_train.runs.summary import run_summary
+
+    (tmp_path / "results.json").write_text(json.dumps({"tables": {"overall": "| model | sp@10 |\n| x | 0.5 |"}}))
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / ".hydra").mkdir()
+    text = run_summary(tmp_path, "subgraphrag_quickstart", 75.0)
+    assert text.splitlines()[0] == f"== subgraphrag_quickstart finished in 1:15 -> {tmp_path}"
+    assert text.splitlines()[1] == "files: checkpoints/, results.json"
+    assert "| x | 0.5 |" in text

@@ -50,7 +50,7 @@ def progress(total: int, description: str, show: bool | None = None, threshold: 
     if not (show if show is not None else total - done > threshold):
         yield lambda n=1: None
         return
-    if not sys.stderr.isatty() and not transient:  # a log file: periodic lines, not a live bar
+    if not sys.stderr.isatty():  # a log file: periodic lines, not a live bar
         yield LogProgress(total, description, done, LOG_EVERY_SECONDS)
         return
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,

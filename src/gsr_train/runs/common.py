@@ -28,6 +28,11 @@ def run_experiment(cfg: DictConfig) -> Any:
 
     from gsr_train.runs.run_folder import mark_finished
 
+    import time
+
+    from gsr_train.runs.summary import run_summary
+
+    t0 = time.perf_counter()
     pl.seed_everything(cfg.seed, workers=True)
     runner = hydra.utils.get_method(cfg.runner)
     try:
@@ -36,6 +41,7 @@ def run_experiment(cfg: DictConfig) -> Any:
         finish_trackers()
     if is_rank_zero():
         mark_finished(output_dir(cfg), cfg.get("experiment_name"))
+        print("\n" + run_summary(output_dir(cfg), cfg.get("experiment_name"), time.perf_counter() - t0))
     return result
 
 
