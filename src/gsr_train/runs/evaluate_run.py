@@ -256,7 +256,6 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
                  "split": str(composed.split)})
     log.info("evaluating %s", note)
     hydra.utils.get_method(cfg.runner)  # an unknown runner fails here, before any work
-    result = run_experiment(cfg)
-    if is_rank_zero():
+    if is_rank_zero():  # first, so the run's closing summary lists it (run.json marks success)
         write_json(output_dir(cfg) / "eval.json", note)
-    return result
+    return run_experiment(cfg)
