@@ -54,6 +54,22 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator
 
 
 @contextlib.contextmanager
+def file_lock(path: str | os.PathLike) -> Iterator[None]:
+    """An exclusive flock on the file ``path`` (created if needed) for the block: one process at a
+    time builds a given cache; the others wait, then find it built."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def _dir_lock(folder: Path) -> Iterator[None]:
     """An exclusive flock on a directory (no lock file left behind); a no-op where flock is missing."""
     try:

@@ -29,7 +29,6 @@ such an index unless ``allow_overlap`` is set.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -45,7 +44,7 @@ import numpy as np
 from gsr_train.arrays import AppendFile, file_check
 from gsr_train.data.row_batches import RowBatch, SplitSource
 from gsr_train.data.rows import SkipReport
-from gsr_train.io import write_json
+from gsr_train.io import file_lock, write_json
 from gsr_train.kg import encode_kernels as K
 from gsr_train.kg.vocab import StringInterner
 from gsr_train.progress import progress
@@ -69,13 +68,8 @@ class IndexBuildError(RuntimeError):
 @contextlib.contextmanager
 def build_lock(folder: Path) -> Iterator[None]:
     """Exclusive lock on ``.<name>.lock`` next to ``folder`` (held for the whole build)."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(folder.parent / f".{folder.name}.lock"):
+        yield
 
 
 class _SplitWriter:

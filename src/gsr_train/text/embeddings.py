@@ -23,7 +23,6 @@ not sent to the encoder, their rows stay zero and ``entity_has_text`` is False f
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -39,7 +38,7 @@ import numpy as np
 import torch
 
 from gsr_train.arrays import utf8_char_lengths
-from gsr_train.io import atomic_dir, file_digest, write_json
+from gsr_train.io import atomic_dir, file_digest, file_lock, write_json
 from gsr_train.progress import progress
 from gsr_train.kg.index import KGIndex, default_cache_dir
 from gsr_train.kg.vocab import StringVocab
@@ -149,17 +148,6 @@ def _file_check(path: Path, sample: bool) -> str:
     return "sample:" + h.hexdigest()
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 class EmbeddingTable:
     """One cached matrix: the embeddings of ``texts`` by ``encoder`` (rows in text order)."""
 
@@ -223,7 +211,7 @@ class EmbeddingTable:
                 return self.load()
             except StaleEmbeddings as e:
                 log.warning("rebuilding %s embeddings: %s", self.kind, e)
-        with _locked(self.root / f".{self.input_hash}.lock"):
+        with file_lock(self.root / f".{self.input_hash}.lock"):
             if self.folder.exists():  # another process may have built it while we waited
                 with contextlib.suppress(StaleEmbeddings):
                     return self.load()
