@@ -26,6 +26,15 @@ LOCAL_BITS = 21  # local node ids and relation ids must fit these bits for dupli
 
 
 @njit(cache=True, inline="always")
+def _same_bytes(a, a_start, b, b_start, n):
+    """``a[a_start:a_start+n] == b[b_start:b_start+n]`` byte by byte (stored name vs. candidate)."""
+    for k in range(n):
+        if a[a_start + k] != b[b_start + k]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
 def _hash(data, start, stop):
     h = _FNV_OFFSET
     for k in range(start, stop):
@@ -63,16 +72,8 @@ def _intern_one(offs, data, i, table, id_hash, v_off, v_data, state):
             state[0] = new + 1
             state[1] = b + n
             return new
-        if id_hash[v] == h:
-            vs = v_off[v]
-            if v_off[v + 1] - vs == n:
-                same = True
-                for k in range(n):
-                    if v_data[vs + k] != data[s + k]:
-                        same = False
-                        break
-                if same:
-                    return v
+        if id_hash[v] == h and v_off[v + 1] - v_off[v] == n and _same_bytes(v_data, v_off[v], data, s, n):
+            return v
         slot = (slot + np.uint64(1)) & mask
 
 
@@ -135,16 +136,9 @@ def lookup(offs, data, table, id_hash, v_off, v_data, out):
             v = table[slot]
             if v == EMPTY:
                 break
-            if id_hash[v] == h and v_off[v + 1] - v_off[v] == n:
-                vs = v_off[v]
-                same = True
-                for k in range(n):
-                    if v_data[vs + k] != data[s + k]:
-                        same = False
-                        break
-                if same:
-                    out[i] = v
-                    break
+            if id_hash[v] == h and v_off[v + 1] - v_off[v] == n and _same_bytes(v_data, v_off[v], data, s, n):
+                out[i] = v
+                break
             slot = (slot + np.uint64(1)) & mask
 
 
