@@ -62,3 +62,29 @@ def test_a_new_retriever_plugs_into_results_metrics_and_robustness(tmp_path):
     assert set(retrievers) == {"topic-edges", "cosine"}
     figures = evaluate_robustness(split, retrievers, sup.triple_label, ["delete"], [0.5], [5], seed=0)
     assert {r["retriever"] for r in figures["results"]} == {"topic-edges", "cosine"}
+
+
+def test_reader_evidence_from_any_registered_retriever(tmp_path):
+    import pytest
+
+    from gsr_train.kg.index import get_index
+    from gsr_train.runs.common import PreflightError
+    from gsr_train.runs.reader import evidence_source, registered_results_file
+
+    from .conftest import compose_config
+    from .test_reader_run import _rows, _write
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data, "train", _rows("tr", 5))
+    base = ["+experiment=reader_webqsp_mini", f"paths.output_dir={tmp_path / 'run'}", f"data.dir={data}",
+            f"paths.cache_dir={tmp_path / 'cache'}", "data.splits=[train]", "encoder.name=hashing", "+encoder.dim=16",
+            "qa.retrieval.k=2"]
+    index = get_index(data, ("train",), tmp_path / "cache")
+    cfg = compose_config([*base, "qa.retrieval.retriever=topic-edges", "qa.retrieval.options={bonus: 3.0}"])
+    assert evidence_source(cfg, "train").startswith("topic-edges retriever with hashing (top 2)")
+    rows = [json.loads(x) for x in registered_results_file(cfg, index, "train").read_text().splitlines()]
+    assert len(rows) == 5 and all(len(r["triples"]) == 2 for r in rows)
+    assert all(r["scores"][0] == 3.0 and r["triples"][0][0].startswith("Country") for r in rows)  # topic edges first
+    with pytest.raises(PreflightError, match="qa.retrieval.retriever=nope: not a registered retriever"):
+        registered_results_file(compose_config([*base, "qa.retrieval.retriever=nope"]), index, "train")

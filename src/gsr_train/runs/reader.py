@@ -38,8 +38,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
-from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, load_kg_index, make_trainer, one_setting,
-                                   output_dir, preflight, resolve_data_dir, resume_path)
+from gsr_train.runs.common import (PreflightError, cache_dir, fit_state, is_rank_zero, load_kg_index, make_trainer,
+                                   one_setting, output_dir, preflight, resolve_data_dir, resume_path)
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
         return Path(str(given))
     ckpt = ret.get("checkpoint")
     if not ckpt:
-        return cosine_results_file(cfg, index, split_name)
+        return registered_results_file(cfg, index, split_name)
     ckpt = Path(str(ckpt))
     if not ckpt.is_file():
         raise FileNotFoundError(f"qa.retrieval.checkpoint: {ckpt} not found")
@@ -123,27 +123,39 @@ def evidence_source(cfg: DictConfig, split_name: str) -> str:
         return f"results file {given}"
     if ret.get("checkpoint"):
         return f"SubgraphRAG checkpoint {ret.checkpoint} (top {int(ret.k)})"
-    return (f"cosine retriever with {cfg.encoder.name} (top {int(ret.k)}; no qa.retrieval.checkpoint or "
-            "qa.retrieval.results given: a trained retriever's evidence is better)")
+    name = str(ret.get("retriever") or "cosine")
+    note = "" if ret.get("retriever") else "; no qa.retrieval.checkpoint, results or retriever given: " \
+                                            "a trained retriever's evidence is better"
+    return f"{name} retriever with {cfg.encoder.name} (top {int(ret.k)}{note})"
 
 
-def cosine_results_file(cfg: DictConfig, index, split_name: str) -> Path:
-    """Evidence without a trained retriever: the cosine retriever's top ``qa.retrieval.k``
-    triples, retrieved once into the cache (keyed by data, split, K and encoder)."""
-    k = int(cfg.qa.retrieval.k)
-    key = stable_hash("reader-cosine", 1, index.key, split_name, k, _container(cfg.encoder))
-    path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-cosine-k{k}-{key}.jsonl"
+def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
+    """Evidence from any registered retriever (``qa.retrieval.retriever``, default ``cosine``, with
+    ``qa.retrieval.options``): its top ``qa.retrieval.k`` triples, retrieved once into the cache
+    (keyed by retriever, options, data, split, K and encoder)."""
+    from gsr_train.retrievers.registry import names
+
+    ret = cfg.qa.retrieval
+    name, options = str(ret.get("retriever") or "cosine"), _container(ret.get("options")) or {}
+    if name not in names():
+        raise PreflightError(f"qa.retrieval.retriever={name}: not a registered retriever; registered: {names()}")
+    k = int(ret.k)
+    key = stable_hash("reader-retriever", 1, name, options, index.key, split_name, k, _container(cfg.encoder))
+    path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-{name}-k{k}-{key}.jsonl"
     if not path.exists():
         from gsr_train.eval.results import write_results
-        from gsr_train.retrievers.cosine import cosine_scores
+        from gsr_train.retrievers.interface import RetrievalInputs
+        from gsr_train.retrievers.registry import build
         from gsr_train.text.embeddings import get_embeddings
 
         t0 = time.perf_counter()
         emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=[split_name])
-        scores = cosine_scores(index[split_name], emb.question[split_name], emb)
+        split = index[split_name]
+        retriever = build(name, options, RetrievalInputs(index, emb.question[split_name], emb, split))
+        scores, _ = retriever.score(split)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_results(path, index, split_name, scores, k)
-        log.info("retrieved top-%d triples of split %s with the cosine retriever in %.1fs -> %s", k, split_name,
+        log.info("retrieved top-%d triples of split %s with the %s retriever in %.1fs -> %s", k, split_name, name,
                  time.perf_counter() - t0, path)
     return path
 
