@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from gsr_train.io import write_json  # noqa: E402
 from gsr_train.kg.index import SplitGraphs  # noqa: E402
-from gsr_train.models.subgraphrag.batch import make_batch  # noqa: E402
-from gsr_train.models.subgraphrag.dde import node_features  # noqa: E402
+from gsr_train.features.triple_batch import make_batch  # noqa: E402
+from gsr_train.features.structure import node_features  # noqa: E402
 from gsr_train.models.subgraphrag.perf import keep_freed_memory  # noqa: E402
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer  # noqa: E402
 from gsr_train.models.subgraphrag.serving import CompiledQuestionScorer  # noqa: E402

@@ -101,7 +101,7 @@ def train(name, index, emb, sup, labels, model_opts, train_opts, epochs, out, tr
                           graphs_per_batch=int(train_opts["graphs_per_batch"]), val_split="validation" if val else None,
                           eval_graphs_per_batch=128, seed=0)
     module = SubgraphRAGModule(model_opts, emb.dim, optim=train_opts.get("optim"), loss=train_opts.get("loss"),
-                               val_k=100, seed=0, train_forward=train_forward)
+                               val_k=100, seed=0, train_forward=train_forward).validate_on(dm if val else None)
     timer = StepTimer(max_steps)
     callbacks = [timer.callback]
     ckpt = None

@@ -62,13 +62,16 @@ def subgraphrag_module(ctx: dict, seed: int = 0):
                              meta={"encoder_name": ctx["emb"].encoder_name, "data": "toy"})
 
 
-def subgraphrag_datamodule(ctx: dict, batch: int, seed: int = 0):
+def subgraphrag_datamodule(ctx: dict, batch: int, seed: int = 0, module=None):
     from gsr_train.datamodules.triple_datamodule import TripleDataModule
     from gsr_train.models.subgraphrag.scorer import ScorerConfig
 
     cfg = ScorerConfig.from_options(SGR_MODEL, ctx["emb"].dim)
-    return TripleDataModule(ctx["index"], ctx["emb"], ctx["sup"], cfg.structure, graphs_per_batch=batch, seed=seed,
-                            eval_graphs_per_batch=2)
+    dm = TripleDataModule(ctx["index"], ctx["emb"], ctx["sup"], cfg.structure, graphs_per_batch=batch, seed=seed,
+                          eval_graphs_per_batch=2)
+    if module is not None:
+        module.validate_on(dm)  # what the recipe does: the datamodule hands the model its validation graphs
+    return dm
 
 
 def subgraphrag_val_reference(ctx: dict, module) -> dict[str, float]:
@@ -254,7 +257,7 @@ KINDS: dict[str, dict[str, Callable[..., Any]]] = {
 
 def make_datamodule(kind: str, ctx: dict, batch: int, module=None):
     fn = KINDS[kind]["datamodule"]
-    return fn(ctx, batch, module=module) if kind == "gsr" else fn(ctx, batch)
+    return fn(ctx, batch, module=module) if kind in ("gsr", "subgraphrag") else fn(ctx, batch)
 
 
 class KillAtStep(pl.Callback):

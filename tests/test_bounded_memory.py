@@ -15,7 +15,7 @@ from gsr_train.datamodules.triple_datamodule import trainable_questions
 from gsr_train.kg.index import get_index
 from gsr_train.kg.paths import build_supervision, get_supervision
 from gsr_train.kg.vocab import StringVocab
-from gsr_train.models.subgraphrag.dde import NodeFeatures, node_features, structure_features
+from gsr_train.features.structure import NodeFeatures, node_features, structure_features
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer
 from gsr_train.retrievers.cosine import cosine_scores
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever

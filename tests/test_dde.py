@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gsr_train.kg.index import SplitGraphs
-from gsr_train.models.subgraphrag.dde import (
+from gsr_train.features.structure import (
     DDE,
     NodeFeatures,
     dde,

@@ -13,7 +13,7 @@ from gsr_train.kg.index import build_index
 from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
 from gsr_train.models.gsr.modeling import GSRModel, build_gsr_model, load_gsr
 from gsr_train.models.gsr.module import GSRModule
-from gsr_train.models.gsr.tokens import RETRIEVAL_PREFIX
+from gsr_train.features.relation_tokens import RETRIEVAL_PREFIX
 
 RELS = ["people.person.spouse_s", "people.marriage.spouse", "film.actor.film", "film.performance.film",
         "location.country.capital", "people.person.nationality", "music.artist.genre", "sports.team.coach"]

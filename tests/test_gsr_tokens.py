@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gsr_train.models.gsr.modeling import GSRModel, build_gsr_model, load_base_tokenizer
-from gsr_train.models.gsr.tokens import (INDEX_PREFIX, RETRIEVAL_PREFIX, RelationTokens, RelationVocabError,
+from gsr_train.features.relation_tokens import (INDEX_PREFIX, RETRIEVAL_PREFIX, RelationTokens, RelationVocabError,
                                          add_relation_tokens, load_relation_file, relation_words)
 
 RELS = ["people.person.gender", "location.country.languages_spoken", "film.actor.film",

@@ -17,8 +17,8 @@ from gsr_train.eval.results import read_results
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.kg.index import get_index
 from gsr_train.kg.paths import get_supervision
-from gsr_train.models.subgraphrag.batch import make_batch
-from gsr_train.models.subgraphrag.dde import node_features
+from gsr_train.features.triple_batch import make_batch
+from gsr_train.features.structure import node_features
 from gsr_train.models.subgraphrag.module import SubgraphRAGModule, listwise_loss
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible, top_k_per_question
@@ -61,7 +61,7 @@ def _fit(toy, root, epochs, model=TINY, gpb=4, ckpt_path=None, seed=0):
     dm = TripleDataModule(toy["index"], toy["emb"], toy["sup"], cfg.structure, graphs_per_batch=gpb, seed=seed,
                           eval_graphs_per_batch=8)
     module = SubgraphRAGModule(model, toy["emb"].dim, optim={"lr": 1e-2}, val_k=3, seed=seed,
-                               meta={"encoder_name": toy["emb"].encoder_name})
+                               meta={"encoder_name": toy["emb"].encoder_name}).validate_on(dm)
     ckpt = ModelCheckpoint(dirpath=root / "ckpt", monitor="val/sp_recall@3", mode="max", save_last=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from gsr_train.kg.index import get_index
-from gsr_train.models.subgraphrag.batch import make_batch
-from gsr_train.models.subgraphrag.dde import dde, node_features, topic_one_hot
+from gsr_train.features.triple_batch import make_batch
+from gsr_train.features.structure import dde, node_features, topic_one_hot
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer
 from gsr_train.models.subgraphrag.serving import CompiledQuestionScorer
 from gsr_train.models.subgraphrag import serving_kernels as kernels

@@ -39,7 +39,7 @@ from gsr_train.datamodules.gsr_chains import (  # noqa: F401
 from gsr_train.datamodules.gsr_indexing import (  # noqa: F401
     IndexExample, IndexSources, default_templates, load_index_file, pseudo_questions, relation_subjects)
 from gsr_train.io import stable_hash
-from gsr_train.models.gsr.tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
+from gsr_train.features.relation_tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
 
 log = logging.getLogger(__name__)
 

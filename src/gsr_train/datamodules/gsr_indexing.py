@@ -17,7 +17,7 @@ from gsr_train.data.rows import RowError
 from gsr_train.datamodules.gsr_chains import _jsonl_records
 from gsr_train.io import stable_hash
 from gsr_train.kg.index import KGIndex
-from gsr_train.models.gsr.tokens import relation_words
+from gsr_train.features.relation_tokens import relation_words
 
 log = logging.getLogger(__name__)
 

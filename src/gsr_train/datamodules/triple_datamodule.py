@@ -2,7 +2,7 @@
 
 A batch is ``graphs_per_batch`` question graphs (the paper trains on one graph per step;
 more make each step amortise entity projections over graphs that share entities) in the
-layout of :class:`~gsr_train.models.subgraphrag.batch.TripleBatch`. Structural features
+layout of :class:`~gsr_train.features.triple_batch.TripleBatch`. Structural features
 (DDE) are parameter-free, so they are computed once per split, for all graphs at once,
 in :meth:`TripleDataModule.setup` (and stored as distinct rows: DDE vectors repeat).
 
@@ -26,8 +26,8 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from gsr_train.arrays import segment_sum
 from gsr_train.kg.index import KGIndex, SplitGraphs
-from gsr_train.models.subgraphrag.batch import TripleBatch, make_batch
-from gsr_train.models.subgraphrag.dde import NodeFeatures, node_features
+from gsr_train.features.triple_batch import TripleBatch, make_batch
+from gsr_train.features.structure import NodeFeatures, node_features
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +193,12 @@ class TripleDataModule(pl.LightningDataModule):
 
     def labels(self, split: str) -> torch.Tensor:
         return self.supervision[split].triple_label
+
+    def validation_graphs(self) -> tuple[SplitGraphs, torch.Tensor]:
+        """The validation split's graphs and triple labels (what the model's validation recall needs)."""
+        if self.val_split is None:
+            raise RuntimeError("this datamodule has no validation split")
+        return self.index[self.val_split], self.labels(self.val_split)
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_questions is None:

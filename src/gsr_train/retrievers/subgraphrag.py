@@ -31,8 +31,8 @@ import numpy as np
 import torch
 
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
-from gsr_train.models.subgraphrag.batch import make_batch, question_batch
-from gsr_train.models.subgraphrag.dde import NodeFeatures, graph_structure, node_features
+from gsr_train.features.triple_batch import make_batch, question_batch
+from gsr_train.features.structure import NodeFeatures, graph_structure, node_features
 from gsr_train.models.subgraphrag.perf import keep_freed_memory
 from gsr_train.progress import batches
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer

@@ -148,7 +148,7 @@ def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
     """``kg``: KG relations + training-chain relations; ``chains``: training chains only;
     ``file``: a vocabulary file (``gsr.relations.file``, ``keep``) + training-chain relations."""
     from gsr_train.datamodules.gsr_data import chain_relations
-    from gsr_train.models.gsr.tokens import load_relation_file, merge_vocab
+    from gsr_train.features.relation_tokens import load_relation_file, merge_vocab
 
     src = cfg.gsr.relations.source
     train_rels = chain_relations(data.train)

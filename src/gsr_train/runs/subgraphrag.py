@@ -175,7 +175,7 @@ def run(cfg: DictConfig) -> dict:
                               eval_graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]), seed=int(cfg.seed))
         module = SubgraphRAGModule(model_opts, emb.dim, optim=train["optim"], loss=train["loss"],
                                    val_k=int(train["val_k"]), seed=int(cfg.seed),
-                                   meta=model_meta(index, emb, str(cfg.data.name)))
+                                   meta=model_meta(index, emb, str(cfg.data.name))).validate_on(dm)
         # without a validation split: no early stopping, and the final epoch is the checkpoint evaluated
         monitor = f"val/sp_recall@{int(train['val_k'])}" if run_cfg["val_split"] else None
         ckpt = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-{epoch:02d}", monitor=monitor, mode="max",

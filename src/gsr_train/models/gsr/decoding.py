@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import torch
 from transformers import LogitsProcessor
 
-from gsr_train.models.gsr.tokens import RETRIEVAL_PREFIX
+from gsr_train.features.relation_tokens import RETRIEVAL_PREFIX
 
 Constraint = Callable[[int, tuple[int, ...]], torch.Tensor]
 

@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from gsr_train.io import atomic_dir, write_json
-from gsr_train.models.gsr.tokens import (
+from gsr_train.features.relation_tokens import (
     INDEX_PREFIX,
     RETRIEVAL_PREFIX,
     RelationTokens,

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch_geometric.utils import scatter
 
-from gsr_train.models.subgraphrag.batch import TripleBatch
+from gsr_train.features.triple_batch import TripleBatch
+from gsr_train.kg.index import SplitGraphs
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,12 @@ def listwise_loss(logits: torch.Tensor, labels: torch.Tensor, question: torch.Te
     if not bool(has.any()):
         return logits.sum() * 0.0
     return (per_q[has] / n_pos[has]).mean()
+
+
+class ValidationSource(Protocol):
+    """Where validation recall comes from: the split's graphs and its triple labels."""
+
+    def validation_graphs(self) -> tuple[SplitGraphs, torch.Tensor]: ...
 
 
 class SubgraphRAGModule(pl.LightningModule):
@@ -102,11 +109,17 @@ class SubgraphRAGModule(pl.LightningModule):
         return loss
 
     # ---------------------------------------------------------------- validation
+    def validate_on(self, source: "ValidationSource | None") -> "SubgraphRAGModule":
+        """The graphs and labels validation recall is computed on, handed over by the recipe
+        (the module does not know the datamodule: any object with ``validation_graphs()``)."""
+        self._validation_source = source
+        return self
+
     def _val_data(self):
-        dm = getattr(self.trainer, "datamodule", None)
-        if dm is None or getattr(dm, "val_split", None) is None:
-            raise RuntimeError("validation needs a TripleDataModule with a val_split")
-        return dm.index[dm.val_split], dm.labels(dm.val_split)
+        source = getattr(self, "_validation_source", None)
+        if source is None:
+            raise RuntimeError("validation needs its graphs: call module.validate_on(<datamodule>) in the recipe")
+        return source.validation_graphs()
 
     def on_validation_epoch_start(self) -> None:
         split, _ = self._val_data()

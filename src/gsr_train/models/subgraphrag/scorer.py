@@ -39,8 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gsr_train.models.subgraphrag.batch import TripleBatch
-from gsr_train.models.subgraphrag.dde import STRUCTURES, structure_channels
+from gsr_train.features.triple_batch import TripleBatch
+from gsr_train.features.structure import STRUCTURES, structure_channels
 from gsr_train.models.subgraphrag.triple_mlp import DEFAULT_BLOCK, GPU_BLOCK, triple_mlp
 
 

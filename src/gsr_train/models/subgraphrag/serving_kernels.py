@@ -7,7 +7,7 @@ question costs milliseconds. These kernels do the per-node and per-triple work i
 each, with every temporary a row in registers or L1:
 
 * :func:`prepare_graph`: validates the ids, maps nodes to projection rows, computes the
-  DDE (same means as :func:`gsr_train.models.subgraphrag.dde.dde`), keeps one copy of each
+  DDE (same means as :func:`gsr_train.features.structure.dde`), keeps one copy of each
   distinct DDE row and numbers the graph's distinct relations;
 * :func:`score_triples`: per node the question cosine, per distinct DDE row its
   projection, per triple ``w . relu(head row + tail row + pair row + ...) + b``.

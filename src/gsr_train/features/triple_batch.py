@@ -1,7 +1,7 @@
 """One training / scoring batch of several question graphs, in the layout the scorer wants.
 
 The scorer's first layer is linear over ``[z_q || z_h || z_r || z_t || ...]``, so it is
-computed part by part (see :mod:`.scorer`): every *distinct* entity, relation, question
+computed part by part (see :mod:`gsr_train.models.subgraphrag.scorer`): every *distinct* entity, relation, question
 and (question, relation) pair of the batch is projected once and the projections are
 gathered per triple. The batch therefore carries the distinct rows, plus index tensors
 that say which row each node / triple uses:
@@ -25,7 +25,7 @@ from typing import Sequence
 import torch
 
 from gsr_train.kg.index import SplitGraphs
-from gsr_train.models.subgraphrag.dde import NodeFeatures
+from gsr_train.features.structure import NodeFeatures
 
 
 @dataclass
@@ -87,7 +87,7 @@ def make_batch(
     """Batch the graphs of ``questions`` (positions in ``split``).
 
     ``node_features``: structural features of the whole split (see
-    :func:`~gsr_train.models.subgraphrag.dde.node_features`; a dense ``[sum N, C]`` tensor
+    :func:`~gsr_train.features.structure.node_features`; a dense ``[sum N, C]`` tensor
     is deduplicated on the fly); ``labels``: ``[sum E]``
     bool/float for the whole split (optional).
 
