@@ -7,6 +7,9 @@ robustness study) starts from those scores, so any registered retriever plugs in
 ``fit`` (trainable retrievers) and ``save`` / ``load`` are optional: the ones here are either
 untrained or load a trained artefact named in their options.
 
+Built in: ``cosine``, ``subgraphrag``, ``gsr``, ``classic-triplets|paths|pcst``, ``ppr``, ``simgrag``
+and ``safe`` (:mod:`gsr_train.retrievers.registered`).
+
 Add a method: write a class with ``name`` and ``score``, decorate its factory with
 ``@register("my-method")``; :func:`gsr_train.retrievers.registry.build` ``("my-method", options,
 inputs)`` then makes it, and the robustness command takes it by name
@@ -33,6 +36,9 @@ class RetrievalInputs:
     question_emb: torch.Tensor | None = None
     embeddings: Any = None  # gsr_train.text.embeddings.KGEmbeddings
     split: SplitGraphs | None = None  # the split whose questions are served (decoders read its questions)
+    split_name: str | None = None  # its name in the index (pattern sources read the split's supervision)
+    encoder: Any = None  # a TextEncoder or its config (pattern retrievers embed their patterns' text)
+    cache_dir: Any = None  # where derived artefacts are cached (schema graphs, pattern vectors)
 
 
 @runtime_checkable

@@ -51,3 +51,17 @@ def ppr_keep(split: SplitGraphs, top_nodes: int = 200, alpha: float = 0.15, iter
     kept = rank < int(top_nodes)
     off = split.ent_ptr[:-1][split.edge_question()]
     return kept[split.edge_index[0] + off] & kept[split.edge_index[1] + off]
+
+
+def ppr_edge_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) -> torch.Tensor:
+    """``[sum E]`` scores that rank edges the way :func:`ppr_keep` grows: an edge's rank is the
+    PPR rank of its lower-ranked end, so the top edges at any cut are exactly the edges among the
+    highest-PPR entities (the OKGQA PPR subgraph of that size); ties go to the higher PPR mass."""
+    from gsr_train.retrievers.segment_ranks import segment_rank
+
+    p = ppr_scores(split, alpha, iters).double()
+    rank = segment_rank(p.float(), split.ent_ptr).double()
+    off = split.ent_ptr[:-1][split.edge_question()]
+    h, t = split.edge_index[0] + off, split.edge_index[1] + off
+    worst = torch.maximum(rank[h], rank[t])
+    return (-worst + 0.25 * (p[h] + p[t])).float()  # PPR mass sums to 1 per question: the tie-break is < 1

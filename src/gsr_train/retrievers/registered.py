@@ -1,7 +1,7 @@
 """The built-in retrievers behind :mod:`gsr_train.retrievers.interface`: cosine, SubgraphRAG
-(a trained checkpoint), the classic ones (triplets, paths, PCST; PPR pruning as an option) and
-GSR (chains decoded once, executed on any version of the graphs). SimGRAG and SAFE score with
-query-graph patterns and are not registered yet."""
+(a trained checkpoint), the classic ones (triplets, paths, PCST; PPR pruning as an option), PPR
+on its own, GSR (chains decoded once, executed on any version of the graphs) and the pattern
+retrievers SimGRAG and SAFE (patterns built once, matched on any version of the graphs)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -85,3 +85,40 @@ def _gsr(options: Mapping[str, Any], inputs: RetrievalInputs):
     if options.get("results"):
         return GSRChains.from_results(options["results"], inputs.split, inputs.index.relations, top_n)
     raise ValueError("retriever 'gsr' needs options.model (a saved GSR model) or options.results (a results file)")
+
+
+class PPRRetriever:
+    """Personalised PageRank from the topic entities (OKGQA's pruning step as a retriever): edges
+    ranked so that the top ones are those among the highest-PPR entities."""
+
+    name = "ppr"
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        unknown = set(options) - {"alpha", "iters"}
+        if unknown:
+            raise ValueError(f"retriever 'ppr': unknown options {sorted(unknown)} (known: alpha, iters)")
+        self.alpha, self.iters = float(options.get("alpha", 0.15)), int(options.get("iters", 30))
+
+    def score(self, split: SplitGraphs) -> Scores:
+        from gsr_train.retrievers.ppr import ppr_edge_scores
+
+        return ppr_edge_scores(split, self.alpha, self.iters), {}
+
+
+@register("ppr")
+def _ppr(options: Mapping[str, Any], inputs: RetrievalInputs) -> PPRRetriever:
+    return PPRRetriever(options)
+
+
+@register("simgrag")
+def _simgrag(options: Mapping[str, Any], inputs: RetrievalInputs):
+    from gsr_train.retrievers.pattern_retriever import PatternRetriever
+
+    return PatternRetriever("simgrag", options, inputs)
+
+
+@register("safe")
+def _safe(options: Mapping[str, Any], inputs: RetrievalInputs):
+    from gsr_train.retrievers.pattern_retriever import PatternRetriever
+
+    return PatternRetriever("safe", options, inputs)

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from gsr_train.config import dataclass_from_mapping
-from gsr_train.kg.index import KGIndex, QuestionGraph
+from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.kg.schema import EntityTypes, SchemaGraph, build_schema, infer_entity_types, split_triples
 from gsr_train.patterns.pattern import Pattern, PatternEdge, PatternNode
 from gsr_train.patterns.retrieve import PatternRun, retrieve_split
@@ -415,7 +415,7 @@ def align_patterns(index: KGIndex, emb: KGEmbeddings, res: SchemaResources, patt
     return out, offsets, stats
 
 
-def safe_retrieve(index: KGIndex, split_name: str, emb: KGEmbeddings, patterns: Sequence[Sequence[Pattern]],
+def safe_retrieve(index: KGIndex, split_name: str | SplitGraphs, emb: KGEmbeddings, patterns: Sequence[Sequence[Pattern]],
                   cfg: SAFEConfig | Mapping | None = None, encoder=None, cache_dir: str | Path | None = None,
                   resources: SchemaResources | None = None, schema_splits: Sequence[str] | None = None,
                   type_chains: bool = True) -> tuple[PatternRun, AlignStats]:
@@ -436,7 +436,8 @@ def safe_retrieve(index: KGIndex, split_name: str, emb: KGEmbeddings, patterns: 
     vectors = PatternVectors(index, emb, aligned, encoder, cache_dir)
     tvec = _Vectors(resources, emb, index, aligned, encoder, cache_dir)
     costs = SAFECosts(index, emb, resources, vectors, tvec, cfg)
-    run = retrieve_split(index[split_name], aligned, costs, cfg.k, cfg.prune, cfg.max_partial,
+    graphs = index[split_name] if isinstance(split_name, str) else split_name  # e.g. perturbed graphs
+    run = retrieve_split(graphs, aligned, costs, cfg.k, cfg.prune, cfg.max_partial,
                          extra_distance=lambda q, j: offsets[q][j])
     run.seconds = [a + b for a, b in zip(run.seconds, astats.seconds)]
     return run, astats

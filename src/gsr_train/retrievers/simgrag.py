@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from gsr_train.config import dataclass_from_mapping
-from gsr_train.kg.index import KGIndex, QuestionGraph
+from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.patterns.pattern import Pattern
 from gsr_train.patterns.retrieve import PatternRun, retrieve_split
 from gsr_train.text.embeddings import KGEmbeddings
@@ -158,11 +158,12 @@ class SimGRAGCosts:
         return nodes, rels
 
 
-def simgrag_retrieve(index: KGIndex, split_name: str, emb: KGEmbeddings, patterns: Sequence[Sequence[Pattern]],
+def simgrag_retrieve(index: KGIndex, split_name: str | SplitGraphs, emb: KGEmbeddings, patterns: Sequence[Sequence[Pattern]],
                      cfg: SimGRAGConfig | Mapping | None = None, encoder=None,
                      cache_dir: str | Path | None = None) -> PatternRun:
     """SimGRAG over a split: ``patterns[q]`` are question ``q``'s patterns (best first)."""
     cfg = SimGRAGConfig.from_mapping(cfg)
     vectors = PatternVectors(index, emb, patterns, encoder, cache_dir)
     costs = SimGRAGCosts(index, emb, vectors, cfg)
-    return retrieve_split(index[split_name], patterns, costs, cfg.k, cfg.prune, cfg.max_partial)
+    graphs = index[split_name] if isinstance(split_name, str) else split_name
+    return retrieve_split(graphs, patterns, costs, cfg.k, cfg.prune, cfg.max_partial)

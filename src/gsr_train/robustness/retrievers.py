@@ -12,10 +12,11 @@ from gsr_train.retrievers.registry import build
 
 
 def build_retrievers(cfg: Mapping[str, Any], index: KGIndex, split: SplitGraphs, question_emb: torch.Tensor, emb,
-                     classic_options: Mapping[str, Any] | None = None) -> dict[str, Callable[[SplitGraphs], Scores]]:
+                     classic_options: Mapping[str, Any] | None = None, split_name: str | None = None,
+                     encoder: Any = None, cache_dir: Any = None) -> dict[str, Callable[[SplitGraphs], Scores]]:
     """The retrievers named in ``cfg`` (the ``robustness.retrievers`` block: ``name: options`` for
     any registered retriever; ``classic: [methods]`` as a shorthand); unset artefacts are skipped."""
-    inputs = RetrievalInputs(index, question_emb, emb, split)
+    inputs = RetrievalInputs(index, question_emb, emb, split, split_name, encoder, cache_dir)
     out: dict[str, Callable[[SplitGraphs], Scores]] = {}
     for name, options in cfg.items():
         if name == "classic":

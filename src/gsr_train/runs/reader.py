@@ -151,7 +151,8 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
         t0 = time.perf_counter()
         emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=[split_name])
         split = index[split_name]
-        retriever = build(name, options, RetrievalInputs(index, emb.question[split_name], emb, split))
+        retriever = build(name, options, RetrievalInputs(index, emb.question[split_name], emb, split, split_name,
+                                                         _container(cfg.encoder), cache_dir(cfg)))
         scores, _ = retriever.score(split)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_results(path, index, split_name, scores, k)

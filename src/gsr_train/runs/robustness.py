@@ -47,7 +47,8 @@ def run(cfg) -> dict:
         gold = gold[: int(split.edge_ptr[n])]
         split, q_emb = split.subset(range(n)), q_emb[:n]
     scorer = get_scorer(split, len(index.relations), _container(rc.kge), cache_dir(cfg))
-    retrievers = build_retrievers(_container(rc.retrievers), index, split, q_emb, emb, _container(cfg.get("classic")))
+    retrievers = build_retrievers(_container(rc.retrievers), index, split, q_emb, emb, _container(cfg.get("classic")),
+                                  split_name, _container(cfg.encoder), cache_dir(cfg))
     prep = time.perf_counter() - t0
     figures = evaluate_robustness(split, retrievers, gold, list(rc.methods), list(rc.levels), list(cfg.eval_ks),
                                   int(rc.seed), bool(rc.protect_gold), scorer)
