@@ -210,7 +210,7 @@ def stages_for(rows: int, work: Path, args) -> dict:
                          "model.train.epochs=1",
                          "trainer.enable_progress_bar=false", f"hydra.run.dir={run_dir}", *extra],
                         env, logs / f"{name}-{tag}.log", sample=True)
-        figures = json.loads((run_dir / "results.json").read_text())
+        figures = json.loads((run_dir / "metrics.json").read_text())
         out["timings"] = figures["timings"]
         out["at_k"] = figures["at_k"]
         return out

@@ -131,12 +131,15 @@ def test_cli_end_to_end(small, capsys):
     result = main(["--data", str(tmp_path / "data"), "--split", "test", "--encoder", "hashing", "--k", "3",
                    "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out"), "--ks", "1,3",
                    "--labels", str(labels)])
-    assert (tmp_path / "out" / "retrieval_test.jsonl").exists() and (tmp_path / "out" / "metrics_test.json").exists()
-    rows = [json.loads(line) for line in open(tmp_path / "out" / "retrieval_test.jsonl")]
+    assert (tmp_path / "out" / "results_test.jsonl").exists() and (tmp_path / "out" / "metrics.json").exists()
+    rows = [json.loads(line) for line in open(tmp_path / "out" / "results_test.jsonl")]
     assert [r["id"] for r in rows] == ["q1", "q2", "q3"] and all(len(r["triples"]) <= 3 for r in rows)
     assert result["questions"] == 3 and result["labels"]["labelled_questions"] == 2
-    saved = json.loads((tmp_path / "out" / "metrics_test.json").read_text())
+    saved = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert saved["metrics"] == result["metrics"] and saved["method"] == "cosine-parts"
+    row = saved["rows"][0]  # the tail's row: recall at the largest evaluated K <= k
+    assert saved["schema"] == "gsr-train/metrics/1" and row["method"] == "cosine-parts" and row["k"] == 3
+    assert row["metrics"]["answer_recall"] == result["metrics"]["overall"]["answer_recall"]["3"]
     assert "cosine" in capsys.readouterr().out
 
 

@@ -146,6 +146,6 @@ def test_reader_run_writes_nothing_on_other_ranks(tmp_path, monkeypatch):
         warnings.simplefilter("ignore")
         assert run_experiment(cfg) == 0.0
     written = {p.name for p in out.iterdir()} if out.exists() else set()
-    assert not written & {"metrics.json", "qa_table.txt", "adapter", "merged", "retrieval_train.jsonl",
-                          "retrieval_test.jsonl"}, written
+    assert not written & {"metrics.json", "qa_table.txt", "adapter", "merged", "results_train.jsonl",
+                          "results_test.jsonl"}, written
     assert not [n for n in written if n.startswith("predictions_")], written

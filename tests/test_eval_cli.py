@@ -65,12 +65,12 @@ def test_subgraphrag_run_scored_on_unseen_test_only_folder_via_the_command(tmp_p
     runs = list((tmp_path / "outputs" / "eval").iterdir())
     assert len(runs) == 1
     out = runs[0]
-    figures = json.loads((out / "results.json").read_text())
-    trained = json.loads((tmp_path / "run" / "results.json").read_text())
+    figures = json.loads((out / "metrics.json").read_text())
+    trained = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert figures["checkpoint"] == trained["checkpoint"]  # the run's best checkpoint
     assert figures["data"] == "newkg" and figures["split"] == "test" and figures["questions"] == 10
     assert figures["at_k"]["k"] == 20 and figures["training"] == {}
-    rows = [json.loads(x) for x in (out / "retrieval_test.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (out / "results_test.jsonl").read_text().splitlines()]
     assert len(rows) == 10 and all(len(r["triples"]) == 20 for r in rows)
     assert any(t[1] in RENAMED.values() for r in rows for t in r["triples"])  # unseen relations are scored
     note = json.loads((out / "eval.json").read_text())
@@ -150,7 +150,7 @@ def test_untrained_retriever_by_experiment_name(tmp_path):
     out = tmp_path / "eval"
     run(eval_cfg(tmp_path, out, "+experiment=cosine_baseline", f"data.dir={other}", "encoder.name=hashing",
                  "+encoder.dim=32", "k=7"), [])
-    figures = json.loads((out / "results.json").read_text())
+    figures = json.loads((out / "metrics.json").read_text())
     assert figures["data"] == "newkg" and figures["questions"] == 5 and figures["k"] == 7
     assert json.loads((out / "eval.json").read_text())["source_run"] is None
 

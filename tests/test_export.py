@@ -41,7 +41,7 @@ def test_subgraphrag_export_round_trip(tmp_path):
     ctx = KINDS["subgraphrag"]["setup"](tmp_path)
     run = tmp_path / "run"
     _, ckpt = _fit_ckpt("subgraphrag", ctx, run)
-    (run / "results.json").write_text(json.dumps({
+    (run / "metrics.json").write_text(json.dumps({
         "data": "toy", "split": "test", "checkpoint": str(ckpt),
         "model": {"name": "subgraphrag", "scorer": {"hidden": 32}, "train": {"epochs": 1}},
         "at_k": {"k": 7, "answer_recall": 0.5, "sp_recall": 0.25},

@@ -37,44 +37,58 @@ def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
     rows = list(csv.DictReader((sweep / "aggregate.csv").open()))
     assert len(rows) == 4
     assert sorted((r["model.hidden"], r["K"]) for r in rows) == [("16", "20"), ("16", "5"), ("32", "20"), ("32", "5")]
-    assert all(r["subgraphrag.top_k"] == r["K"] and r["kind"] == "subgraphrag" for r in rows)
-    for r in rows:  # recall at K matches the run's own results.json
-        res = json.loads((sweep / r["job"] / "results.json").read_text())
-        assert float(r["answer_recall@K"]) == pytest.approx(res["at_k"]["answer_recall"], abs=1e-4)
+    assert all(r["subgraphrag.top_k"] == r["K"] and r["method"] == "subgraphrag" for r in rows)
+    for r in rows:  # recall at K matches the run's own metrics.json
+        res = json.loads((sweep / r["job"] / "metrics.json").read_text())
+        assert float(r["answer_recall"]) == pytest.approx(res["at_k"]["answer_recall"], abs=1e-4)
         assert res["at_k"]["k"] == int(r["K"]) and res["model"]["scorer"]["hidden"] == int(r["model.hidden"])
     # more triples kept never finds fewer answers (same model size, same seed)
-    by = {(r["model.hidden"], r["K"]): float(r["answer_recall@K"]) for r in rows}
+    by = {(r["model.hidden"], r["K"]): float(r["answer_recall"]) for r in rows}
     assert by[("16", "20")] >= by[("16", "5")] and by[("32", "20")] >= by[("32", "5")]
     md = (sweep / "aggregate.md").read_text()
-    assert "| job | kind | model | data | K | model.hidden | subgraphrag.top_k |" in md
+    assert "| job | method | data | split | K | model.hidden | subgraphrag.top_k |" in md
     # the CLI writes the same table again
     again = subprocess.run([sys.executable, "-m", "gsr_train.cli", "aggregate", str(sweep), "--no-write"], cwd=REPO,
                            env=_env(), capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and to_markdown(collect(sweep)) in again.stdout
 
 
-def test_aggregate_reads_gsr_reader_and_cosine_figures(tmp_path):
-    (tmp_path / "0").mkdir()
-    (tmp_path / "0" / "metrics.json").write_text(json.dumps({
-        "model": "gsr_tiny", "variant": "raw", "schedule": "joint", "fit": {"epochs_run": 2},
-        "unconstrained": {"chain_match": {"match@1": 0.5, "match@3": 0.75}, "answer_coverage": {"f1": 0.4},
-                          "decode": {"top_n": 3}}}))
-    (tmp_path / "1").mkdir()
-    (tmp_path / "1" / "metrics.json").write_text(json.dumps({
-        "reader": {"name": "smollm2"}, "qa": {"k": 30}, "k": 30,
-        "metrics": {"finetuned_retrieved": {"all": {"n": 10, "metrics": {"hit": 0.6}}},
-                    "base_retrieved": {"all": {"n": 10, "metrics": {"hit": 0.2}}}}}))
-    (tmp_path / "2").mkdir()
-    (tmp_path / "2" / "results.json").write_text(json.dumps({
-        "method": "cosine-parts", "k": 100, "data": "toy",
-        "metrics": {"overall": {"answer_recall": {"10": 0.3, "100": 0.7, "200": 0.8}}}}))
-    (tmp_path / "3").mkdir()
-    (tmp_path / "3" / "results.json").write_text("{not json")
-    rows = aggregate(tmp_path, quiet=True)
-    kinds = [(r["job"], r["kind"], r["K"]) for r in rows]
-    assert kinds == [("0", "gsr", 3), ("1", "reader", 30), ("1", "reader", 30), ("2", "cosine", 100)]
-    assert rows[0]["match@3"] == 0.75 and rows[1]["hit"] == 0.6 and rows[3]["answer_recall@K"] == 0.7
+def test_aggregate_reads_one_schema_for_every_method(tmp_path, caplog):
+    from gsr_train.eval.tail import metrics_row, write_metrics
+
+    for job in "01234":
+        (tmp_path / job).mkdir()
+    write_metrics(tmp_path / "0", "gsr_quickstart", "toy", "f0",
+                  [metrics_row("gsr", "test", 3, {"match@1": 0.5, "match@3": 0.75}, "m/", None, mode="constrained")],
+                  {"fit": {"epochs_run": 2}})
+    write_metrics(tmp_path / "1", "reader_webqsp_mini", "toy", "f1",
+                  [metrics_row("smollm2", "test", 30, {"hit": 0.6}, "a/", None, variant="finetuned_retrieved"),
+                   metrics_row("smollm2", "test", 30, {"hit": 0.2}, None, None, variant="base_retrieved")])
+    write_metrics(tmp_path / "2", "cosine_baseline", "toy", "f2",
+                  [metrics_row("cosine-parts", "test", 100, {"answer_recall": 0.7}, None, "r.jsonl")],
+                  {"metrics": {"overall": {"answer_recall": {"100": 0.7}}}})
+    (tmp_path / "3" / "metrics.json").write_text(json.dumps({"method": "cosine-parts", "k": 100}))  # no schema
+    (tmp_path / "4" / "metrics.json").write_text("{not json")
+    with caplog.at_level("WARNING"):
+        rows = aggregate(tmp_path, quiet=True)
+    assert [(r["job"], r["method"], r["K"]) for r in rows] == [
+        ("0", "gsr", 3), ("1", "smollm2", 30), ("1", "smollm2", 30), ("2", "cosine-parts", 100)]
+    assert rows[0]["match@3"] == 0.75 and rows[0]["mode"] == "constrained" and rows[1]["hit"] == 0.6
+    assert rows[1]["variant"] == "finetuned_retrieved" and rows[3]["answer_recall"] == 0.7 and rows[3]["data"] == "toy"
     assert (tmp_path / "aggregate.md").read_text().count("\n| ") == 5  # header + 4 rows
+    assert "not a gsr-train/metrics/1 metrics file" in caplog.text and "not valid JSON" in caplog.text
+
+
+def test_metrics_rows_are_checked_when_written(tmp_path):
+    from gsr_train.eval.tail import read_metrics, write_metrics
+
+    with pytest.raises(ValueError, match="lacks"):
+        write_metrics(tmp_path, "x", "toy", None, [{"method": "m", "metrics": {}}])
+    with pytest.raises(ValueError, match="header keys"):
+        write_metrics(tmp_path, "x", "toy", None, [], {"rows": []})
+    (tmp_path / "metrics.json").write_text(json.dumps({"schema": "gsr-train/metrics/1", "rows": [{"method": "m"}]}))
+    with pytest.raises(ValueError, match="rows with metrics"):
+        read_metrics(tmp_path / "metrics.json")
 
 
 @pytest.mark.parametrize("launcher", ["slurm", "local"])

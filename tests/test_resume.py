@@ -56,7 +56,7 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path):
                   f"+callbacks.kill.step={KILL_AT}")
     assert killed.returncode == -signal.SIGKILL
     last = crashed / "checkpoints" / "last.ckpt"
-    assert last.exists() and not (crashed / "results.json").exists()
+    assert last.exists() and not (crashed / "metrics.json").exists()
     state = torch.load(last, map_location="cpu", weights_only=False)
     assert state["global_step"] == KILL_AT - 1 and state["epoch"] == 1  # mid-epoch checkpoint
     assert not list((crashed / "checkpoints").glob(".*tmp*"))  # no half-written checkpoint left behind
@@ -65,8 +65,8 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "skipping the first 2 batches of epoch 1" in resumed.stderr + resumed.stdout
 
-    a = json.loads((full / "results.json").read_text())
-    b = json.loads((crashed / "results.json").read_text())
+    a = json.loads((full / "metrics.json").read_text())
+    b = json.loads((crashed / "metrics.json").read_text())
     assert a["training"]["global_step"] == b["training"]["global_step"] == STEPS_PER_EPOCH * EPOCHS
     assert a["metrics"] == b["metrics"] and a["at_k"] == b["at_k"]
     assert a["training"]["best_score"] == b["training"]["best_score"]

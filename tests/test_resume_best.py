@@ -27,7 +27,7 @@ def test_resume_auto_evaluates_the_best_checkpoint_of_all_epochs(tmp_path):
 
     settings = {"logger": "csv", "model.train.patience": 0, "model.train.optim.lr": 0.05}
     run(compose_config(toy_run_overrides(tmp_path, settings={**settings, "model.train.epochs": 2})))
-    first = json.loads((tmp_path / "run" / "results.json").read_text())
+    first = json.loads((tmp_path / "run" / "metrics.json").read_text())
     figures = run(compose_config(toy_run_overrides(tmp_path, settings={**settings, "model.train.epochs": 5,
                                                                        "resume": "auto"})))
     scores = _val_scores(tmp_path / "run")

@@ -109,13 +109,13 @@ def test_hydra_runners(toy, tmp_path):
                               "robustness.retrievers.classic=[triplets]", "robustness.report_k=50"])
     figs = run(cfg)
     out = tmp_path / "out"
-    assert {"robustness.md", "robustness.json", "robustness_answer_recall.png", "robustness_sp_recall.png"} <= {
+    assert {"robustness.md", "metrics.json", "robustness_answer_recall.png", "robustness_sp_recall.png"} <= {
         p.name for p in out.iterdir()}
-    saved = json.loads((out / "robustness.json").read_text())
+    saved = json.loads((out / "metrics.json").read_text())
     assert saved["retrievers"] == ["cosine", "classic-triplets"] == figs["retrievers"]
     assert len(saved["results"]) == 2 * 3 and saved["similarity"][1]["ats"] is not None
     cfg = _compose(tmp_path, ["+experiment=classic_pcst", "classic.pcst.budget=4"])
     res = classic_run(cfg)
     assert res["method"] == "classic-pcst" and 0 < res["mean_retrieved_triples"] <= 4
-    lines = (out / "retrieval_test.jsonl").read_text().splitlines()
+    lines = (out / "results_test.jsonl").read_text().splitlines()
     assert len(lines) == 5 and all(len(json.loads(x)["triples"]) <= 4 for x in lines)

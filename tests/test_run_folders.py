@@ -69,26 +69,29 @@ def test_two_runs_at_once_and_a_rerun_into_a_finished_folder(tmp_path):
     for p in (first, second):
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-3000:]
-        assert "== cosine_baseline finished in" in out and "results.json" in out  # the closing summary
+        assert "== cosine_baseline finished in" in out and "metrics.json" in out  # the closing summary
     runs = sorted((tmp_path / "outputs" / "cosine_baseline").iterdir())
     assert len(runs) == 2
     for run in runs:
         assert json.loads((run / "run.json").read_text())["status"] == "finished"
-        assert (run / "results.json").exists()
-    kept = (runs[0] / "results.json").read_bytes()
+        assert (run / "metrics.json").exists()
+    kept = (runs[0] / "metrics.json").read_bytes()
     again = _train(tmp_path, f"hydra.run.dir={runs[0]}")
     _, err = again.communicate(timeout=300)
     assert again.returncode == 2 and "holds a finished run" in err and "Traceback" not in err
-    assert (runs[0] / "results.json").read_bytes() == kept
+    assert (runs[0] / "metrics.json").read_bytes() == kept
 
 
 def test_summary_shows_folder_files_and_table(tmp_path):
     from gsr_train.runs.summary import run_summary
 
-    (tmp_path / "results.json").write_text(json.dumps({"tables": {"overall": "| model | sp@10 |\n| x | 0.5 |"}}))
+    from gsr_train.eval.tail import write_metrics
+
+    write_metrics(tmp_path, "subgraphrag_quickstart", "toy", None, [],
+                  {"tables": {"overall": "| model | sp@10 |\n| x | 0.5 |"}})
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / ".hydra").mkdir()
     text = run_summary(tmp_path, "subgraphrag_quickstart", 75.0)
     assert text.splitlines()[0] == f"== subgraphrag_quickstart finished in 1:15 -> {tmp_path}"
-    assert text.splitlines()[1] == "files: checkpoints/, results.json"
+    assert text.splitlines()[1] == "files: checkpoints/, metrics.json"
     assert "| x | 0.5 |" in text

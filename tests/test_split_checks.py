@@ -80,7 +80,7 @@ def test_toy_run_results_carry_name_and_fingerprint(tmp_path):
                  not o.startswith("data.name=")]
     figures = run(compose_config(overrides))
     assert figures["data"] == tmp_path.name  # the toy folder is <tmp>/data: a generic name, so its parent's
-    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert saved["data"] == tmp_path.name and len(saved["data_fingerprint"]) >= 8
 
 

@@ -190,7 +190,7 @@ def test_checkpoint_round_trip(toy, trained):
 
 def test_retrieve_writes_top_k_results(toy, trained, tmp_path):
     retriever = SubgraphRAGRetriever(trained["module"].scorer)
-    path = tmp_path / "retrieval_test.jsonl"
+    path = tmp_path / "results_test.jsonl"
     scores = retriever.retrieve(toy["index"], "test", toy["emb"], path, k=5)
     back, _ = read_results(path, toy["index"], "test")
     split = toy["index"]["test"]
@@ -271,11 +271,11 @@ def test_runner_end_to_end(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         figures = run(cfg)
-    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert saved["ks"] == [10, 20, 50, 100, 200] and set(saved["metrics"]) == {"subgraphrag", "cosine"}
     assert saved["training"]["graphs"] == 24 and saved["training"]["epochs_run"] == 2
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
-    rows = [json.loads(line) for line in (tmp_path / "run" / "retrieval_test.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results_test.jsonl").read_text().splitlines()]
     assert len(rows) == 8 and all(len(r["triples"]) == 7 == len(r["scores"]) for r in rows)
     assert "| subgraphrag |" in figures["tables"]["overall"] and "| 1 | 8 | cosine |" in figures["tables"]["by_hops"]
     # evaluation only, from the saved checkpoint

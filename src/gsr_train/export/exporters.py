@@ -69,7 +69,7 @@ def _is_subgraphrag_ckpt(path: Path) -> bool:
 def _subgraphrag_ckpt(src: Path) -> tuple[Path, dict]:
     if src.is_file():
         return src, {}
-    results = _read_json(src / "results.json") if (src / "results.json").exists() else {}
+    results = _read_json(src / "metrics.json") if (src / "metrics.json").exists() else {}
     best = results.get("checkpoint")
     if best and Path(best).is_file():
         return Path(best), results
@@ -81,8 +81,8 @@ def _subgraphrag_ckpt(src: Path) -> tuple[Path, dict]:
 
 def detect_subgraphrag(src: Path) -> bool:
     if src.is_dir():
-        r = src / "results.json"
-        if r.exists() and ((_read_json(r).get("model") or {}).get("scorer")):
+        r = src / "metrics.json"
+        if r.exists() and isinstance(_read_json(r).get("model"), dict) and _read_json(r)["model"].get("scorer"):
             return True
         return any(_is_subgraphrag_ckpt(p) for p in sorted((src / "checkpoints").glob("*.ckpt"))[:1])
     return _is_subgraphrag_ckpt(src)
@@ -217,7 +217,7 @@ def detect_kind(src: str | Path) -> str:
         if ex.detect(src):
             return kind
     raise ValueError(f"{src}: not a SubgraphRAG / GSR / reader run folder, checkpoint or model folder "
-                     f"(looked for results.json with a scorer, checkpoints/*.ckpt, model/gsr_config.json, "
+                     f"(looked for metrics.json with a scorer, checkpoints/*.ckpt, model/gsr_config.json, "
                      f"adapter/adapter_config.json)")
 
 

@@ -26,7 +26,6 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from gsr_train.io import write_json
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, KGIndex, SplitGraphs, default_cache_dir, has_text
 from gsr_train.text.embeddings import KGEmbeddings, embed_texts, get_embeddings, relation_texts
 from gsr_train.text.encoders import TextEncoder, load_encoder
@@ -163,8 +162,8 @@ def run_cosine(
 ) -> dict[str, Any]:
     """Index, embed, score one split, write the top-``k`` results and return the metrics.
 
-    Writes ``out_dir/retrieval_<split>.jsonl`` (project result format) and
-    ``out_dir/metrics_<split>.json`` when ``out_dir`` is given.
+    Writes ``out_dir/results_<split>.jsonl`` (project result format) and
+    ``out_dir/metrics.json`` (:mod:`gsr_train.eval.tail`) when ``out_dir`` is given.
     """
     from gsr_train.eval.evaluate import index_splits
     from gsr_train.eval.labels import load_labelled_triples
@@ -205,10 +204,13 @@ def run_cosine(
         from gsr_train.eval.results import write_results
 
         out_dir = Path(out_dir)
-        results_path = out_dir / f"retrieval_{split}.jsonl"
+        from gsr_train.eval.tail import results_file, retrieval_row, write_metrics
+
+        results_path = results_file(out_dir, split)
         write_results(results_path, index, split, scores, k)
         result["results_path"] = str(results_path)
-        write_json(out_dir / f"metrics_{split}.json", result)
+        write_metrics(out_dir, None, Path(str(data_dir)).name, index.key,
+                      [retrieval_row(result["method"], report, split, k, results=results_path)], result)
     if print_table:
         from rich.console import Console
 
@@ -231,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--mode", choices=MODES, default="parts")
     parser.add_argument("--relation-text", choices=("raw", "words"), default="raw")
     parser.add_argument("--cache-dir", default=None, help="default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train")
-    parser.add_argument("--out", default=None, help="folder for retrieval_<split>.jsonl and metrics_<split>.json")
+    parser.add_argument("--out", default=None, help="folder for results_<split>.jsonl")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     encoder = {"name": args.encoder, "device": args.device, "batch_size": args.batch_size}

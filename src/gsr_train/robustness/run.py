@@ -18,7 +18,7 @@ original gold shortest-path edges that survive unchanged (questions whose gold e
 all destroyed are left out of that average). Questions whose gold evidence was changed
 ("touched") are always reported apart from the others.
 
-Writes ``robustness.md`` (tables), ``robustness.json`` (every figure) and one PNG per metric
+Writes ``robustness.md`` (tables), ``metrics.json`` (every figure) and one PNG per metric
 (recall against level, one panel per perturbation) into the run folder.
 """
 from __future__ import annotations
@@ -182,11 +182,12 @@ def plot(figures: Mapping[str, Any], path: str | Path, metric: str = "answer_rec
 
 
 def render(folder: str | Path, report_k: int = 100) -> str:
-    """Rewrite ``robustness.md`` and the PNGs of a run folder from its ``robustness.json``."""
-    import json
+    """Rewrite ``robustness.md`` and the PNGs of a run folder from its ``metrics.json``."""
+    from gsr_train.eval.tail import METRICS_FILE, read_metrics
 
     folder = Path(folder)
-    figures = json.loads((folder / "robustness.json").read_text())
+    figures = read_metrics(folder / METRICS_FILE)
+    figures["data"] = (figures.get("dataset") or {}).get("name")
     tables = report_tables(figures, report_k)
     title = (f"{figures.get('data')} [{figures.get('split')}], {figures.get('questions')} questions, "
              f"seed {figures.get('seed')}" + (", gold protected" if figures.get("protect_gold") else ""))

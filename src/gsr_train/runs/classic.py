@@ -1,9 +1,9 @@
 """Runner for the classic retrievers (``+experiment=classic_triplets|classic_paths|classic_pcst``).
 
 Scores the evaluation split with :func:`gsr_train.retrievers.classic.classic_scores`, writes the
-top-``top_k`` triples per question in the common results format (``retrieval_<split>.jsonl``),
+top-``top_k`` triples per question in the common results format (``results_<split>.jsonl``),
 prints the recall table (shortest-path, labelled and answer recall at ``eval_ks``, by hops)
-and writes the figures to ``results.json`` in the run folder.
+and writes the figures to ``metrics.json`` (:mod:`gsr_train.eval.tail`) in the run folder.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def run(cfg: DictConfig) -> dict:
     from gsr_train.eval.retrieval import retrieval_metrics
     from gsr_train.kg.paths import get_supervision
     from gsr_train.retrievers.classic import classic_scores, merge_options
-    from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, save_figures
+    from gsr_train.eval.tail import results_file, retrieval_row
+    from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, save_metrics
     from gsr_train.text.embeddings import get_embeddings
 
     split = cfg.get("split", "test")
@@ -39,7 +40,7 @@ def run(cfg: DictConfig) -> dict:
         labelled, labelled_q, stats = load_labelled_triples(label_path(cfg, split), index, split)
     report = retrieval_metrics(graphs, scores, list(cfg.eval_ks), sp_label=sup.triple_label, labelled=labelled,
                                labelled_questions=labelled_q, hops=sup.hops)
-    path = output_dir(cfg) / f"retrieval_{split}.jsonl"
+    path = results_file(output_dir(cfg), split)
     write_results(path, index, split, scores, int(cfg.get("top_k", 500)))
     retrieved = (scores > float("-inf")).view(-1)
     per_q = torch.zeros(len(graphs), dtype=torch.long).index_add_(0, graphs.edge_question(), retrieved.long())
@@ -49,5 +50,6 @@ def run(cfg: DictConfig) -> dict:
                "mean_retrieved_triples": float(per_q.double().mean()) if len(graphs) else 0.0, "labels": stats,
                "metrics": report.to_dict(), "results_path": str(path),
                "timings": {"prep_s": round(prep, 3), "scoring_s": round(scoring, 3)}}
-    save_figures(cfg, "results.json", figures)
+    save_metrics(cfg, index.key, [retrieval_row(f"classic-{method}", report, split, int(cfg.get("top_k", 500)),
+                                                results=path)], figures)
     return figures

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import hydra
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
@@ -427,6 +427,25 @@ def log_final_metrics(trainer: Any, metrics: dict[str, Any], prefix: str = "fina
             lg.save()
         except Exception as e:
             log.warning("could not log final metrics to %s: %s", type(lg).__name__, e)
+
+
+def save_metrics(cfg: DictConfig, fingerprint: str | None, rows: Sequence[Mapping[str, Any]],
+                 details: Mapping[str, Any]) -> Path:
+    """The run's ``metrics.json`` (:mod:`gsr_train.eval.tail`: the header every method shares, then
+    ``details``), atomically, rank 0 only."""
+    from gsr_train.eval.tail import METRICS_FILE, write_metrics
+
+    path = output_dir(cfg) / METRICS_FILE
+    if not is_rank_zero():
+        return path
+    try:
+        experiment = cfg.get("experiment_name")
+    except Exception:  # ${hydra:...} outside a Hydra run (a runner called from Python)
+        experiment = details.get("experiment")
+    write_metrics(output_dir(cfg), experiment, str(cfg.data.name), fingerprint, rows,
+                  {k: v for k, v in details.items() if k != "experiment"})
+    log.info("wrote %s", path)
+    return path
 
 
 def save_figures(cfg: DictConfig, name: str, figures: Any) -> Path:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import cache_dir, label_path, output_dir, preflight, resolve_data_dir, save_figures
+from gsr_train.runs.common import cache_dir, label_path, output_dir, preflight, resolve_data_dir, save_metrics
 
 
 def run(cfg: DictConfig) -> dict:
@@ -22,6 +22,10 @@ def run(cfg: DictConfig) -> dict:
         mode=cfg.get("cosine_mode", "parts"),
         ks=list(cfg.eval_ks),
     )
-    save_figures(cfg, "results.json", {**result, "experiment": cfg.experiment_name, "data": cfg.data.name,
-                                       "data_dir": result["data"]})
+    from gsr_train.eval.retrieval import RetrievalReport
+    from gsr_train.eval.tail import retrieval_row
+
+    report = RetrievalReport.from_dict(result["metrics"])
+    row = retrieval_row(result["method"], report, split, int(result["k"]), results=result.get("results_path"))
+    save_metrics(cfg, result["data_fingerprint"], [row], {**result, "data": cfg.data.name, "data_dir": result["data"]})
     return result

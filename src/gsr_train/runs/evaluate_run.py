@@ -8,7 +8,7 @@ folder gets the same results and metrics files a training run writes, plus ``eva
 (what was scored, from which run). ``python eval.py +experiment=NAME data.dir=...`` scores
 an untrained retriever (cosine, classic, SimGRAG, SAFE) the same way.
 
-Which checkpoint of a run: SubgraphRAG, the best one (``results.json``, else the
+Which checkpoint of a run: SubgraphRAG, the best one (``metrics.json``, else the
 ``best-*.ckpt``); GSR, the saved ``model/`` folder; readers, the ``adapter/`` folder. A
 ``.ckpt`` or folder given directly is used as it is.
 """
@@ -70,7 +70,7 @@ def _experiment_of(folder: Path, config: DictConfig) -> str:
 
 def _best_subgraphrag(folder: Path) -> str:
     try:
-        best = json.loads((folder / "results.json").read_text()).get("checkpoint")
+        best = json.loads((folder / "metrics.json").read_text()).get("checkpoint")
         if best and Path(best).is_file():
             return str(best)
     except (OSError, ValueError):

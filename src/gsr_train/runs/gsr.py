@@ -23,13 +23,14 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.runs.common import (PreflightError, cache_dir, fit_state, is_rank_zero, log_final_metrics, make_trainer,
-                                   one_setting, output_dir, preflight, require_family, resume_path, save_figures)
+                                   one_setting, output_dir, preflight, require_family, resolve_data_dir, resume_path,
+                                   save_metrics)
 
 log = logging.getLogger(__name__)
 GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
@@ -279,6 +280,29 @@ def unknown_relations(data: GSRData, gsr, examples: int = 10) -> dict:
             "eval_question_examples": needing[:examples]}
 
 
+def _fingerprint(cfg: DictConfig) -> str | None:
+    """The evaluated split's content digest (None when the layout has no such file)."""
+    from gsr_train.kg.index import source_fingerprint
+
+    try:
+        return source_fingerprint(resolve_data_dir(cfg), str(cfg.gsr.eval_split))
+    except (FileNotFoundError, FileExistsError, ValueError):
+        return None
+
+
+def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoint: str | None) -> dict:
+    """The tail's row of one decoding mode: chain match and answer coverage at ``decode.top_n``."""
+    from gsr_train.eval.tail import metrics_row
+
+    values = dict(report.get("chain_match") or {})
+    values.update({f"cov_{m}": v for m, v in (report.get("answer_coverage") or {}).items()
+                   if isinstance(v, (int, float))})
+    results = report.get("results_file")
+    return metrics_row("gsr", str(cfg.gsr.eval_split), int(cfg.gsr.decode.top_n), values, checkpoint,
+                       output_dir(cfg) / results if results else None, model=str(cfg.model.name), mode=mode,
+                       variant=str(cfg.gsr.variant), schedule=str(cfg.gsr.schedule))
+
+
 def run(cfg: DictConfig) -> float | None:
     from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
 
@@ -333,7 +357,7 @@ def run(cfg: DictConfig) -> float | None:
         if mode not in ("unconstrained", "constrained"):
             raise ValueError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
         figures[mode] = evaluate_gsr(cfg, data, gsr, constrained=(mode == "constrained"))
-    save_figures(cfg, "metrics.json", figures)
+    save_metrics(cfg, _fingerprint(cfg), [_metrics_row(cfg, mode, figures[mode], best) for mode in modes], figures)
     main = figures[modes[0]]["chain_match"] if modes else {}
     log_final_metrics(trainer, {f"test/{mode}/{k}": v for mode in modes
                                 for k, v in figures[mode].get("chain_match", {}).items()})

@@ -2,7 +2,7 @@
 
     python -m gsr_train.runs.pattern_compare --data ../shared/data/webqsp_mini --split test \
         --gsr-results RUN/results_test.jsonl --gsr-metrics RUN/metrics.json \
-        --subgraphrag-results SG/retrieval_test.jsonl --subgraphrag-ckpt SG/checkpoints/best.ckpt \
+        --subgraphrag-results SG/results_test.jsonl --subgraphrag-ckpt SG/checkpoints/best.ckpt \
         --out outputs/patterns_compare
 
 Runs SimGRAG and SAFE with GSR-chain patterns (from ``--gsr-results``) and gold patterns
@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     ap.add_argument("--split", default="test")
     ap.add_argument("--gsr-results", help="GSR results file (chains -> patterns, and the GSR row)")
     ap.add_argument("--gsr-metrics", help="GSR metrics.json (decoding time per question)")
-    ap.add_argument("--subgraphrag-results", help="SubgraphRAG retrieval_<split>.jsonl")
+    ap.add_argument("--subgraphrag-results", help="SubgraphRAG results_<split>.jsonl")
     ap.add_argument("--subgraphrag-ckpt", help="SubgraphRAG checkpoint (to time its retrieval here)")
     ap.add_argument("--encoder", default="minilm")
     ap.add_argument("--cache-dir")

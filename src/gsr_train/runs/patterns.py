@@ -2,8 +2,8 @@
 
 Each run builds the registered ``simgrag`` / ``safe`` retriever (patterns from
 ``patterns=gold|gsr|llm``, see :mod:`gsr_train.patterns.build`), retrieves, writes
-``retrieval_<split>.jsonl`` in the project result format (plus the subgraphs and patterns),
-prints the recall table and saves ``results.json`` with the metrics, the retrieval time per
+``results_<split>.jsonl`` in the project result format (plus the subgraphs and patterns),
+prints the recall table and saves ``metrics.json`` with the metrics, the retrieval time per
 question and the pattern / search statistics.
 """
 from __future__ import annotations
@@ -26,7 +26,8 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     from gsr_train.patterns.retrieve import write_pattern_results
     from gsr_train.retrievers.interface import RetrievalInputs
     from gsr_train.retrievers.registry import build
-    from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, save_figures
+    from gsr_train.eval.tail import results_file, retrieval_row
+    from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, save_metrics
     from gsr_train.text.embeddings import get_embeddings
     from gsr_train.text.encoders import load_encoder
 
@@ -43,7 +44,7 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     scores, extra = retriever.score(graphs)
     total = time.perf_counter() - t0
     run = retriever.run
-    out = output_dir(cfg) / f"retrieval_{split}.jsonl"
+    out = results_file(output_dir(cfg), split)
     name = f"{method}-{cfg.patterns.source}"
     write_pattern_results(out, index, split, run, name)
     sup = get_supervision(index, split, cache_dir(cfg))
@@ -59,7 +60,8 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     result = {"experiment": cfg.experiment_name, "method": name, "data": cfg.data.name, "split": split,
               "config": options, "patterns": extra.pop("patterns"), "search": summary,
               "total_seconds": round(total, 2), "results_path": str(out), "metrics": report.to_dict(), **extra}
-    save_figures(cfg, "results.json", result)
+    k = max(int(x) for x in cfg.eval_ks)  # triples: the subgraphs' edges ranked by their first subgraph
+    save_metrics(cfg, index.key, [retrieval_row(name, report, split, k, results=out)], result)
     return result
 
 

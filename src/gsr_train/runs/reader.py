@@ -37,9 +37,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
+from gsr_train.eval.tail import results_file
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
 from gsr_train.runs.common import (PreflightError, cache_dir, fit_state, is_rank_zero, load_kg_index, make_trainer,
-                                   one_setting, output_dir, preflight, resolve_data_dir, resume_path)
+                                   one_setting, output_dir, preflight, resolve_data_dir, resume_path, save_metrics)
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,7 @@ def run(cfg: DictConfig) -> float:
         if limit.get(s):
             questions[s] = questions[s][: int(limit[s])]
         path = retrieval_file(cfg, index, s)
-        local = out / f"retrieval_{s}.jsonl"
+        local = results_file(out, s)
         if path.resolve() != local.resolve() and is_rank_zero():
             with atomic_write(local, "wb") as f, open(path, "rb") as src:
                 shutil.copyfileobj(src, f)
@@ -307,7 +308,16 @@ def run(cfg: DictConfig) -> float:
     text = (f"command: {command}\nformat={fmt} K={k} budget={budget} split={eval_split}\nevidence: {evidence}\n\n"
             f"all questions\n{table}\n\n-sub (answer entity in the graph)\n{table_sub}\n")
     if is_rank_zero():
-        write_json(out / "metrics.json", figures)
+        from gsr_train.eval.tail import metrics_row
+
+        adapter = str(out / "adapter") if (out / "adapter").is_dir() else (qa.get("eval_only") or None)
+        rows = []
+        for name, rep in figures["metrics"].items():
+            view = rep.get("all") or {}
+            rows.append(metrics_row(str(rcfg.name), str(eval_split), k, view.get("metrics") or {},
+                                    adapter if name.startswith("finetuned") else None,
+                                    out / f"predictions_{name}.jsonl", variant=name, n=view.get("n")))
+        save_metrics(cfg, index.key, rows, figures)
         with atomic_write(out / "qa_table.txt") as f:
             f.write(text)
         print(text)

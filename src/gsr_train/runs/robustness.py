@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gsr_train.io import atomic_write, write_json
+from gsr_train.io import atomic_write
 from gsr_train.robustness.run import evaluate_robustness, plot, report_tables
 
 CONF = str(Path(__file__).resolve().parents[3] / "conf")
@@ -29,7 +29,7 @@ def run(cfg) -> dict:
     from gsr_train.kg.paths import get_supervision
     from gsr_train.robustness.kge import get_scorer
     from gsr_train.robustness.retrievers import build_retrievers
-    from gsr_train.runs.common import cache_dir, load_kg_index, output_dir
+    from gsr_train.runs.common import cache_dir, load_kg_index, output_dir, save_metrics
     from gsr_train.text.embeddings import get_embeddings
 
     rc = cfg.robustness
@@ -63,11 +63,29 @@ def run(cfg) -> dict:
         ", gold protected" if rc.protect_gold else "")
     with atomic_write(out / "robustness.md", "w") as f:
         f.write(f"# Robustness: {title}\n\n{tables}\n")
-    write_json(out / "robustness.json", figures)
+    save_metrics(cfg, index.key, metrics_rows(figures, k), figures)
     pngs = [plot(figures, out / f"robustness_{m}.png", m, k, title) for m in ("answer_recall", "sp_recall")]
     print(tables)
-    print(f"\nwrote {out / 'robustness.md'}, {out / 'robustness.json'}, " + ", ".join(str(p) for p in pngs))
+    print(f"\nwrote {out / 'robustness.md'}, {out / 'metrics.json'}, " + ", ".join(str(p) for p in pngs))
     return figures
+
+
+def metrics_rows(figures: dict, k: int) -> list[dict]:
+    """The tail's rows: one per retriever x perturbation x level, recall at ``k`` (or the largest
+    evaluated K below it) over all questions and over those whose gold evidence was touched / not."""
+    from gsr_train.eval.tail import metrics_row
+
+    ks = sorted(int(x) for x in figures["ks"])
+    at = max([x for x in ks if x <= k] or ks[:1])
+    rows = []
+    for r in figures["results"]:
+        values = {}
+        for m in ("answer_recall", "sp_recall"):
+            for group, per_k in r[m].items():
+                values[m if group == "all" else f"{m}_{group}"] = per_k.get(str(at))
+        rows.append(metrics_row(r["retriever"], figures.get("split"), at, values, perturbation=r["method"],
+                                level=r["level"]))
+    return rows
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ triple recall@K) -> reload the best checkpoint -> score the evaluation split wit
 precomputed-projection path -> write the top-K results (project JSONL format) and the
 recall table at ``eval_ks`` (answer / shortest-path / labelled recall, overall and by hop
 count) next to the cosine baseline scored in the same run. Everything lands in the run
-folder: ``checkpoints/{best-*,last}.ckpt``, ``retrieval_<split>.jsonl``, ``results.json``.
+folder: ``checkpoints/{best-*,last}.ckpt``, ``results_<split>.jsonl``, ``metrics.json`` (:mod:`gsr_train.eval.tail`).
 
 Settings come from ``cfg.model`` (architecture, plus its training recipe under
 ``model.train``) and ``cfg.subgraphrag`` (splits, K, threads, resume / eval-only).
@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, label_path, load_kg_index, log_final_metrics,
                                    make_trainer, one_setting, output_dir, preflight, PreflightError,
-                                   require_family, require_split, resume_path, save_figures)
+                                   require_family, require_split, resume_path, save_metrics)
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,7 @@ def run(cfg: DictConfig) -> dict:
     from gsr_train.datamodules.triple_datamodule import TripleDataModule
     from gsr_train.eval.labels import load_labelled_triples
     from gsr_train.eval.retrieval import comparison_table, retrieval_metrics
+    from gsr_train.eval.tail import metrics_row, results_file, retrieval_row
     from gsr_train.kg.paths import get_supervision
     from gsr_train.models.subgraphrag.module import SubgraphRAGModule
     from gsr_train.models.subgraphrag.perf import keep_freed_memory
@@ -209,7 +210,7 @@ def run(cfg: DictConfig) -> dict:
     retriever = SubgraphRAGRetriever.from_checkpoint(best_path, device=device, serving=str(run_cfg["serving"]),
                                                    workers=run_cfg["serving_workers"])
     check_compatible(retriever.hparams, emb)
-    results_path = out / f"retrieval_{split_name}.jsonl"
+    results_path = results_file(out, split_name)
     t0 = time.perf_counter()
     scores = retriever.retrieve(index, split_name, emb, results_path, k=int(run_cfg["top_k"]),
                                 graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]))
@@ -229,8 +230,10 @@ def run(cfg: DictConfig) -> dict:
 
     name = str(model_opts.get("name") or "subgraphrag")
     reports = {name: report(scores)}
+    cos_scores = None
     if run_cfg["compare_cosine"]:
-        reports["cosine"] = report(cosine_scores(graphs, emb.question[split_name], emb))
+        cos_scores = cosine_scores(graphs, emb.question[split_name], emb)
+        reports["cosine"] = report(cos_scores)
     table = comparison_table(reports, ks=ks, metrics=[m for m in METRICS if m in reports[name].overall],
                              title=f"{name} vs cosine on {cfg.data.name} [{split_name}]", digits=4)
     hops = hop_table(reports, ks)
@@ -264,7 +267,14 @@ def run(cfg: DictConfig) -> dict:
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "tables": {"overall": table, "by_hops": hops},
     }
-    save_figures(cfg, "results.json", figures)
+    rows = [metrics_row(name, split_name, top_k, {m: v for m, v in at_k.items() if m != "k"}, best_path,
+                        results_path)]
+    if cos_scores is not None:  # the baseline at the same K
+        cos_at = reports["cosine"] if top_k in ks else retrieval_metrics(
+            graphs, cos_scores, [top_k], sup[split_name].triple_label, labelled, labelled_questions,
+            sup[split_name].hops)
+        rows.append(retrieval_row("cosine", cos_at, split_name, top_k))
+    save_metrics(cfg, index.key, rows, figures)
     log_final_metrics(trainer, {f"test/{m}@{top_k}": v for m, v in at_k.items() if m != "k"}
                       | {f"test/{m}@{k}": reports[name].overall[m][k] for m in METRICS if m in reports[name].overall
                          for k in ks})

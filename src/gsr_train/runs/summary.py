@@ -1,7 +1,6 @@
 """The one screen every run ends with: what ran, how long, where its files are, and its table."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -9,33 +8,31 @@ MAX_TABLE_LINES = 24
 
 
 def _table(folder: Path) -> str | None:
-    """The run's main table, from whichever figures file its runner wrote."""
-    results = folder / "results.json"
-    if results.is_file():
-        try:
-            figures = json.loads(results.read_text())
-        except ValueError:
-            figures = {}
-        table = (figures.get("tables") or {}).get("overall")
-        if table:
-            return table
+    """The run's main table: the one its runner printed (SubgraphRAG's comparison, the readers' and
+    the robustness study's tables), else the rows of its ``metrics.json`` (:mod:`gsr_train.eval.tail`)."""
+    from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
+
+    try:
+        doc = read_metrics(folder / METRICS_FILE) if (folder / METRICS_FILE).is_file() else None
+    except MetricsFileError:
+        doc = None
+    table = ((doc or {}).get("tables") or {}).get("overall")
+    if table:
+        return table
     for name in ("qa_table.txt", "robustness.md"):
         if (folder / name).is_file():
             return (folder / name).read_text()
-    if (folder / "metrics.json").is_file():  # GSR: chain match per decoding mode
-        try:
-            figures = json.loads((folder / "metrics.json").read_text())
-        except ValueError:
-            return None
-        modes = [m for m in ("unconstrained", "constrained") if isinstance(figures.get(m), dict)]
-        if modes:
-            keys = list((figures[modes[0]].get("chain_match") or {}))
-            lines = ["| decoding | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
-            for m in modes:
-                match = figures[m].get("chain_match") or {}
-                lines.append(f"| {m} | " + " | ".join(f"{match.get(k, float('nan')):.4f}" for k in keys) + " |")
-            return "\n".join(lines)
-    return None
+    if not doc or not doc["rows"]:
+        return None
+    rows = flat_rows(doc)
+    cols = [c for c in dict.fromkeys(k for r in rows for k in r) if c not in ("data", "split")]
+
+    def cell(v: Any) -> str:
+        return "" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
 
 
 def run_summary(folder: str | Path, experiment: Any, seconds: float) -> str:
