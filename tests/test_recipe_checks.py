@@ -2,6 +2,8 @@
 and two settings for one thing (epochs) are one clear message each."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gsr_train.models.subgraphrag.scorer import ScorerConfig
@@ -53,3 +55,40 @@ def test_two_settings_for_epochs_are_an_error_and_one_follows_the_other(tmp_path
     cfg = compose_config([*base, "trainer.max_epochs=7", f"{used}=3"])
     with pytest.raises(PreflightError, match=f"trainer.max_epochs=7 and {used}=3"):
         one_setting(cfg, used)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "experiment")
+                                        .glob("*.yaml") if not p.stem.endswith("_defaults")))
+def test_every_experiment_follows_its_typed_recipe(name):
+    from omegaconf import OmegaConf
+
+    from gsr_train.runs.recipes import RECIPES, recipe_errors
+
+    cfg = compose_config([f"+experiment={name}", "paths.output_dir=/tmp/x", f"experiment_name={name}"])
+    assert cfg.runner in RECIPES, f"{name}: runner {cfg.runner} has no typed recipe in gsr_train.runs.recipes"
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    plain.pop("hydra", None)
+    assert recipe_errors(plain) == []
+
+
+def test_unknown_keys_anywhere_are_named_with_their_file_and_closest_option(tmp_path):
+    from gsr_train.runs.common import run_experiment
+
+    cfg = compose_config(["+experiment=gsr_quickstart", f"paths.output_dir={tmp_path}",
+                          f"paths.cache_dir={tmp_path / 'c'}", "experiment_name=x", "+gsr.decode.beam=3",
+                          "+gsr.decod=3", "+subgraphrag.top_k=3", "+model.optim.lrr=1", "+model.config.d_foo=1"])
+    with pytest.raises(PreflightError) as err:
+        run_experiment(cfg)
+    lines = str(err.value).splitlines()[1:]
+    assert [x.strip() for x in lines] == [
+        "subgraphrag: not an option of runner gsr_train.runs.gsr.run (conf/experiment/gsr_defaults.yaml)",
+        "gsr.decode.beam: not a DecodeConfig option (conf/experiment/gsr_defaults.yaml); did you mean gsr.decode.beams?",
+        "gsr.decod: not a GSRRun option (conf/experiment/gsr_defaults.yaml); did you mean gsr.decode?",
+        "model.optim.lrr: not a GSROptim option (conf/model/gsr_tiny.yaml); did you mean model.optim.lr?"]
+    assert not (tmp_path / "c").exists()  # nothing ran
+    reader = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={tmp_path}", "experiment_name=x",
+                             "+qa.retrieval.optons={a: 1}", "+reader.lora.rank=4"])
+    with pytest.raises(PreflightError, match=r"(?s)qa.retrieval.optons: not a QARetrieval option .*did you mean "
+                                             r"qa.retrieval.options\?.*reader.lora.rank: not a LoRA option "
+                                             r"\(conf/reader/smollm2.yaml\)"):
+        run_experiment(reader)

@@ -32,6 +32,9 @@ def run_experiment(cfg: DictConfig) -> Any:
 
     from gsr_train.runs.summary import run_summary
 
+    from gsr_train.runs.recipes import check_recipe
+
+    check_recipe(cfg)  # unknown or misspelled options: one message before any work
     t0 = time.perf_counter()
     pl.seed_everything(cfg.seed, workers=True)
     runner = hydra.utils.get_method(cfg.runner)

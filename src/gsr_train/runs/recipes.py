@@ -1,0 +1,452 @@
+"""Typed recipes: the options of every runner as dataclasses, checked before any work.
+
+Hydra refuses a misspelled ``key=value`` on the command line, but not a key added with ``+``, a
+key written into an experiment file, or a section of the wrong runner. :func:`check_recipe`
+walks the composed config against the runner's :class:`Recipe` (its top-level keys and one
+dataclass per section, nested dataclasses for nested sections) and reports every unknown key at
+once, each with the file that defines the section and the closest known name. Sections that
+are open by design (a model's ``config`` passed to transformers, ``robustness.retrievers`` keyed
+by any registered retriever) are typed ``dict``. The SubgraphRAG model is checked by its own
+:class:`~gsr_train.models.subgraphrag.scorer.ScorerConfig` in the runner's preflight.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from gsr_train.models.gsr.decoding import DecodeConfig
+from gsr_train.retrievers.safe import SAFEConfig
+from gsr_train.retrievers.simgrag import SimGRAGConfig
+
+# keys every experiment has (conf/config.yaml and its groups; conf/eval.yaml adds ckpt_path, split, k)
+COMMON = ("runner", "experiment_name", "seed", "resume", "checkpoint_every_n_steps", "eval_ks", "paths", "hydra",
+          "data", "encoder", "trainer", "logger", "callbacks", "ckpt_path", "split", "k")
+
+
+# ------------------------------------------------------------------ SubgraphRAG
+@dataclass
+class SubgraphRAGRun:
+    train_split: str = "train"
+    val_split: str | None = "validation"
+    eval_split: str = "test"
+    eval_graphs_per_batch: int = 128
+    top_k: int = 500
+    threads: int | None = 1
+    eval_only: str | None = None
+    compare_cosine: bool = True
+    device: str | None = None
+    serving: str = "auto"
+    serving_workers: int | None = None
+
+
+# ------------------------------------------------------------------ GSR
+@dataclass
+class GSRFilter:
+    drop_repeats: bool = True
+    drop_prefixes: list = field(default_factory=list)
+
+
+@dataclass
+class GSRRelations:
+    source: str = "kg"
+    file: str | None = None
+    keep: str = "relations"
+
+
+@dataclass
+class GSRIndexData:
+    per_relation: int = 10
+    subjects_per_relation: int = 10
+    relations: str = "vocab"
+    templates: str | None = None
+    fallback_subject: bool = True
+
+
+@dataclass
+class ValDecode:
+    beams: int = 5
+    top_n: int = 3
+    max_hops: int = 3
+    batch_size: int = 64
+
+
+@dataclass
+class GSRRun:
+    variant: str = "raw"
+    llm_chains: str | None = None
+    filter: GSRFilter = field(default_factory=GSRFilter)
+    relations: GSRRelations = field(default_factory=GSRRelations)
+    schedule: str = "joint"
+    index_epochs: int = 0
+    index_ratio: float = 1.0
+    index: GSRIndexData = field(default_factory=GSRIndexData)
+    max_targets: int = 8
+    loss_weighting: str = "question"
+    eval_split: str = "test"
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    val_decode: ValDecode = field(default_factory=ValDecode)
+    eval_modes: list = field(default_factory=lambda: ["unconstrained", "constrained"])
+    match_ns: list = field(default_factory=lambda: [1, 3, 5, 10])
+    monitor: str = "val/match@1"
+    max_val_questions: int | None = None
+    max_eval_questions: int | None = None
+    max_paths: int = 64
+    eval_only: str | None = None
+    threads: int | None = 1
+
+
+@dataclass
+class GSROptim:
+    lr: float = 1e-3
+    encoder_lr: float | None = None
+    weight_decay: float = 0.0
+    warmup_ratio: float = 0.0
+    schedule: str = "linear"
+
+
+@dataclass
+class GSRModelT5:
+    name: str = "gsr"
+    family: str = "t5"
+    pretrained: str | None = None
+    tokenizer: str | None = None
+    config: dict = field(default_factory=dict)  # transformers.T5Config arguments
+    relation_init: str = "random"
+    max_source_length: int = 64
+    epochs: int = 10
+    batch_size: int = 32
+    optim: GSROptim = field(default_factory=GSROptim)
+    revision: str | None = None
+
+
+@dataclass
+class MiniLMDecoder:
+    layers: int = 2
+    heads: int = 6
+    intermediate_size: int = 1536
+    dropout: float = 0.1
+    max_positions: int = 16
+
+
+@dataclass
+class GSRModelMiniLM:
+    name: str = "gsr_minilm"
+    family: str = "minilm"
+    pretrained: str | None = None
+    decoder: MiniLMDecoder = field(default_factory=MiniLMDecoder)
+    relation_init: str = "words"
+    freeze_encoder_embeddings: bool = True
+    freeze_encoder_layers: int = 0
+    max_source_length: int = 48
+    epochs: int = 6
+    batch_size: int = 64
+    optim: GSROptim = field(default_factory=GSROptim)
+
+
+# ------------------------------------------------------------------ readers
+@dataclass
+class QARetrieval:
+    checkpoint: str | None = None
+    k: int = 100
+    results: dict = field(default_factory=dict)  # split -> results file
+    retriever: str | None = None
+    options: dict | None = None  # the registered retriever's own options
+
+
+@dataclass
+class QATrain:
+    enabled: bool = True
+    epochs: int = 3
+    max_steps: int | None = None
+    batch_size: int = 4
+    accumulate: int = 1
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    warmup_ratio: float = 0.03
+    gradient_clip_val: float = 1.0
+    max_length: int = 4096
+    no_evidence_fraction: float = 0.0
+    require_answers: bool = True
+    log_every: int = 10
+
+
+@dataclass
+class QAVariants:
+    base: list = field(default_factory=lambda: ["none", "retrieved"])
+    finetuned: list = field(default_factory=lambda: ["retrieved", "none"])
+
+
+@dataclass
+class QAEval:
+    batch_size: int = 16
+    max_new_tokens: int = 64
+    variants: QAVariants = field(default_factory=QAVariants)
+
+
+@dataclass
+class QARun:
+    backend: str = "local"
+    format: str = "subgraphrag"
+    k: int = 100
+    max_prompt_tokens: int = 4000
+    icl: bool = True
+    train_split: str = "train"
+    eval_split: str = "test"
+    limit: dict = field(default_factory=dict)  # split -> first N questions
+    threads: int | None = 1
+    eval_only: str | None = None
+    merge: bool = False
+    retrieval: QARetrieval = field(default_factory=QARetrieval)
+    train: QATrain = field(default_factory=QATrain)
+    eval: QAEval = field(default_factory=QAEval)
+
+
+@dataclass
+class LoRA:
+    r: int = 16
+    alpha: int = 16
+    dropout: float = 0.05
+    target_modules: list = field(default_factory=list)
+
+
+@dataclass
+class ReaderModel:
+    name: str = "smollm2"
+    model: str = "smollm2"
+    precision: str = "bf16"
+    compute_dtype: str = "bf16"
+    adapter: str = "lora"
+    lora: LoRA = field(default_factory=LoRA)
+    gradient_checkpointing: bool = True
+    device_map: str | None = None
+
+
+@dataclass
+class LLMEndpoint:
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 256
+    seed: int | None = 0
+    top_p: float | None = None
+    extra_params: dict = field(default_factory=dict)
+    concurrency: int = 1
+    timeout: float = 300.0
+    max_retries: int = 3
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+    retry_after_max: float = 300.0
+    on_error: str = "raise"
+    cache_path: str | None = None
+    use_cache: bool = True
+    price_input_per_m: float = 0.0
+    price_output_per_m: float = 0.0
+    log_every: int = 10
+    autostart: str | None = None
+
+
+# ------------------------------------------------------------------ classic / patterns / robustness
+@dataclass
+class ClassicPrizes:
+    topk_nodes: int = 10
+    topk_edges: int = 10
+
+
+@dataclass
+class ClassicTriplets:
+    edge_prize: str = "rank"
+
+
+@dataclass
+class ClassicPaths:
+    edge_prize: str = "rank"
+    starts: str = "topic"
+    num_starts: int = 5
+    max_len: int = 3
+    beam: int = 20
+    max_paths: int = 50
+    edge_cost: float = 1.0
+    chunk_questions: int = 16
+
+
+@dataclass
+class ClassicPCST:
+    edge_prize: str = "split"
+    edge_cost: float = 0.5
+    budget: int = 200
+    pruning: str = "gw"
+
+
+@dataclass
+class ClassicPPR:
+    enabled: bool = False
+    top_nodes: int = 200
+    alpha: float = 0.15
+    iters: int = 30
+
+
+@dataclass
+class ClassicRun:
+    method: str = "triplets"
+    prizes: ClassicPrizes = field(default_factory=ClassicPrizes)
+    triplets: ClassicTriplets = field(default_factory=ClassicTriplets)
+    paths: ClassicPaths = field(default_factory=ClassicPaths)
+    pcst: ClassicPCST = field(default_factory=ClassicPCST)
+    ppr: ClassicPPR = field(default_factory=ClassicPPR)
+
+
+@dataclass
+class PatternSource:
+    """The union of the three sources' options (conf/patterns/{gold,gsr,llm}.yaml)."""
+
+    source: str = "gold"
+    chains: str = "filtered"
+    max_chains: int = 3
+    results: str | None = None
+    skip_unknown: bool = True
+    kind: str | None = None
+    system: str | None = None
+    user: str | None = None
+    limit: int | None = None
+
+
+@dataclass
+class KGE:
+    model: str = "DistMult"
+    dim: int = 64
+    epochs: int = 40
+    batch_size: int = 2048
+    lr: float = 0.01
+    weight_decay: float = 0.0
+    seed: int = 0
+
+
+@dataclass
+class RobustnessRun:
+    methods: list = field(default_factory=lambda: ["swap", "replace", "rewire", "delete"])
+    levels: list = field(default_factory=lambda: [0.2, 0.4, 0.6, 0.8, 1.0])
+    seed: int = 0
+    protect_gold: bool = False
+    max_questions: int | None = None
+    report_k: int = 100
+    threads: int | None = 1
+    kge: KGE = field(default_factory=KGE)
+    retrievers: dict = field(default_factory=dict)  # name -> options of any registered retriever
+
+
+# ------------------------------------------------------------------ recipes
+@dataclass(frozen=True)
+class Recipe:
+    """A runner's options: extra top-level keys and one dataclass per section, with the file that
+    defines them (named in errors)."""
+
+    file: str
+    top_level: tuple[str, ...] = ()
+    sections: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _gsr_model(cfg: Mapping[str, Any]) -> type:
+    return GSRModelMiniLM if cfg.get("family") == "minilm" else GSRModelT5
+
+
+RECIPES: dict[str, Recipe] = {
+    "gsr_train.runs.subgraphrag.run": Recipe("conf/experiment/subgraphrag_defaults.yaml", ("model",),
+                                             {"subgraphrag": SubgraphRAGRun}),
+    "gsr_train.runs.gsr.run": Recipe("conf/experiment/gsr_defaults.yaml", (),
+                                     {"gsr": GSRRun, "model": _gsr_model}),
+    "gsr_train.runs.reader.run": Recipe("conf/experiment/reader_defaults.yaml", (),
+                                        {"qa": QARun, "reader": ReaderModel, "llm": LLMEndpoint}),
+    "gsr_train.runs.cosine.run": Recipe("conf/experiment/cosine_baseline.yaml", ("split", "top_k", "cosine_mode")),
+    "gsr_train.runs.classic.run": Recipe("conf/experiment/classic_defaults.yaml", ("split", "top_k"),
+                                         {"classic": ClassicRun}),
+    "gsr_train.runs.patterns.run_simgrag": Recipe("conf/experiment/simgrag.yaml", ("split",),
+                                                  {"simgrag": SimGRAGConfig, "patterns": PatternSource,
+                                                   "llm": LLMEndpoint}),
+    "gsr_train.runs.patterns.run_safe": Recipe("conf/experiment/safe.yaml", ("split",),
+                                               {"safe": SAFEConfig, "patterns": PatternSource, "llm": LLMEndpoint}),
+    "gsr_train.runs.robustness.run": Recipe("conf/robustness/default.yaml", ("split", "top_k"),
+                                            {"robustness": RobustnessRun, "classic": ClassicRun}),
+}
+GROUPS = {"model": "name", "reader": "name", "patterns": "source"}  # group folder -> key naming its file
+
+
+def _section_file(section: str, node: Any, recipe: Recipe) -> str:
+    """The file that defines ``section``: the chosen group file when the section is a config group."""
+    from gsr_train.config import project_root
+
+    if section in GROUPS and isinstance(node, Mapping) and node.get(GROUPS[section]):
+        path = f"conf/{section}/{node[GROUPS[section]]}.yaml"
+        if (project_root() / path).exists():
+            return path
+    if section == "llm":
+        return "conf/llm/ (llm=...)"
+    if section == "classic":
+        return "conf/experiment/classic_defaults.yaml"
+    return recipe.file
+
+
+def _fields(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(cls)}
+
+
+def _unknown(node: Any, cls: type, prefix: str) -> list[tuple[str, str, list[str]]]:
+    """(dotted key, owning dataclass, known names at that level) for every key ``cls`` lacks."""
+    if not isinstance(node, Mapping):
+        return []
+    known = _fields(cls)
+    out = []
+    for key, value in node.items():
+        if key not in known:
+            out.append((f"{prefix}.{key}", cls.__name__, sorted(known)))
+            continue
+        typ = known[key]
+        if dataclasses.is_dataclass(typ) and isinstance(value, Mapping):
+            out += _unknown(value, typ, f"{prefix}.{key}")
+    return out
+
+
+def _hint(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], known, n=1)
+    return f"; did you mean {key.rsplit('.', 1)[0]}.{close[0]}?" if close else f" (known: {', '.join(known)})"
+
+
+def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
+    """Every unknown key of the composed config ``cfg`` (a plain mapping) under its runner's recipe."""
+    recipe = RECIPES.get(str(cfg.get("runner")))
+    if recipe is None:  # a runner of the user's own: its options are its business
+        return []
+    errors = []
+    allowed = set(COMMON) | set(recipe.top_level) | set(recipe.sections)
+    for key in cfg:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+            errors.append(f"{key}: not an option of runner {cfg.get('runner')} ({recipe.file})"
+                          + (f"; did you mean {close[0]}?" if close else ""))
+    for section, cls in recipe.sections.items():
+        node = cfg.get(section)
+        if node is None:
+            continue
+        if not dataclasses.is_dataclass(cls):
+            cls = cls(node)
+        where = _section_file(section, node, recipe)
+        for key, owner, known in _unknown(node, cls, section):
+            errors.append(f"{key}: not a {owner} option ({where}){_hint(key, known)}")
+    return errors
+
+
+def check_recipe(cfg: Any) -> None:
+    """Raise one :class:`~gsr_train.runs.common.PreflightError` listing every unknown key."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from gsr_train.runs.common import PreflightError
+
+    plain = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else dict(cfg)
+    plain.pop("hydra", None)
+    errors = recipe_errors(plain)
+    if errors:
+        raise PreflightError("unknown options:\n  " + "\n  ".join(errors))
