@@ -53,8 +53,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from gsr_train.data.rows import DataFileError, RowError
     from gsr_train.eval.results import TripleFileError
     from gsr_train.kg.index import SplitOverlapError
+    from gsr_train.runs.recipes import RecipeError
 
-    return (PreflightError, SplitOverlapError, RowError, DataFileError, TripleFileError)
+    return (PreflightError, RecipeError, SplitOverlapError, RowError, DataFileError, TripleFileError)
 
 
 def report_user_errors(fn, *args: Any) -> Any:

@@ -439,14 +439,16 @@ def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def check_recipe(cfg: Any) -> None:
-    """Raise one :class:`~gsr_train.runs.common.PreflightError` listing every unknown key."""
-    from omegaconf import DictConfig, OmegaConf
+class RecipeError(ValueError):
+    """Options the runner does not have (one of the user's mistakes: reported without a traceback)."""
 
-    from gsr_train.runs.common import PreflightError
+
+def check_recipe(cfg: Any) -> None:
+    """Raise one :class:`RecipeError` listing every unknown key."""
+    from omegaconf import DictConfig, OmegaConf
 
     plain = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else dict(cfg)
     plain.pop("hydra", None)
     errors = recipe_errors(plain)
     if errors:
-        raise PreflightError("unknown options:\n  " + "\n  ".join(errors))
+        raise RecipeError("unknown options:\n  " + "\n  ".join(errors))
