@@ -4,9 +4,11 @@ Hydra refuses a misspelled ``key=value`` on the command line, but not a key adde
 key written into an experiment file, or a section of the wrong runner. :func:`check_recipe`
 walks the composed config against the runner's :class:`Recipe` (its top-level keys and one
 dataclass per section, nested dataclasses for nested sections) and reports every unknown key at
-once, each with the file that defines the section and the closest known name. Sections that
-are open by design (a model's ``config`` passed to transformers, ``robustness.retrievers`` keyed
-by any registered retriever) are typed ``dict``. The SubgraphRAG model is checked by its own
+once, each with the file that defines the section and the closest known name. Where the code
+already reads a section through a dataclass (``DecodeConfig``, ``LLMConfig``, ``KGEConfig``,
+``SimGRAGConfig``, ``SAFEConfig``) that class is the recipe. Sections that are open by design (a
+model's ``config`` passed to transformers, ``robustness.retrievers`` keyed by any registered
+retriever) are typed ``dict``. The SubgraphRAG model is checked by its own
 :class:`~gsr_train.models.subgraphrag.scorer.ScorerConfig` in the runner's preflight.
 """
 from __future__ import annotations
@@ -17,7 +19,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from gsr_train.llm.client import LLMConfig
 from gsr_train.models.gsr.decoding import DecodeConfig
+from gsr_train.robustness.kge import KGEConfig
 from gsr_train.retrievers.safe import SAFEConfig
 from gsr_train.retrievers.simgrag import SimGRAGConfig
 
@@ -224,31 +228,6 @@ class ReaderModel:
     device_map: str | None = None
 
 
-@dataclass
-class LLMEndpoint:
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str | None = None
-    temperature: float = 0.0
-    max_tokens: int = 256
-    seed: int | None = 0
-    top_p: float | None = None
-    extra_params: dict = field(default_factory=dict)
-    concurrency: int = 1
-    timeout: float = 300.0
-    max_retries: int = 3
-    backoff_base: float = 1.0
-    backoff_max: float = 30.0
-    retry_after_max: float = 300.0
-    on_error: str = "raise"
-    cache_path: str | None = None
-    use_cache: bool = True
-    price_input_per_m: float = 0.0
-    price_output_per_m: float = 0.0
-    log_every: int = 10
-    autostart: str | None = None
-
-
 # ------------------------------------------------------------------ classic / patterns / robustness
 @dataclass
 class ClassicPrizes:
@@ -315,17 +294,6 @@ class PatternSource:
 
 
 @dataclass
-class KGE:
-    model: str = "DistMult"
-    dim: int = 64
-    epochs: int = 40
-    batch_size: int = 2048
-    lr: float = 0.01
-    weight_decay: float = 0.0
-    seed: int = 0
-
-
-@dataclass
 class RobustnessRun:
     methods: list = field(default_factory=lambda: ["swap", "replace", "rewire", "delete"])
     levels: list = field(default_factory=lambda: [0.2, 0.4, 0.6, 0.8, 1.0])
@@ -334,7 +302,7 @@ class RobustnessRun:
     max_questions: int | None = None
     report_k: int = 100
     threads: int | None = 1
-    kge: KGE = field(default_factory=KGE)
+    kge: KGEConfig = field(default_factory=KGEConfig)
     retrievers: dict = field(default_factory=dict)  # name -> options of any registered retriever
 
 
@@ -359,15 +327,15 @@ RECIPES: dict[str, Recipe] = {
     "gsr_train.runs.gsr.run": Recipe("conf/experiment/gsr_defaults.yaml", (),
                                      {"gsr": GSRRun, "model": _gsr_model}),
     "gsr_train.runs.reader.run": Recipe("conf/experiment/reader_defaults.yaml", (),
-                                        {"qa": QARun, "reader": ReaderModel, "llm": LLMEndpoint}),
+                                        {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig}),
     "gsr_train.runs.cosine.run": Recipe("conf/experiment/cosine_baseline.yaml", ("split", "top_k", "cosine_mode")),
     "gsr_train.runs.classic.run": Recipe("conf/experiment/classic_defaults.yaml", ("split", "top_k"),
                                          {"classic": ClassicRun}),
     "gsr_train.runs.patterns.run_simgrag": Recipe("conf/experiment/simgrag.yaml", ("split",),
                                                   {"simgrag": SimGRAGConfig, "patterns": PatternSource,
-                                                   "llm": LLMEndpoint}),
+                                                   "llm": LLMConfig}),
     "gsr_train.runs.patterns.run_safe": Recipe("conf/experiment/safe.yaml", ("split",),
-                                               {"safe": SAFEConfig, "patterns": PatternSource, "llm": LLMEndpoint}),
+                                               {"safe": SAFEConfig, "patterns": PatternSource, "llm": LLMConfig}),
     "gsr_train.runs.robustness.run": Recipe("conf/robustness/default.yaml", ("split", "top_k"),
                                             {"robustness": RobustnessRun, "classic": ClassicRun}),
 }
