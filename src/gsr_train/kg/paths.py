@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from gsr_train.arrays import segment_sum
+from gsr_train.progress import progress
 from gsr_train.io import atomic_write, file_digest, stable_hash, write_json
 from gsr_train.kg.bfs import Adjacency, batched_bfs, dag_sweep, instance_shift
 from gsr_train.kg.chains import Chain, merge_chains, walk_chains
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 SUPERVISION_FORMAT = 1
 DEFAULT_MAX_CHAINS = 64
 DEFAULT_CHUNK_STATES = 8_000_000
+PROGRESS_THRESHOLD = 2000  # questions: a bar (or log lines) for splits larger than this
 
 
 @dataclass
@@ -128,24 +130,15 @@ def build_supervision(
     topic_mask, answer_mask = split.topic_mask.numpy(), split.answer_mask.numpy()
 
     labels, hops, chains_raw, chains_filtered, capped = [], [], [], [], 0
-    for q0, q1 in _chunks(split, chunk_states):
-        n0, n1, e0, e1 = ent_ptr[q0], ent_ptr[q1], edge_ptr[q0], edge_ptr[q1]
-        c_ent_ptr, c_edge_ptr = ent_ptr[q0 : q1 + 1] - n0, edge_ptr[q0 : q1 + 1] - e0
-        offsets = np.repeat(c_ent_ptr[:-1], np.diff(c_edge_ptr))
-        part = _supervise(
-            c_ent_ptr,
-            edge_index[0, e0:e1].astype(np.int64) + offsets,
-            edge_index[1, e0:e1].astype(np.int64) + offsets,
-            rel[e0:e1].astype(np.int64),
-            topic_mask[n0:n1],
-            answer_mask[n0:n1],
-            max_chains,
-        )
-        labels.append(part[0])
-        hops.append(part[1])
-        chains_raw += part[2]
-        chains_filtered += part[3]
-        capped += part[4]
+    with progress(len(split), "supervision (shortest paths)", None, threshold=PROGRESS_THRESHOLD) as advance:
+        for q0, q1 in _chunks(split, chunk_states):
+            part = _supervise_range(q0, q1, ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains)
+            labels.append(part[0])
+            hops.append(part[1])
+            chains_raw += part[2]
+            chains_filtered += part[3]
+            capped += part[4]
+            advance(q1 - q0)
     label = np.concatenate(labels) if labels else np.zeros(0, dtype=bool)
     hop = np.concatenate(hops) if hops else np.zeros(0, dtype=np.int64)
     num_no_path = int((hop < 0).sum())
@@ -161,6 +154,22 @@ def build_supervision(
         num_no_path=num_no_path,
         num_chains_capped=capped,
         max_chains=max_chains,
+    )
+
+
+def _supervise_range(q0, q1, ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains):
+    """:func:`_supervise` of questions ``[q0, q1)`` (local ids, the chunk's edges widened to int64)."""
+    n0, n1, e0, e1 = ent_ptr[q0], ent_ptr[q1], edge_ptr[q0], edge_ptr[q1]
+    c_ent_ptr, c_edge_ptr = ent_ptr[q0 : q1 + 1] - n0, edge_ptr[q0 : q1 + 1] - e0
+    offsets = np.repeat(c_ent_ptr[:-1], np.diff(c_edge_ptr))
+    return _supervise(
+        c_ent_ptr,
+        edge_index[0, e0:e1].astype(np.int64) + offsets,
+        edge_index[1, e0:e1].astype(np.int64) + offsets,
+        rel[e0:e1].astype(np.int64),
+        topic_mask[n0:n1],
+        answer_mask[n0:n1],
+        max_chains,
     )
 
 

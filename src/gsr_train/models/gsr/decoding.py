@@ -24,6 +24,9 @@ import torch
 from transformers import LogitsProcessor
 
 from gsr_train.features.relation_tokens import RETRIEVAL_PREFIX
+from gsr_train.progress import progress
+
+DECODE_PROGRESS_THRESHOLD = 500  # questions
 
 Constraint = Callable[[int, tuple[int, ...]], torch.Tensor]
 
@@ -132,26 +135,29 @@ def beam_chains(gsr, questions: Sequence[str], cfg: DecodeConfig | None = None,
     device = device or next(model.parameters()).device
     out: list[list[BeamChain]] = []
     try:
-        for start in range(0, len(questions), cfg.batch_size):
-            chunk = list(questions[start:start + cfg.batch_size])
-            enc = gsr.encode(chunk, prefix=prefix).to(device)
-            proc = ChainLogitsProcessor(gsr, cfg.beams, cfg.max_hops, cfg.restrict_vocab, constraint, start)
-            gen = model.generate(
-                input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                num_beams=cfg.beams, num_return_sequences=cfg.beams, max_new_tokens=cfg.max_hops + 1,
-                length_penalty=cfg.length_penalty, do_sample=False, early_stopping=True,
-                logits_processor=LogitsProcessorList([proc]), output_scores=True,
-                return_dict_in_generate=True,
-            )
-            chains = gsr.decode(gen.sequences)
-            scores = gen.sequences_scores.detach().float().cpu().tolist()
-            for i in range(len(chunk)):
-                per_q = []
-                for j in range(i * cfg.beams, (i + 1) * cfg.beams):
-                    if math.isfinite(scores[j]):
-                        per_q.append(BeamChain(chains[j], scores[j]))
-                per_q.sort(key=lambda b: -b.score)
-                out.append(per_q)
+        # a bar (a line every 30 s in a log file) for long decodes; short validation decodes stay quiet
+        with progress(len(questions), "GSR decoding", None, threshold=DECODE_PROGRESS_THRESHOLD) as advance:
+            for start in range(0, len(questions), cfg.batch_size):
+                chunk = list(questions[start:start + cfg.batch_size])
+                enc = gsr.encode(chunk, prefix=prefix).to(device)
+                proc = ChainLogitsProcessor(gsr, cfg.beams, cfg.max_hops, cfg.restrict_vocab, constraint, start)
+                gen = model.generate(
+                    input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                    num_beams=cfg.beams, num_return_sequences=cfg.beams, max_new_tokens=cfg.max_hops + 1,
+                    length_penalty=cfg.length_penalty, do_sample=False, early_stopping=True,
+                    logits_processor=LogitsProcessorList([proc]), output_scores=True,
+                    return_dict_in_generate=True,
+                )
+                chains = gsr.decode(gen.sequences)
+                scores = gen.sequences_scores.detach().float().cpu().tolist()
+                for i in range(len(chunk)):
+                    per_q = []
+                    for j in range(i * cfg.beams, (i + 1) * cfg.beams):
+                        if math.isfinite(scores[j]):
+                            per_q.append(BeamChain(chains[j], scores[j]))
+                    per_q.sort(key=lambda b: -b.score)
+                    out.append(per_q)
+                advance(len(chunk))
     finally:
         model.train(was_training)
     return out
