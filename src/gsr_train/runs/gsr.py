@@ -295,12 +295,13 @@ def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoi
     from gsr_train.eval.tail import metrics_row
 
     values = dict(report.get("chain_match") or {})
+    n = values.pop("questions", None)  # a count: a label of the row, not a metric
     values.update({f"cov_{m}": v for m, v in (report.get("answer_coverage") or {}).items()
-                   if isinstance(v, (int, float))})
+                   if isinstance(v, (int, float)) and m != "questions"})
     results = report.get("results_file")
     return metrics_row("gsr", str(cfg.gsr.eval_split), int(cfg.gsr.decode.top_n), values, checkpoint,
                        output_dir(cfg) / results if results else None, model=str(cfg.model.name), mode=mode,
-                       variant=str(cfg.gsr.variant), schedule=str(cfg.gsr.schedule))
+                       variant=str(cfg.gsr.variant), schedule=str(cfg.gsr.schedule), n=n)
 
 
 def run(cfg: DictConfig) -> float | None:

@@ -311,10 +311,11 @@ def run(cfg: DictConfig) -> float:
         from gsr_train.eval.tail import metrics_row
 
         adapter = str(out / "adapter") if (out / "adapter").is_dir() else (qa.get("eval_only") or None)
+        reader_name = str(cfg.llm.model) if str(qa.backend) == "llm" else str(rcfg.name)  # who answered
         rows = []
         for name, rep in figures["metrics"].items():
             view = rep.get("all") or {}
-            rows.append(metrics_row(str(rcfg.name), str(eval_split), k, view.get("metrics") or {},
+            rows.append(metrics_row(reader_name, str(eval_split), k, view.get("metrics") or {},
                                     adapter if name.startswith("finetuned") else None,
                                     out / f"predictions_{name}.jsonl", variant=name, n=view.get("n")))
         save_metrics(cfg, index.key, rows, figures)
