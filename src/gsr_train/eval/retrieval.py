@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from gsr_train.arrays import segment_count
 from gsr_train.kg.index import SplitGraphs
 
 log = logging.getLogger(__name__)
@@ -149,8 +150,8 @@ def _layout(split: SplitGraphs, dev: torch.device, chunk_size: int, max_cells: i
         starts=split.edge_ptr.to(dev)[order],
         sizes=sizes,
         ranges=_chunks(sizes.cpu(), chunk_size, max_cells),
-        n_answers=_segment_counts(split.answer_mask.to(dev), ent_ptr),
-        n_topics=_segment_counts(split.topic_mask.to(dev), ent_ptr),
+        n_answers=segment_count(split.answer_mask.to(dev), ent_ptr),
+        n_topics=segment_count(split.topic_mask.to(dev), ent_ptr),
     )
     if int(split.edge_ptr[-1] if len(split) else 0) <= CACHE_MAX_EDGES:
         layout.cached = list(layout.chunks())
@@ -214,14 +215,6 @@ def edge_ranks(
     scores = _check_scores(split, scores)
     dev = torch.device(device) if device is not None else scores.device
     return _top_ranks(split, scores.to(dev), dev, chunk_size, max_cells, max_rank)[0]
-
-
-def _segment_counts(mask: torch.Tensor, ptr: torch.Tensor) -> torch.Tensor:
-    """Number of True items per CSR segment (one cumulative sum, no per-item index)."""
-    dtype = torch.int32 if mask.numel() < (1 << 31) else torch.long  # int32: half the memory traffic
-    c = torch.zeros(mask.numel() + 1, dtype=dtype, device=mask.device)
-    torch.cumsum(mask, 0, dtype=dtype, out=c[1:])
-    return (c[ptr[1:]] - c[ptr[:-1]]).long()
 
 
 def _bucket_hits(question: torch.Tensor, rank: torch.Tensor, ks: torch.Tensor, num_q: int) -> torch.Tensor:
@@ -448,7 +441,7 @@ def retrieval_metrics(
     def edge_recall(positive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         positive = positive.to(dev).bool()
         hit = positive[ranked]
-        total = _segment_counts(positive, edge_ptr)
+        total = segment_count(positive, edge_ptr)
         return _ratio(_bucket_hits(r_q[hit], r_rank[hit], kt, num_q), total), total
 
     per_q: dict[str, torch.Tensor] = {}

@@ -31,6 +31,7 @@ import math
 from typing import Any, Mapping
 
 import torch
+from torch_geometric.utils import scatter
 
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, SplitGraphs
 from gsr_train.retrievers.cosine import segment_cosine
@@ -94,7 +95,7 @@ def split_edge_prizes(split: SplitGraphs, edge_sim: torch.Tensor, k: int, c: flo
     num_rel = int(split.edge_rel.max()) + 1
     gkey, ginv, gcount = torch.unique(q * num_rel + split.edge_rel, return_inverse=True, return_counts=True)
     gq = gkey // num_rel
-    gsim = torch.zeros(gkey.numel()).scatter_reduce_(0, ginv, edge_sim.float(), "amax", include_self=False)
+    gsim = scatter(edge_sim.float(), ginv, 0, dim_size=gkey.numel(), reduce="max")
     grank = group_rank(gsim, gq, len(split))
     top = grank < k
     a = torch.full((len(split), k), math.inf, dtype=torch.float64)

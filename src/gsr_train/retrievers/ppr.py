@@ -8,11 +8,12 @@ restart vector, and the ``top_nodes`` entities of each question with the highest
 kept together with the edges between them.
 
 All questions are iterated at once: the split's graphs form one block-diagonal graph, so
-an iteration is one ``index_add`` over the edges.
+an iteration is one ``torch_geometric.utils.scatter`` over the edges.
 """
 from __future__ import annotations
 
 import torch
+from torch_geometric.utils import scatter
 
 from gsr_train.kg.index import SplitGraphs
 
@@ -24,7 +25,7 @@ def ppr_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) -> torc
     total_n = int(split.ent_ptr[-1])
     node_q = torch.repeat_interleave(torch.arange(len(split)), split.num_entities)
     topic = split.topic_mask.double()
-    per_q = torch.zeros(len(split), dtype=torch.float64).index_add_(0, node_q, topic)
+    per_q = scatter(topic, node_q, 0, dim_size=len(split), reduce="sum")
     restart = torch.where(per_q[node_q] > 0, topic / per_q[node_q].clamp(min=1),
                           1.0 / split.num_entities[node_q].clamp(min=1).double())
     q = split.edge_question()
@@ -35,8 +36,8 @@ def ppr_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) -> torc
     dangling = deg == 0
     p = restart.clone()
     for _ in range(int(iters)):
-        moved = torch.zeros(total_n, dtype=torch.float64).index_add_(0, dst, (p / deg.clamp(min=1))[src])
-        lost = torch.zeros(len(split), dtype=torch.float64).index_add_(0, node_q, p * dangling)
+        moved = scatter((p / deg.clamp(min=1))[src], dst, 0, dim_size=total_n, reduce="sum")
+        lost = scatter(p * dangling, node_q, 0, dim_size=len(split), reduce="sum")
         p = (1 - alpha) * (moved + lost[node_q] * restart) + alpha * restart
     return p.float()
 

@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+from torch_geometric.utils import scatter
 
+from gsr_train.arrays import segment_count
 from gsr_train.kg.index import SplitGraphs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,7 +66,7 @@ class Perturbed:
         """``[Q]`` bool: questions where some edge of ``edge_mask`` (original ids) was changed."""
         q = original.edge_question()
         hit = (edge_mask & self.changed).long()
-        return torch.zeros(len(original), dtype=torch.long).index_add_(0, q, hit) > 0
+        return scatter(hit, q, 0, dim_size=len(original), reduce="sum") > 0
 
     def summary(self) -> dict:
         total = int(self.touched.numel())
@@ -72,12 +74,6 @@ class Perturbed:
                 "requested": int(self.requested.sum()), "touched": int(self.touched.sum()),
                 "changed": int(self.changed.sum()),
                 "changed_fraction": float(self.changed.sum()) / total if total else 0.0}
-
-
-def _segment_counts(mask: torch.Tensor, ptr: torch.Tensor) -> torch.Tensor:
-    c = torch.zeros(mask.numel() + 1, dtype=torch.long)
-    torch.cumsum(mask.long(), 0, out=c[1:])
-    return c[ptr[1:]] - c[ptr[:-1]]
 
 
 def requested_counts(split: SplitGraphs, level: float) -> torch.Tensor:
@@ -107,7 +103,7 @@ def select_edges(split: SplitGraphs, level: float, seed: int, blocked: torch.Ten
     rank = torch.empty(num_e, dtype=torch.long)
     rank[order] = torch.arange(num_e) - split.edge_ptr[:-1][q[order]]
     requested = requested_counts(split, level)
-    available = split.num_edges - (_segment_counts(blocked, split.edge_ptr) if blocked is not None else 0)
+    available = split.num_edges - (segment_count(blocked, split.edge_ptr) if blocked is not None else 0)
     n = torch.minimum(requested, available)
     return rank < n[q], requested, n
 
@@ -132,7 +128,7 @@ def _swap(split: SplitGraphs, chosen: torch.Tensor) -> torch.Tensor:
     pos = torch.arange(sel.numel()) - starts[q]
     run_key = q * (int(rel.max()) + 1) + rel
     _, run_inv, run_len = torch.unique_consecutive(run_key, return_inverse=True, return_counts=True)
-    longest = torch.zeros(num_q, dtype=torch.long).scatter_reduce_(0, q, run_len[run_inv], "amax")
+    longest = scatter(run_len[run_inv], q, 0, dim_size=num_q, reduce="max")  # lengths >= 1; empty: 0
     n = counts[q]
     src = starts[q] + (pos + longest[q]) % n
     new_rel[sel] = rel[src]
@@ -227,7 +223,7 @@ def perturb(split: SplitGraphs, method: str, level: float, seed: int = 0, protec
     if method == "delete":
         keep = ~chosen
         ptr = torch.zeros(len(split) + 1, dtype=torch.long)
-        ptr[1:] = _segment_counts(keep, split.edge_ptr).cumsum(0)
+        ptr[1:] = segment_count(keep, split.edge_ptr).cumsum(0)
         out = _with_edges(split, ptr, split.edge_index[:, keep], split.edge_rel[keep])
         return Perturbed(out, method, float(level), int(seed), origin[keep], chosen, chosen.clone(), requested, n)
     edge_index, edge_rel = split.edge_index, split.edge_rel

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch_geometric.utils import scatter
 
 from gsr_train.kg.index import SplitGraphs
 
@@ -95,7 +96,7 @@ def relation_profiles(split: SplitGraphs) -> tuple[torch.Tensor, torch.Tensor]:
         tri = triangle_counts(pa, pb, n)
         dd = deg.double()
         c = torch.where(deg > 1, 2.0 * tri.double() / (dd * (dd - 1)).clamp(min=1), torch.zeros_like(dd))
-        c_sum.index_add_(0, gkey % total_n, c)
+        c_sum.index_add_(0, gkey % total_n, c)  # accumulates over relations into one buffer (not a fresh scatter)
     node_q = torch.repeat_interleave(torch.arange(len(split)), split.num_entities)
     denom = num_rel[node_q].double()
     scale = torch.where(denom > 0, 1.0 / denom.clamp(min=1), torch.zeros_like(denom))
@@ -104,7 +105,7 @@ def relation_profiles(split: SplitGraphs) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _similarity(a: torch.Tensor, b: torch.Tensor, split: SplitGraphs) -> torch.Tensor:
     node_q = torch.repeat_interleave(torch.arange(len(split)), split.num_entities)
-    sq = torch.zeros(len(split), dtype=torch.float64).index_add_(0, node_q, (a - b) ** 2)
+    sq = scatter((a - b) ** 2, node_q, 0, dim_size=len(split), reduce="sum")
     dist = sq.sqrt()
     return 1.0 - dist / (dist + 1.0)
 

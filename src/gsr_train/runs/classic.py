@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 
 def run(cfg: DictConfig) -> dict:
+    from gsr_train.arrays import segment_count
     from gsr_train.eval.labels import load_labelled_triples
     from gsr_train.eval.results import write_results
     from gsr_train.eval.retrieval import retrieval_metrics
@@ -42,8 +42,7 @@ def run(cfg: DictConfig) -> dict:
                                labelled_questions=labelled_q, hops=sup.hops)
     path = results_file(output_dir(cfg), split)
     write_results(path, index, split, scores, int(cfg.get("top_k", 500)))
-    retrieved = (scores > float("-inf")).view(-1)
-    per_q = torch.zeros(len(graphs), dtype=torch.long).index_add_(0, graphs.edge_question(), retrieved.long())
+    per_q = segment_count((scores > float("-inf")).view(-1), graphs.edge_ptr)
     print(report.table(f"classic-{method} on {cfg.data.name} [{split}]", breakdowns=True))
     figures = {"experiment": cfg.get("experiment_name"), "method": f"classic-{method}", "data": cfg.data.name,
                "split": split, "options": merge_options(options), "questions": len(graphs),

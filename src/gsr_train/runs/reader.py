@@ -56,9 +56,10 @@ def question_table(index, split_name: str, cache: Path | None) -> list[dict]:
     """Per question: id, text, gold answers, answer-entity-in-graph flag and hop count."""
     from gsr_train.kg.paths import get_supervision
 
+    from gsr_train.arrays import segment_count
+
     sp = index[split_name]
-    seg = torch.repeat_interleave(torch.arange(len(sp)), sp.num_entities)
-    in_kg = torch.zeros(len(sp), dtype=torch.long).index_add_(0, seg, sp.answer_mask.long()) > 0
+    in_kg = segment_count(sp.answer_mask, sp.ent_ptr) > 0
     hops = get_supervision(index, split_name, cache).hops.tolist()
     return [{"id": sp.ids[i], "question": sp.questions[i], "answers": list(sp.answers[i]),
              "in_kg": bool(in_kg[i]), "hops": int(hops[i])} for i in range(len(sp))]

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import numpy as np
 import torch
+from torch_geometric.utils import scatter
 
 from gsr_train.io import open_text, stable_hash
 from gsr_train.llm.client import ChatClient, ChatRequest
@@ -64,14 +65,13 @@ def subjects_by_relation(index, splits, relations: list[str], max_subjects: int 
             both = edges[has_text[edges[:, 2]]]
             if len(both):
                 rels, first = torch.unique(both[:, 1], return_inverse=True)
-                pos = torch.full((len(rels),), len(both), dtype=torch.long).scatter_reduce(
-                    0, first, torch.arange(len(both)), reduce="amin")
+                pos = scatter(torch.arange(len(both)), first, 0, dim_size=len(rels), reduce="min")
                 for r, p in zip(rels.tolist(), pos.tolist()):
                     first_edge.setdefault(r, both[p].tolist())
     if not keys:
         return {}, {}
     uniq, inverse = torch.unique(torch.cat(keys), return_inverse=True)
-    counts = torch.zeros(len(uniq), dtype=torch.long).index_add_(0, inverse, torch.cat(key_counts))
+    counts = scatter(torch.cat(key_counts), inverse, 0, dim_size=len(uniq), reduce="sum")
     # most frequent head first, ties by id: sort by (relation, -count, head), then cut per relation
     rel_of, head_of = (uniq // num_e).numpy(), (uniq % num_e).numpy()
     order = np.lexsort((head_of, -counts.numpy(), rel_of))

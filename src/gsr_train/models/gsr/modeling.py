@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import torch
+from torch_geometric.utils import scatter
 
 from gsr_train.io import atomic_dir, write_json
 from gsr_train.features.relation_tokens import (
@@ -143,11 +144,10 @@ def init_from_words(weight: torch.Tensor, rows: torch.Tensor, names: Sequence[st
     enc = [[i for i in ids if i < source.shape[0]] for ids in enc]  # added tokens carry no word meaning
     flat = torch.tensor([i for ids in enc for i in ids], dtype=torch.long)
     owner = torch.repeat_interleave(torch.arange(len(names)), torch.tensor([len(ids) for ids in enc]))
-    sums = torch.zeros(len(names), source.shape[1], dtype=torch.float32).index_add_(0, owner, source[flat].float())
-    counts = torch.bincount(owner, minlength=len(names)).clamp_min(1).unsqueeze(1)
+    means = scatter(source[flat].float(), owner, 0, dim_size=len(names), reduce="mean")
     with torch.no_grad():
         has = torch.bincount(owner, minlength=len(names)) > 0
-        weight[rows[has]] = (sums / counts)[has].to(weight.dtype)
+        weight[rows[has]] = means[has].to(weight.dtype)
 
 
 class GSRModel(torch.nn.Module):
