@@ -91,6 +91,8 @@ def overrides(name: str, t: dict) -> list[str]:
         "gsr_quickstart": [*toy, *GSR_SMALL],
         "gsr_webqsp_paths": [f"data.dir={t['chains']}", f"data.graphs={t['graphs']}", "data.graph_splits=[test]",
                              *GSR_SMALL, "model.batch_size=16"],
+        "gsr_leave_relations_out": [f"data.dir={t['chains']}", f"data.graphs={t['graphs']}",
+                                    "data.graph_splits=[test]", *GSR_SMALL, "model.batch_size=16"],
         # no pretrained T5 offline: gsr_base's recipe with a tiny random T5 of its family
         "gsr_base": [*toy, *GSR_SMALL, *on_cpu, "trainer.precision=32", "model.pretrained=null",
                      "+model.tokenizer=minilm", f"+model.config={TINY_T5}", f"gsr.llm_chains={t['llm_chains']}"],

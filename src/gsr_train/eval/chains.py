@@ -106,16 +106,19 @@ class ChainReport:
     coverage: dict = field(default_factory=dict)
     paper: dict = field(default_factory=dict)
     valid: dict = field(default_factory=dict)
+    groups: dict = field(default_factory=dict)  # name -> chain match over a subset of the questions
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"split": self.split, "chain_match": self.match, "answer_coverage": self.coverage,
-                "paper_coverage": self.paper, "validity": self.valid, **self.extra}
+                "paper_coverage": self.paper, "validity": self.valid, "match_by_group": self.groups, **self.extra}
 
     def flat(self) -> dict:
         out = {}
         for k, v in self.match.items():
             out[k if k.startswith("match") else f"match_{k}"] = v
+        for group, match in self.groups.items():
+            out.update({f"{group}_{k}": v for k, v in match.items()})
         for k, v in self.coverage.items():
             out[f"cov_{k}"] = v
         for k, v in self.paper.items():

@@ -21,7 +21,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 
@@ -121,12 +121,15 @@ def edge_scores(graphs: SplitGraphs, results: Sequence[QuestionRetrieval], rows:
 
 def evaluate(results: Sequence[QuestionRetrieval], ground: Sequence[Sequence[tuple[str, ...]]],
              answers: Sequence[Sequence[str] | None], top_n: int, split: str = "test",
-             ns: Sequence[int] = (1, 3, 5, 10)) -> ChainReport:
-    """All chain metrics; ``answers[i] is None`` leaves question ``i`` out of answer coverage."""
+             ns: Sequence[int] = (1, 3, 5, 10), groups: Mapping[str, Sequence[int]] | None = None) -> ChainReport:
+    """All chain metrics; ``answers[i] is None`` leaves question ``i`` out of answer coverage;
+    ``groups`` (name -> question positions) adds chain match over each subset."""
     beams = [[tuple(b["chain"]) if b["chain"] is not None else None for b in r.beams] for r in results]
     ns = sorted({*ns, 1, top_n})
     report = ChainReport(split)
     report.match = chain_match(beams, ground, ns)
+    for name, rows in (groups or {}).items():
+        report.groups[name] = chain_match([beams[i] for i in rows], [ground[i] for i in rows], ns)
     has = [i for i, a in enumerate(answers) if a is not None]
     report.coverage = answer_coverage([results[i].entities for i in has], [answers[i] for i in has])
     report.paper = paper_coverage([results[i].ends for i in has], [answers[i] for i in has])

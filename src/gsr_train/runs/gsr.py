@@ -87,6 +87,30 @@ def _gather_graphs(index, ids: list[str]):
     return KGIndex(index.entities, index.relations, {"eval": merged}, {}), has_graph, missing
 
 
+def apply_holdout(cfg: DictConfig, train: list, validation: list, extra_chains: dict | None = None
+                  ) -> tuple[list, list, dict]:
+    """``gsr.holdout.fraction`` of the training chains' relations held out (by name hash); every
+    training and validation question whose ground, training or LLM chains use one is dropped."""
+    from gsr_train.datamodules.gsr_data import chain_relations
+    from gsr_train.datamodules.relation_holdout import drop_questions_using, held_out_relations
+
+    h = cfg.gsr.get("holdout") or {}
+    fraction = float(h.get("fraction") or 0.0)
+    if fraction <= 0.0 or not train:
+        return train, validation, {}
+    held = held_out_relations(chain_relations(train), fraction, int(h.get("seed", 0)))
+    before = len(train)
+    train, dropped_train = drop_questions_using(train, held, extra_chains)
+    validation, dropped_val = drop_questions_using(validation, held, extra_chains)
+    if not train:
+        raise PreflightError(f"gsr.holdout.fraction={fraction}: no training question is left")
+    info = {"fraction": fraction, "seed": int(h.get("seed", 0)), "relations_held_out": len(held),
+            "train_kept": len(train), "train_dropped": dropped_train, "validation_dropped": dropped_val}
+    log.info("leave relations out: %d relations held out; %d of %d training questions kept", len(held),
+             len(train), before)
+    return train, validation, info
+
+
 def prepare_paths_data(cfg: DictConfig) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids."""
     from gsr_train.datamodules.gsr_data import load_path_rows, questions_from_paths, relation_subjects
@@ -96,9 +120,12 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
     variant = g.variant
     training = not g.get("eval_only")  # evaluation needs only the split it scores
-    train = questions_from_paths(rows["train"], variant, _llm_chains(cfg), _container(g.get("filter"))) \
-        if training else []
+    llm = _llm_chains(cfg)
+    train = questions_from_paths(rows["train"], variant, llm, _container(g.get("filter"))) if training else []
     validation = questions_from_paths(rows.get("validation", []), "raw") if training else []
+    gpt = {r.id: [*(r.llm_paths or []), *((llm or {}).get(r.id) or [])]  # GPT chains count for the holdout too
+           for s in ("train", "validation") for r in rows.get(s, [])}
+    train, validation, holdout = apply_holdout(cfg, train, validation, gpt)
     evaluation = questions_from_paths(rows[g.eval_split], "raw")
     graph_index, has_graph, missing = None, [False] * len(evaluation), len(evaluation)
     kg_relations: list[str] = []
@@ -116,7 +143,7 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
                     missing, len(evaluation), cfg.data.get("graphs"))
     summary = {"layout": "paths", "train_questions": len(train),
                "train_chains": sum(len(q.chains) for q in train), "variant": variant,
-               "eval_questions": len(evaluation), "eval_with_graph": int(sum(has_graph))}
+               "eval_questions": len(evaluation), "eval_with_graph": int(sum(has_graph)), "holdout": holdout}
     return GSRData(train, validation, evaluation, "eval", graph_index, kg_relations, subjects, summary, has_graph)
 
 
@@ -131,16 +158,18 @@ def prepare_rog_data(cfg: DictConfig) -> GSRData:
     index = load_kg_index(cfg)
     sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in cfg.data.splits}
     training = not g.get("eval_only")  # evaluation needs only the split it scores
-    train, validation, subjects = [], [], {}
+    train, validation, subjects, holdout = [], [], {}, {}
     if training:
         train = questions_from_kg(index, "train", sup["train"], g.variant, _llm_chains(cfg))
         validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
+        train, validation, holdout = apply_holdout(cfg, train, validation, _llm_chains(cfg))
         subjects = relation_subjects(index, ("train",), per_relation=int(g.index.subjects_per_relation),
                                      seed=int(cfg.seed))
     evaluation = questions_from_kg(index, g.eval_split, sup[g.eval_split], "raw")
     graph_index = KGIndex(index.entities, index.relations, {"eval": index[g.eval_split]}, {})
     summary = {"layout": "rog", "train_questions": len(train), "train_chains": sum(len(q.chains) for q in train),
-               "variant": g.variant, "eval_questions": len(evaluation), "eval_with_graph": len(evaluation)}
+               "variant": g.variant, "eval_questions": len(evaluation), "eval_with_graph": len(evaluation),
+               "holdout": holdout if training else {}}
     return GSRData(train, validation, evaluation, "eval", graph_index, list(index.relations), subjects, summary,
                    [True] * len(evaluation))
 
@@ -235,6 +264,8 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
 
 
 def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True) -> dict:
+    from gsr_train.datamodules.gsr_data import chain_relations
+    from gsr_train.datamodules.relation_holdout import vocabulary_groups
     from gsr_train.models.gsr.decoding import DecodeConfig
     from gsr_train.retrievers.gsr import GSRRetriever, evaluate, write_gsr_results
 
@@ -250,8 +281,9 @@ def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: 
                                  gidx.entities if gidx is not None else [], data.kg_relations)
     seconds = time.perf_counter() - t0
     answers = [graphs.answers[i] if (graphs is not None and has_graph[i]) else None for i in range(len(ev))]
+    groups = vocabulary_groups([q.ground for q in ev], chain_relations(data.train)) if data.train else None
     report = evaluate(results, [q.ground for q in ev], answers, decode.top_n, split=cfg.gsr.eval_split,
-                      ns=list(cfg.gsr.get("match_ns", [1, 3, 5, 10])))
+                      ns=list(cfg.gsr.get("match_ns", [1, 3, 5, 10])), groups=groups)
     report.extra.update({"decode": vars(decode), "inference_seconds": seconds,
                          "decode_seconds": retriever.decode_seconds})
     if write and gidx is not None:
@@ -296,12 +328,16 @@ def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoi
 
     values = dict(report.get("chain_match") or {})
     n = values.pop("questions", None)  # a count: a label of the row, not a metric
+    labels = {}
+    for group, match in (report.get("match_by_group") or {}).items():  # seen / unseen relations
+        labels[f"{group}_n"] = match.get("questions")
+        values.update({f"{group}_{k}": v for k, v in match.items() if k != "questions"})
     values.update({f"cov_{m}": v for m, v in (report.get("answer_coverage") or {}).items()
                    if isinstance(v, (int, float)) and m != "questions"})
     results = report.get("results_file")
     return metrics_row("gsr", str(cfg.gsr.eval_split), int(cfg.gsr.decode.top_n), values, checkpoint,
                        output_dir(cfg) / results if results else None, model=str(cfg.model.name), mode=mode,
-                       variant=str(cfg.gsr.variant), schedule=str(cfg.gsr.schedule), n=n)
+                       variant=str(cfg.gsr.variant), schedule=str(cfg.gsr.schedule), n=n, **labels)
 
 
 def run(cfg: DictConfig) -> float | None:
@@ -358,6 +394,8 @@ def run(cfg: DictConfig) -> float | None:
         if mode not in ("unconstrained", "constrained"):
             raise ValueError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
         figures[mode] = evaluate_gsr(cfg, data, gsr, constrained=(mode == "constrained"))
+    figures["tables"] = {"overall": match_table(figures, modes)}
+    print(figures["tables"]["overall"])
     save_metrics(cfg, _fingerprint(cfg), [_metrics_row(cfg, mode, figures[mode], best) for mode in modes], figures)
     main = figures[modes[0]]["chain_match"] if modes else {}
     log_final_metrics(trainer, {f"test/{mode}/{k}": v for mode in modes
@@ -365,8 +403,31 @@ def run(cfg: DictConfig) -> float | None:
     return main.get(f"match@{int(g.decode.top_n)}")
 
 
+def match_table(figures: Mapping[str, Any], modes: list[str]) -> str:
+    """Chain match per decoding mode: all questions, those a closed vocabulary can match (a ground
+    chain of relations seen in training chains) and those it cannot (they need an unseen relation)."""
+    head = "| decoding | questions | match@1 | match@3 | seen | seen match@1 | seen match@3 | unseen | " \
+           "unseen match@1 | unseen match@3 |"
+    lines = [head, "|---|" + "---:|" * 9]
+
+    def cell(match: Mapping[str, Any], key: str) -> str:
+        v = match.get(key)
+        return "-" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
+
+    for mode in modes:
+        r = figures[mode]
+        m, groups = r.get("chain_match") or {}, r.get("match_by_group") or {}
+        seen, unseen = groups.get("seen") or {}, groups.get("unseen") or {}
+        lines.append("| " + " | ".join([mode, cell(m, "questions"), cell(m, "match@1"), cell(m, "match@3"),
+                                        cell(seen, "questions"), cell(seen, "match@1"), cell(seen, "match@3"),
+                                        cell(unseen, "questions"), cell(unseen, "match@1"), cell(unseen, "match@3")])
+                     + " |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------- sweep table
-TABLE_COLUMNS = ("match@1", "match@3", "match@10", "cov_precision", "cov_recall", "cov_f1", "paper_precision",
+TABLE_COLUMNS = ("match@1", "match@3", "match@10", "seen_match@1", "seen_match@3", "unseen_match@1",
+                 "unseen_match@3", "cov_precision", "cov_recall", "cov_f1", "paper_precision",
                  "paper_recall", "paper_f1", "cov_hits", "valid_fraction", "valid_fraction@3")
 
 
@@ -386,7 +447,7 @@ def collect_metrics(root: str | Path) -> list[dict]:
                 continue
             r = m[mode]
             rep = ChainReport(r.get("split", ""), r["chain_match"], r["answer_coverage"], r["paper_coverage"],
-                              r["validity"])
+                              r["validity"], r.get("match_by_group") or {})
             rows.append({"run": str(path.parent), "model": m.get("model"), "variant": m["variant"],
                          "schedule": m["schedule"], "mode": mode, "epochs": (m.get("fit") or {}).get("epochs_run"),
                          "train_s": round(m.get("train_seconds", 0.0)), **rep.flat()})

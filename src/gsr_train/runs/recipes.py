@@ -78,6 +78,12 @@ class ValDecode:
 
 
 @dataclass
+class GSRHoldout:
+    fraction: float = 0.0
+    seed: int = 0
+
+
+@dataclass
 class GSRRun:
     variant: str = "raw"
     llm_chains: str | None = None
@@ -87,6 +93,7 @@ class GSRRun:
     index_epochs: int = 0
     index_ratio: float = 1.0
     index: GSRIndexData = field(default_factory=GSRIndexData)
+    holdout: GSRHoldout = field(default_factory=GSRHoldout)
     max_targets: int = 8
     loss_weighting: str = "question"
     eval_split: str = "test"
