@@ -37,7 +37,8 @@ def test_vocabulary_groups_need_one_fully_seen_ground_chain():
     assert vocabulary_groups(ground, {"a", "b"}) == {"seen": [0, 1], "unseen": [2, 4]}
 
 
-def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, shared_data, capsys):
+@pytest.mark.parametrize("head", ["token", "open"])
+def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, shared_data, capsys, head):
     from gsr_train.datamodules.gsr_chains import load_path_rows
     from gsr_train.runs.common import run_experiment
 
@@ -49,7 +50,8 @@ def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, share
                           f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=lro", "logger=none",
                           "~callbacks.rich_progress", "trainer.enable_progress_bar=false", f"data.dir={chains}",
                           f"data.graphs={graphs}", "data.graph_splits=[test]", *GSR_SMALL,
-                          "gsr.max_eval_questions=null", "model.batch_size=16", "gsr.holdout.fraction=0.3"])
+                          "gsr.max_eval_questions=null", "model.batch_size=16", "gsr.holdout.fraction=0.3",
+                          f"model.relation_head={head}"])
     run_experiment(cfg)
     doc = json.loads((out / "metrics.json").read_text())
     hold = doc["data"]["holdout"]
@@ -70,3 +72,5 @@ def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, share
     row = doc["rows"][0]
     assert row["unseen_n"] == len(unseen) and "unseen_match@1" in row["metrics"] and "seen_match@3" in row["metrics"]
     assert "| decoding | questions | match@1 | match@3 | seen |" in capsys.readouterr().out
+    saved = json.loads((out / "model" / "gsr_config.json").read_text())
+    assert saved["spec"]["relation_head"] == head

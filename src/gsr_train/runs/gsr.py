@@ -274,6 +274,10 @@ def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: 
     gidx = data.graph_index
     has_graph = data.has_graph or [gidx is not None] * len(ev)
     rows = list(range(len(ev))) if gidx is not None else [-1] * len(ev)
+    if getattr(gsr, "open_vocabulary", False) and data.kg_relations:  # every relation of the graphs' KG
+        added = gsr.extend_relations(data.kg_relations)
+        if added:
+            log.info("open-vocabulary GSR: %d relations of the KG added to the output vocabulary by name", added)
     retriever = GSRRetriever(gsr, decode, max_paths=int(cfg.gsr.get("max_paths", 64)))
     t0 = time.perf_counter()
     graphs = gidx["eval"] if gidx is not None else None

@@ -149,6 +149,8 @@ class GSRModelMiniLM:
     pretrained: str | None = None
     decoder: MiniLMDecoder = field(default_factory=MiniLMDecoder)
     relation_init: str = "words"
+    relation_head: str = "token"
+    relation_residual: bool = True
     freeze_encoder_embeddings: bool = True
     freeze_encoder_layers: int = 0
     max_source_length: int = 48

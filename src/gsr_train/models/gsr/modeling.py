@@ -167,20 +167,59 @@ class GSRModel(torch.nn.Module):
         if family not in FAMILIES:
             raise ValueError(f"model family must be one of {FAMILIES}, got {family!r}")
         if family == "minilm":
-            self.out_ids = torch.arange(len(relations), dtype=torch.long) + COMPACT_SPECIALS
             self.pad_id, self.start_id, self.eos_id = 0, 1, 2
-            self.out_size = len(relations) + COMPACT_SPECIALS
+            self._output_map()
         else:
             self.out_ids = relations.token_ids.clone()
             self.pad_id = int(tokenizer.pad_token_id)
             self.start_id = int(model.config.decoder_start_token_id)
             self.eos_id = _eos_id(tokenizer)
             self.out_size = int(model.get_output_embeddings().weight.shape[0])
-        self.out_inverse = torch.full((self.out_size,), -1, dtype=torch.long)
-        self.out_inverse[self.out_ids] = torch.arange(len(relations))
+            self.out_inverse = torch.full((self.out_size,), -1, dtype=torch.long)
+            self.out_inverse[self.out_ids] = torch.arange(len(relations))
         gc = model.generation_config
         gc.decoder_start_token_id, gc.eos_token_id, gc.pad_token_id = self.start_id, self.eos_id, self.pad_id
         gc.bos_token_id = self.start_id if family == "minilm" else gc.bos_token_id
+
+    def _output_map(self) -> None:
+        """Output ids <-> relation indices (compact MiniLM layout)."""
+        self.out_ids = torch.arange(len(self.relations), dtype=torch.long) + COMPACT_SPECIALS
+        self.out_size = len(self.relations) + COMPACT_SPECIALS
+        self.out_inverse = torch.full((self.out_size,), -1, dtype=torch.long)
+        self.out_inverse[self.out_ids] = torch.arange(len(self.relations))
+
+    @property
+    def relation_table(self):
+        """The open-vocabulary relation table, or None for a token model."""
+        return getattr(getattr(self.model, "decoder", None), "relation_table", None)
+
+    @property
+    def open_vocabulary(self) -> bool:
+        return self.relation_table is not None
+
+    def extend_relations(self, names: Sequence[str]) -> int:
+        """Add relations (by name, e.g. those of another KG) to an open-vocabulary model's output
+        vocabulary; their vectors come from their names. Returns how many were new."""
+        from gsr_train.features.relation_tokens import merge_vocab
+        from gsr_train.models.gsr.open_head import text_features
+
+        table = self.relation_table
+        if table is None:
+            raise ValueError("only an open-vocabulary GSR (model.relation_head=open) can take new relations")
+        old = list(self.relations.relations)
+        merged = merge_vocab(old, names)
+        if len(merged) == len(old):
+            return 0
+        fresh = merged[len(old):]
+        add_relation_tokens(self.tokenizer, merged)
+        self.model.encoder.resize_token_embeddings(len(self.tokenizer), mean_resizing=False)
+        self.relations = RelationTokens(self.tokenizer, merged)
+        previous = torch.cat([torch.arange(len(old)), torch.full((len(fresh),), -1, dtype=torch.long)])
+        text = torch.cat([table.text.cpu(), text_features(fresh)]).to(table.text.device)
+        table.set_relations(text, previous)
+        self._output_map()
+        self.model.decoder.config.vocab_size = self.model.config.vocab_size = self.out_size
+        return len(fresh)
 
     # ------------------------------------------------------------------ text <-> ids
     @property
@@ -262,6 +301,15 @@ class GSRModel(torch.nn.Module):
         relations = RelationTokens(tokenizer, read_relations(folder / "relations.txt"))
         if len(relations) != meta.get("num_relations", len(relations)):
             raise ModelUnavailable(f"{folder}: relations.txt has {len(relations)} names, expected {meta['num_relations']}")
+        if spec.get("relation_head") == "open":  # rebuilt, then every weight read back (strict)
+            from safetensors.torch import load_file
+            from transformers import EncoderDecoderConfig
+
+            with _quiet_transformers():
+                model = EncoderDecoderModel(config=EncoderDecoderConfig.from_pretrained(str(folder)))
+            _install_open_placeholder(model, spec, len(relations))
+            model.load_state_dict(load_file(str(folder / "model.safetensors")), strict=True)
+            return cls(model.eval(), tokenizer, relations, spec)
         model_cls = EncoderDecoderModel if spec["family"] == "minilm" else T5ForConditionalGeneration
         with _quiet_transformers():
             model = model_cls.from_pretrained(str(folder))
@@ -295,9 +343,21 @@ class GSRModel(torch.nn.Module):
         with _quiet_transformers():
             if spec["family"] == "minilm":
                 model = EncoderDecoderModel(config=EncoderDecoderConfig.from_dict(cfg))
+                if spec.get("relation_head") == "open":
+                    _install_open_placeholder(model, spec, len(state["relations"]))
             else:
                 model = T5ForConditionalGeneration(T5Config.from_dict(cfg))
         return cls(model, tokenizer, RelationTokens(tokenizer, state["relations"]), spec)
+
+
+def _install_open_placeholder(model, spec: Mapping[str, Any], num_relations: int) -> None:
+    """An open relation table of the right shape, to be filled by a state dict."""
+    from gsr_train.models.gsr.open_head import OpenRelationTable, install
+
+    hidden = int(model.config.decoder.hidden_size)
+    install(model, OpenRelationTable(torch.zeros(num_relations, int(spec.get("text_dim", 384))), hidden,
+                                     torch.zeros(COMPACT_SPECIALS, hidden),
+                                     residual=bool(spec.get("relation_residual", True))))
 
 
 # ---------------------------------------------------------------------- builders
@@ -313,9 +373,16 @@ def build_gsr_model(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRMode
 
 
 def _spec(cfg: Mapping[str, Any], family: str) -> dict:
-    return {"family": family, "name": cfg.get("name", family), "pretrained": cfg.get("pretrained"),
+    spec = {"family": family, "name": cfg.get("name", family), "pretrained": cfg.get("pretrained"),
             "max_source_length": int(cfg.get("max_source_length", 64)),
             "prefixes": [INDEX_PREFIX, RETRIEVAL_PREFIX]}
+    if family == "minilm":
+        spec["relation_head"] = str(cfg.get("relation_head", "token"))
+        spec["relation_residual"] = bool(cfg.get("relation_residual", True))
+    return spec
+
+
+RELATION_HEADS = ("token", "open")
 
 
 def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
@@ -392,8 +459,23 @@ def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
             emb[1] = words[tokenizer.cls_token_id]
             emb[2] = words[tokenizer.sep_token_id]
         init_from_words(emb, torch.arange(len(rel)) + COMPACT_SPECIALS, rel.relations, tokenizer, source=words)
+    head = str(cfg.get("relation_head", "token"))
+    if head not in RELATION_HEADS:
+        raise ValueError(f"model.relation_head must be one of {RELATION_HEADS}, got {head!r}")
     with _quiet_transformers():
         model = EncoderDecoderModel(encoder=encoder, decoder=decoder)
+    if head == "open":
+        from gsr_train.models.gsr.open_head import OpenRelationTable, install, text_features
+
+        specials = decoder.get_input_embeddings().weight.detach()[:COMPACT_SPECIALS]
+        text = text_features(rel.relations)
+        install(model, OpenRelationTable(text, hidden, specials, residual=bool(cfg.get("relation_residual", True))))
+        spec = _spec(cfg, "minilm")
+        spec["text_dim"] = int(text.shape[1])
+        _freeze(model.encoder, cfg)
+        model.config.decoder_start_token_id, model.config.pad_token_id, model.config.eos_token_id = 1, 0, 2
+        model.config.vocab_size = dcfg.vocab_size
+        return GSRModel(model, tokenizer, rel, spec)
     model.config.decoder_start_token_id = 1
     model.config.pad_token_id = 0
     model.config.eos_token_id = 2
