@@ -176,7 +176,8 @@ def prepare_rog_data(cfg: DictConfig) -> GSRData:
 
 def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
     """``kg``: KG relations + training-chain relations; ``chains``: training chains only;
-    ``file``: a vocabulary file (``gsr.relations.file``, ``keep``) + training-chain relations."""
+    ``file``: a vocabulary file (``gsr.relations.file``, ``keep``) + training-chain relations;
+    ``all``: the KG's, the file's and the training chains' relations (indexing data for every one)."""
     from gsr_train.datamodules.gsr_data import chain_relations
     from gsr_train.features.relation_tokens import load_relation_file, merge_vocab
 
@@ -186,10 +187,13 @@ def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
         return merge_vocab(data.kg_relations, train_rels)
     if src == "chains":
         return merge_vocab(train_rels)
-    if src == "file":
-        return merge_vocab(load_relation_file(cfg.gsr.relations.file, cfg.gsr.relations.get("keep", "relations")),
-                           train_rels)
-    raise ValueError(f"gsr.relations.source must be kg | chains | file, got {src!r}")
+    if src in ("file", "all"):
+        if not cfg.gsr.relations.get("file"):
+            raise PreflightError(f"gsr.relations.source={src} needs gsr.relations.file (e.g. "
+                                 "${paths.shared_data}/freebase_relations.txt)")
+        listed = load_relation_file(cfg.gsr.relations.file, cfg.gsr.relations.get("keep", "relations"))
+        return merge_vocab(listed, train_rels) if src == "file" else merge_vocab(data.kg_relations, listed, train_rels)
+    raise ValueError(f"gsr.relations.source must be kg | chains | file | all, got {src!r}")
 
 
 def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
