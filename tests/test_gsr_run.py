@@ -29,4 +29,4 @@ def test_runner_end_to_end(tmp_path):
     assert all(b["valid"] for r in rows for b in r["beams"])
     gsr = load_gsr(tmp_path / "model")
     assert len(gsr.relations) == metrics["num_relations"]
-    assert "| gsr_tiny | raw | joint | constrained |" in metrics_table(collect_metrics(tmp_path))
+    assert "| gsr_tiny | token | kg | 0.0000 | raw | joint | constrained |" in metrics_table(collect_metrics(tmp_path))

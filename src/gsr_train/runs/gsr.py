@@ -376,7 +376,10 @@ def run(cfg: DictConfig) -> float | None:
             data.graph_index = KGIndex(gi.entities, gi.relations, {"eval": gi["eval"].subset(range(n))}, {})
     prep_seconds = time.perf_counter() - t0
     figures: dict[str, Any] = {"experiment": cfg.get("experiment_name"), "model": cfg.model.name,
-                               "variant": g.variant, "schedule": g.schedule}
+                               "variant": g.variant, "schedule": g.schedule,
+                               "relation_head": str(cfg.model.get("relation_head", "token")),
+                               "relation_source": str(g.relations.source),
+                               "holdout": float((g.get("holdout") or {}).get("fraction") or 0.0)}
     trainer = None
     if g.get("eval_only"):
         gsr = load_gsr(g.eval_only)
@@ -456,7 +459,9 @@ def collect_metrics(root: str | Path) -> list[dict]:
             r = m[mode]
             rep = ChainReport(r.get("split", ""), r["chain_match"], r["answer_coverage"], r["paper_coverage"],
                               r["validity"], r.get("match_by_group") or {})
-            rows.append({"run": str(path.parent), "model": m.get("model"), "variant": m["variant"],
+            rows.append({"run": str(path.parent), "model": m.get("model"), "head": m.get("relation_head", "token"),
+                         "relations": m.get("relation_source"), "holdout": m.get("holdout", 0.0),
+                         "variant": m["variant"],
                          "schedule": m["schedule"], "mode": mode, "epochs": (m.get("fit") or {}).get("epochs_run"),
                          "train_s": round(m.get("train_seconds", 0.0)), **rep.flat()})
     return rows
@@ -464,7 +469,7 @@ def collect_metrics(root: str | Path) -> list[dict]:
 
 def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
     """A markdown table: one line per run and decoding mode."""
-    head = ["model", "variant", "schedule", "mode", "epochs", "train_s", *columns]
+    head = ["model", "head", "relations", "holdout", "variant", "schedule", "mode", "epochs", "train_s", *columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [f"{r.get(c):.4f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in head]
