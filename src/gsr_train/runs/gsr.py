@@ -442,6 +442,16 @@ TABLE_COLUMNS = ("match@1", "match@3", "match@10", "seen_match@1", "seen_match@3
                  "paper_recall", "paper_f1", "cov_hits", "valid_fraction", "valid_fraction@3")
 
 
+def _relation_head(figures: Mapping[str, Any], run: Path) -> str:
+    """The run's relation head (from its figures, else from its saved model's spec)."""
+    import json
+
+    if figures.get("relation_head"):
+        return str(figures["relation_head"])
+    spec = run / "model" / "gsr_config.json"
+    return str(json.loads(spec.read_text())["spec"].get("relation_head", "token")) if spec.is_file() else "token"
+
+
 def collect_metrics(root: str | Path) -> list[dict]:
     """Flat rows from every ``metrics.json`` under ``root`` (a run folder or a multirun folder)."""
     import json
@@ -459,7 +469,7 @@ def collect_metrics(root: str | Path) -> list[dict]:
             r = m[mode]
             rep = ChainReport(r.get("split", ""), r["chain_match"], r["answer_coverage"], r["paper_coverage"],
                               r["validity"], r.get("match_by_group") or {})
-            rows.append({"run": str(path.parent), "model": m.get("model"), "head": m.get("relation_head", "token"),
+            rows.append({"run": str(path.parent), "model": m.get("model"), "head": _relation_head(m, path.parent),
                          "relations": m.get("relation_source"), "holdout": m.get("holdout", 0.0),
                          "variant": m["variant"],
                          "schedule": m["schedule"], "mode": mode, "epochs": (m.get("fit") or {}).get("epochs_run"),
