@@ -22,6 +22,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
+from torch_geometric.utils import scatter
 
 from gsr_train.eval.retrieval import edge_ranks
 from gsr_train.io import iter_jsonl, write_jsonl
@@ -351,7 +352,8 @@ def read_results(
     num_e = int(split.edge_ptr[-1]) if len(split) else 0
     scores = torch.full((num_e,), -math.inf, dtype=torch.float32)
     if bool(found.any()):
-        scores.scatter_reduce_(0, edges[found], -parsed.rank[found].float(), "amax", include_self=True)
+        hit = edges[found]  # a triple listed twice keeps its better rank; unlisted edges stay -inf
+        scores[hit] = scatter(-parsed.rank[found].float(), hit, 0, dim_size=num_e, reduce="max")[hit]
     stats.duplicate_triples += int(found.sum()) - int((scores > -math.inf).sum())
     chains: list[list[dict]] = [[] for _ in range(len(split))]
     for q, raw in parsed.rows.items():

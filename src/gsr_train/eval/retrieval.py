@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
+from torch_geometric.utils import scatter
 
 from gsr_train.arrays import segment_count
 from gsr_train.kg.index import SplitGraphs
@@ -467,8 +468,8 @@ def retrieval_metrics(
     node_ranks = torch.cat([r_rank, r_rank])
     is_answer = split.answer_mask.to(dev)[nodes]
     answer_nodes, inverse = torch.unique(nodes[is_answer], return_inverse=True)
-    best = torch.full((answer_nodes.numel(),), NOT_RETRIEVED, dtype=torch.long, device=dev)
-    best.scatter_reduce_(0, inverse, node_ranks[is_answer], "amin", include_self=True)
+    # every answer node has a ranked edge (it comes from the ranked edges), so no NOT_RETRIEVED fill
+    best = scatter(node_ranks[is_answer], inverse, 0, dim_size=answer_nodes.numel(), reduce="min")
     answer_q = torch.searchsorted(ent_ptr, answer_nodes, right=True) - 1
     rec = _ratio(_bucket_hits(answer_q, best, kt, num_q), lay.n_answers)
     per_q["answer_recall"], eligible["answer_recall"] = rec, lay.n_answers > 0

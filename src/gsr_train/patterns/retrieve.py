@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from torch_geometric.utils import scatter
 
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.patterns.pattern import Pattern
@@ -120,7 +121,8 @@ def subgraph_scores(split: SplitGraphs, subgraphs: Sequence[Sequence[Subgraph]])
                 edge_pos.append(base + e)
                 val.append(-float(rank))
     if edge_pos:
-        scores.scatter_reduce_(0, torch.tensor(edge_pos), torch.tensor(val), "amax", include_self=True)
+        pos = torch.tensor(edge_pos)  # an edge in several subgraphs keeps its best rank; others stay -inf
+        scores[pos] = scatter(torch.tensor(val), pos, 0, dim_size=num_e, reduce="max")[pos]
     return scores
 
 

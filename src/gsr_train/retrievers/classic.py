@@ -186,10 +186,8 @@ def path_scores(split: SplitGraphs, node_value: torch.Tensor, edge_value: torch.
         ordinal = (prank.unsqueeze(1) * int(max_len) + torch.arange(int(max_len))).flatten()
         flat = fe.flatten()
         real = flat >= 0
-        best = torch.full((num_e,), math.inf, dtype=torch.float64)
-        best.scatter_reduce_(0, flat[real], ordinal[real].double(), "amin")
-        hit = best < math.inf
-        scores[hit] = -best[hit].float()
+        hit = flat[real]  # an edge on several paths keeps its first ordinal
+        scores[hit] = -scatter(ordinal[real].double(), hit, 0, dim_size=num_e, reduce="min")[hit].float()
     return scores
 
 

@@ -43,6 +43,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import torch
+from torch_geometric.utils import scatter
 
 from gsr_train.config import dataclass_from_mapping
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
@@ -340,14 +341,12 @@ class SAFECosts:
         sim = torch.full_like(tdist, math.inf)
         sim[keep] = tdist[keep]
         owner, types = self._local_pairs(q, g)
-        cost = torch.full((n,), math.inf, dtype=torch.float64)
-        cost.scatter_reduce_(0, owner, sim[types], "amin", include_self=True)
+        cost = scatter(sim[types], owner, 0, dim_size=n, reduce="min")  # untyped entities: 0, set below
         worst = float(tdist[keep].max())
-        if self.cfg.hard_types:  # only entities without any type escape the filter
-            untyped = torch.ones(n, dtype=torch.bool)
-            untyped[owner] = False
-            cost[untyped] = worst
-        else:
+        untyped = torch.ones(n, dtype=torch.bool)
+        untyped[owner] = False
+        cost[untyped] = worst  # with hard_types only entities without any type escape the filter
+        if not self.cfg.hard_types:
             cost[torch.isinf(cost)] = worst
         return cost.numpy()
 
