@@ -96,7 +96,7 @@ def relation_profiles(split: SplitGraphs) -> tuple[torch.Tensor, torch.Tensor]:
         tri = triangle_counts(pa, pb, n)
         dd = deg.double()
         c = torch.where(deg > 1, 2.0 * tri.double() / (dd * (dd - 1)).clamp(min=1), torch.zeros_like(dd))
-        c_sum.index_add_(0, gkey % total_n, c)  # accumulates over relations into one buffer (not a fresh scatter)
+        c_sum = scatter(c, gkey % total_n, 0, dim_size=total_n, reduce="sum")  # summed over relations
     node_q = torch.repeat_interleave(torch.arange(len(split)), split.num_entities)
     denom = num_rel[node_q].double()
     scale = torch.where(denom > 0, 1.0 / denom.clamp(min=1), torch.zeros_like(denom))
