@@ -33,6 +33,7 @@ from typing import Any, Mapping
 import torch
 from torch_geometric.utils import scatter
 
+from gsr_train.arrays import segment_count
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, SplitGraphs
 from gsr_train.retrievers.cosine import segment_cosine
 from gsr_train.retrievers.segment_ranks import group_rank, segment_rank  # noqa: F401  (segment_rank re-exported)
@@ -248,10 +249,8 @@ def classic_scores(split: SplitGraphs, question_emb: torch.Tensor, emb, method: 
 
 def masked_split(split: SplitGraphs, keep: torch.Tensor) -> tuple[SplitGraphs, torch.Tensor]:
     """The split with only the ``keep`` edges, and the original id of every kept edge."""
-    c = torch.zeros(keep.numel() + 1, dtype=torch.long)
-    torch.cumsum(keep.long(), 0, out=c[1:])
     ptr = torch.zeros(len(split) + 1, dtype=torch.long)
-    ptr[1:] = (c[split.edge_ptr[1:]] - c[split.edge_ptr[:-1]]).cumsum(0)
+    ptr[1:] = segment_count(keep, split.edge_ptr).cumsum(0)
     sub = SplitGraphs(split.ids, split.questions, split.answers, split.ent_ptr, split.entity_ids, split.topic_mask,
                       split.answer_mask, ptr, split.edge_index[:, keep], split.edge_rel[keep])
     return sub, keep.nonzero().flatten()
