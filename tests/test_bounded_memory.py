@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from gsr_train.arrays import segment_sum
+from gsr_train.arrays import segment_count, segment_sum
 from gsr_train.datamodules.triple_datamodule import trainable_questions
 from gsr_train.kg.index import get_index
 from gsr_train.kg.paths import build_supervision, get_supervision
@@ -113,6 +113,12 @@ def test_segment_sum_matches_a_loop():
         values = rng.random(int(ptr[-1]) + int(rng.integers(0, 3))) < 0.5  # may run past ptr[-1]
         expected = [int(values[a:b].sum()) for a, b in zip(ptr[:-1], ptr[1:])]
         assert segment_sum(values, ptr).tolist() == expected
+        mask = torch.from_numpy(values)
+        assert segment_count(mask, torch.from_numpy(ptr)).tolist() == expected  # the torch twin
+        if len(ptr) > 1 and ptr[-1] == len(values):  # PyG's segment: float only on CPU, needs the whole range
+            from torch_geometric.utils import segment
+
+            assert segment(mask.double(), torch.from_numpy(ptr)).long().tolist() == expected
 
 
 def test_trainable_questions_and_supervision_over_runs(mini):

@@ -69,6 +69,7 @@ class Supervision:
 
     def num_positives(self, split: SplitGraphs) -> torch.Tensor:
         """Positive triples per question (``[Q]``)."""
+        # memory-mapped labels: reduceat reads them in place (a torch count would allocate 4 B per edge)
         return torch.from_numpy(segment_sum(self.triple_label.numpy(), split.edge_ptr.numpy()))
 
     def to_state(self) -> dict:
@@ -176,7 +177,7 @@ def _supervise_range(q0, q1, ent_ptr, edge_ptr, edge_index, rel, topic_mask, ans
 def _chunks(split: SplitGraphs, chunk_states: int) -> list[tuple[int, int]]:
     """Consecutive question ranges of at most ``chunk_states`` BFS states (>= 1 question)."""
     num_q = len(split)
-    topics = torch.from_numpy(segment_sum(split.topic_mask.numpy(), split.ent_ptr.numpy()))
+    topics = torch.from_numpy(segment_sum(split.topic_mask.numpy(), split.ent_ptr.numpy()))  # mmap, read in place
     cost = (torch.maximum(split.num_entities * topics, split.num_edges)).numpy()
     cum = np.concatenate([[0], np.cumsum(cost)])
     bounds, q0 = [], 0
