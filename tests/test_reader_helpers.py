@@ -32,15 +32,17 @@ def tiny_tokenizer():
     return fast
 
 
-def tiny_llama_folder(path: Path, seed: int = 0) -> Path:
-    """Save a 2-layer random LlamaForCausalLM + tokenizer to ``path`` (reloaded quantised by tests)."""
+def tiny_llama_folder(path: Path, seed: int = 0, context: int = 512) -> Path:
+    """Save a 2-layer random LlamaForCausalLM + tokenizer to ``path`` (reloaded quantised by tests).
+
+    ``context``: its maximum sequence length (rotary positions: no weights depend on it)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = tiny_tokenizer()
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                       tie_word_embeddings=False)
     model = LlamaForCausalLM(cfg)

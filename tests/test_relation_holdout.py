@@ -42,9 +42,9 @@ def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, share
     from gsr_train.datamodules.gsr_chains import load_path_rows
     from gsr_train.runs.common import run_experiment
 
-    from .test_experiments_run import GSR_SMALL, _paths_folder
+    from .test_experiments_e2e import GSR_SMALL, paths_cut
 
-    chains, graphs = _paths_folder(tmp_path, shared_data)
+    chains, graphs = paths_cut(tmp_path, shared_data)
     out = tmp_path / "run"
     cfg = compose_config(["+experiment=gsr_leave_relations_out", f"paths.output_dir={out}",
                           f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=lro", "logger=none",
