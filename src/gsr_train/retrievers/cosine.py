@@ -159,11 +159,14 @@ def run_cosine(
     ks: Sequence[int] = DEFAULT_KS,
     relation_text: str | None = None,
     print_table: bool = True,
+    experiment: str | None = None,
+    data_name: str | None = None,
 ) -> dict[str, Any]:
     """Index, embed, score one split, write the top-``k`` results and return the metrics.
 
     Writes ``out_dir/results_<split>.jsonl`` (project result format) and
-    ``out_dir/metrics.json`` (:mod:`gsr_train.eval.tail`) when ``out_dir`` is given.
+    ``out_dir/metrics.json`` (:mod:`gsr_train.eval.tail`; ``experiment`` and ``data_name`` go
+    into its header, the data folder's name by default) when ``out_dir`` is given.
     """
     from gsr_train.eval.evaluate import index_splits
     from gsr_train.eval.labels import load_labelled_triples
@@ -209,8 +212,10 @@ def run_cosine(
         results_path = results_file(out_dir, split)
         write_results(results_path, index, split, scores, k)
         result["results_path"] = str(results_path)
-        write_metrics(out_dir, None, Path(str(data_dir)).name, index.key,
-                      [retrieval_row(result["method"], report, split, k, results=results_path)], result)
+        name = data_name or Path(str(data_dir)).name
+        write_metrics(out_dir, experiment, name, index.key,
+                      [retrieval_row(result["method"], report, split, k, results=results_path)],
+                      {**result, "data": name, "data_dir": str(data_dir)})
     if print_table:
         from rich.console import Console
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import cache_dir, label_path, output_dir, preflight, resolve_data_dir, save_metrics
+from gsr_train.runs.common import cache_dir, label_path, output_dir, preflight, resolve_data_dir
 
 
 def run(cfg: DictConfig) -> dict:
@@ -11,21 +11,16 @@ def run(cfg: DictConfig) -> dict:
 
     split = cfg.get("split", "test")
     preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)
-    result = run_cosine(
+    return run_cosine(
         resolve_data_dir(cfg),
         split=split,
         encoder=OmegaConf.to_container(cfg.encoder, resolve=True),
         cache_dir=cache_dir(cfg),
         k=int(cfg.get("top_k", 500)),
         labels_path=label_path(cfg, split),
-        out_dir=output_dir(cfg),
+        out_dir=output_dir(cfg),  # results + metrics.json (the tail's header names the experiment)
         mode=cfg.get("cosine_mode", "parts"),
         ks=list(cfg.eval_ks),
+        experiment=cfg.experiment_name,
+        data_name=str(cfg.data.name),
     )
-    from gsr_train.eval.retrieval import RetrievalReport
-    from gsr_train.eval.tail import retrieval_row
-
-    report = RetrievalReport.from_dict(result["metrics"])
-    row = retrieval_row(result["method"], report, split, int(result["k"]), results=result.get("results_path"))
-    save_metrics(cfg, result["data_fingerprint"], [row], {**result, "data": cfg.data.name, "data_dir": result["data"]})
-    return result
