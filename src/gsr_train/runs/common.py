@@ -17,7 +17,6 @@ import hydra
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.io import write_json
 
 log = logging.getLogger(__name__)
 
@@ -448,15 +447,5 @@ def save_metrics(cfg: DictConfig, fingerprint: str | None, rows: Sequence[Mappin
         experiment = details.get("experiment")
     write_metrics(output_dir(cfg), experiment, str(cfg.data.name), fingerprint, rows,
                   {k: v for k, v in details.items() if k != "experiment"})
-    log.info("wrote %s", path)
-    return path
-
-
-def save_figures(cfg: DictConfig, name: str, figures: Any) -> Path:
-    """Write figures as JSON into the run folder (atomically, rank 0 only) and return the path."""
-    path = output_dir(cfg) / name
-    if not is_rank_zero():
-        return path
-    write_json(path, figures)
     log.info("wrote %s", path)
     return path
