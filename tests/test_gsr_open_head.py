@@ -77,3 +77,24 @@ def test_token_models_refuse_new_relations_and_unknown_heads_are_named():
         token.extend_relations(["music.artist.genre"])
     with pytest.raises(ValueError, match="relation_head"):
         build_gsr_model({**SMALL, "relation_head": "words"}, RELS)
+
+
+def test_residual_dropout_drops_whole_relations_in_training_only():
+    torch.manual_seed(0)
+    gsr = build_gsr_model({**SMALL, "relation_residual_dropout": 0.5}, RELS + ["music.artist.genre"])
+    table = gsr.relation_table
+    with torch.no_grad():
+        table.residual.fill_(1.0)
+    base = table.proj(table.text)
+    gsr.train()
+    torch.manual_seed(1)
+    with torch.enable_grad():
+        rel = table.weights()[0][3:].detach() - base.detach()
+    kept = rel.abs().sum(1) > 0
+    assert 0 < int(kept.sum()) < len(kept)  # some relations keep their residual, some do not
+    assert torch.allclose(rel[kept], torch.ones_like(rel[kept]), atol=1e-5)  # whole rows, unscaled
+    gsr.eval()
+    with torch.no_grad():
+        assert torch.allclose(table.weights()[0][3:] - base, torch.ones_like(base), atol=1e-5)
+    with pytest.raises(ValueError, match="dropout"):
+        build_gsr_model({**SMALL, "relation_residual_dropout": 1.0}, RELS)

@@ -151,6 +151,7 @@ class GSRModelMiniLM:
     relation_init: str = "words"
     relation_head: str = "token"
     relation_residual: bool = True
+    relation_residual_dropout: float = 0.0
     freeze_encoder_embeddings: bool = True
     freeze_encoder_layers: int = 0
     max_source_length: int = 48

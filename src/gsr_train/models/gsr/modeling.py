@@ -379,6 +379,7 @@ def _spec(cfg: Mapping[str, Any], family: str) -> dict:
     if family == "minilm":
         spec["relation_head"] = str(cfg.get("relation_head", "token"))
         spec["relation_residual"] = bool(cfg.get("relation_residual", True))
+        spec["relation_residual_dropout"] = float(cfg.get("relation_residual_dropout", 0.0))
     return spec
 
 
@@ -469,7 +470,8 @@ def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
 
         specials = decoder.get_input_embeddings().weight.detach()[:COMPACT_SPECIALS]
         text = text_features(rel.relations)
-        install(model, OpenRelationTable(text, hidden, specials, residual=bool(cfg.get("relation_residual", True))))
+        install(model, OpenRelationTable(text, hidden, specials, residual=bool(cfg.get("relation_residual", True)),
+                                         residual_dropout=float(cfg.get("relation_residual_dropout", 0.0))))
         spec = _spec(cfg, "minilm")
         spec["text_dim"] = int(text.shape[1])
         _freeze(model.encoder, cfg)

@@ -46,7 +46,7 @@ class OpenRelationTable(nn.Module):
     """The ``[3 + R, H]`` table shared by the decoder's input embedding and output layer."""
 
     def __init__(self, text: torch.Tensor, hidden: int, specials: torch.Tensor | None = None,
-                 residual: bool = True) -> None:
+                 residual: bool = True, residual_dropout: float = 0.0) -> None:
         super().__init__()
         dim = text.shape[1]
         self.register_buffer("text", text.float().clone())
@@ -63,6 +63,11 @@ class OpenRelationTable(nn.Module):
         self.residual = nn.Parameter(torch.zeros(text.shape[0], hidden)) if residual else None
         # 1 for relations the residual was trained for, 0 for relations added at decode time
         self.register_buffer("residual_mask", torch.ones(text.shape[0], 1))
+        # training drops whole relations' residuals, so the projection of the text alone must
+        # carry them: what a relation never seen in training has to rely on
+        if not 0.0 <= float(residual_dropout) < 1.0:
+            raise ValueError(f"relation residual dropout must be in [0, 1), got {residual_dropout}")
+        self.residual_dropout = float(residual_dropout)
         self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
@@ -75,7 +80,10 @@ class OpenRelationTable(nn.Module):
             return self._cache
         rel = self.proj(self.text)
         if self.residual is not None:
-            rel = rel + self.residual * self.residual_mask
+            mask = self.residual_mask
+            if self.training and self.residual_dropout > 0:
+                mask = mask * (torch.rand_like(mask) >= self.residual_dropout)
+            rel = rel + self.residual * mask
         table = torch.cat([self.specials, rel], dim=0)
         bias = torch.cat([self.special_bias, self.bias_proj(self.text).squeeze(1)], dim=0)
         self._cache = (table.detach(), bias.detach()) if not torch.is_grad_enabled() else None
