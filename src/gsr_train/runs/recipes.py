@@ -70,14 +70,6 @@ class GSRIndexData:
 
 
 @dataclass
-class ValDecode:
-    beams: int = 5
-    top_n: int = 3
-    max_hops: int = 3
-    batch_size: int = 64
-
-
-@dataclass
 class GSRHoldout:
     fraction: float = 0.0
     seed: int = 0
@@ -98,7 +90,7 @@ class GSRRun:
     loss_weighting: str = "question"
     eval_split: str = "test"
     decode: DecodeConfig = field(default_factory=DecodeConfig)
-    val_decode: ValDecode = field(default_factory=ValDecode)
+    val_decode: DecodeConfig = field(default_factory=DecodeConfig)  # read through DecodeConfig too
     eval_modes: list = field(default_factory=lambda: ["unconstrained", "constrained"])
     match_ns: list = field(default_factory=lambda: [1, 3, 5, 10])
     monitor: str = "val/match@1"
