@@ -16,6 +16,9 @@
   (heads of that relation in the KG index). Without an LLM the templates come from the
   relation's name (:func:`default_templates`); an LLM template file (rows with
   ``templates``, ``template`` or ready-made ``question``) replaces them per relation.
+* **Walks** (optional, ``gsr.walks``): random walks of 2-4 relations over the training
+  graphs told as composed pseudo questions (:mod:`gsr_walks`), ``walks.ratio`` of them per
+  retrieval question in every retrieval or joint epoch.
 * The DataModule draws each epoch's examples according to the schedule: ``joint``
   (retrieval + a share of indexing examples every epoch), ``retrieval`` (no indexing),
   ``index_then_retrieval`` / ``index_then_joint`` (indexing only for the first
@@ -85,6 +88,18 @@ def retrieval_items(questions: Sequence[ChainQuestion], relations, max_targets: 
     return items, counts
 
 
+def walk_items(examples, relations, prefix: str = RETRIEVAL_PREFIX) -> tuple[list[Seq2SeqItem], int]:
+    """Random-walk examples (:mod:`gsr_walks`) as items; walks through a relation outside the
+    vocabulary are dropped and counted."""
+    items, dropped = [], 0
+    for e in examples:
+        if all(r in relations.lookup for r in e.chain):
+            items.append(Seq2SeqItem(prefix, e.text, [tuple(relations.indices(e.chain))]))
+        else:
+            dropped += 1
+    return items, dropped
+
+
 def index_items(examples: Sequence[IndexExample], relations) -> list[Seq2SeqItem]:
     return [Seq2SeqItem(INDEX_PREFIX, e.text, [(relations.index(e.relation),)]) for e in examples
             if e.relation in relations.lookup]
@@ -119,7 +134,8 @@ class GSRDataModule:
     def __init__(self, gsr, retrieval: Sequence[Seq2SeqItem], index_pool: Sequence[Seq2SeqItem],
                  validation: Sequence[Seq2SeqItem], schedule: str = "joint", index_epochs: int = 0,
                  index_ratio: float = 1.0, batch_size: int = 32, eval_batch_size: int = 64, seed: int = 0,
-                 max_targets: int | None = None) -> None:
+                 max_targets: int | None = None, walk_pool: Sequence[Seq2SeqItem] = (),
+                 walk_ratio: float = 0.0) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"gsr.schedule must be one of {SCHEDULES}, got {schedule!r}")
         if schedule.startswith("index_then") and index_epochs < 1:
@@ -139,6 +155,8 @@ class GSRDataModule:
         self.eval_batch_size = int(eval_batch_size)
         self.seed = int(seed)
         self.max_targets = int(max_targets) if max_targets else None
+        self.walk_pool = list(walk_pool)  # multi-hop random-walk examples, outside the index phase
+        self.walk_ratio = float(walk_ratio)
         self.collate = GSRCollator(gsr)
 
     def phase(self, epoch: int) -> str:
@@ -159,6 +177,9 @@ class GSRDataModule:
             if phase == "joint":
                 n = min(len(self.index_pool), int(round(self.index_ratio * len(self.retrieval))))
                 items += rng.sample(self.index_pool, n)
+            if self.walk_pool and self.walk_ratio > 0:
+                n = min(len(self.walk_pool), int(round(self.walk_ratio * len(self.retrieval))))
+                items += rng.sample(self.walk_pool, n)
         rng.shuffle(items)
         return items
 

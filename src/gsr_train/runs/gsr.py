@@ -49,6 +49,7 @@ class GSRData:
     subjects: dict[str, list[str]] = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     has_graph: list[bool] = field(default_factory=list)  # per evaluation question
+    walks: list = field(default_factory=list)  # WalkExample: multi-hop random-walk training examples
 
 
 def _container(node) -> Any:
@@ -111,6 +112,51 @@ def apply_holdout(cfg: DictConfig, train: list, validation: list, extra_chains: 
     return train, validation, info
 
 
+def random_walks(cfg: DictConfig, index, splits: tuple, default_starts: str, exclude=()) -> list:
+    """``gsr.walks``: composed multi-hop examples from random walks over ``splits``' graphs
+    (``starts: auto`` = topic entities for a RoG dataset, named entities for a shared KG)."""
+    from gsr_train.datamodules.gsr_walks import sample_walks, walk_examples
+
+    w = cfg.gsr.get("walks") or {}
+    if int(w.get("count") or 0) <= 0:
+        return []
+    starts = w.get("starts", "auto")
+    starts = default_starts if starts == "auto" else starts
+    walks = sample_walks(index, splits, count=int(w.count), min_hops=int(w.get("min_hops", 2)),
+                         max_hops=int(w.get("max_hops", 4)), starts=starts, exclude=exclude,
+                         drop_prefixes=tuple(cfg.gsr.filter.get("drop_prefixes") or ()), seed=int(cfg.seed))
+    return walk_examples(walks, seed=int(cfg.seed))
+
+
+def check_walks(w) -> None:
+    """``gsr.walks`` mistakes, before any data work."""
+    from gsr_train.datamodules.gsr_walks import STARTS
+
+    if int(w.get("count") or 0) <= 0:
+        return
+    problems = []
+    if w.get("prefix", "retrieval") not in ("retrieval", "index"):
+        problems.append(f"gsr.walks.prefix must be retrieval | index, got {w.get('prefix')!r}")
+    if w.get("starts", "auto") not in ("auto", *STARTS):
+        problems.append(f"gsr.walks.starts must be one of {('auto', *STARTS)}, got {w.get('starts')!r}")
+    lo, hi = int(w.get("min_hops", 2)), int(w.get("max_hops", 4))
+    if not 1 <= lo <= hi:
+        problems.append(f"gsr.walks needs 1 <= min_hops <= max_hops, got {lo}..{hi}")
+    if float(w.get("ratio", 0.0)) <= 0:
+        problems.append(f"gsr.walks.count={w.get('count')} needs gsr.walks.ratio > 0 (walk examples per "
+                        f"retrieval question and epoch), got {w.get('ratio')}")
+    if problems:
+        raise PreflightError("; ".join(problems))
+
+
+def walk_counts(walks: list) -> dict:
+    if not walks:
+        return {}
+    from gsr_train.datamodules.gsr_walks import walk_summary
+
+    return walk_summary(walks)
+
+
 def prepare_paths_data(cfg: DictConfig) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids."""
     from gsr_train.datamodules.gsr_data import load_path_rows, questions_from_paths, relation_subjects
@@ -130,6 +176,7 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     graph_index, has_graph, missing = None, [False] * len(evaluation), len(evaluation)
     kg_relations: list[str] = []
     subjects: dict[str, list[str]] = {}
+    walks: list = []
     if cfg.data.get("graphs"):
         gidx = get_index(cfg.data.graphs, splits=tuple(cfg.data.graph_splits), cache_dir=cache_dir(cfg))
         graph_index, has_graph, missing = _gather_graphs(gidx, [q.id for q in evaluation])
@@ -138,13 +185,17 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
         topics = {gidx.entities[int(e)] for e in eval_graphs.entity_ids[eval_graphs.topic_mask].tolist()}
         subjects = relation_subjects(gidx, tuple(cfg.data.graph_splits), exclude=topics,
                                      per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed))
+        if training:  # the KG is shared with the evaluation questions: no walk starts at their topics
+            walks = random_walks(cfg, gidx, tuple(cfg.data.graph_splits), "named", exclude=topics)
     if missing:
         log.warning("%d of %d evaluation questions have no graph in %s: their chains count as invalid",
                     missing, len(evaluation), cfg.data.get("graphs"))
     summary = {"layout": "paths", "train_questions": len(train),
                "train_chains": sum(len(q.chains) for q in train), "variant": variant,
-               "eval_questions": len(evaluation), "eval_with_graph": int(sum(has_graph)), "holdout": holdout}
-    return GSRData(train, validation, evaluation, "eval", graph_index, kg_relations, subjects, summary, has_graph)
+               "eval_questions": len(evaluation), "eval_with_graph": int(sum(has_graph)), "holdout": holdout,
+               **walk_counts(walks)}
+    return GSRData(train, validation, evaluation, "eval", graph_index, kg_relations, subjects, summary, has_graph,
+                   walks)
 
 
 def prepare_rog_data(cfg: DictConfig) -> GSRData:
@@ -158,20 +209,21 @@ def prepare_rog_data(cfg: DictConfig) -> GSRData:
     index = load_kg_index(cfg)
     sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in cfg.data.splits}
     training = not g.get("eval_only")  # evaluation needs only the split it scores
-    train, validation, subjects, holdout = [], [], {}, {}
+    train, validation, subjects, holdout, walks = [], [], {}, {}, []
     if training:
         train = questions_from_kg(index, "train", sup["train"], g.variant, _llm_chains(cfg))
         validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
         train, validation, holdout = apply_holdout(cfg, train, validation, _llm_chains(cfg))
         subjects = relation_subjects(index, ("train",), per_relation=int(g.index.subjects_per_relation),
                                      seed=int(cfg.seed))
+        walks = random_walks(cfg, index, ("train",), "topics")
     evaluation = questions_from_kg(index, g.eval_split, sup[g.eval_split], "raw")
     graph_index = KGIndex(index.entities, index.relations, {"eval": index[g.eval_split]}, {})
     summary = {"layout": "rog", "train_questions": len(train), "train_chains": sum(len(q.chains) for q in train),
                "variant": g.variant, "eval_questions": len(evaluation), "eval_with_graph": len(evaluation),
-               "holdout": holdout if training else {}}
+               "holdout": holdout if training else {}, **walk_counts(walks)}
     return GSRData(train, validation, evaluation, "eval", graph_index, list(index.relations), subjects, summary,
-                   [True] * len(evaluation))
+                   [True] * len(evaluation), walks)
 
 
 def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
@@ -198,7 +250,8 @@ def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
 
 def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
     from gsr_train.datamodules.gsr_data import (GSRDataModule, index_items, load_index_file, pseudo_questions,
-                                         retrieval_items)
+                                                retrieval_items, walk_items)
+    from gsr_train.features.relation_tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
 
     g = cfg.gsr
     retrieval, counts = retrieval_items(data.train, gsr.relations)
@@ -221,13 +274,20 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
         examples = pseudo_questions(rels, data.subjects, sources, per_relation=int(g.index.per_relation),
                                     seed=int(cfg.seed), fallback_subject=bool(g.index.fallback_subject))
         index_pool = index_items(examples, gsr.relations)
-    data.summary.update({"retrieval_items": len(retrieval), "retrieval_targets": sum(len(i.targets) for i in retrieval),
+    walk_pool, walk_dropped = [], 0
+    if data.walks:
+        prefix = {"retrieval": RETRIEVAL_PREFIX, "index": INDEX_PREFIX}[g.walks.prefix]
+        walk_pool, walk_dropped = walk_items(data.walks, gsr.relations, prefix)
+        if walk_dropped:
+            data.summary["walks_outside_vocab"] = walk_dropped
+    data.summary.update({"walk_pool": len(walk_pool), "retrieval_items": len(retrieval), "retrieval_targets": sum(len(i.targets) for i in retrieval),
                          "index_pool": len(index_pool), "validation_items": len(validation),
                          **{f"train_{k}": v for k, v in counts.items()}, **{f"val_{k}": v for k, v in vcounts.items()}})
     return GSRDataModule(gsr, retrieval, index_pool, validation, schedule=g.schedule,
                          index_epochs=int(g.get("index_epochs", 0)), index_ratio=float(g.index_ratio),
                          batch_size=int(cfg.model.batch_size), eval_batch_size=int(g.get("eval_batch_size", 64)),
-                         seed=int(cfg.seed), max_targets=g.get("max_targets"))
+                         seed=int(cfg.seed), max_targets=g.get("max_targets"), walk_pool=walk_pool,
+                         walk_ratio=float((g.get("walks") or {}).get("ratio", 0.0)))
 
 
 def train_gsr(cfg: DictConfig, data: GSRData, gsr):
@@ -357,6 +417,7 @@ def run(cfg: DictConfig) -> float | None:
     for mode in g.get("eval_modes", ["unconstrained"]):
         if mode not in ("unconstrained", "constrained"):
             raise PreflightError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
+    check_walks(g.get("walks") or {})
     needed = [g.eval_split] + ([] if g.get("eval_only") else ["train"])
     preflight(cfg, splits=needed if cfg.data.get("format") != "paths" else [],
               checkpoints={"gsr.eval_only": g.get("eval_only")})

@@ -76,6 +76,16 @@ class GSRHoldout:
 
 
 @dataclass
+class GSRWalks:
+    count: int = 0
+    ratio: float = 0.25
+    min_hops: int = 2
+    max_hops: int = 4
+    starts: str = "auto"
+    prefix: str = "retrieval"
+
+
+@dataclass
 class GSRRun:
     variant: str = "raw"
     llm_chains: str | None = None
@@ -86,6 +96,7 @@ class GSRRun:
     index_ratio: float = 1.0
     index: GSRIndexData = field(default_factory=GSRIndexData)
     holdout: GSRHoldout = field(default_factory=GSRHoldout)
+    walks: GSRWalks = field(default_factory=GSRWalks)
     max_targets: int = 8
     loss_weighting: str = "question"
     eval_split: str = "test"
