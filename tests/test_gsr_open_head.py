@@ -98,3 +98,56 @@ def test_residual_dropout_drops_whole_relations_in_training_only():
         assert torch.allclose(table.weights()[0][3:] - base, torch.ones_like(base), atol=1e-5)
     with pytest.raises(ValueError, match="dropout"):
         build_gsr_model({**SMALL, "relation_residual_dropout": 1.0}, RELS)
+
+
+T5 = {"family": "t5", "name": "tiny", "tokenizer": "minilm", "relation_head": "open",
+      "config": {"d_model": 32, "d_ff": 64, "num_layers": 1, "num_decoder_layers": 1, "num_heads": 2, "d_kv": 16,
+                 "dropout_rate": 0.0}}
+
+
+def test_open_t5_keeps_its_words_and_reads_relations_from_the_table(tmp_path):
+    torch.manual_seed(0)
+    gsr = build_gsr_model(T5, RELS).eval()
+    base = gsr.spec["base_vocab"]
+    assert gsr.open_vocabulary and gsr.out_ids.tolist() == [base, base + 1, base + 2] and gsr.out_size == base + 3
+    table, bias = gsr.relation_table.weights()
+    emb = gsr.model.get_input_embeddings()
+    ids = torch.tensor([[5, base + 1]])
+    with torch.no_grad():
+        out = emb(ids)
+    assert torch.equal(out[0, 0], emb.words.weight[5]) and torch.equal(out[0, 1], table[1])
+    # the relation logits are the table's scores (+ its text bias); words keep their rows
+    hidden = torch.randn(1, 1, 32)
+    with torch.no_grad():
+        logits = gsr.model.lm_head(hidden)
+    assert logits.shape[-1] == base + 3
+    assert torch.allclose(logits[0, 0, base:], hidden[0, 0] @ table.T + bias, atol=1e-5)
+    # one copy of every weight in the state dict; training reaches the projection
+    keys = list(gsr.state_dict())
+    assert sum(k.endswith("words.weight") for k in keys) == 1 and not any("embed_tokens" in k for k in keys)
+    gsr.train()
+    loss = gsr.model(**{k: v for k, v in gsr.encode(["who directed the film"]).items()}, labels=gsr.labels([(1,)])).loss
+    loss.backward()
+    assert gsr.relation_table.proj.weight.grad.abs().sum() > 0
+    gsr.zero_grad()
+    gsr.eval()
+    # saved, loaded, checkpointed: the same logits
+    gsr.save_pretrained(tmp_path / "m")
+    again = load_gsr(tmp_path / "m")
+    assert torch.equal(_logits(gsr), _logits(again))
+    rebuilt = GSRModel.from_checkpoint_state(gsr.checkpoint_state())
+    rebuilt.load_state_dict(gsr.state_dict(), strict=True)
+    assert torch.equal(_logits(gsr), _logits(rebuilt.eval()))
+    # relations added by name after training are decoded
+    assert again.extend_relations(["music.artist.genre"]) == 1 and again.out_size == base + 4
+    beams = beam_chains(again, ["what genre does the band play"], DecodeConfig(beams=8, top_n=8, max_hops=1))[0]
+    assert (3,) in {b.chain for b in beams}
+    again.save_pretrained(tmp_path / "m2")
+    assert torch.equal(_logits(again), _logits(load_gsr(tmp_path / "m2")))
+
+
+def test_token_t5_is_unchanged_by_the_option():
+    token = build_gsr_model({**T5, "relation_head": "token"}, RELS)
+    assert not token.open_vocabulary and token.spec["relation_head"] == "token"
+    with pytest.raises(ValueError, match="relation_head"):
+        build_gsr_model({**T5, "relation_head": "words"}, RELS)

@@ -13,13 +13,15 @@ SMALL = ["num_people=120", "num_films=30", "num_cities=24", "num_regions=12", "n
 
 
 @pytest.mark.slow
-def test_runner_end_to_end(tmp_path):
+@pytest.mark.parametrize("head", ["token", "open"])
+def test_runner_end_to_end(tmp_path, head):
     from gsr_train.models.gsr.modeling import load_gsr
     from gsr_train.runs.gsr import collect_metrics, metrics_table, run
     cfg = compose_config([
         "+experiment=gsr_quickstart", f"paths.output_dir={tmp_path}", f"paths.cache_dir={tmp_path / 'cache'}",
         "experiment_name=test", "model.epochs=1", "logger=none", "~callbacks.rich_progress",
-        "trainer.enable_progress_bar=false", "gsr.decode.beams=4", *[f"+data.synthetic.{s}" for s in SMALL]])
+        "trainer.enable_progress_bar=false", "gsr.decode.beams=4", f"model.relation_head={head}",
+        *[f"+data.synthetic.{s}" for s in SMALL]])
     value = run(cfg)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert value == metrics["unconstrained"]["chain_match"]["match@3"]
@@ -29,4 +31,5 @@ def test_runner_end_to_end(tmp_path):
     assert all(b["valid"] for r in rows for b in r["beams"])
     gsr = load_gsr(tmp_path / "model")
     assert len(gsr.relations) == metrics["num_relations"]
-    assert "| gsr_tiny | token | kg | 0.0000 | raw | joint | constrained |" in metrics_table(collect_metrics(tmp_path))
+    assert gsr.open_vocabulary == (head == "open") and gsr.spec["relation_head"] == head
+    assert f"| gsr_tiny | {head} | kg | 0.0000 | raw | joint | constrained |" in metrics_table(collect_metrics(tmp_path))

@@ -129,6 +129,9 @@ class GSRModelT5:
     tokenizer: str | None = None
     config: dict = field(default_factory=dict)  # transformers.T5Config arguments
     relation_init: str = "random"
+    relation_head: str = "token"
+    relation_residual: bool = True
+    relation_residual_dropout: float = 0.0
     max_source_length: int = 64
     epochs: int = 10
     batch_size: int = 32

@@ -170,13 +170,10 @@ class GSRModel(torch.nn.Module):
             self.pad_id, self.start_id, self.eos_id = 0, 1, 2
             self._output_map()
         else:
-            self.out_ids = relations.token_ids.clone()
             self.pad_id = int(tokenizer.pad_token_id)
             self.start_id = int(model.config.decoder_start_token_id)
             self.eos_id = _eos_id(tokenizer)
-            self.out_size = int(model.get_output_embeddings().weight.shape[0])
-            self.out_inverse = torch.full((self.out_size,), -1, dtype=torch.long)
-            self.out_inverse[self.out_ids] = torch.arange(len(relations))
+            self._token_output_map()
         gc = model.generation_config
         gc.decoder_start_token_id, gc.eos_token_id, gc.pad_token_id = self.start_id, self.eos_id, self.pad_id
         gc.bos_token_id = self.start_id if family == "minilm" else gc.bos_token_id
@@ -185,6 +182,16 @@ class GSRModel(torch.nn.Module):
         """Output ids <-> relation indices (compact MiniLM layout)."""
         self.out_ids = torch.arange(len(self.relations), dtype=torch.long) + COMPACT_SPECIALS
         self.out_size = len(self.relations) + COMPACT_SPECIALS
+        self.out_inverse = torch.full((self.out_size,), -1, dtype=torch.long)
+        self.out_inverse[self.out_ids] = torch.arange(len(self.relations))
+
+    def _token_output_map(self) -> None:
+        """Output ids <-> relation indices (T5: the relations' tokenizer ids)."""
+        self.out_ids = self.relations.token_ids.clone()
+        if self.spec.get("relation_head") == "open":
+            self.out_size = int(self.spec["base_vocab"]) + len(self.relations)
+        else:
+            self.out_size = int(self.model.get_output_embeddings().weight.shape[0])
         self.out_inverse = torch.full((self.out_size,), -1, dtype=torch.long)
         self.out_inverse[self.out_ids] = torch.arange(len(self.relations))
 
@@ -212,10 +219,20 @@ class GSRModel(torch.nn.Module):
             return 0
         fresh = merged[len(old):]
         add_relation_tokens(self.tokenizer, merged)
-        self.model.encoder.resize_token_embeddings(len(self.tokenizer), mean_resizing=False)
-        self.relations = RelationTokens(self.tokenizer, merged)
+        relations = RelationTokens(self.tokenizer, merged)
         previous = torch.cat([torch.arange(len(old)), torch.full((len(fresh),), -1, dtype=torch.long)])
         text = torch.cat([table.text.cpu(), text_features(fresh)]).to(table.text.device)
+        if self.spec["family"] == "t5":  # relation k is id base + k: the new tokens must follow the old ones
+            base = int(self.spec["base_vocab"])
+            if not torch.equal(relations.token_ids, torch.arange(len(merged)) + base):
+                raise ValueError("new relation names collide with tokenizer tokens; they cannot be added")
+            self.relations = relations
+            table.set_relations(text, previous)
+            self.model.config.vocab_size = base + len(merged)
+            self._token_output_map()
+            return len(fresh)
+        self.model.encoder.resize_token_embeddings(len(self.tokenizer), mean_resizing=False)
+        self.relations = relations
         table.set_relations(text, previous)
         self._output_map()
         self.model.decoder.config.vocab_size = self.model.config.vocab_size = self.out_size
@@ -303,10 +320,13 @@ class GSRModel(torch.nn.Module):
             raise ModelUnavailable(f"{folder}: relations.txt has {len(relations)} names, expected {meta['num_relations']}")
         if spec.get("relation_head") == "open":  # rebuilt, then every weight read back (strict)
             from safetensors.torch import load_file
-            from transformers import EncoderDecoderConfig
+            from transformers import EncoderDecoderConfig, T5Config
 
             with _quiet_transformers():
-                model = EncoderDecoderModel(config=EncoderDecoderConfig.from_pretrained(str(folder)))
+                if spec["family"] == "minilm":
+                    model = EncoderDecoderModel(config=EncoderDecoderConfig.from_pretrained(str(folder)))
+                else:
+                    model = T5ForConditionalGeneration(T5Config.from_pretrained(str(folder)))
             _install_open_placeholder(model, spec, len(relations))
             model.load_state_dict(load_file(str(folder / "model.safetensors")), strict=True)
             return cls(model.eval(), tokenizer, relations, spec)
@@ -347,13 +367,20 @@ class GSRModel(torch.nn.Module):
                     _install_open_placeholder(model, spec, len(state["relations"]))
             else:
                 model = T5ForConditionalGeneration(T5Config.from_dict(cfg))
+                if spec.get("relation_head") == "open":
+                    _install_open_placeholder(model, spec, len(state["relations"]))
         return cls(model, tokenizer, RelationTokens(tokenizer, state["relations"]), spec)
 
 
 def _install_open_placeholder(model, spec: Mapping[str, Any], num_relations: int) -> None:
     """An open relation table of the right shape, to be filled by a state dict."""
-    from gsr_train.models.gsr.open_head import OpenRelationTable, install
+    from gsr_train.models.gsr.open_head import OpenRelationTable, install, install_t5
 
+    if spec["family"] == "t5":
+        install_t5(model, OpenRelationTable(torch.zeros(num_relations, int(spec.get("text_dim", 384))),
+                                            int(model.config.d_model), residual=bool(spec.get("relation_residual", True)),
+                                            num_specials=0), int(spec["base_vocab"]))
+        return
     hidden = int(model.config.decoder.hidden_size)
     install(model, OpenRelationTable(torch.zeros(num_relations, int(spec.get("text_dim", 384))), hidden,
                                      torch.zeros(COMPACT_SPECIALS, hidden),
@@ -376,10 +403,11 @@ def _spec(cfg: Mapping[str, Any], family: str) -> dict:
     spec = {"family": family, "name": cfg.get("name", family), "pretrained": cfg.get("pretrained"),
             "max_source_length": int(cfg.get("max_source_length", 64)),
             "prefixes": [INDEX_PREFIX, RETRIEVAL_PREFIX]}
-    if family == "minilm":
-        spec["relation_head"] = str(cfg.get("relation_head", "token"))
-        spec["relation_residual"] = bool(cfg.get("relation_residual", True))
-        spec["relation_residual_dropout"] = float(cfg.get("relation_residual_dropout", 0.0))
+    spec["relation_head"] = str(cfg.get("relation_head", "token"))
+    if spec["relation_head"] not in RELATION_HEADS:
+        raise ValueError(f"model.relation_head must be one of {RELATION_HEADS}, got {spec['relation_head']!r}")
+    spec["relation_residual"] = bool(cfg.get("relation_residual", True))
+    spec["relation_residual_dropout"] = float(cfg.get("relation_residual_dropout", 0.0))
     return spec
 
 
@@ -412,7 +440,20 @@ def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
         if out is not None and out.weight.data_ptr() != emb.data_ptr():
             init_from_words(out.weight, rel.token_ids[new], [r for r, n in zip(rel.relations, new.tolist()) if n],
                             tokenizer)
-    return GSRModel(model, tokenizer, rel, _spec(cfg, "t5"))
+    spec = _spec(cfg, "t5")
+    if spec["relation_head"] == "open":
+        from gsr_train.models.gsr.open_head import OpenRelationTable, install_t5, text_features
+
+        first = int(rel.token_ids[0]) if len(rel) else len(tokenizer)
+        if first < base_vocab or not torch.equal(rel.token_ids, torch.arange(len(rel)) + first):
+            raise ValueError("an open-vocabulary T5 needs every relation as a new token after the word vocabulary; "
+                             f"some relation names are already tokens of {cfg.get('pretrained') or 'the tokenizer'}")
+        text = text_features(rel.relations)
+        install_t5(model, OpenRelationTable(text, int(model.config.d_model), residual=spec["relation_residual"],
+                                            residual_dropout=spec["relation_residual_dropout"], num_specials=0),
+                   first)  # words and task prefixes below, relations from `first` on
+        spec.update({"text_dim": int(text.shape[1]), "base_vocab": first})
+    return GSRModel(model, tokenizer, rel, spec)
 
 
 def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:

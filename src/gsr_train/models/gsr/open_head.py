@@ -10,7 +10,10 @@ embedding and its output layer (tied, as in the token model), so any relation of
 scored and decoded: :meth:`OpenRelationTable.set_relations` swaps in a new relation list (the
 residuals of known names are kept, new names get none) without retraining.
 
-Ids follow the compact MiniLM layout: ``0 pad, 1 start, 2 eos``, relation ``k`` is ``3 + k``.
+MiniLM ids follow the compact layout: ``0 pad, 1 start, 2 eos``, relation ``k`` is ``3 + k``
+(the table's three special rows). A T5 keeps its word vocabulary (``base`` ids, its own
+embedding and output rows: the encoder reads words, the decoder emits EOS) and relation ``k`` is
+id ``base + k``, read from a table without special rows (:func:`install_t5`).
 """
 from __future__ import annotations
 
@@ -46,11 +49,12 @@ class OpenRelationTable(nn.Module):
     """The ``[3 + R, H]`` table shared by the decoder's input embedding and output layer."""
 
     def __init__(self, text: torch.Tensor, hidden: int, specials: torch.Tensor | None = None,
-                 residual: bool = True, residual_dropout: float = 0.0) -> None:
+                 residual: bool = True, residual_dropout: float = 0.0, num_specials: int = SPECIALS) -> None:
         super().__init__()
         dim = text.shape[1]
         self.register_buffer("text", text.float().clone())
-        self.specials = nn.Parameter(specials.clone() if specials is not None else torch.randn(SPECIALS, hidden) * 0.02)
+        self.specials = nn.Parameter(specials.clone() if specials is not None
+                                     else torch.randn(num_specials, hidden) * 0.02)
         self.proj = nn.Linear(dim, hidden)
         with torch.no_grad():  # start as the identity when the sizes match: the text vectors themselves
             if dim == hidden:
@@ -59,7 +63,7 @@ class OpenRelationTable(nn.Module):
         self.bias_proj = nn.Linear(dim, 1)  # output bias of a relation, from its text too
         nn.init.zeros_(self.bias_proj.weight)
         nn.init.zeros_(self.bias_proj.bias)
-        self.special_bias = nn.Parameter(torch.zeros(SPECIALS))
+        self.special_bias = nn.Parameter(torch.zeros(self.specials.shape[0]))
         self.residual = nn.Parameter(torch.zeros(text.shape[0], hidden)) if residual else None
         # 1 for relations the residual was trained for, 0 for relations added at decode time
         self.register_buffer("residual_mask", torch.ones(text.shape[0], 1))
@@ -174,4 +178,82 @@ def install(model, table: OpenRelationTable) -> OpenRelationTable:
         m._tied_weights_keys = None
         if hasattr(m, "all_tied_weights_keys"):
             m.all_tied_weights_keys = {}
+    return table
+
+
+# ---------------------------------------------------------------------- T5
+class OpenT5Embedding(nn.Module):
+    """T5's shared embedding: word ids ``< base`` from the model's own rows, relation ids from the table."""
+
+    def __init__(self, words: nn.Embedding, table: OpenRelationTable) -> None:
+        super().__init__()
+        self.words = words
+        object.__setattr__(self, "table", table)  # a reference; the decoder owns the table
+
+    @property
+    def base(self) -> int:
+        return int(self.words.num_embeddings)
+
+    @property
+    def weight(self) -> torch.Tensor:  # what code that inspects embeddings expects
+        return torch.cat([self.words.weight, self.table.weights()[0]], dim=0)
+
+    @property
+    def num_embeddings(self) -> int:
+        return self.base + self.table.num_relations
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        is_rel = ids >= self.base
+        out = self.words(torch.where(is_rel, torch.zeros_like(ids), ids))
+        if bool(is_rel.any()):
+            rel = F.embedding((ids - self.base).clamp_min(0), self.table.weights()[0])
+            out = torch.where(is_rel.unsqueeze(-1), rel.to(out.dtype), out)
+        return out
+
+
+class OpenT5LMHead(nn.Module):
+    """T5's output layer: word logits from the word rows (tied to the embedding, or its own),
+    relation logits against the table (+ a text-derived bias)."""
+
+    def __init__(self, embedding: OpenT5Embedding, words: nn.Linear | None) -> None:
+        super().__init__()
+        object.__setattr__(self, "embedding", embedding)
+        self.words = words  # None: tied to the embedding's word rows
+
+    def _word_weight(self) -> torch.Tensor:
+        return self.embedding.words.weight if self.words is None else self.words.weight
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return torch.cat([self._word_weight(), self.embedding.table.weights()[0]], dim=0)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        table, bias = self.embedding.table.weights()
+        return torch.cat([F.linear(hidden, self._word_weight()), F.linear(hidden, table, bias)], dim=-1)
+
+
+def install_t5(model, table: OpenRelationTable, base: int) -> OpenRelationTable:
+    """Put ``table`` behind the relation ids (``base + k``) of a ``T5ForConditionalGeneration``'s
+    shared embedding and output layer; the first ``base`` (word) rows are kept as they are."""
+    old_in, old_out = model.shared, model.lm_head
+    tied = old_out.weight.data_ptr() == old_in.weight.data_ptr()
+    words = nn.Embedding(base, old_in.weight.shape[1])
+    with torch.no_grad():
+        words.weight.copy_(old_in.weight[:base])
+    head_words = None
+    if not tied:
+        head_words = nn.Linear(old_out.weight.shape[1], base, bias=False)
+        with torch.no_grad():
+            head_words.weight.copy_(old_out.weight[:base])
+    model.decoder.relation_table = table  # one owner in the module tree
+    emb = OpenT5Embedding(words, table)
+    model.shared = emb
+    for stack in (model.encoder, model.decoder):  # references: the weights appear once, under shared.*
+        stack._modules.pop("embed_tokens", None)
+        object.__setattr__(stack, "embed_tokens", emb)
+    model.lm_head = OpenT5LMHead(emb, head_words)
+    model.config.vocab_size = base + table.num_relations
+    model._tied_weights_keys = None  # the sharing is explicit: nothing left for transformers to tie
+    if hasattr(model, "all_tied_weights_keys"):
+        model.all_tied_weights_keys = {}
     return table
