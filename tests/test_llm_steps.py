@@ -170,6 +170,37 @@ def test_pseudo_questions_validated_and_filled_with_kg_subjects(webqsp_mini, min
     assert len(responses) == 6 and all(len(r["rejected"]) == 3 and r["raw_response"] for r in responses)
 
 
+def test_pseudo_questions_cover_every_relation_of_a_file_with_or_without_subjects(webqsp_mini, mini_cache, tmp_path):
+    """``relations=file require_subjects=false``: relations the KG has no subject for keep their
+    templates, and GSR training fills them with its fallback subject."""
+    from gsr_train.datamodules.gsr_indexing import load_index_file, pseudo_questions as make_questions
+    from gsr_train.kg.index import get_index
+
+    index = get_index(webqsp_mini, splits=("test",), cache_dir=mini_cache)
+    in_kg = sorted(r for r in index.relations if r.count(".") == 2)[:2]
+    absent = ["zoos.zoo_animal.enclosure", "astronomy.comet.discoverer"]
+    rel_file = tmp_path / "relations.txt"
+    rel_file.write_text("\n".join(["zoos", "zoos.zoo_animal", *absent, *in_kg]) + "\n")
+    out = tmp_path / "pq_all.jsonl.gz"
+    cfg = {"dataset": str(webqsp_mini), "splits": ["test"], "cache_dir": str(mini_cache), "relations": "file",
+           "relation_file": str(rel_file), "min_parts": 3, "max_parts": 3, "require_subjects": False,
+           "num_templates": 10, "questions_per_template": 1, "seed": 0, "output": str(out),
+           "prompt": {"system": "pseudo_questions_system", "user": "pseudo_questions_user"}}
+    with serve_in_thread(ScriptedBackend(template_answer)) as srv:
+        summary = pseudo_questions.run({**cfg, "llm": _llm(srv, tmp_path)})
+        assert srv.stats.completed == 4  # the domain and type lines are not relations
+    c = summary["counts"]
+    assert c["relations"] == 4 and c["pseudo_questions"] == 4 and c["templates_without_subject"] == 4
+    rows = _rows(out)
+    assert {r["relation"] for r in rows if "question" in r} == set(in_kg)
+    assert {r["relation"] for r in rows if "question" not in r} == set(absent)
+    sources = load_index_file(out)
+    examples = make_questions(absent, {}, sources, per_relation=4)
+    assert {e.relation for e in examples} == set(absent)
+    assert all("the zoo animal" in e.text or "the comet" in e.text for e in examples)
+    assert any(e.text.startswith("what is the enclosure of the zoo animal") for e in examples)
+
+
 def label_answer(messages, params) -> str:
     """Copy the first two offered triples and invent one."""
     offered = re.findall(r"^\((.*)\)$", messages[-1]["content"], re.M)

@@ -88,9 +88,13 @@ def subjects_by_relation(index, splits, relations: list[str], max_subjects: int 
 
 
 def fill(relation: str, templates: list[str], subjects: list[str], per_template: int, seed: int) -> list[dict]:
-    """Pseudo questions: each template filled with ``per_template`` subjects (seeded, spread)."""
+    """Pseudo questions: each template filled with ``per_template`` subjects (seeded, spread).
+
+    A relation without a KG subject (``require_subjects=false``, e.g. every name of
+    ``freebase_relations.txt``) keeps its templates as rows without a subject; training fills them
+    with its fallback subject (``the <type>``, ``gsr.index.fallback_subject``)."""
     if not subjects:
-        return []
+        return [{"relation": relation, "template": t} for t in templates]
     rng = random.Random(stable_hash("pseudo-questions", seed, relation))
     pool = list(subjects)
     rng.shuffle(pool)
@@ -165,13 +169,14 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
             counts["templates_kept"] += len(check.kept)
             counts["templates_rejected"] += len(check.rejected)
             counts["relations_without_valid_template"] += not check.kept
-            counts["pseudo_questions"] += len(filled)
+            counts["pseudo_questions"] += sum("question" in row for row in filled)
+            counts["templates_without_subject"] += sum("question" not in row for row in filled)
             rows.extend(filled)
             responses.append({"relation": r, "templates": check.kept, "rejected": check.rejected,
                               "raw_response": res.text, "request_key": res.key})
         ordered = {"relations": len(relations), **{k: counts[k] for k in (
             "relations_answered", "templates_kept", "templates_rejected", "relations_without_valid_template",
-            "pseudo_questions", "relations_without_subjects_skipped")}}
+            "pseudo_questions", "templates_without_subject", "relations_without_subjects_skipped")}}
         ordered.update({f"rejected_{k}": v for k, v in sorted(reasons.items())})
         ordered["requests_skipped_after_errors"] = len(skipped)
         if skipped:
