@@ -44,6 +44,11 @@ class WalkExample:
     chain: Chain
 
 
+def union_graph(index: KGIndex, splits: Sequence[str], drop_prefixes: Sequence[str] = META_PREFIXES):
+    """The walks' graph: distinct triples of ``splits`` without meta relations or self loops, as CSR."""
+    return _union_graph(index, splits, _relation_keep(index, drop_prefixes))
+
+
 def _relation_keep(index: KGIndex, drop_prefixes: Sequence[str]) -> torch.Tensor:
     prefixes = tuple(drop_prefixes or ())
     return torch.tensor([not (prefixes and r.startswith(prefixes)) for r in index.relations], dtype=torch.bool)
@@ -91,19 +96,20 @@ def _start_entities(index: KGIndex, splits: Sequence[str], starts: str, exclude:
 
 def sample_walks(index: KGIndex | None, splits: Sequence[str] = ("train",), count: int = 1000,
                  min_hops: int = 2, max_hops: int = 4, starts: str = "topics", exclude: Iterable[str] = (),
-                 drop_prefixes: Sequence[str] = META_PREFIXES, seed: int = 0) -> list[Walk]:
+                 drop_prefixes: Sequence[str] = META_PREFIXES, seed: int = 0, graph=None) -> list[Walk]:
     """Up to ``count`` distinct (subject, chain) walks of ``min_hops..max_hops`` relations.
 
     Each walk draws its length uniformly, then takes a uniformly random outgoing edge per hop; a
     walk that reaches a node without a usable edge ends there and is kept if it is long enough.
     ``count`` walks are drawn (twice over when duplicates are dropped), so fewer may come back on
-    a small graph.
+    a small graph. ``graph``: the union graph of ``union_graph(index, splits, drop_prefixes)`` when
+    the caller has it already.
     """
     if not 1 <= int(min_hops) <= int(max_hops):
         raise ValueError(f"gsr.walks needs 1 <= min_hops <= max_hops, got {min_hops}..{max_hops}")
     if index is None or count <= 0:
         return []
-    offsets, rel, tail = _union_graph(index, splits, _relation_keep(index, drop_prefixes))
+    offsets, rel, tail = graph if graph is not None else union_graph(index, splits, drop_prefixes)
     degree = offsets[1:] - offsets[:-1]
     start_ids = _start_entities(index, splits, starts, exclude, degree)
     if len(start_ids) == 0 or len(rel) == 0:
@@ -131,12 +137,21 @@ def sample_walks(index: KGIndex | None, splits: Sequence[str] = ("train",), coun
         cur = torch.where(alive, tail[pick], cur)
         prev = torch.where(alive, r, prev)
     keep = done >= int(min_hops)
-    walks: dict[Walk, None] = {}
-    for s_id, row, k in zip(start[keep].tolist(), hops[keep].tolist(), done[keep].tolist()):
-        walks.setdefault(Walk(index.entities[s_id], tuple(index.relations[r] for r in row[:k])), None)
-        if len(walks) >= count:
-            break
-    return list(walks)
+    rows = torch.cat([start[keep, None], hops[keep]], dim=1)  # padded with -1 after the last hop
+    if len(rows) == 0:
+        return []
+    uniq, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    first = torch.full((len(uniq),), len(rows), dtype=torch.long).scatter_reduce_(
+        0, inverse, torch.arange(len(rows)), reduce="amin")  # distinct walks in the order drawn
+    order = torch.argsort(first)[: int(count)]
+    uniq = uniq[order]
+    subjects = _names(index.entities, uniq[:, 0].tolist())
+    relations = list(index.relations)
+    return [Walk(s, tuple(relations[r] for r in row if r >= 0)) for s, row in zip(subjects, uniq[:, 1:].tolist())]
+
+
+def _names(vocab, ids: list[int]) -> list[str]:
+    return vocab.take(ids) if hasattr(vocab, "take") else [vocab[i] for i in ids]
 
 
 _COMPOSED = (  # templates that read well with a nested subject
