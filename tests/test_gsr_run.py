@@ -32,4 +32,6 @@ def test_runner_end_to_end(tmp_path, head):
     gsr = load_gsr(tmp_path / "model")
     assert len(gsr.relations) == metrics["num_relations"]
     assert gsr.open_vocabulary == (head == "open") and gsr.spec["relation_head"] == head
-    assert f"| gsr_tiny | {head} | kg | 0.0000 | raw | joint | constrained |" in metrics_table(collect_metrics(tmp_path))
+    residual = "yes" if head == "open" else ""
+    assert (f"| gsr_tiny | {head} | {residual} | kg | {float(cfg.gsr.index_ratio):.4f} | 0 | 0.0000 | raw | joint | "
+            "constrained |") in metrics_table(collect_metrics(tmp_path))

@@ -440,6 +440,10 @@ def run(cfg: DictConfig) -> float | None:
                                "variant": g.variant, "schedule": g.schedule,
                                "relation_head": str(cfg.model.get("relation_head", "token")),
                                "relation_source": str(g.relations.source),
+                               "relation_residual": bool(cfg.model.get("relation_residual", True)),
+                               "relation_residual_dropout": float(cfg.model.get("relation_residual_dropout") or 0.0),
+                               "index_ratio": float(g.index_ratio),
+                               "walks": int((g.get("walks") or {}).get("count") or 0),
                                "holdout": float((g.get("holdout") or {}).get("fraction") or 0.0)}
     trainer = None
     if g.get("eval_only"):
@@ -513,6 +517,17 @@ def _relation_head(figures: Mapping[str, Any], run: Path) -> str:
     return str(json.loads(spec.read_text())["spec"].get("relation_head", "token")) if spec.is_file() else "token"
 
 
+def _run_setting(figures: Mapping[str, Any], run: Path, key: str, path: str, default):
+    """A run's setting from its figures, else from its composed config (runs older than the key)."""
+    if key in figures:
+        return figures[key]
+    cfg_file = run / ".hydra" / "config.yaml"
+    if cfg_file.is_file():
+        value = OmegaConf.select(OmegaConf.load(cfg_file), path, default=default)
+        return default if value is None else value
+    return default
+
+
 def collect_metrics(root: str | Path) -> list[dict]:
     """Flat rows from every ``metrics.json`` under ``root`` (a run folder or a multirun folder)."""
     import json
@@ -530,8 +545,16 @@ def collect_metrics(root: str | Path) -> list[dict]:
             r = m[mode]
             rep = ChainReport(r.get("split", ""), r["chain_match"], r["answer_coverage"], r["paper_coverage"],
                               r["validity"], r.get("match_by_group") or {})
-            rows.append({"run": str(path.parent), "model": m.get("model"), "head": _relation_head(m, path.parent),
-                         "relations": m.get("relation_source"), "holdout": m.get("holdout", 0.0),
+            run = path.parent
+            head = _relation_head(m, run)
+            residual = _run_setting(m, run, "relation_residual", "model.relation_residual", True)
+            dropout = float(_run_setting(m, run, "relation_residual_dropout", "model.relation_residual_dropout", 0.0))
+            residual = ("no" if not residual else f"drop {dropout:g}" if dropout else "yes") if head == "open" else ""
+            rows.append({"run": str(run), "model": m.get("model"), "head": head, "residual": residual,
+                         "relations": _run_setting(m, run, "relation_source", "gsr.relations.source", "kg"),
+                         "index_ratio": float(_run_setting(m, run, "index_ratio", "gsr.index_ratio", 1.0)),
+                         "walks": int((m.get("data") or {}).get("walks", 0)),
+                         "holdout": float(_run_setting(m, run, "holdout", "gsr.holdout.fraction", 0.0)),
                          "variant": m["variant"],
                          "schedule": m["schedule"], "mode": mode, "epochs": (m.get("fit") or {}).get("epochs_run"),
                          "train_s": round(m.get("train_seconds", 0.0)), **rep.flat()})
@@ -540,7 +563,8 @@ def collect_metrics(root: str | Path) -> list[dict]:
 
 def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
     """A markdown table: one line per run and decoding mode."""
-    head = ["model", "head", "relations", "holdout", "variant", "schedule", "mode", "epochs", "train_s", *columns]
+    head = ["model", "head", "residual", "relations", "index_ratio", "walks", "holdout", "variant", "schedule", "mode",
+            "epochs", "train_s", *columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [f"{r.get(c):.4f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in head]
