@@ -449,9 +449,11 @@ def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
             raise ValueError("an open-vocabulary T5 needs every relation as a new token after the word vocabulary; "
                              f"some relation names are already tokens of {cfg.get('pretrained') or 'the tokenizer'}")
         text = text_features(rel.relations)
-        install_t5(model, OpenRelationTable(text, int(model.config.d_model), residual=spec["relation_residual"],
-                                            residual_dropout=spec["relation_residual_dropout"], num_specials=0),
-                   first)  # words and task prefixes below, relations from `first` on
+        table = OpenRelationTable(text, int(model.config.d_model), residual=spec["relation_residual"],
+                                  residual_dropout=spec["relation_residual_dropout"], num_specials=0)
+        with torch.no_grad():  # relation vectors start at the scale of T5's word rows (std 1 when random)
+            table.proj.weight.mul_(model.shared.weight[:first].std() / table.proj(text).std().clamp_min(1e-8))
+        install_t5(model, table, first)  # words and task prefixes below, relations from `first` on
         spec.update({"text_dim": int(text.shape[1]), "base_vocab": first})
     return GSRModel(model, tokenizer, rel, spec)
 
