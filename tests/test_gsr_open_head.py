@@ -112,6 +112,8 @@ def test_open_t5_keeps_its_words_and_reads_relations_from_the_table(tmp_path):
     assert gsr.open_vocabulary and gsr.out_ids.tolist() == [base, base + 1, base + 2] and gsr.out_size == base + 3
     table, bias = gsr.relation_table.weights()
     emb = gsr.model.get_input_embeddings()
+    # relation vectors start at the scale of the word rows (a random T5's are std 1, the text's ~0.05)
+    assert 0.5 < float(table.std() / emb.words.weight.std()) < 2.0
     ids = torch.tensor([[5, base + 1]])
     with torch.no_grad():
         out = emb(ids)
