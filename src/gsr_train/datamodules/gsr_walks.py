@@ -59,6 +59,8 @@ def _union_graph(index: KGIndex, splits: Sequence[str], keep_rel: torch.Tensor
     """CSR over global entity ids of the distinct (head, relation, tail) triples of ``splits``:
     (offsets ``[E + 1]`` int64, relation ``[M]``, tail ``[M]``), edges sorted by head."""
     num_e, num_r = len(index.entities), len(index.relations)
+    if num_e * num_r * num_e >= 2 ** 63:  # one int64 key per triple (Freebase-sized KGs fit many times over)
+        raise ValueError(f"random walks: {num_e:,} entities x {num_r:,} relations do not fit one int64 triple key")
     parts = []
     for s in splits:
         if s not in index.splits:
