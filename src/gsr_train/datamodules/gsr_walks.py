@@ -147,13 +147,9 @@ def sample_walks(index: KGIndex | None, splits: Sequence[str] = ("train",), coun
         0, inverse, torch.arange(len(rows)), reduce="amin")  # distinct walks in the order drawn
     order = torch.argsort(first)[: int(count)]
     uniq = uniq[order]
-    subjects = _names(index.entities, uniq[:, 0].tolist())
+    subjects = index.entities.take(uniq[:, 0].tolist())
     relations = list(index.relations)
     return [Walk(s, tuple(relations[r] for r in row if r >= 0)) for s, row in zip(subjects, uniq[:, 1:].tolist())]
-
-
-def _names(vocab, ids: list[int]) -> list[str]:
-    return vocab.take(ids) if hasattr(vocab, "take") else [vocab[i] for i in ids]
 
 
 _COMPOSED = (  # templates that read well with a nested subject

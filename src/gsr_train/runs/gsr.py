@@ -112,39 +112,44 @@ def apply_holdout(cfg: DictConfig, train: list, validation: list, extra_chains: 
     return train, validation, info
 
 
+def walk_options(cfg: DictConfig):
+    """``gsr.walks`` through its recipe (:class:`~gsr_train.runs.recipes.GSRWalks`: one place for defaults)."""
+    from gsr_train.runs.recipes import GSRWalks
+
+    return GSRWalks(**(_container(cfg.gsr.get("walks")) or {}))
+
+
 def random_walks(cfg: DictConfig, index, splits: tuple, default_starts: str, exclude=()) -> list:
     """``gsr.walks``: composed multi-hop examples from random walks over ``splits``' graphs
     (``starts: auto`` = topic entities for a RoG dataset, named entities for a shared KG)."""
     from gsr_train.datamodules.gsr_walks import sample_walks, walk_examples
 
-    w = cfg.gsr.get("walks") or {}
-    if int(w.get("count") or 0) <= 0:
+    w = walk_options(cfg)
+    if w.count <= 0:
         return []
-    starts = w.get("starts", "auto")
-    starts = default_starts if starts == "auto" else starts
-    walks = sample_walks(index, splits, count=int(w.count), min_hops=int(w.get("min_hops", 2)),
-                         max_hops=int(w.get("max_hops", 4)), starts=starts, exclude=exclude,
+    walks = sample_walks(index, splits, count=w.count, min_hops=w.min_hops, max_hops=w.max_hops,
+                         starts=default_starts if w.starts == "auto" else w.starts, exclude=exclude,
                          drop_prefixes=tuple(cfg.gsr.filter.get("drop_prefixes") or ()), seed=int(cfg.seed))
     return walk_examples(walks, seed=int(cfg.seed))
 
 
-def check_walks(w) -> None:
+def check_walks(cfg: DictConfig) -> None:
     """``gsr.walks`` mistakes, before any data work."""
     from gsr_train.datamodules.gsr_walks import STARTS
 
-    if int(w.get("count") or 0) <= 0:
+    w = walk_options(cfg)
+    if w.count <= 0:
         return
     problems = []
-    if w.get("prefix", "retrieval") not in ("retrieval", "index"):
-        problems.append(f"gsr.walks.prefix must be retrieval | index, got {w.get('prefix')!r}")
-    if w.get("starts", "auto") not in ("auto", *STARTS):
-        problems.append(f"gsr.walks.starts must be one of {('auto', *STARTS)}, got {w.get('starts')!r}")
-    lo, hi = int(w.get("min_hops", 2)), int(w.get("max_hops", 4))
-    if not 1 <= lo <= hi:
-        problems.append(f"gsr.walks needs 1 <= min_hops <= max_hops, got {lo}..{hi}")
-    if float(w.get("ratio", 0.0)) <= 0:
-        problems.append(f"gsr.walks.count={w.get('count')} needs gsr.walks.ratio > 0 (walk examples per "
-                        f"retrieval question and epoch), got {w.get('ratio')}")
+    if w.prefix not in ("retrieval", "index"):
+        problems.append(f"gsr.walks.prefix must be retrieval | index, got {w.prefix!r}")
+    if w.starts not in ("auto", *STARTS):
+        problems.append(f"gsr.walks.starts must be one of {('auto', *STARTS)}, got {w.starts!r}")
+    if not 1 <= w.min_hops <= w.max_hops:
+        problems.append(f"gsr.walks needs 1 <= min_hops <= max_hops, got {w.min_hops}..{w.max_hops}")
+    if w.ratio <= 0:
+        problems.append(f"gsr.walks.count={w.count} needs gsr.walks.ratio > 0 (walk examples per "
+                        f"retrieval question and epoch), got {w.ratio}")
     if problems:
         raise PreflightError("; ".join(problems))
 
@@ -274,9 +279,10 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
         examples = pseudo_questions(rels, data.subjects, sources, per_relation=int(g.index.per_relation),
                                     seed=int(cfg.seed), fallback_subject=bool(g.index.fallback_subject))
         index_pool = index_items(examples, gsr.relations)
+    walks = walk_options(cfg)
     walk_pool, walk_dropped = [], 0
     if data.walks:
-        prefix = {"retrieval": RETRIEVAL_PREFIX, "index": INDEX_PREFIX}[g.walks.prefix]
+        prefix = {"retrieval": RETRIEVAL_PREFIX, "index": INDEX_PREFIX}[walks.prefix]
         walk_pool, walk_dropped = walk_items(data.walks, gsr.relations, prefix)
         if walk_dropped:
             data.summary["walks_outside_vocab"] = walk_dropped
@@ -287,7 +293,7 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
                          index_epochs=int(g.get("index_epochs", 0)), index_ratio=float(g.index_ratio),
                          batch_size=int(cfg.model.batch_size), eval_batch_size=int(g.get("eval_batch_size", 64)),
                          seed=int(cfg.seed), max_targets=g.get("max_targets"), walk_pool=walk_pool,
-                         walk_ratio=float((g.get("walks") or {}).get("ratio", 0.0)))
+                         walk_ratio=walks.ratio)
 
 
 def train_gsr(cfg: DictConfig, data: GSRData, gsr):
@@ -417,7 +423,7 @@ def run(cfg: DictConfig) -> float | None:
     for mode in g.get("eval_modes", ["unconstrained"]):
         if mode not in ("unconstrained", "constrained"):
             raise PreflightError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
-    check_walks(g.get("walks") or {})
+    check_walks(cfg)
     needed = [g.eval_split] + ([] if g.get("eval_only") else ["train"])
     preflight(cfg, splits=needed if cfg.data.get("format") != "paths" else [],
               checkpoints={"gsr.eval_only": g.get("eval_only")})
@@ -443,7 +449,7 @@ def run(cfg: DictConfig) -> float | None:
                                "relation_residual": bool(cfg.model.get("relation_residual", True)),
                                "relation_residual_dropout": float(cfg.model.get("relation_residual_dropout") or 0.0),
                                "index_ratio": float(g.index_ratio),
-                               "walks": int((g.get("walks") or {}).get("count") or 0),
+                               "walks": walk_options(cfg).count,
                                "holdout": float((g.get("holdout") or {}).get("fraction") or 0.0)}
     trainer = None
     if g.get("eval_only"):
@@ -517,15 +523,23 @@ def _relation_head(figures: Mapping[str, Any], run: Path) -> str:
     return str(json.loads(spec.read_text())["spec"].get("relation_head", "token")) if spec.is_file() else "token"
 
 
-def _run_setting(figures: Mapping[str, Any], run: Path, key: str, path: str, default):
-    """A run's setting from its figures, else from its composed config (runs older than the key)."""
-    if key in figures:
-        return figures[key]
-    cfg_file = run / ".hydra" / "config.yaml"
-    if cfg_file.is_file():
-        value = OmegaConf.select(OmegaConf.load(cfg_file), path, default=default)
+def _run_settings(figures: Mapping[str, Any], run: Path):
+    """``setting(key, path, default)``: a run's setting from its figures, else from its composed
+    config (runs older than the key), the config read at most once."""
+    loaded: list = []
+
+    def setting(key: str, path: str, default):
+        if key in figures:
+            return figures[key]
+        if not loaded:
+            cfg_file = run / ".hydra" / "config.yaml"
+            loaded.append(OmegaConf.load(cfg_file) if cfg_file.is_file() else None)
+        if loaded[0] is None:
+            return default
+        value = OmegaConf.select(loaded[0], path, default=default)
         return default if value is None else value
-    return default
+
+    return setting
 
 
 def collect_metrics(root: str | Path) -> list[dict]:
@@ -539,23 +553,25 @@ def collect_metrics(root: str | Path) -> list[dict]:
         m = json.loads(path.read_text())
         if "variant" not in m:
             continue
+        run = path.parent
+        setting = _run_settings(m, run)
+        head = _relation_head(m, run)
+        residual = setting("relation_residual", "model.relation_residual", True)
+        dropout = float(setting("relation_residual_dropout", "model.relation_residual_dropout", 0.0))
+        settings = {"run": str(run), "model": m.get("model"), "head": head,
+                    "residual": ("no" if not residual else f"drop {dropout:g}" if dropout else "yes")
+                    if head == "open" else "",
+                    "relations": setting("relation_source", "gsr.relations.source", "kg"),
+                    "index_ratio": float(setting("index_ratio", "gsr.index_ratio", 1.0)),
+                    "walks": int((m.get("data") or {}).get("walks", 0)),
+                    "holdout": float(setting("holdout", "gsr.holdout.fraction", 0.0))}
         for mode in ("unconstrained", "constrained"):
             if mode not in m:
                 continue
             r = m[mode]
             rep = ChainReport(r.get("split", ""), r["chain_match"], r["answer_coverage"], r["paper_coverage"],
                               r["validity"], r.get("match_by_group") or {})
-            run = path.parent
-            head = _relation_head(m, run)
-            residual = _run_setting(m, run, "relation_residual", "model.relation_residual", True)
-            dropout = float(_run_setting(m, run, "relation_residual_dropout", "model.relation_residual_dropout", 0.0))
-            residual = ("no" if not residual else f"drop {dropout:g}" if dropout else "yes") if head == "open" else ""
-            rows.append({"run": str(run), "model": m.get("model"), "head": head, "residual": residual,
-                         "relations": _run_setting(m, run, "relation_source", "gsr.relations.source", "kg"),
-                         "index_ratio": float(_run_setting(m, run, "index_ratio", "gsr.index_ratio", 1.0)),
-                         "walks": int((m.get("data") or {}).get("walks", 0)),
-                         "holdout": float(_run_setting(m, run, "holdout", "gsr.holdout.fraction", 0.0)),
-                         "variant": m["variant"],
+            rows.append({**settings, "variant": m["variant"],
                          "schedule": m["schedule"], "mode": mode, "epochs": (m.get("fit") or {}).get("epochs_run"),
                          "train_s": round(m.get("train_seconds", 0.0)), **rep.flat()})
     return rows

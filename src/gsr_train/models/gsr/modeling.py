@@ -222,20 +222,21 @@ class GSRModel(torch.nn.Module):
         relations = RelationTokens(self.tokenizer, merged)
         previous = torch.cat([torch.arange(len(old)), torch.full((len(fresh),), -1, dtype=torch.long)])
         text = torch.cat([table.text.cpu(), text_features(fresh)]).to(table.text.device)
-        if self.spec["family"] == "t5":  # relation k is id base + k: the new tokens must follow the old ones
+        t5 = self.spec["family"] == "t5"
+        if t5:  # relation k is id base + k: the new tokens must follow the old ones
             base = int(self.spec["base_vocab"])
             if not torch.equal(relations.token_ids, torch.arange(len(merged)) + base):
                 raise ValueError("new relation names collide with tokenizer tokens; they cannot be added")
-            self.relations = relations
-            table.set_relations(text, previous)
-            self.model.config.vocab_size = base + len(merged)
-            self._token_output_map()
-            return len(fresh)
-        self.model.encoder.resize_token_embeddings(len(self.tokenizer), mean_resizing=False)
+        else:  # the MiniLM encoder reads every token of the tokenizer
+            self.model.encoder.resize_token_embeddings(len(self.tokenizer), mean_resizing=False)
         self.relations = relations
         table.set_relations(text, previous)
-        self._output_map()
-        self.model.decoder.config.vocab_size = self.model.config.vocab_size = self.out_size
+        if t5:
+            self._token_output_map()
+            self.model.config.vocab_size = self.out_size
+        else:
+            self._output_map()
+            self.model.decoder.config.vocab_size = self.model.config.vocab_size = self.out_size
         return len(fresh)
 
     # ------------------------------------------------------------------ text <-> ids
@@ -379,11 +380,13 @@ def _install_open_placeholder(model, spec: Mapping[str, Any], num_relations: int
     if spec["family"] == "t5":
         install_t5(model, OpenRelationTable(torch.zeros(num_relations, int(spec.get("text_dim", 384))),
                                             int(model.config.d_model), residual=bool(spec.get("relation_residual", True)),
+                                            residual_dropout=float(spec.get("relation_residual_dropout", 0.0)),
                                             num_specials=0), int(spec["base_vocab"]))
         return
     hidden = int(model.config.decoder.hidden_size)
     install(model, OpenRelationTable(torch.zeros(num_relations, int(spec.get("text_dim", 384))), hidden,
                                      torch.zeros(COMPACT_SPECIALS, hidden),
+                                     residual_dropout=float(spec.get("relation_residual_dropout", 0.0)),
                                      residual=bool(spec.get("relation_residual", True))))
 
 
@@ -392,6 +395,9 @@ def build_gsr_model(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRMode
     """Build the configured model family with ``relations`` as added tokens (see module doc)."""
     cfg = dict(cfg)
     family = cfg.get("family")
+    head = str(cfg.get("relation_head", "token"))
+    if head not in RELATION_HEADS:
+        raise ValueError(f"model.relation_head must be one of {RELATION_HEADS}, got {head!r}")
     if family == "t5":
         return _build_t5(cfg, relations).train()
     if family == "minilm":
@@ -404,8 +410,6 @@ def _spec(cfg: Mapping[str, Any], family: str) -> dict:
             "max_source_length": int(cfg.get("max_source_length", 64)),
             "prefixes": [INDEX_PREFIX, RETRIEVAL_PREFIX]}
     spec["relation_head"] = str(cfg.get("relation_head", "token"))
-    if spec["relation_head"] not in RELATION_HEADS:
-        raise ValueError(f"model.relation_head must be one of {RELATION_HEADS}, got {spec['relation_head']!r}")
     spec["relation_residual"] = bool(cfg.get("relation_residual", True))
     spec["relation_residual_dropout"] = float(cfg.get("relation_residual_dropout", 0.0))
     return spec
@@ -431,8 +435,11 @@ def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
                 eos_token_id=_eos_id(tokenizer), decoder_start_token_id=int(tokenizer.pad_token_id), **options))
     base_vocab = len(tokenizer)
     rel = add_relation_tokens(tokenizer, relations)
-    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
-    if pretrained and cfg.get("relation_init", "words") == "words":
+    is_open = cfg.get("relation_head", "token") == "open"
+    first = int(rel.token_ids[0]) if len(rel) else len(tokenizer)  # open: relation ids from `first` on
+    # an open T5 keeps rows for words and task prefixes only: the table replaces the relation rows
+    model.resize_token_embeddings(first if is_open else len(tokenizer), mean_resizing=False)
+    if pretrained and not is_open and cfg.get("relation_init", "words") == "words":
         new = rel.token_ids >= base_vocab
         emb = model.get_input_embeddings().weight
         init_from_words(emb, rel.token_ids[new], [r for r, n in zip(rel.relations, new.tolist()) if n], tokenizer)
@@ -441,10 +448,9 @@ def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
             init_from_words(out.weight, rel.token_ids[new], [r for r, n in zip(rel.relations, new.tolist()) if n],
                             tokenizer)
     spec = _spec(cfg, "t5")
-    if spec["relation_head"] == "open":
+    if is_open:
         from gsr_train.models.gsr.open_head import OpenRelationTable, install_t5, text_features
 
-        first = int(rel.token_ids[0]) if len(rel) else len(tokenizer)
         if first < base_vocab or not torch.equal(rel.token_ids, torch.arange(len(rel)) + first):
             raise ValueError("an open-vocabulary T5 needs every relation as a new token after the word vocabulary; "
                              f"some relation names are already tokens of {cfg.get('pretrained') or 'the tokenizer'}")
@@ -503,12 +509,9 @@ def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
             emb[1] = words[tokenizer.cls_token_id]
             emb[2] = words[tokenizer.sep_token_id]
         init_from_words(emb, torch.arange(len(rel)) + COMPACT_SPECIALS, rel.relations, tokenizer, source=words)
-    head = str(cfg.get("relation_head", "token"))
-    if head not in RELATION_HEADS:
-        raise ValueError(f"model.relation_head must be one of {RELATION_HEADS}, got {head!r}")
     with _quiet_transformers():
         model = EncoderDecoderModel(encoder=encoder, decoder=decoder)
-    if head == "open":
+    if cfg.get("relation_head", "token") == "open":
         from gsr_train.models.gsr.open_head import OpenRelationTable, install, text_features
 
         specials = decoder.get_input_embeddings().weight.detach()[:COMPACT_SPECIALS]
