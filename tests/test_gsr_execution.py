@@ -76,3 +76,31 @@ def test_allowed_relations(index):
     assert set(ex.allowed_relations(0, (r1,)).tolist()) == {r1, r2, r3}
     assert ex.allowed_relations(0, (r2,)).numel() == 0
     assert ex.allowed_relations(1, ()).tolist() == [r3]  # second question: its own graph only
+
+
+def test_hop_distances_follow_the_direction_rule(index):
+    split = index["test"]
+    ex, fwd = ChainExecutor(split), ChainExecutor(split, direction="forward")
+    n0 = int(split.ent_ptr[0])
+    by_name = lambda e: {index.entities[int(split.entity_ids[n0 + i])]: int(d)  # noqa: E731
+                         for i, d in enumerate(e.distances(0).tolist())}
+    assert by_name(ex) == {"A": 0, "B": 1, "C": 1, "D": 2, "E": 2, "F": 2, "X": -1, "Y": -1}
+    assert by_name(fwd) == {"A": 0, "B": 1, "C": -1, "D": 2, "E": -1, "F": 2, "X": -1, "Y": -1}
+    assert ex.distances(0) is ex.distances(0)  # memoised per question
+    ex.clear_cache()
+    assert not ex._distances
+
+
+def test_shortest_allows_only_hops_away_from_the_topic(index):
+    split = index["test"]
+    ex = ChainExecutor(split)
+    r1, r2, r3 = rel(index, "r1", "r2", "r3")
+    assert ex.allowed_relations(0, (), shortest=True).tolist() == [r1]
+    # r1 again only leads back to A (distance 0): a loop, not a shortest chain
+    assert set(ex.allowed_relations(0, (r1,)).tolist()) == {r1, r2, r3}
+    assert set(ex.allowed_relations(0, (r1,), shortest=True).tolist()) == {r2, r3}
+    # a frontier that is back at the topic cannot continue as a shortest chain at all
+    assert ex.allowed_relations(0, (r1, r1), shortest=True).numel() == 0
+    fwd = ChainExecutor(split, direction="forward")
+    assert set(fwd.allowed_relations(0, (r1,), shortest=True).tolist()) == {r2, r3}
+    assert fwd.allowed_relations(0, (r1, r2), shortest=True).numel() == 0  # D has no way on

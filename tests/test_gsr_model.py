@@ -97,6 +97,18 @@ def test_constrained_decoding_never_emits_a_non_executable_chain(trained, graphs
     assert (2, 3) in [b.chain for b in beams[0]]
 
 
+def test_shortest_constrained_beams_never_walk_back_to_the_topic(trained, graphs):
+    """France -capital-> Paris -capital-> France is executable but not a shortest chain."""
+    gsr, _ = trained
+    ex = ChainExecutor(graphs["test"])
+    cfg = DecodeConfig(beams=5, max_hops=2, constrained=True)
+    loose = beam_chains(gsr, [DATA[2][0]], cfg, KGConstraint(gsr, ex, graphs.relations, [1]))
+    assert (4, 4) in [b.chain for b in loose[0]]
+    strict = beam_chains(gsr, [DATA[2][0]], cfg, KGConstraint(gsr, ex, graphs.relations, [1], shortest=True))
+    chains = [b.chain for b in strict[0]]
+    assert chains[0] == (4,) and (4, 4) not in chains and (4, 5) in chains
+
+
 def test_checkpoint_reload_gives_identical_generations(tmp_path):
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint

@@ -46,13 +46,13 @@ def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, share
 
     chains, graphs = paths_cut(tmp_path, shared_data)
     out = tmp_path / "run"
-    cfg = compose_config(["+experiment=gsr_leave_relations_out", f"paths.output_dir={out}",
-                          f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=lro", "logger=none",
-                          "~callbacks.rich_progress", "trainer.enable_progress_bar=false", f"data.dir={chains}",
-                          f"data.graphs={graphs}", "data.graph_splits=[test]", *GSR_SMALL,
-                          "gsr.max_eval_questions=null", "model.batch_size=16", "gsr.holdout.fraction=0.3",
-                          f"model.relation_head={head}"])
-    run_experiment(cfg)
+    overrides = ["+experiment=gsr_leave_relations_out",
+                 f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=lro", "logger=none",
+                 "~callbacks.rich_progress", "trainer.enable_progress_bar=false", f"data.dir={chains}",
+                 f"data.graphs={graphs}", "data.graph_splits=[test]", *GSR_SMALL,
+                 "gsr.max_eval_questions=null", "model.batch_size=16", "gsr.holdout.fraction=0.3",
+                 f"model.relation_head={head}"]
+    run_experiment(compose_config([*overrides, f"paths.output_dir={out}"]))
     doc = json.loads((out / "metrics.json").read_text())
     hold = doc["data"]["holdout"]
     # the same relations and questions, recomputed from the files
@@ -74,3 +74,10 @@ def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, share
     assert "| decoding | questions | match@1 | match@3 | seen |" in capsys.readouterr().out
     saved = json.loads((out / "model" / "gsr_config.json").read_text())
     assert saved["spec"]["relation_head"] == head
+    if head == "open":  # an eval-only run of the saved model reports the same transfer columns
+        again = tmp_path / "again"
+        run_experiment(compose_config([*overrides, f"paths.output_dir={again}", f"gsr.eval_only={out / 'model'}"]))
+        redo = json.loads((again / "metrics.json").read_text())
+        for mode in ("unconstrained", "constrained"):
+            assert redo[mode]["match_by_group"] == doc[mode]["match_by_group"]
+            assert redo[mode]["chain_match"] == doc[mode]["chain_match"]

@@ -5,6 +5,12 @@ each relation is followed in *both* edge directions (as the paper's evaluation d
 fixtures' edge directions are unreliable anyway), giving a frontier of entities per hop.
 A chain is *valid* when its last frontier is non-empty.
 
+*Shortest* chains (``allowed_relations(..., shortest=True)``): every hop must reach an entity
+one hop farther from the topic than the hop before (hop distances of the question graph,
+same direction rule), so the chain has at least one realisation that is a shortest path.
+Ground chains are shortest topic -> answer paths by construction; a chain that only walks
+back towards the topic (``A -r-> B -r-> A``) retrieves nothing new.
+
 Each step is one tensor operation over the question's edges (no loop per triple). A
 backward sweep then keeps only the edges that lie on a complete walk (topic -> ... -> end),
 which is the retrieved triple set. Frontiers are memoised per (question, prefix), so the
@@ -68,6 +74,7 @@ class ChainExecutor:
         self.cache_size = int(cache_size)
         self._graphs: dict[int, _Graph] = {}
         self._frontiers: dict[int, dict[tuple[int, ...], torch.Tensor]] = {}
+        self._distances: dict[int, torch.Tensor] = {}
 
     def __len__(self) -> int:
         return len(self.split)
@@ -114,10 +121,45 @@ class ChainExecutor:
         cache[prefix] = out
         return out
 
-    def allowed_relations(self, q: int, prefix: Sequence[int]) -> torch.Tensor:
-        """Sorted global relation ids that can extend ``prefix`` with a non-empty frontier."""
+    def distances(self, q: int) -> torch.Tensor:
+        """LongTensor[N]: hops from the nearest topic entity (``-1``: unreachable), memoised.
+
+        One frontier expansion over all edges per hop, following the executor's direction rule."""
+        hit = self._distances.get(q)
+        if hit is not None:
+            return hit
+        g = self.graph(q)
+        dist = torch.full((g.num_nodes,), -1, dtype=torch.long)
+        front = g.topic.clone()
+        dist[front] = 0
+        hop = 0
+        while bool(front.any()):
+            hop += 1
+            reached = torch.zeros(g.num_nodes, dtype=torch.bool)
+            reached[g.tail[front[g.head]]] = True
+            if self.direction == "both":
+                reached[g.head[front[g.tail]]] = True
+            front = reached & (dist < 0)
+            dist[front] = hop
+        self._distances[q] = dist
+        return dist
+
+    def allowed_relations(self, q: int, prefix: Sequence[int], shortest: bool = False) -> torch.Tensor:
+        """Sorted global relation ids that can extend ``prefix`` with a non-empty frontier.
+
+        ``shortest``: only relations with an edge from an entity of the frontier at distance
+        ``len(prefix)`` to one at distance ``len(prefix) + 1`` (so every hop moves away from the topic)."""
         g = self.graph(q)
         front = self.frontier(q, prefix)
+        if shortest:
+            dist = self.distances(q)
+            hop = len(prefix)
+            front = front & (dist == hop)
+            farther = dist == hop + 1
+            touch = front[g.head] & farther[g.tail]
+            if self.direction == "both":
+                touch = touch | (front[g.tail] & farther[g.head])
+            return torch.unique(g.rel[touch])
         touch = front[g.head]
         if self.direction == "both":
             touch = touch | front[g.tail]
@@ -128,6 +170,7 @@ class ChainExecutor:
 
     def clear_cache(self) -> None:
         self._frontiers.clear()
+        self._distances.clear()
 
     # ------------------------------------------------------------------ full walks
     def execute(self, q: int, chain: Sequence[int]) -> ChainWalk:

@@ -62,8 +62,8 @@ class GSRRetriever:
             graphs = _empty_split()
             rows = [-1] * len(rows)
         executor = ChainExecutor(graphs, direction="both")
-        constraint = KGConstraint(self.gsr, executor, relations, rows)
         cfg = self.decode
+        constraint = KGConstraint(self.gsr, executor, relations, rows, shortest=cfg.shortest)
         t0 = time.perf_counter()
         beams = beam_chains(self.gsr, questions, cfg, constraint if cfg.constrained else None)
         self.decode_seconds = time.perf_counter() - t0

@@ -170,9 +170,10 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     g = cfg.gsr
     rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
     variant = g.variant
-    training = not g.get("eval_only")  # evaluation needs only the split it scores
+    training = not g.get("eval_only")
     llm = _llm_chains(cfg)
-    train = questions_from_paths(rows["train"], variant, llm, _container(g.get("filter"))) if training else []
+    # the rows are read anyway: training chains also tell eval-only runs which relations were seen
+    train = questions_from_paths(rows["train"], variant, llm, _container(g.get("filter"))) if "train" in rows else []
     validation = questions_from_paths(rows.get("validation", []), "raw") if training else []
     gpt = {r.id: [*(r.llm_paths or []), *((llm or {}).get(r.id) or [])]  # GPT chains count for the holdout too
            for s in ("train", "validation") for r in rows.get(s, [])}

@@ -13,6 +13,9 @@ One :class:`ChainLogitsProcessor` shapes every step:
   least one edge (either direction) at the entities its prefix has reached from the topic
   entities, so every finished chain is executable. The "allowed next relations" of a
   prefix come from :class:`gsr_train.kg.execution.ChainExecutor` (memoised per prefix).
+  With ``shortest`` (default on) each hop must also move one hop farther from the topic
+  entities, so the finished chains are shortest-path chains, as ground chains are: beams are
+  not spent on chains that walk back to where they started.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ class DecodeConfig:
     top_n: int = 3
     max_hops: int = 3
     constrained: bool = False
+    shortest: bool = True  # constrained: every hop moves one hop farther from the topic entities
     restrict_vocab: bool = True
     length_penalty: float = 1.0
     batch_size: int = 32
@@ -168,11 +172,14 @@ class KGConstraint:
 
     ``rows[p]`` is the executor row (question graph) of question position ``p``; ``-1``
     when the question has no graph (then nothing is allowed and beams end empty).
+    ``shortest``: only relations that move one hop farther from the topic entities.
     """
 
-    def __init__(self, gsr, executor, kg_relations: Sequence[str], rows: Sequence[int]) -> None:
+    def __init__(self, gsr, executor, kg_relations: Sequence[str], rows: Sequence[int],
+                 shortest: bool = False) -> None:
         self.executor = executor
         self.rows = list(rows)
+        self.shortest = bool(shortest)
         kg_lookup = {r: i for i, r in enumerate(kg_relations)}
         self.model_to_kg = torch.tensor([kg_lookup.get(r, -1) for r in gsr.relations.relations], dtype=torch.long)
         self.kg_to_model = torch.full((len(kg_relations),), -1, dtype=torch.long)
@@ -193,6 +200,6 @@ class KGConstraint:
         kg_prefix = self.to_kg(prefix)
         if kg_prefix is None:
             return torch.zeros(0, dtype=torch.long)
-        rels = self.executor.allowed_relations(row, kg_prefix)
+        rels = self.executor.allowed_relations(row, kg_prefix, shortest=self.shortest)
         mapped = self.kg_to_model[rels]
         return mapped[mapped >= 0]
