@@ -137,3 +137,29 @@ def test_checkpoint_reload_gives_identical_generations(tmp_path):
     assert gen(load_gsr(ckpt.best_model_path)) == expected
     reference.save_pretrained(tmp_path / "hf")
     assert gen(load_gsr(tmp_path / "hf")) == expected
+
+
+def test_end_equivalent_match_counts_the_same_retrieval_under_another_name(trained, tmp_path):
+    """Paris -nationality-> France stored as well: (capital,) and (nationality,) reach the same city."""
+    from gsr_train.retrievers.gsr import GSRRetriever, evaluate
+
+    gsr, _ = trained
+    row = {"id": "q0", "question": DATA[2][0], "answer": ["Paris"], "q_entity": ["France"], "a_entity": ["Paris"],
+           "graph": [["France", RELS[4], "Paris"], ["Paris", RELS[5], "France"], ["France", RELS[6], "Jazz"]],
+           "choices": []}
+    with gzip.open(tmp_path / "test.jsonl.gz", "wt") as f:
+        f.write(json.dumps(row) + "\n")
+    index = build_index(tmp_path, splits=("test",))
+    retriever = GSRRetriever(gsr, DecodeConfig(beams=3, top_n=1, max_hops=1, constrained=True))
+    ground = [[(RELS[5],)]]  # the ground names the relation the model does not favour
+    results = retriever.retrieve(["q0"], [DATA[2][0]], index["test"], [0], index.entities, index.relations, ground)
+    beams = results[0].beams
+    assert beams[0]["chain"] == [RELS[4]] and beams[0]["same_ends"]
+    flags = {tuple(b["chain"]): b["same_ends"] for b in beams}
+    assert flags[(RELS[5],)] and not flags[(RELS[6],)]  # the ground chain itself; Jazz is not Paris
+    report = evaluate(results, ground, [None], top_n=1, ns=(1, 3))
+    assert report.match["match@1"] == 0.0 and report.ends["end_match@1"] == 1.0
+    assert report.flat()["end_match@1"] == 1.0 and report.to_dict()["end_match"]["questions"] == 1
+    # without ground chains nothing is marked and no end match is reported
+    plain = retriever.retrieve(["q0"], [DATA[2][0]], index["test"], [0], index.entities, index.relations)
+    assert "same_ends" not in plain[0].beams[0] and not evaluate(plain, ground, [None], top_n=1).ends

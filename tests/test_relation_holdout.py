@@ -74,6 +74,7 @@ def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, share
     assert "| decoding | questions | match@1 | match@3 | seen |" in capsys.readouterr().out
     saved = json.loads((out / "model" / "gsr_config.json").read_text())
     assert saved["spec"]["relation_head"] == head
+    assert saved["chain_relations"] == sorted(seen)  # "seen" travels with the model
     if head == "open":  # an eval-only run of the saved model reports the same transfer columns
         again = tmp_path / "again"
         run_experiment(compose_config([*overrides, f"paths.output_dir={again}", f"gsr.eval_only={out / 'model'}"]))

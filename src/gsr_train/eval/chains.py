@@ -2,6 +2,10 @@
 
 * **Ground-chain match @n**: over the questions with at least one ground chain, the share
   whose top-n beam outputs (*before* validity filtering) contain one of the ground chains.
+* **End-equivalent match @n**: as above, but a beam also counts when it reaches, in the
+  question's graph, exactly the entities a ground chain reaches (the same retrieval under
+  another name, usually the inverse relation: ground chains name whichever of a relation
+  pair the original graph happened to store). Needs the graphs; flags come from the retriever.
 * **Answer coverage** of the retrieved subgraph: per question, the entity set of the
   retrieved triples ``E`` against the gold answers ``A`` (names, exact match):
   precision ``|E & A| / |E|`` (0 when nothing is retrieved), recall ``|E & A| / |A|``, F1;
@@ -40,6 +44,25 @@ def chain_match(beams: Sequence[Sequence[Chain | None]], ground: Sequence[Iterab
             hits[n] += any(c is not None and tuple(c) in gset for c in list(per_q)[:n])
     out = {"questions": count}
     out.update({f"match@{n}": (hits[n] / count if count else 0.0) for n in ns})
+    return out
+
+
+def end_match(equivalent: Sequence[Sequence[bool]], ground: Sequence[Iterable[Chain]],
+              ns: Sequence[int] = (1, 3)) -> dict:
+    """``{"questions": q, "end_match@n": share}``: ``equivalent[i][j]`` says beam ``j`` of question
+    ``i`` names a ground chain or reaches exactly a ground chain's end entities."""
+    if len(equivalent) != len(ground):
+        raise ValueError(f"end_match: {len(equivalent)} flag lists for {len(ground)} questions")
+    hits = {n: 0 for n in ns}
+    count = 0
+    for flags, g in zip(equivalent, ground):
+        if not any(True for _ in g):
+            continue
+        count += 1
+        for n in ns:
+            hits[n] += any(list(flags)[:n])
+    out = {"questions": count}
+    out.update({f"end_match@{n}": (hits[n] / count if count else 0.0) for n in ns})
     return out
 
 
@@ -107,16 +130,19 @@ class ChainReport:
     paper: dict = field(default_factory=dict)
     valid: dict = field(default_factory=dict)
     groups: dict = field(default_factory=dict)  # name -> chain match over a subset of the questions
+    ends: dict = field(default_factory=dict)  # end-equivalent match (when the graphs were there)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"split": self.split, "chain_match": self.match, "answer_coverage": self.coverage,
-                "paper_coverage": self.paper, "validity": self.valid, "match_by_group": self.groups, **self.extra}
+                "paper_coverage": self.paper, "validity": self.valid, "match_by_group": self.groups,
+                "end_match": self.ends, **self.extra}
 
     def flat(self) -> dict:
         out = {}
         for k, v in self.match.items():
             out[k if k.startswith("match") else f"match_{k}"] = v
+        out.update({k: v for k, v in self.ends.items() if k != "questions"})
         for group, match in self.groups.items():
             out.update({f"{group}_{k}": v for k, v in match.items()})
         for k, v in self.coverage.items():

@@ -25,7 +25,8 @@ from typing import Mapping, Sequence
 
 import torch
 
-from gsr_train.eval.chains import ChainReport, answer_coverage, chain_match, paper_coverage, validity
+from gsr_train.eval.chains import (ChainReport, answer_coverage, chain_match, end_match, paper_coverage,
+                                   validity)
 from gsr_train.kg.execution import ChainExecutor, verbalize_path
 from gsr_train.kg.index import KGIndex, SplitGraphs
 from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
@@ -54,8 +55,12 @@ class GSRRetriever:
         self.max_paths = int(max_paths)
 
     def retrieve(self, ids: Sequence[str], questions: Sequence[str], graphs: SplitGraphs | None,
-                 rows: Sequence[int], entities: Sequence[str], relations: Sequence[str]) -> list[QuestionRetrieval]:
-        """``rows[i]``: graph of question ``i`` in ``graphs`` (``-1``: no graph, nothing is valid)."""
+                 rows: Sequence[int], entities: Sequence[str], relations: Sequence[str],
+                 ground: Sequence[Sequence[Sequence[str]]] | None = None) -> list[QuestionRetrieval]:
+        """``rows[i]``: graph of question ``i`` in ``graphs`` (``-1``: no graph, nothing is valid).
+
+        ``ground`` (chains of relation names per question) marks every beam with ``same_ends``:
+        it reaches exactly the end entities of a ground chain in the question's graph."""
         if not (len(ids) == len(questions) == len(rows)):
             raise ValueError("ids, questions and rows must have the same length")
         if graphs is None:
@@ -67,15 +72,20 @@ class GSRRetriever:
         t0 = time.perf_counter()
         beams = beam_chains(self.gsr, questions, cfg, constraint if cfg.constrained else None)
         self.decode_seconds = time.perf_counter() - t0
+        lookup = {r: i for i, r in enumerate(relations)}
         out = []
-        for qid, row, per_q in zip(ids, rows, beams):
+        for pos, (qid, row, per_q) in enumerate(zip(ids, rows, beams)):
             res = QuestionRetrieval(qid, [])
             kept = []
+            ends = _ground_ends(executor, row, ground[pos], lookup) if ground is not None else None
             for b in per_q:
                 kg = constraint.to_kg(b.chain)
                 ok = row >= 0 and kg is not None and executor.is_valid(row, kg)
                 res.beams.append({"chain": list(self.gsr.chain_names(b.chain)) if b.chain is not None else None,
                                   "score": b.score, "valid": bool(ok)})
+                if ends is not None:
+                    front = executor.frontier(row, kg) if ok else None
+                    res.beams[-1]["same_ends"] = front is not None and any(torch.equal(front, e) for e in ends)
                 if ok and len(kept) < cfg.top_n:
                     kept.append((kg, b))
             best: dict[int, float] = {}
@@ -100,6 +110,19 @@ class GSRRetriever:
                 res.entities = {entities[int(x)] for x in torch.unique(g).tolist()}
             out.append(res)
         return out
+
+
+def _ground_ends(executor: ChainExecutor, row: int, chains: Sequence[Sequence[str]],
+                 lookup: Mapping[str, int]) -> list[torch.Tensor]:
+    """End-entity masks of the ground chains that execute in the question's graph."""
+    if row < 0:
+        return []
+    out = []
+    for chain in chains:
+        kg = [lookup.get(r, -1) for r in chain]
+        if chain and min(kg) >= 0 and executor.is_valid(row, kg):
+            out.append(executor.frontier(row, kg))
+    return out
 
 
 def _empty_split() -> SplitGraphs:
@@ -128,6 +151,11 @@ def evaluate(results: Sequence[QuestionRetrieval], ground: Sequence[Sequence[tup
     ns = sorted({*ns, 1, top_n})
     report = ChainReport(split)
     report.match = chain_match(beams, ground, ns)
+    if results and all("same_ends" in b for r in results for b in r.beams):
+        names = [{tuple(c) for c in g} for g in ground]
+        flags = [[b["same_ends"] or (c is not None and c in names[i]) for b, c in zip(r.beams, beams[i])]
+                 for i, r in enumerate(results)]
+        report.ends = end_match(flags, ground, ns)
     for name, rows in (groups or {}).items():
         report.groups[name] = chain_match([beams[i] for i in rows], [ground[i] for i in rows], ns)
     has = [i for i, a in enumerate(answers) if a is not None]

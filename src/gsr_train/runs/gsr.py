@@ -172,7 +172,8 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     variant = g.variant
     training = not g.get("eval_only")
     llm = _llm_chains(cfg)
-    # the rows are read anyway: training chains also tell eval-only runs which relations were seen
+    # the rows are read anyway: eval-only runs of models that did not record their training
+    # chains' relations take the seen / unseen groups from this training split
     train = questions_from_paths(rows["train"], variant, llm, _container(g.get("filter"))) if "train" in rows else []
     validation = questions_from_paths(rows.get("validation", []), "raw") if training else []
     gpt = {r.id: [*(r.llm_paths or []), *((llm or {}).get(r.id) or [])]  # GPT chains count for the holdout too
@@ -353,10 +354,14 @@ def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: 
     t0 = time.perf_counter()
     graphs = gidx["eval"] if gidx is not None else None
     results = retriever.retrieve([q.id for q in ev], [q.question for q in ev], graphs, rows,
-                                 gidx.entities if gidx is not None else [], data.kg_relations)
+                                 gidx.entities if gidx is not None else [], data.kg_relations,
+                                 ground=[q.ground for q in ev] if graphs is not None else None)
     seconds = time.perf_counter() - t0
     answers = [graphs.answers[i] if (graphs is not None and has_graph[i]) else None for i in range(len(ev))]
-    groups = vocabulary_groups([q.ground for q in ev], chain_relations(data.train)) if data.train else None
+    seen = getattr(gsr, "chain_relations", None)  # the model's own training chains when it recorded them
+    if seen is None and data.train:
+        seen = chain_relations(data.train)
+    groups = vocabulary_groups([q.ground for q in ev], seen) if seen is not None else None
     report = evaluate(results, [q.ground for q in ev], answers, decode.top_n, split=cfg.gsr.eval_split,
                       ns=list(cfg.gsr.get("match_ns", [1, 3, 5, 10])), groups=groups)
     report.extra.update({"decode": vars(decode), "inference_seconds": seconds,
@@ -407,6 +412,7 @@ def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoi
     for group, match in (report.get("match_by_group") or {}).items():  # seen / unseen relations
         labels[f"{group}_n"] = match.get("questions")
         values.update({f"{group}_{k}": v for k, v in match.items() if k != "questions"})
+    values.update({k: v for k, v in (report.get("end_match") or {}).items() if k != "questions"})
     values.update({f"cov_{m}": v for m, v in (report.get("answer_coverage") or {}).items()
                    if isinstance(v, (int, float)) and m != "questions"})
     results = report.get("results_file")
@@ -416,6 +422,7 @@ def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoi
 
 
 def run(cfg: DictConfig) -> float | None:
+    from gsr_train.datamodules.gsr_data import chain_relations
     from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
 
     g = cfg.gsr
@@ -465,6 +472,7 @@ def run(cfg: DictConfig) -> float | None:
             return None
         if best:
             gsr = load_gsr(best)
+        gsr.chain_relations = sorted(chain_relations(data.train))
         gsr.save_pretrained(output_dir(cfg) / "model")
     figures["unknown_relations"] = unknown_relations(data, gsr)
     if figures["unknown_relations"]["kg_relations_without_token"]:
@@ -509,8 +517,8 @@ def match_table(figures: Mapping[str, Any], modes: list[str]) -> str:
 
 
 # ---------------------------------------------------------------------- sweep table
-TABLE_COLUMNS = ("match@1", "match@3", "match@10", "seen_match@1", "seen_match@3", "unseen_match@1",
-                 "unseen_match@3", "cov_precision", "cov_recall", "cov_f1", "paper_precision",
+TABLE_COLUMNS = ("match@1", "match@3", "match@10", "end_match@1", "end_match@3", "seen_match@1", "seen_match@3",
+                 "unseen_match@1", "unseen_match@3", "cov_precision", "cov_recall", "cov_f1", "paper_precision",
                  "paper_recall", "paper_f1", "cov_hits", "valid_fraction", "valid_fraction@3")
 
 
@@ -571,9 +579,13 @@ def collect_metrics(root: str | Path) -> list[dict]:
                 continue
             r = m[mode]
             rep = ChainReport(r.get("split", ""), r["chain_match"], r["answer_coverage"], r["paper_coverage"],
-                              r["validity"], r.get("match_by_group") or {})
+                              r["validity"], r.get("match_by_group") or {}, r.get("end_match") or {})
+            # constrained runs before gsr.decode.shortest existed decoded without it
+            shortest = bool((r.get("decode") or {}).get("shortest", False)) if mode == "constrained" else None
             rows.append({**settings, "variant": m["variant"],
-                         "schedule": m["schedule"], "mode": mode, "epochs": (m.get("fit") or {}).get("epochs_run"),
+                         "schedule": m["schedule"], "mode": mode,
+                         "shortest": "" if shortest is None else ("yes" if shortest else "no"),
+                         "epochs": (m.get("fit") or {}).get("epochs_run"),
                          "train_s": round(m.get("train_seconds", 0.0)), **rep.flat()})
     return rows
 
@@ -581,7 +593,7 @@ def collect_metrics(root: str | Path) -> list[dict]:
 def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
     """A markdown table: one line per run and decoding mode."""
     head = ["model", "head", "residual", "relations", "index_ratio", "walks", "holdout", "variant", "schedule", "mode",
-            "epochs", "train_s", *columns]
+            "shortest", "epochs", "train_s", *columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [f"{r.get(c):.4f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in head]

@@ -163,6 +163,9 @@ class GSRModel(torch.nn.Module):
         self.tokenizer = tokenizer
         self.relations = relations
         self.spec = dict(spec)
+        # relations of the training chains (saved with the model): what "seen" means when the
+        # model is evaluated later, on any data (None: not recorded, e.g. models saved before)
+        self.chain_relations: list[str] | None = None
         family = self.spec.get("family")
         if family not in FAMILIES:
             raise ValueError(f"model family must be one of {FAMILIES}, got {family!r}")
@@ -299,8 +302,10 @@ class GSRModel(torch.nn.Module):
             self.model.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
             write_relations(tmp / "relations.txt", self.relations.relations)
-            write_json(tmp / "gsr_config.json", {"format": GSR_FORMAT, "spec": self.spec,
-                                                 "num_relations": len(self.relations)})
+            meta = {"format": GSR_FORMAT, "spec": self.spec, "num_relations": len(self.relations)}
+            if self.chain_relations is not None:
+                meta["chain_relations"] = sorted(self.chain_relations)
+            write_json(tmp / "gsr_config.json", meta)
         return folder
 
     @classmethod
@@ -330,11 +335,14 @@ class GSRModel(torch.nn.Module):
                     model = T5ForConditionalGeneration(T5Config.from_pretrained(str(folder)))
             _install_open_placeholder(model, spec, len(relations))
             model.load_state_dict(load_file(str(folder / "model.safetensors")), strict=True)
-            return cls(model.eval(), tokenizer, relations, spec)
-        model_cls = EncoderDecoderModel if spec["family"] == "minilm" else T5ForConditionalGeneration
-        with _quiet_transformers():
-            model = model_cls.from_pretrained(str(folder))
-        return cls(model.eval(), tokenizer, relations, spec)
+        else:
+            model_cls = EncoderDecoderModel if spec["family"] == "minilm" else T5ForConditionalGeneration
+            with _quiet_transformers():
+                model = model_cls.from_pretrained(str(folder))
+        gsr = cls(model.eval(), tokenizer, relations, spec)
+        if meta.get("chain_relations") is not None:
+            gsr.chain_relations = list(meta["chain_relations"])
+        return gsr
 
     def checkpoint_state(self) -> dict:
         """Architecture, relation list and tokenizer files, for a self-contained Lightning checkpoint."""
