@@ -12,7 +12,8 @@ checked by executing it from the topic entities (both edge directions); the firs
 
 Results go to the project's results format (:func:`gsr_train.eval.results.write_results`):
 ``triples`` / ``scores`` ranked, ``chains`` (``topic``, ``chain``, ``score``), plus ``paths``
-and ``beams`` (every beam with its score and validity) as extra fields.
+and ``beams`` (every beam with its score, validity and, given the ground chains, ``same_ends``: it
+reaches exactly a ground chain's end entities) as extra fields.
 """
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ class GSRRetriever:
         it reaches exactly the end entities of a ground chain in the question's graph."""
         if not (len(ids) == len(questions) == len(rows)):
             raise ValueError("ids, questions and rows must have the same length")
+        if ground is not None and len(ground) != len(ids):
+            raise ValueError(f"{len(ground)} ground chain lists for {len(ids)} questions")
         if graphs is None:
             graphs = _empty_split()
             rows = [-1] * len(rows)
