@@ -46,6 +46,8 @@ def test_runner_end_to_end(tmp_path, head):
         run(compose_config([*overrides, f"paths.output_dir={again}", f"gsr.eval_only={tmp_path / 'model'}"]))
         redo = json.loads((again / "metrics.json").read_text())
         assert redo["data"]["train_questions"] == 0 and gsr.chain_relations
+        assert str(metrics["checkpoint"]).endswith(".ckpt")  # the Lightning checkpoint carries them too
+        assert load_gsr(metrics["checkpoint"]).chain_relations == gsr.chain_relations
         assert redo["constrained"]["match_by_group"] == metrics["constrained"]["match_by_group"]
         assert sum(g["questions"] for g in redo["constrained"]["match_by_group"].values()) == \
             redo["constrained"]["chain_match"]["questions"]

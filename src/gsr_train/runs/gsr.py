@@ -466,13 +466,13 @@ def run(cfg: DictConfig) -> float | None:
     else:
         relations = relation_vocab(cfg, data)
         gsr = build_gsr_model(_container(cfg.model), relations)
+        gsr.chain_relations = sorted(chain_relations(data.train))  # travels in checkpoints and the saved folder
         best, train_seconds, fit_info = train_gsr(cfg, data, gsr)
         trainer = fit_info.pop("trainer")
         if not is_rank_zero():  # DDP (subprocess launch): rank 0 alone evaluates and writes
             return None
         if best:
             gsr = load_gsr(best)
-        gsr.chain_relations = sorted(chain_relations(data.train))
         gsr.save_pretrained(output_dir(cfg) / "model")
     figures["unknown_relations"] = unknown_relations(data, gsr)
     if figures["unknown_relations"]["kg_relations_without_token"]:

@@ -351,7 +351,10 @@ class GSRModel(torch.nn.Module):
         with tempfile.TemporaryDirectory() as tmp:
             self.tokenizer.save_pretrained(tmp)
             files = {p.name: p.read_bytes() for p in Path(tmp).iterdir() if p.is_file()}
-        return {**self.config_state(), "relations": list(self.relations.relations), "tokenizer_files": files}
+        state = {**self.config_state(), "relations": list(self.relations.relations), "tokenizer_files": files}
+        if self.chain_relations is not None:
+            state["chain_relations"] = sorted(self.chain_relations)
+        return state
 
     @classmethod
     def from_checkpoint_state(cls, state: Mapping[str, Any]) -> "GSRModel":
@@ -378,7 +381,10 @@ class GSRModel(torch.nn.Module):
                 model = T5ForConditionalGeneration(T5Config.from_dict(cfg))
                 if spec.get("relation_head") == "open":
                     _install_open_placeholder(model, spec, len(state["relations"]))
-        return cls(model, tokenizer, RelationTokens(tokenizer, state["relations"]), spec)
+        gsr = cls(model, tokenizer, RelationTokens(tokenizer, state["relations"]), spec)
+        if state.get("chain_relations") is not None:
+            gsr.chain_relations = list(state["chain_relations"])
+        return gsr
 
 
 def _install_open_placeholder(model, spec: Mapping[str, Any], num_relations: int) -> None:
