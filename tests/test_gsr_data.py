@@ -118,6 +118,28 @@ def test_epoch_schedules():
         GSRDataModule(None, ret, [], [], schedule="joint")
 
 
+def test_index_sample_weighted_toward_focus_relations():
+    ret = [Seq2SeqItem("[Retrieval]", f"q{i}", [(0,)]) for i in range(20)]
+    idx = [Seq2SeqItem("[Index]", f"kg{i}", [(1,)]) for i in range(30)] + \
+          [Seq2SeqItem("[Index]", f"file{i}", [(2,)]) for i in range(300)]
+    focus = [it.text.startswith("kg") for it in idx]
+    uniform = GSRDataModule(None, ret, idx, [], index_ratio=1.0)
+    weighted = GSRDataModule(None, ret, idx, [], index_ratio=1.0, index_focus=focus, focus_share=0.75)
+    for epoch in range(3):
+        kg = sum(it.text.startswith("kg") for it in weighted.epoch_items(epoch))
+        assert kg == 15 and len(weighted.epoch_items(epoch)) == 40  # 75% of the 20 indexing examples
+        assert sum(it.text.startswith("kg") for it in uniform.epoch_items(epoch)) < 10
+    # a short focus pool is used whole and the others top the sample up to the same size
+    few = GSRDataModule(None, ret, idx[:5] + idx[30:], [], index_ratio=1.0,
+                        index_focus=focus[:5] + focus[30:], focus_share=1.0)
+    items = few.epoch_items(0)
+    assert sum(it.text.startswith("kg") for it in items) == 5 and len(items) == 40
+    with pytest.raises(ValueError, match="kg_share must be in"):
+        GSRDataModule(None, ret, idx, [], index_focus=focus, focus_share=1.5)
+    with pytest.raises(ValueError, match="one index_focus flag"):
+        GSRDataModule(None, ret, idx, [], index_focus=focus[:3], focus_share=0.5)
+
+
 def test_chain_metrics():
     beams = [[("a",), ("b", "c"), None], [("x",)], [("q",)]]
     ground = [[("b", "c")], [("y",)], []]

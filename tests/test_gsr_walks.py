@@ -3,6 +3,7 @@ training at the asked rate, and refused early when misconfigured."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -123,12 +124,25 @@ def test_datamodule_mixes_walks_at_the_asked_ratio():
     ("gsr.walks.ratio=0", "needs gsr.walks.ratio > 0"),
 ])
 def test_walk_mistakes_are_one_message_before_any_work(tmp_path, override, message, capsys):
+    _one_message_before_any_work(tmp_path, ["gsr.walks.count=10", override], message)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["gsr.index.kg_share=2"], "gsr.index.kg_share must be a share in [0, 1]"),
+    (["gsr.index.kg_share=half"], "gsr.index.kg_share must be a share in [0, 1]"),
+    (["gsr.index.kg_share=0.5", "gsr.schedule=retrieval"], "gsr.schedule=retrieval has none"),
+])
+def test_index_share_mistakes_are_one_message_before_any_work(tmp_path, overrides, message):
+    _one_message_before_any_work(tmp_path, overrides, message)
+
+
+def _one_message_before_any_work(tmp_path, overrides, message):
     from gsr_train.runs.common import PreflightError
     from gsr_train.runs.gsr import run
 
     cfg = compose_config(["+experiment=gsr_quickstart", f"paths.output_dir={tmp_path}",
-                          f"paths.cache_dir={tmp_path / 'cache'}", "logger=none", "gsr.walks.count=10", override])
-    with pytest.raises(PreflightError, match=message.replace("|", r"\|")):
+                          f"paths.cache_dir={tmp_path / 'cache'}", "logger=none", *overrides])
+    with pytest.raises(PreflightError, match=re.escape(message)):
         run(cfg)
     assert not (tmp_path / "cache").exists()  # nothing was built
 

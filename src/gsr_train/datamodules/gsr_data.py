@@ -135,7 +135,8 @@ class GSRDataModule:
                  validation: Sequence[Seq2SeqItem], schedule: str = "joint", index_epochs: int = 0,
                  index_ratio: float = 1.0, batch_size: int = 32, eval_batch_size: int = 64, seed: int = 0,
                  max_targets: int | None = None, walk_pool: Sequence[Seq2SeqItem] = (),
-                 walk_ratio: float = 0.0) -> None:
+                 walk_ratio: float = 0.0, index_focus: Sequence[bool] | None = None,
+                 focus_share: float | None = None) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"gsr.schedule must be one of {SCHEDULES}, got {schedule!r}")
         if schedule.startswith("index_then") and index_epochs < 1:
@@ -157,6 +158,17 @@ class GSRDataModule:
         self.max_targets = int(max_targets) if max_targets else None
         self.walk_pool = list(walk_pool)  # multi-hop random-walk examples, outside the index phase
         self.walk_ratio = float(walk_ratio)
+        # joint epochs: ``focus_share`` of the indexing sample from the pool items flagged in
+        # ``index_focus`` (e.g. the relations of the KG the model will decode over), the rest from the others
+        if focus_share is not None:
+            if not 0.0 <= float(focus_share) <= 1.0:
+                raise ValueError(f"gsr.index.kg_share must be in [0, 1], got {focus_share}")
+            if index_focus is None or len(index_focus) != len(self.index_pool):
+                raise ValueError("focus_share needs one index_focus flag per indexing example")
+        self.focus_share = None if focus_share is None else float(focus_share)
+        flags = list(index_focus) if index_focus is not None else [False] * len(self.index_pool)
+        self.index_focus = [it for it, f in zip(self.index_pool, flags) if f]
+        self.index_rest = [it for it, f in zip(self.index_pool, flags) if not f]
         self.collate = GSRCollator(gsr)
 
     def phase(self, epoch: int) -> str:
@@ -176,12 +188,22 @@ class GSRDataModule:
             items = [self._cap(it, rng) for it in self.retrieval]
             if phase == "joint":
                 n = min(len(self.index_pool), int(round(self.index_ratio * len(self.retrieval))))
-                items += rng.sample(self.index_pool, n)
+                items += self._index_sample(n, rng)
             if self.walk_pool and self.walk_ratio > 0:
                 n = min(len(self.walk_pool), int(round(self.walk_ratio * len(self.retrieval))))
                 items += rng.sample(self.walk_pool, n)
         rng.shuffle(items)
         return items
+
+    def _index_sample(self, n: int, rng: random.Random) -> list[Seq2SeqItem]:
+        """``n`` indexing examples: uniform over the pool, or ``focus_share`` of them from the focus
+        items (the other part tops up whichever side runs short)."""
+        if self.focus_share is None:
+            return rng.sample(self.index_pool, n)
+        k = min(len(self.index_focus), int(round(self.focus_share * n)))
+        rest = min(len(self.index_rest), n - k)
+        k = min(len(self.index_focus), n - rest)
+        return rng.sample(self.index_focus, k) + rng.sample(self.index_rest, rest)
 
     def _cap(self, item: Seq2SeqItem, rng: random.Random) -> Seq2SeqItem:
         """At most ``max_targets`` chains per question, a fresh random subset every epoch."""

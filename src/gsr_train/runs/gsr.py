@@ -281,6 +281,15 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
         examples = pseudo_questions(rels, data.subjects, sources, per_relation=int(g.index.per_relation),
                                     seed=int(cfg.seed), fallback_subject=bool(g.index.fallback_subject))
         index_pool = index_items(examples, gsr.relations)
+    focus = None
+    share = g.index.get("kg_share")
+    if share is not None and index_pool:  # weight the indexing sample toward the KG's (and chains') relations
+        from gsr_train.datamodules.gsr_data import chain_relations
+
+        lookup = gsr.relations.lookup
+        wanted = {lookup[r] for r in (*data.kg_relations, *chain_relations(data.train)) if r in lookup}
+        focus = [it.targets[0][0] in wanted for it in index_pool]
+        data.summary["index_focus"] = sum(focus)
     walks = walk_options(cfg)
     walk_pool, walk_dropped = [], 0
     if data.walks:
@@ -295,7 +304,8 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
                          index_epochs=int(g.get("index_epochs", 0)), index_ratio=float(g.index_ratio),
                          batch_size=int(cfg.model.batch_size), eval_batch_size=int(g.get("eval_batch_size", 64)),
                          seed=int(cfg.seed), max_targets=g.get("max_targets"), walk_pool=walk_pool,
-                         walk_ratio=walks.ratio)
+                         walk_ratio=walks.ratio, index_focus=focus,
+                         focus_share=None if focus is None else float(share))
 
 
 def train_gsr(cfg: DictConfig, data: GSRData, gsr):
@@ -432,6 +442,11 @@ def run(cfg: DictConfig) -> float | None:
         if mode not in ("unconstrained", "constrained"):
             raise PreflightError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
     check_walks(cfg)
+    share = g.index.get("kg_share")
+    if share is not None and (not isinstance(share, (int, float)) or not 0 <= float(share) <= 1):
+        raise PreflightError(f"gsr.index.kg_share must be a share in [0, 1] or null, got {share!r}")
+    if share is not None and g.schedule == "retrieval":
+        raise PreflightError("gsr.index.kg_share weights indexing examples, but gsr.schedule=retrieval has none")
     needed = [g.eval_split] + ([] if g.get("eval_only") else ["train"])
     preflight(cfg, splits=needed if cfg.data.get("format") != "paths" else [],
               checkpoints={"gsr.eval_only": g.get("eval_only")})

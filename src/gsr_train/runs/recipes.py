@@ -67,6 +67,7 @@ class GSRIndexData:
     relations: str = "vocab"
     templates: str | None = None
     fallback_subject: bool = True
+    kg_share: float | None = None
 
 
 @dataclass
