@@ -21,8 +21,6 @@ Peak RSS of the process comes next to the times. Writes the table and
 from __future__ import annotations
 
 import argparse
-import json
-import resource
 import sys
 import time
 from collections import defaultdict, deque
@@ -31,9 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-
-def peak_rss_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+from benchutil import peak_rss_mb, save_figures  # noqa: E402
 
 
 def loop_distances(head: list, tail: list, topics: list, num_nodes: int) -> list:
@@ -126,9 +122,7 @@ def main(argv=None) -> dict:
                   f"{doc['allowed_relations']['shortest_over_plain_per_prefix']}x per prefix")
     table.add_row("peak RSS MB", "", "", f"{doc['peak_rss_mb']}")
     Console().print(table)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    save_figures(args.out, doc)
     return doc
 
 

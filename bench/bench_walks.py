@@ -18,9 +18,7 @@ Peak RSS of the process comes next to the times. Writes the table and ``bench/re
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import resource
 import sys
 import time
 from pathlib import Path
@@ -28,9 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-
-def peak_rss_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+from benchutil import peak_rss_mb, save_figures  # noqa: E402
 
 
 def loop_walks(index, offsets, rel, tail, starts, count: int, min_hops: int, max_hops: int, seed: int) -> list:
@@ -116,9 +112,7 @@ def main(argv=None) -> dict:
     table.add_row("loop (one walk, one hop at a time)", f"{len(looped):,}", f"{t_loop:.2f}", f"{loop_rate:,.0f}", "")
     table.add_row("speed-up", "", "", f"{doc['speedup']}x", f"{doc['peak_rss_mb']}")
     Console().print(table)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    save_figures(args.out, doc)
     return doc
 
 

@@ -33,18 +33,9 @@ def chain_match(beams: Sequence[Sequence[Chain | None]], ground: Sequence[Iterab
     """``{"questions": q, "match@n": share}`` over questions with >= 1 ground chain."""
     if len(beams) != len(ground):
         raise ValueError(f"chain_match: {len(beams)} beam lists for {len(ground)} questions")
-    hits = {n: 0 for n in ns}
-    count = 0
-    for per_q, g in zip(beams, ground):
-        gset = {tuple(c) for c in g}
-        if not gset:
-            continue
-        count += 1
-        for n in ns:
-            hits[n] += any(c is not None and tuple(c) in gset for c in list(per_q)[:n])
-    out = {"questions": count}
-    out.update({f"match@{n}": (hits[n] / count if count else 0.0) for n in ns})
-    return out
+    grounds = [{tuple(c) for c in g} for g in ground]
+    flags = [[c is not None and tuple(c) in gset for c in per_q] for per_q, gset in zip(beams, grounds)]
+    return _hit_shares(flags, [bool(g) for g in grounds], ns, "match")
 
 
 def end_match(equivalent: Sequence[Sequence[bool]], ground: Sequence[Iterable[Chain]],
@@ -53,16 +44,22 @@ def end_match(equivalent: Sequence[Sequence[bool]], ground: Sequence[Iterable[Ch
     ``i`` names a ground chain or reaches exactly a ground chain's end entities."""
     if len(equivalent) != len(ground):
         raise ValueError(f"end_match: {len(equivalent)} flag lists for {len(ground)} questions")
+    return _hit_shares(equivalent, [any(True for _ in g) for g in ground], ns, "end_match")
+
+
+def _hit_shares(flags: Sequence[Sequence[bool]], counted: Sequence[bool], ns: Sequence[int], key: str) -> dict:
+    """Share of the ``counted`` questions with a hit among their first ``n`` beams, per ``n``."""
     hits = {n: 0 for n in ns}
     count = 0
-    for flags, g in zip(equivalent, ground):
-        if not any(True for _ in g):
+    for per_q, use in zip(flags, counted):
+        if not use:
             continue
         count += 1
+        per_q = list(per_q)
         for n in ns:
-            hits[n] += any(list(flags)[:n])
+            hits[n] += any(per_q[:n])
     out = {"questions": count}
-    out.update({f"end_match@{n}": (hits[n] / count if count else 0.0) for n in ns})
+    out.update({f"{key}@{n}": (hits[n] / count if count else 0.0) for n in ns})
     return out
 
 
