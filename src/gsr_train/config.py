@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -27,22 +28,80 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("GSR_TRAIN_CACHE", Path.home() / ".cache" / "gsr_train"))
 
 
+RUN_MARKER = "run.json"
+
+
+def run_state(folder: str | Path) -> dict | None:
+    """The ``run.json`` of a run folder (``status``: running, interrupted, failed, finished), or None."""
+    import json
+
+    try:
+        state = json.loads((Path(folder) / RUN_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def slurm_job_tag() -> str | None:
+    """``<job id>`` (``<array job>_<task>`` for arrays) of the SLURM batch job this process runs in,
+    or None outside SLURM and in interactive allocations (Lightning's rule: job name bash / interactive)."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job or "SLURM_NTASKS" not in os.environ:
+        return None
+    if os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive"):
+        return None
+    array = os.environ.get("SLURM_ARRAY_JOB_ID")
+    return f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array and os.environ.get("SLURM_ARRAY_TASK_ID") else job
+
+
 def claim_run_dir(base: str) -> str:
     """A new, empty run folder named ``base`` (or ``base_1``, ``base_2``, ... when taken).
 
     ``os.mkdir`` either creates the folder or fails, so two runs started in the same second
     (the folder names carry seconds) never share one. Resolved once per process (cached).
+
+    In a SLURM batch job the folder is ``slurm-<job id>`` next to ``base`` instead: every task of
+    the job (one per GPU) and every requeued attempt of it compute the same folder, so a job
+    requeued after preemption or a time limit continues where it stopped. The first such folder
+    that does not hold a finished run is taken (a second run of the same experiment in one job
+    script gets ``slurm-<job id>_1``).
     """
     path = Path(base)
+    job = slurm_job_tag()
+    if job is not None:
+        path = path.with_name(f"slurm-{job}")
     path.parent.mkdir(parents=True, exist_ok=True)
     for n in range(10_000):
         candidate = path if n == 0 else path.with_name(f"{path.name}_{n}")
+        if job is not None:
+            if (run_state(candidate) or {}).get("status") != "finished":
+                candidate.mkdir(exist_ok=True)
+                return str(candidate)
+            continue
         try:
             os.mkdir(candidate)
             return str(candidate)
         except FileExistsError:
             continue
     raise RuntimeError(f"no free run folder next to {base}")
+
+
+def experiment_choice(*, _root_: Any = None) -> str | None:
+    """The experiment picked with ``+experiment=NAME`` (None without one).
+
+    Read from the composed config's own ``hydra.runtime.choices`` while Hydra has not set its
+    global config yet (the sweeper naming the sweep folder, Hydra callbacks before a run), from
+    Hydra's global config inside the job (whose config no longer has a ``hydra`` node)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if _root_ is not None:
+        choice = OmegaConf.select(_root_, "hydra.runtime.choices.experiment", default=None)
+        if choice is not None:
+            return str(choice)
+    if HydraConfig.initialized():
+        choice = HydraConfig.get().runtime.choices.get("experiment")
+        return None if choice is None else str(choice)
+    return None
 
 
 GENERIC_FOLDER_NAMES = {"data", "splits", "rog", "dataset", "datasets"}
@@ -72,6 +131,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("dataset_name", dataset_name)
     if not OmegaConf.has_resolver("new_run_dir"):
         OmegaConf.register_new_resolver("new_run_dir", claim_run_dir, use_cache=True)
+    if not OmegaConf.has_resolver("experiment_choice"):
+        OmegaConf.register_new_resolver("experiment_choice", experiment_choice)
 
 
 def dataclass_from_mapping(cls, cfg, label: str, positive: tuple[str, ...] = ()):

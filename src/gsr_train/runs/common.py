@@ -15,36 +15,113 @@ from typing import Any, Mapping, Sequence
 
 import hydra
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 
 log = logging.getLogger(__name__)
 
 
 def run_experiment(cfg: DictConfig) -> Any:
-    """Seed, then call the experiment's runner (``cfg.runner`` is a dotted function path)."""
+    """Check the options, claim the run folder, seed, call the experiment's runner (``cfg.runner``,
+    a dotted function path) and mark the folder with the outcome (:mod:`gsr_train.runs.run_folder`).
+
+    A stop signal (:mod:`gsr_train.runs.interrupts`) marks the folder interrupted, requeues a SLURM
+    job on its requeue signal and exits with ``128 + signal``; ``resume=auto`` continues the run.
+    """
     import pytorch_lightning as pl
 
-    from gsr_train.runs.run_folder import mark_finished
-
-    import time
-
-    from gsr_train.runs.summary import run_summary
-
+    from gsr_train.runs.interrupts import INTERRUPTS
     from gsr_train.runs.recipes import check_recipe
 
     check_recipe(cfg)  # unknown or misspelled options: one message before any work
+    out = output_dir(cfg)
+    experiment = cfg.get("experiment_name")
+    if not _start_run(cfg, out, experiment):
+        return None
+    owns_signals = INTERRUPTS.install()
+    try:
+        pl.seed_everything(cfg.seed, workers=True)
+        return _run_and_mark(cfg, out, experiment)
+    finally:
+        finish_trackers()
+        if owns_signals:
+            INTERRUPTS.uninstall()
+        from gsr_train.runs.run_folder import release_folder
+
+        release_folder(out)
+
+
+def _start_run(cfg: DictConfig, out: Path, experiment: Any) -> bool:
+    """Claim ``out`` (rank 0) and mark it running; False when a finished run is asked to resume."""
+    from gsr_train.runs.run_folder import claim, launching_process, mark, run_state
+    from gsr_train.runs.summary import run_summary
+
+    if not launching_process():
+        return True
+    started = claim(out, cfg.get("resume"), "run")
+    if started == "finished":
+        print(f"{out} holds a finished run: nothing to resume.\n")
+        print(run_summary(out, (run_state(out) or {}).get("experiment") or experiment, None))
+        return False
+    if started == "resume" and not cfg.get("resume"):  # a requeued SLURM job continues its own run
+        log.info("requeued SLURM job: continuing the run in %s", out)
+        with open_dict(cfg):
+            cfg.resume = "auto"
+    mark(out, "running", experiment)
+    return True
+
+
+def _run_and_mark(cfg: DictConfig, out: Path, experiment: Any) -> Any:
+    import time
+
+    from gsr_train.config import slurm_job_tag
+    from gsr_train.runs.interrupts import RunInterrupted, requeue_slurm_job
+    from gsr_train.runs.run_folder import mark
+    from gsr_train.runs.summary import run_summary
+
     t0 = time.perf_counter()
-    pl.seed_everything(cfg.seed, workers=True)
     runner = hydra.utils.get_method(cfg.runner)
     try:
         result = runner(cfg)
-    finally:
-        finish_trackers()
+    except RunInterrupted as stop:
+        if not is_rank_zero():
+            raise SystemExit(stop.exit_code) from None
+        last = out / "checkpoints" / "last.ckpt"
+        mark(out, "interrupted", experiment, signal=signal_name(stop.signum),
+             checkpoint=str(last) if last.exists() else None)
+        print(f"\n{signal_name(stop.signum)}: {experiment} stopped"
+              + (f" with {last} written" if last.exists() else "")
+              + f"; continue it with: python {Path(sys.argv[0]).name} {_resume_command(cfg, out)}", file=sys.stderr)
+        requeued = requeue_slurm_job(stop.signum, slurm_job_tag())
+        if requeued:
+            mark(out, "interrupted", experiment, requeue=requeued)
+        raise SystemExit(stop.exit_code) from None
+    except BaseException as e:
+        if is_rank_zero():
+            mark(out, "failed", experiment, error=f"{type(e).__name__}: {e}"[:500])
+        raise
     if is_rank_zero():
-        mark_finished(output_dir(cfg), cfg.get("experiment_name"))
-        print("\n" + run_summary(output_dir(cfg), cfg.get("experiment_name"), time.perf_counter() - t0))
+        mark(out, "finished", experiment)
+        print("\n" + run_summary(out, experiment, time.perf_counter() - t0))
     return result
+
+
+def signal_name(signum: int) -> str:
+    import signal
+
+    return signal.Signals(signum).name
+
+
+def _resume_command(cfg: DictConfig, out: Path) -> str:
+    """The command line that continues this run: its overrides, its folder, ``resume=auto``."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = [o for o in HydraConfig.get().overrides.task
+                     if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
+    except ValueError:  # called outside Hydra
+        overrides = []
+    return " ".join([*overrides, f"hydra.run.dir={out}", "resume=auto"])
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -53,8 +130,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from gsr_train.eval.results import TripleFileError
     from gsr_train.kg.index import SplitOverlapError
     from gsr_train.runs.recipes import RecipeError
+    from gsr_train.runs.run_folder import RunFolderError
 
-    return (PreflightError, RecipeError, SplitOverlapError, RowError, DataFileError, TripleFileError)
+    return (PreflightError, RecipeError, SplitOverlapError, RowError, DataFileError, TripleFileError, RunFolderError)
 
 
 def report_user_errors(fn, *args: Any) -> Any:
@@ -334,6 +412,12 @@ def make_trainer(cfg: DictConfig, callbacks: Sequence[Any] = (), **overrides):
     plugins = list(overrides.pop("plugins", None) or [])
     if not any(isinstance(p, TorchCheckpointIO) for p in plugins):
         plugins.append(AtomicCheckpointIO())
+    from lightning_fabric.plugins.environments import SLURMEnvironment
+
+    if SLURMEnvironment.detect() and not any(isinstance(p, SLURMEnvironment) for p in plugins):
+        # Lightning's SLURM environment (ranks, nodes), without its requeue handler: LastCheckpoint
+        # stops at a resumable step and run_experiment requeues (gsr_train.runs.interrupts)
+        plugins.append(SLURMEnvironment(auto_requeue=False))
     trainer = hydra.utils.instantiate(
         # the runner's callbacks first: trainer.checkpoint_callback (whose best path DDP spawn
         # sends back to the main process) is then the runner's monitored checkpoint

@@ -1,21 +1,33 @@
-"""Run folders are never shared and a finished run is never overwritten.
+"""One run per folder, however the folder was named, and every folder says what its run did.
 
-``hydra.run.dir`` defaults to a folder claimed atomically (:func:`gsr_train.config.claim_run_dir`).
-Every run that ends writes ``run.json`` (status, experiment, command, time) into its folder;
-:class:`RunFolderGuard` (a Hydra callback, before Hydra writes anything into the folder) stops
-a new run pointed at a finished run's folder, unless it resumes that run (``resume=...``).
+- Default folders are claimed atomically (:func:`gsr_train.config.claim_run_dir`); a folder named
+  on the command line (``hydra.run.dir=``, ``hydra.sweep.dir=``, interpolated or not) is checked
+  by :class:`RunFolderGuard` (a Hydra callback) before Hydra writes anything into it.
+- A run holds an exclusive lock on its folder (``.lock``, ``flock``) while it runs; the system
+  drops it when the process dies (``kill -9`` included), so a second run started at the same time
+  on the same folder is refused instead of mixing its files with the first's.
+- ``run.json`` says what the run did: ``running`` -> ``finished`` | ``interrupted`` (a stop signal;
+  ``last.ckpt`` is resumable) | ``failed``. A ``running`` folder nobody holds the lock of is a
+  run that was killed.
+- A folder that holds a run (or a sweep folder that holds a sweep) takes a new run only to
+  continue it (``resume=auto`` or a checkpoint of it); anything else is refused with exit status
+  2 before any work. A requeued SLURM job continues its own folder without being asked.
 """
 from __future__ import annotations
 
-import json
+import os
+import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from gsr_train.config import RUN_MARKER, run_state, slurm_job_tag
 from gsr_train.io import write_json
 
-MARKER = "run.json"
+MARKER = RUN_MARKER
+LOCK = ".lock"
+SWEEP_MARKERS = ("multirun.yaml", "aggregate.csv", "aggregate.md")
 
 try:
     from hydra.experimental.callback import Callback as _HydraCallback
@@ -23,30 +35,154 @@ except ImportError:  # pragma: no cover - hydra is a dependency
     _HydraCallback = object
 
 
+class RunFolderError(ValueError):
+    """The folder cannot take this run (in use, or holding another run): the user's to fix."""
+
+
 def finished_run(folder: str | Path) -> dict | None:
     """The ``run.json`` of a finished run in ``folder``, or None."""
+    state = run_state(folder)
+    return state if state and state.get("status") == "finished" else None
+
+
+def launching_process() -> bool:
+    """False in the extra processes of a distributed run (Lightning's DDP ranks > 0, other SLURM
+    tasks), which run in the folder rank 0 claimed."""
+    from lightning_fabric.utilities.rank_zero import _get_rank
+
+    return (_get_rank() or 0) == 0
+
+
+# ------------------------------------------------------------------ the lock
+_HELD: dict[str, int] = {}
+
+
+def _holder(folder: Path) -> str:
+    state = run_state(folder) or {}
+    who = ", ".join(f"{k} {state[k]}" for k in ("pid", "host", "started_at") if state.get(k))
+    return f" ({who})" if who else ""
+
+
+def lock_folder(folder: str | Path) -> None:
+    """Hold ``folder``'s lock until this process ends; RunFolderError if another process holds it."""
+    import fcntl
+
+    path = Path(folder)
+    key = str(path.resolve())
+    if key in _HELD:
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        state = json.loads((Path(folder) / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) and state.get("status") == "finished" else None
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunFolderError(f"{path} is in use by another run{_holder(path)}; wait for it, or pick another "
+                             "folder (leave hydra.run.dir unset for a new one)") from None
+    _HELD[key] = fd
+
+
+def release_folder(folder: str | Path) -> None:
+    fd = _HELD.pop(str(Path(folder).resolve()), None)
+    if fd is not None:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------ what a folder holds
+def _holds_run(folder: Path) -> bool:
+    ckpts = folder / "checkpoints"
+    return (folder / MARKER).exists() or (folder / "metrics.json").exists() or (
+        ckpts.is_dir() and any(ckpts.iterdir()))
+
+
+def _holds_sweep(folder: Path) -> bool:
+    if any((folder / m).exists() for m in SWEEP_MARKERS):
+        return True
+    return any(p.is_dir() and _holds_run(p) for p in folder.iterdir()) if folder.is_dir() else False
+
+
+def describe(folder: Path) -> str:
+    state = run_state(folder)
+    if state is None:
+        return "an earlier run"
+    status = state.get("status")
+    if status == "running" and str(folder.resolve()) not in _HELD:
+        status = "killed"
+    when = state.get("finished_at") or state.get("stopped_at") or state.get("started_at")
+    return f"a {status} run ({state.get('experiment')}, {when})"
+
+
+def own_slurm_job(folder: Path) -> bool:
+    """The folder's run is an earlier attempt of this very SLURM job (it was requeued)."""
+    job = slurm_job_tag()
+    return job is not None and (run_state(folder) or {}).get("slurm_job") == job
+
+
+# ------------------------------------------------------------------ claiming
+def claim(folder: str | Path, resume: Any, kind: str = "run") -> str:
+    """Lock ``folder`` for this run and say what it starts from: ``new``, ``resume`` (an unfinished
+    run to continue) or ``finished`` (a finished run; only with ``resume``). Claiming again in the
+    process that holds the folder (the Hydra callback, then the runner) gives the same answer:
+    nothing writes ``run.json`` between the two."""
+    path = Path(folder)
+    lock_folder(path)
+    holds = _holds_sweep(path) if kind == "sweep" else _holds_run(path)
+    if not holds:
+        answer = "new"
+    elif kind == "run" and finished_run(path) is not None:
+        answer = "finished" if resume else ""
+    else:
+        answer = "resume" if resume or own_slurm_job(path) else ""
+    if not answer:
+        release_folder(path)
+        what = ("an earlier sweep" if kind == "sweep" else describe(path))
+        raise RunFolderError(
+            f"{path} holds {what}; a new {kind} would overwrite it. Leave hydra.{kind}.dir unset for a new "
+            f"folder, pick another one, or continue it with resume=auto")
+    return answer
+
+
+def mark(folder: str | Path, status: str, experiment: Any = None, **extra: Any) -> None:
+    """Write ``run.json`` (atomically), keeping what earlier attempts recorded (start, attempts)."""
+    path = Path(folder)
+    state = run_state(path) or {}
+    now = time.strftime("%Y-%m-%d %H:%M:%S")
+    if status == "running":
+        state.update({"started_at": now, "attempts": int(state.get("attempts", 0)) + 1, "pid": os.getpid(),
+                      "host": socket.gethostname(), "command": " ".join(sys.argv)})
+        state.pop("finished_at", None)
+        state.pop("stopped_at", None)
+        job = slurm_job_tag()
+        if job:
+            state["slurm_job"] = job
+    elif status == "finished":
+        state["finished_at"] = now
+    else:
+        state["stopped_at"] = now
+    state.update({"status": status, **({"experiment": experiment} if experiment is not None else {}), **extra})
+    write_json(path / MARKER, state)
 
 
 def mark_finished(folder: str | Path, experiment: Any) -> None:
-    write_json(Path(folder) / MARKER, {"status": "finished", "experiment": experiment,
-                                       "command": " ".join(sys.argv),
-                                       "finished_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+    mark(folder, "finished", experiment)
 
 
 class RunFolderGuard(_HydraCallback):
-    """Hydra callback: refuse to start a run in the folder of a finished run (one clear message)."""
+    """Hydra callback: claim the run folder (``on_run_start``) or the sweep folder
+    (``on_multirun_start``) before Hydra writes into it; a refusal is one message and exit 2."""
 
     def on_run_start(self, config, **kwargs: Any) -> None:
-        folder = Path(str(config.hydra.run.dir))
-        done = finished_run(folder)
-        if done is None or config.get("resume"):
+        self._claim(config, str(config.hydra.run.dir), "run")
+
+    def on_multirun_start(self, config, **kwargs: Any) -> None:
+        self._claim(config, str(config.hydra.sweep.dir), "sweep")
+
+    @staticmethod
+    def _claim(config, folder: str, kind: str) -> None:
+        if not launching_process():
             return
-        print(f"error: {folder} holds a finished run ({done.get('experiment')}, {done.get('finished_at')}); "
-              "a new run would overwrite it. Leave hydra.run.dir unset for a new folder, pick another one, "
-              "or continue that run with resume=auto.", file=sys.stderr)
-        raise SystemExit(2)
+        try:
+            claim(folder, config.get("resume"), kind)
+        except RunFolderError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None

@@ -35,11 +35,18 @@ def _table(folder: Path) -> str | None:
     return "\n".join(lines)
 
 
-def run_summary(folder: str | Path, experiment: Any, seconds: float) -> str:
+def run_summary(folder: str | Path, experiment: Any, seconds: float | None) -> str:
+    """``seconds`` None: a run that finished earlier (its finishing time from ``run.json``)."""
+    from gsr_train.config import run_state
+
     folder = Path(folder)
     files = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if not p.name.startswith("."))
-    minutes, secs = divmod(int(seconds), 60)
-    lines = [f"== {experiment} finished in {minutes}:{secs:02d} -> {folder}", "files: " + ", ".join(files)]
+    if seconds is None:
+        when = f"at {(run_state(folder) or {}).get('finished_at', '?')}"
+    else:
+        minutes, secs = divmod(int(seconds), 60)
+        when = f"in {minutes}:{secs:02d}"
+    lines = [f"== {experiment} finished {when} -> {folder}", "files: " + ", ".join(files)]
     table = _table(folder)
     if table:
         body = table.strip().splitlines()
