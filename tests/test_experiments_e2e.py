@@ -218,3 +218,53 @@ def test_experiment_runs_end_to_end_on_tiny_data(name, tiny, tmp_path):
             assert isinstance(v, (int, float)) and 0.0 <= v <= (100.0 if m in PERCENT else 1.0), (m, row)
         if row["results"]:
             assert Path(row["results"]).is_file(), row
+
+
+# ------------------------------------------------------------------ sweeps as users type them
+def _train_cli(cwd: Path, cache: Path, *args: str):
+    """``python train.py ARGS`` in ``cwd``: folders land where a user's would (outputs/, multirun/)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
+           "GSR_TRAIN_CACHE": str(cache)}
+    return subprocess.run([sys.executable, str(REPO / "train.py"), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def _one_sweep(cwd: Path, experiment: str) -> Path:
+    sweeps = list((cwd / "multirun" / experiment).iterdir())
+    assert len(sweeps) == 1, sweeps
+    return sweeps[0]
+
+
+@pytest.mark.parametrize("experiment,swept,values", [
+    ("cosine_baseline", "top_k", ("5", "20")),  # a sweep over K
+    ("subgraphrag_quickstart", "model.hidden", ("16", "32")),  # a sweep over model size
+])
+def test_plain_multirun_sweeps_every_point_into_its_own_guarded_folder(tiny, tmp_path, experiment, swept, values):
+    import csv
+
+    extra = {"cosine_baseline": [], "subgraphrag_quickstart": ["subgraphrag.compare_cosine=false", *SGR_SMALL]}
+    args = ["-m", f"+experiment={experiment}", f"{swept}={','.join(values)}", *SYNTHETIC, *QUIET, *extra[experiment]]
+    proc = _train_cli(tmp_path, tiny["cache"], *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Callback RunFolderGuard" not in proc.stderr and "InterpolationResolutionError" not in proc.stderr
+    sweep = _one_sweep(tmp_path, experiment)  # multirun/<experiment>/<time>/: named without any option
+    rows = list(csv.DictReader((sweep / "aggregate.csv").open()))
+    assert sorted(r[swept] for r in rows) == sorted(values)
+    for job in ("0", "1"):
+        assert json.loads((sweep / job / "run.json").read_text())["status"] == "finished"
+    table = (sweep / "aggregate.md").read_text().split("\n", 1)[1]  # below its heading (the folder)
+
+    # the same sweep pointed at the finished sweep folder: refused before any job runs
+    again = _train_cli(tmp_path, tiny["cache"], *args, f"hydra.sweep.dir={sweep}")
+    assert again.returncode == 2, again.stderr[-3000:]
+    assert f"{sweep} holds an earlier sweep" in again.stderr and "Traceback" not in again.stderr
+    assert (sweep / "aggregate.md").read_text().split("\n", 1)[1] == table
+    # continuing it: every job is already finished, nothing is trained again, the table stays
+    resumed = _train_cli(tmp_path, tiny["cache"], *args, f"hydra.sweep.dir={sweep}", "resume=auto")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.stdout.count("holds a finished run: nothing to resume") == 2
+    assert (sweep / "aggregate.md").read_text().split("\n", 1)[1] == table

@@ -147,6 +147,42 @@ def _parts_scores(split: SplitGraphs, question_emb: torch.Tensor, emb: KGEmbeddi
     return ent_score[heads] + rel_score + ent_score[tails]
 
 
+def cosine_report(index, split: str, encoder: TextEncoder | str | Mapping = "minilm",
+                  cache_dir: str | Path | None = None, mode: str = "parts", ks: Sequence[int] = DEFAULT_KS,
+                  labels_path: str | Path | None = None, relation_text: str | None = None,
+                  timings: dict | None = None) -> tuple[torch.Tensor, Any, dict[str, Any]]:
+    """Score one split of an opened index: ``(scores, report, figures)`` (the metrics at ``ks``)."""
+    from gsr_train.eval.labels import load_labelled_triples
+    from gsr_train.eval.retrieval import retrieval_metrics
+    from gsr_train.kg.paths import get_supervision
+
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    timings = {} if timings is None else timings
+    t0 = time.perf_counter()
+    enc = load_encoder(encoder)
+    if relation_text is None and isinstance(encoder, Mapping):
+        relation_text = encoder.get("relation_text")
+    emb = get_embeddings(index, enc, cache_dir, relation_text=relation_text or "raw")
+    timings["embeddings_s"] = time.perf_counter() - t0
+    graphs = index[split]
+    t0 = time.perf_counter()
+    scores = cosine_scores(graphs, emb.question[split], emb, mode, index=index, encoder=enc, cache_dir=cache_dir)
+    timings["scoring_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sup = get_supervision(index, split, cache_dir)
+    labelled = labelled_questions = label_stats = None
+    if labels_path:
+        labelled, labelled_questions, label_stats = load_labelled_triples(labels_path, index, split)
+    report = retrieval_metrics(graphs, scores, sorted({int(k) for k in ks}), sp_label=sup.triple_label,
+                               labelled=labelled, labelled_questions=labelled_questions, hops=sup.hops)
+    timings["metrics_s"] = time.perf_counter() - t0
+    figures = {"method": f"cosine-{mode}", "encoder": enc.describe(), "split": split,
+               "data_fingerprint": index.key, "questions": len(graphs), "edges": int(graphs.edge_rel.numel()),
+               "relation_text": emb.meta["relation_text"], "labels": label_stats, "metrics": report.to_dict(),
+               "timings": {n: round(v, 3) for n, v in timings.items()}}
+    return scores, report, figures
+
+
 def run_cosine(
     data_dir: str | Path,
     split: str = "test",
@@ -162,53 +198,31 @@ def run_cosine(
     experiment: str | None = None,
     data_name: str | None = None,
 ) -> dict[str, Any]:
-    """Index, embed, score one split, write the top-``k`` results and return the metrics.
+    """Index, embed, score one split, write the top-``k`` results and return the metrics
+    (``python -m gsr_train.retrievers.cosine``; ``train.py +experiment=cosine_baseline`` opens the
+    index through the runs' shared data path instead and calls :func:`cosine_report`).
 
     Writes ``out_dir/results_<split>.jsonl`` (project result format) and
     ``out_dir/metrics.json`` (:mod:`gsr_train.eval.tail`; ``experiment`` and ``data_name`` go
-    into its header, the data folder's name by default) when ``out_dir`` is given.
+    into its header, the data folder's name by default) when ``out_dir`` is given. The metrics
+    include K = ``k``, the number of triples kept.
     """
     from gsr_train.eval.evaluate import index_splits
-    from gsr_train.eval.labels import load_labelled_triples
-    from gsr_train.eval.retrieval import retrieval_metrics
     from gsr_train.kg.index import get_index
-    from gsr_train.kg.paths import get_supervision
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    timings = {}
+    timings: dict[str, float] = {}
     t0 = time.perf_counter()
     index = get_index(data_dir, splits=index_splits(data_dir, split), cache_dir=cache_dir)
     timings["index_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    enc = load_encoder(encoder)
-    if relation_text is None and isinstance(encoder, Mapping):
-        relation_text = encoder.get("relation_text")
-    emb = get_embeddings(index, enc, cache_dir, relation_text=relation_text or "raw")
-    timings["embeddings_s"] = time.perf_counter() - t0
-    graphs = index[split]
-    t0 = time.perf_counter()
-    scores = cosine_scores(graphs, emb.question[split], emb, mode, index=index, encoder=enc, cache_dir=cache_dir)
-    timings["scoring_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    sup = get_supervision(index, split, cache_dir)
-    labelled = labelled_questions = None
-    label_stats = None
-    if labels_path:
-        labelled, labelled_questions, label_stats = load_labelled_triples(labels_path, index, split)
-    report = retrieval_metrics(graphs, scores, list(ks), sp_label=sup.triple_label, labelled=labelled,
-                               labelled_questions=labelled_questions, hops=sup.hops)
-    timings["metrics_s"] = time.perf_counter() - t0
-    result = {"method": f"cosine-{mode}", "encoder": enc.describe(), "split": split, "data": str(data_dir),
-              "data_fingerprint": index.key,
-              "questions": len(graphs), "edges": int(graphs.edge_rel.numel()), "k": k,
-              "relation_text": emb.meta["relation_text"], "labels": label_stats,
-              "metrics": report.to_dict(), "timings": {n: round(v, 3) for n, v in timings.items()}}
+    scores, report, result = cosine_report(index, split, encoder, cache_dir, mode, [*ks, k], labels_path,
+                                           relation_text, timings)
+    result = {**result, "data": str(data_dir), "k": k}
     if out_dir is not None:
         from gsr_train.eval.results import write_results
-
-        out_dir = Path(out_dir)
         from gsr_train.eval.tail import results_file, retrieval_row, write_metrics
 
+        out_dir = Path(out_dir)
         results_path = results_file(out_dir, split)
         write_results(results_path, index, split, scores, k)
         result["results_path"] = str(results_path)
@@ -219,9 +233,9 @@ def run_cosine(
     if print_table:
         from rich.console import Console
 
-        Console().print(f"[bold]cosine ({mode}, {enc.name})[/bold] on {data_dir} [{split}]: "
-                        f"{len(graphs)} questions, {result['edges']} triples")
-        print(report.table(f"cosine-{mode} ({enc.name}) on {split}", breakdowns=True))
+        Console().print(f"[bold]cosine ({mode}, {result['encoder']['encoder']})[/bold] on {data_dir} [{split}]: "
+                        f"{result['questions']} questions, {result['edges']} triples")
+        print(report.table(f"{result['method']} on {split}", breakdowns=True))
     return result
 
 

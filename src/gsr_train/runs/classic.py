@@ -27,7 +27,7 @@ def run(cfg: DictConfig) -> dict:
     options = OmegaConf.to_container(cfg.classic, resolve=True)
     method = options.pop("method")
     t0 = time.perf_counter()
-    index = load_kg_index(cfg)
+    index = load_kg_index(cfg, evaluate=[split])
     emb = get_embeddings(index, OmegaConf.to_container(cfg.encoder, resolve=True), cache_dir(cfg), splits=[split])
     graphs = index[split]
     prep = time.perf_counter() - t0

@@ -34,6 +34,7 @@ def run_experiment(cfg: DictConfig) -> Any:
     from gsr_train.runs.recipes import check_recipe
 
     check_recipe(cfg)  # unknown or misspelled options: one message before any work
+    _LOADED_DATA.clear()  # one process runs every job of a basic multirun
     out = output_dir(cfg)
     experiment = cfg.get("experiment_name")
     if not _start_run(cfg, out, experiment):
@@ -177,16 +178,39 @@ def resolve_data_dir(cfg: DictConfig) -> str:
     raise ValueError(f"data config {cfg.data.name!r} has no `dir`; set data.dir=/path/to/rog/splits")
 
 
-def load_kg_index(cfg: DictConfig):
+_LOADED_DATA: dict[str, dict] = {}
+
+
+def load_kg_index(cfg: DictConfig, evaluate: Sequence[str] = (), source: Any = None,
+                  splits: Sequence[str] | None = None):
+    """The run's KG index, the one way every runner opens its data: ``data.skip_invalid`` and
+    ``data.allow_overlap`` honoured, the rows each split skipped logged (and written into the
+    run's metrics.json by :func:`save_metrics`), and each ``evaluate`` split checked to give the
+    run something to score (:func:`require_split`). ``source`` / ``splits``: another folder of
+    the run (GSR's graphs folder), default ``data.dir`` / ``data.splits``."""
     from gsr_train.kg.index import get_index
 
-    return get_index(
-        resolve_data_dir(cfg),
-        splits=tuple(cfg.data.splits),
+    folder = resolve_data_dir(cfg) if source is None else str(source)
+    index = get_index(
+        folder,
+        splits=tuple(cfg.data.splits if splits is None else splits),
         cache_dir=cache_dir(cfg),
         skip_invalid=bool(cfg.data.get("skip_invalid", False)),
         allow_overlap=bool(cfg.data.get("allow_overlap", False)),
     )
+    summary = index.skip_summary()
+    _LOADED_DATA[folder] = {"index": index.key, "action": index.action, "splits": summary}
+    skipped = any(fig.get("skipped_rows") or fig.get("rows_lost") for fig in summary.values())
+    (log.warning if skipped else log.info)("data %s (%s index): %s", folder, index.action, index.describe_skips())
+    for split in evaluate:
+        require_split(index, split, "evaluation", str(cfg.data.name))
+    return index
+
+
+def loaded_data() -> dict[str, dict]:
+    """What :func:`load_kg_index` opened in this process: per folder, the index key, what was
+    done to get it (built, opened, ...) and the rows each split loaded and skipped."""
+    return dict(_LOADED_DATA)
 
 
 def label_path(cfg: DictConfig, split: str) -> str | None:
@@ -529,7 +553,9 @@ def save_metrics(cfg: DictConfig, fingerprint: str | None, rows: Sequence[Mappin
         experiment = cfg.get("experiment_name")
     except Exception:  # ${hydra:...} outside a Hydra run (a runner called from Python)
         experiment = details.get("experiment")
-    write_metrics(output_dir(cfg), experiment, str(cfg.data.name), fingerprint, rows,
-                  {k: v for k, v in details.items() if k != "experiment"})
+    details = {k: v for k, v in details.items() if k != "experiment"}
+    if loaded_data():  # the rows the data kept and skipped, however the index was made
+        details.setdefault("data_rows", loaded_data())
+    write_metrics(output_dir(cfg), experiment, str(cfg.data.name), fingerprint, rows, details)
     log.info("wrote %s", path)
     return path

@@ -3,24 +3,27 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import cache_dir, label_path, output_dir, preflight, resolve_data_dir
+from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, preflight, save_metrics
 
 
 def run(cfg: DictConfig) -> dict:
-    from gsr_train.retrievers.cosine import run_cosine
+    """Open the data through the runs' shared path (its options and checks), score the split,
+    write the top-``top_k`` results and metrics.json (the recall at K = ``top_k`` among them)."""
+    from gsr_train.eval.results import write_results
+    from gsr_train.eval.tail import results_file, retrieval_row
+    from gsr_train.retrievers.cosine import cosine_report
 
     split = cfg.get("split", "test")
     preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)
-    return run_cosine(
-        resolve_data_dir(cfg),
-        split=split,
-        encoder=OmegaConf.to_container(cfg.encoder, resolve=True),
-        cache_dir=cache_dir(cfg),
-        k=int(cfg.get("top_k", 500)),
-        labels_path=label_path(cfg, split),
-        out_dir=output_dir(cfg),  # results + metrics.json (the tail's header names the experiment)
-        mode=cfg.get("cosine_mode", "parts"),
-        ks=list(cfg.eval_ks),
-        experiment=cfg.experiment_name,
-        data_name=str(cfg.data.name),
-    )
+    k = int(cfg.get("top_k", 500))
+    index = load_kg_index(cfg, evaluate=[split])
+    scores, report, figures = cosine_report(index, split, OmegaConf.to_container(cfg.encoder, resolve=True),
+                                            cache_dir(cfg), cfg.get("cosine_mode", "parts"), [*cfg.eval_ks, k],
+                                            label_path(cfg, split))
+    results_path = results_file(output_dir(cfg), split)
+    write_results(results_path, index, split, scores, k)
+    figures = {**figures, "k": k, "results_path": str(results_path)}
+    save_metrics(cfg, index.key, [retrieval_row(figures["method"], report, split, k, results=results_path)], figures)
+    print(report.table(f"{figures['method']} ({figures['encoder']['encoder']}) on {cfg.data.name} [{split}]",
+                       breakdowns=True))
+    return figures

@@ -165,7 +165,7 @@ def walk_counts(walks: list) -> dict:
 def prepare_paths_data(cfg: DictConfig) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids."""
     from gsr_train.datamodules.gsr_data import load_path_rows, questions_from_paths, relation_subjects
-    from gsr_train.kg.index import get_index
+    from gsr_train.runs.common import load_kg_index
 
     g = cfg.gsr
     rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
@@ -185,7 +185,7 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     subjects: dict[str, list[str]] = {}
     walks: list = []
     if cfg.data.get("graphs"):
-        gidx = get_index(cfg.data.graphs, splits=tuple(cfg.data.graph_splits), cache_dir=cache_dir(cfg))
+        gidx = load_kg_index(cfg, source=cfg.data.graphs, splits=cfg.data.graph_splits)
         graph_index, has_graph, missing = _gather_graphs(gidx, [q.id for q in evaluation])
         kg_relations = list(gidx.relations)
         eval_graphs = graph_index["eval"]
@@ -213,7 +213,7 @@ def prepare_rog_data(cfg: DictConfig) -> GSRData:
     from gsr_train.runs.common import load_kg_index
 
     g = cfg.gsr
-    index = load_kg_index(cfg)
+    index = load_kg_index(cfg, evaluate=[g.eval_split])
     sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in cfg.data.splits}
     training = not g.get("eval_only")  # evaluation needs only the split it scores
     train, validation, subjects, holdout, walks = [], [], {}, {}, []
@@ -456,7 +456,7 @@ def run(cfg: DictConfig) -> float | None:
     t0 = time.perf_counter()
     data = prepare_paths_data(cfg) if cfg.data.get("format") == "paths" else prepare_rog_data(cfg)
     if g.get("max_eval_questions"):  # smoke runs: evaluate on the first questions only
-        n = int(g.max_eval_questions)
+        n = min(int(g.max_eval_questions), len(data.evaluation))  # a split can be smaller
         data.evaluation = data.evaluation[:n]
         data.has_graph = data.has_graph[:n]
         if data.graph_index is not None:

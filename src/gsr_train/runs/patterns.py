@@ -32,7 +32,7 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     from gsr_train.text.encoders import load_encoder
 
     split = cfg.get("split", "test")
-    index = load_kg_index(cfg)
+    index = load_kg_index(cfg, evaluate=[split])
     enc = load_encoder(OmegaConf.to_container(cfg.encoder, resolve=True))
     emb = get_embeddings(index, enc, cache_dir(cfg), splits=[split])
     graphs = index[split]

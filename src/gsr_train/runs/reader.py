@@ -210,8 +210,8 @@ def run(cfg: DictConfig) -> float:
     out = output_dir(cfg)
     timings: dict[str, float] = {}
     fmt, k = str(qa.format), int(qa.k)
-    index = load_kg_index(cfg)
     train_split, eval_split = qa.get("train_split"), str(qa.eval_split)
+    index = load_kg_index(cfg, evaluate=[eval_split])
     backend = str(qa.get("backend", "local"))
     training = (backend == "local" and not qa.get("eval_only") and bool(train_split)
                 and bool(qa.train.get("enabled", True)))

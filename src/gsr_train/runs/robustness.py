@@ -36,7 +36,7 @@ def run(cfg) -> dict:
     torch.set_num_threads(int(rc.get("threads") or 1))
     split_name = cfg.get("split", "test")
     t0 = time.perf_counter()
-    index = load_kg_index(cfg)
+    index = load_kg_index(cfg, evaluate=[split_name])
     split = index[split_name]
     sup = get_supervision(index, split_name, cache_dir(cfg))
     gold = sup.triple_label

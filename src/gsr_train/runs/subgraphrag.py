@@ -148,7 +148,7 @@ def run(cfg: DictConfig) -> dict:
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    index = load_kg_index(cfg)
+    index = load_kg_index(cfg, evaluate=[run_cfg["eval_split"]])
     splits = [s for s in (run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]) if s]
     emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=list(dict.fromkeys(splits)))
     sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in dict.fromkeys(splits)}
@@ -159,7 +159,6 @@ def run(cfg: DictConfig) -> dict:
             require_split(index, run_cfg["val_split"], "validation", data_name, sup[run_cfg["val_split"]].triple_label,
                           hint="early stopping and the best checkpoint need it; fix the split, or set "
                                "subgraphrag.val_split=null to train without validation")
-    require_split(index, run_cfg["eval_split"], "evaluation", data_name)
     timings["prepare_s"] = time.perf_counter() - t0
     scorer_cfg = ScorerConfig.from_options(model_opts, emb.dim)
     log.info("scorer: %s", scorer_cfg)
