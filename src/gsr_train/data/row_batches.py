@@ -14,7 +14,8 @@ table), and JSONL / JSONL.gz (parsed line by line). Validation is the one of
 field, or, with ``skip_invalid``, is dropped and counted per reason in a
 :class:`~gsr_train.data.rows.SkipReport`. A file that cannot be read at all (a truncated
 parquet shard) raises :class:`~gsr_train.data.rows.DataFileError` naming it; a truncated
-JSONL.gz is an error at the line where it ends, or a counted skip.
+JSONL.gz is an error at the line where it ends, or (``skip_invalid``) recorded as a truncated
+file in the report: its rows up to the cut are kept, the rest is lost, never "1 skipped row".
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gsr_train.data.rows import (TRIPLE_REASON, DataFileError, RowError, SkipReport, split_files, validate_row)
+from gsr_train.data.rows import (TRIPLE_REASON, DataFileError, RowError, SkipReport, SplitNotFoundError, is_truncation,
+                                 split_files, validate_row)
 from gsr_train.data.arrow_files import arrow_batches, open_parquet  # noqa: F401  (re-exported)
 from gsr_train.io import file_digest, iter_jsonl
 
@@ -273,7 +275,7 @@ class SplitSource:
             try:
                 self._hub = datasets.load_dataset(self.source, split=self.split)
             except Exception as e:
-                raise FileNotFoundError(
+                raise SplitNotFoundError(
                     f"{self.source!r} is neither a local folder/file nor a loadable Hugging Face dataset "
                     f"(split {self.split!r}): {e}. Offline? Point data.dir at a local folder of RoG-format "
                     "splits instead.") from e
@@ -381,6 +383,9 @@ class SplitSource:
             last = lineno
             try:
                 if isinstance(record, Exception):
+                    if skip_invalid and is_truncation(record):  # the lost tail is not "1 skipped row"
+                        report.add_truncated(str(path), lineno - 1)
+                        continue
                     raise RowError(str(path), f"line {lineno}", "<json>", record.msg)
                 row = validate_row(record, str(path), lineno)
                 if row.id in seen_ids:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from gsr_train.data.errors import DataFileError, RowError  # noqa: F401  (re-exported)
+from gsr_train.data.errors import (DataFileError, RowError, SplitFilesError,  # noqa: F401  (re-exported)
+                                   SplitNotFoundError)
 from gsr_train.io import iter_jsonl
 
 log = logging.getLogger(__name__)
@@ -33,28 +34,72 @@ class Row:
     choices: tuple = ()
 
 
+# what gsr_train.io.iter_jsonl yields (as the last item) when a (gzipped) file ends early
+TRUNCATED_MARK = "the file is truncated or damaged"
+
+
+def is_truncation(bad_line: Any) -> bool:
+    """Whether an unreadable JSONL line is the cut-off end of the file (the rest of it is lost)
+    rather than one bad line: a skip must not count a lost tail as one row."""
+    return TRUNCATED_MARK in str(getattr(bad_line, "msg", bad_line))
+
+
 @dataclass
 class SkipReport:
-    """Counts of skipped rows per reason, with the first few examples for the log."""
+    """Counts of skipped rows per reason, with the first few examples for the log, and the
+    files cut off early (``truncated``: ``{"file", "after_line"}``; how many rows they lost
+    is unknown: a truncated gzip does not say how long it was)."""
 
     counts: Counter = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
     loaded: int = 0
+    truncated: list[dict] = field(default_factory=list)
 
     def add(self, err: RowError) -> None:
         self.counts[f"{err.field}: {err.category}"] += 1
         if len(self.examples) < 10:
             self.examples.append(str(err))
 
+    def add_truncated(self, path: str, after_line: int) -> None:
+        entry = {"file": str(path), "after_line": int(after_line)}
+        if entry in self.truncated:  # a resumed read meets the same cut again
+            return
+        self.truncated.append(entry)
+        log.warning("%s: truncated after line %d: the rest of the file is lost (how many rows it held is "
+                    "unknown)", path, after_line)
+
     @property
     def skipped(self) -> int:
         return sum(self.counts.values())
 
     def summary(self) -> str:
-        if not self.counts:
-            return f"{self.loaded} rows loaded, none skipped"
-        parts = ", ".join(f"{n} x {reason}" for reason, n in self.counts.most_common())
-        return f"{self.loaded} rows loaded, {self.skipped} skipped ({parts})"
+        text = f"{self.loaded} rows loaded, " + (f"{self.skipped} skipped (" + ", ".join(
+            f"{n} x {reason}" for reason, n in self.counts.most_common()) + ")" if self.counts else "none skipped")
+        return text + "".join(f"; {truncated_text(t)}" for t in self.truncated)
+
+
+def truncated_text(entry: dict) -> str:
+    return f"{entry['file']} truncated after line {entry['after_line']} (the rest of the file is lost)"
+
+
+def skip_figures(skips: dict, loaded: int | None = None) -> dict:
+    """JSON-ready figures of one split's skip record (as in an index's ``meta.json``): rows
+    loaded, skipped rows per reason, truncated files, and ``rows_lost`` (skipped rows; a lower
+    bound, ``rows_lost_exact`` false, when a file was truncated)."""
+    skipped = {str(k): int(v) for k, v in (skips.get("skipped") or {}).items()}
+    truncated = [dict(t) for t in skips.get("truncated") or []]
+    n = sum(skipped.values())
+    return {"loaded": int(skips.get("loaded", loaded or 0)), "skipped_rows": n, "skipped": skipped,
+            "truncated_files": truncated, "rows_lost": n, "rows_lost_exact": not truncated,
+            "duplicate_triples_dropped": int(skips.get("duplicate_triples_dropped", 0))}
+
+
+def describe_skip_figures(split: str, fig: dict) -> str:
+    """One clause for a log line: ``train: 95 loaded, 2 skipped (2 x graph: ...); ...``."""
+    text = f"{split}: {fig['loaded']} loaded, " + (
+        f"{fig['skipped_rows']} skipped (" + ", ".join(f"{n} x {r}" for r, n in fig["skipped"].items()) + ")"
+        if fig["skipped_rows"] else "none skipped")
+    return text + "".join(f", {truncated_text(t)}" for t in fig["truncated_files"])
 
 
 TRIPLE_REASON = "a triple is not three non-empty strings"
@@ -150,14 +195,14 @@ def split_files(folder: str | Path, split: str) -> list[Path]:
         if shards:
             groups.append(shards)
     if not groups:
-        raise FileNotFoundError(
+        raise SplitNotFoundError(
             f"no file for split {split!r} in {folder} (looked for {split}{{{','.join(SPLIT_SUFFIXES)}}} "
             f"and [data/]{split}-*.parquet)"
         )
     if len(groups) > 1:
         names = ", ".join(str(g[0].relative_to(folder)) + (f" (+{len(g) - 1} shards)" if len(g) > 1 else "")
                           for g in groups)
-        raise FileExistsError(f"{folder}: more than one file for split {split!r}: {names}; keep one of them")
+        raise SplitFilesError(f"{folder}: more than one file for split {split!r}: {names}; keep one of them")
     return groups[0]
 
 
@@ -191,7 +236,7 @@ def _iter_hub(name: str, split: str) -> Iterator[tuple[str, int, Any]]:
     try:
         ds = datasets.load_dataset(name, split=split)
     except Exception as e:
-        raise FileNotFoundError(
+        raise SplitNotFoundError(
             f"{name!r} is neither a local folder/file nor a loadable Hugging Face dataset "
             f"(split {split!r}): {e}. Offline? Point data.dir at a local folder of RoG-format "
             "splits instead."
@@ -213,6 +258,9 @@ def load_rows(
     for src, position, record in iter_records(source, split):
         try:
             if isinstance(record, RowError):
+                if skip_invalid and is_truncation(record.reason):
+                    report.add_truncated(src, position - 1)
+                    continue
                 raise record
             row = validate_row(record, src, position)
             if row.id in seen:
