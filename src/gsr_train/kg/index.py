@@ -35,6 +35,8 @@ import torch
 
 from gsr_train.config import default_cache_dir  # noqa: F401  (re-exported: kg.index.default_cache_dir)
 from gsr_train.arrays import file_check, open_array
+from gsr_train.data.errors import SplitNotFoundError, UserError, cache_write_error
+from gsr_train.data.rows import describe_skip_figures, skip_figures
 from gsr_train.io import stable_hash
 from gsr_train.kg.vocab import NameIds, StringVocab
 
@@ -241,7 +243,11 @@ def _concat(parts: list[QuestionGraph]) -> SplitGraphs:
 
 @dataclass
 class KGIndex:
-    """Global vocabularies plus the local graphs of every split."""
+    """Global vocabularies plus the local graphs of every split.
+
+    ``action``: what :func:`get_index` did to produce it (``opened``, ``built``, ``resumed``,
+    ``rebuilt damaged cache``, ``waited for another builder``), for logs and summaries.
+    """
 
     entities: StringVocab
     relations: StringVocab
@@ -249,6 +255,7 @@ class KGIndex:
     skips: dict[str, dict]
     key: str = ""
     meta: dict = field(default_factory=dict)
+    action: str = "opened"
 
     def __post_init__(self) -> None:
         self.entities = StringVocab.coerce(self.entities)
@@ -267,6 +274,18 @@ class KGIndex:
         if folder and Path(folder, "meta.json").exists():
             return open_index, (folder, self.key or None, False)
         return super().__reduce_ex__(protocol)
+
+    def skip_summary(self) -> dict[str, dict]:
+        """Per split, JSON-ready: rows ``loaded``, ``skipped_rows`` and ``skipped`` per reason,
+        ``truncated_files`` (file, line of the cut), ``rows_lost`` (a lower bound when
+        ``rows_lost_exact`` is false: a truncated file's lost tail has no known length) and
+        ``duplicate_triples_dropped``. The skips are made when the index is built; every run
+        that reuses the index logs these (``describe_skips``) and writes them with its metrics."""
+        return {split: skip_figures(self.skips.get(split) or {}, len(graphs)) for split, graphs in self.splits.items()}
+
+    def describe_skips(self) -> str:
+        """The skip summary as one log line (``train: 95 loaded, none skipped, ... truncated ...``)."""
+        return "; ".join(describe_skip_figures(split, fig) for split, fig in self.skip_summary().items())
 
     def entity_has_text(self) -> torch.Tensor:
         return torch.from_numpy(names_have_text(self.entities))
@@ -300,10 +319,10 @@ def source_fingerprint(source: str | Path, split: str) -> str:
 
     try:
         return SplitSource(source, split).fingerprint()
-    except (FileNotFoundError, FileExistsError):  # already name the split and the files
+    except (UserError, FileNotFoundError, FileExistsError):  # already name the split and the files
         raise
     except Exception as e:
-        raise FileNotFoundError(f"cannot find split {split!r} of {source!r}: {e}") from e
+        raise SplitNotFoundError(f"cannot find split {split!r} of {source!r}: {e}") from e
 
 
 def index_key(source: str | Path, splits: Sequence[str], skip_invalid: bool) -> str:
@@ -378,7 +397,9 @@ def build_index(source: str | Path, splits: Sequence[str], skip_invalid: bool = 
     try:
         build_index_folder(source, splits, tmp / "index", skip_invalid=skip_invalid, batch_rows=batch_rows,
                            show_progress=False)
-        return open_index(tmp / "index", verify=False)  # the maps outlive the files' names
+        index = open_index(tmp / "index", verify=False)  # the maps outlive the files' names
+        index.action = "built"
+        return index
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -396,12 +417,13 @@ def get_index(
 
     A question id or a whole row (question, answers, triples) found in two splits is
     train/test leakage: :class:`SplitOverlapError` naming them, unless ``allow_overlap``.
+    A cache folder that cannot be written (read-only, full disk) is a
+    :class:`~gsr_train.data.errors.CacheWriteError` saying so. ``index.action`` says what was done.
     """
-    from gsr_train.kg.index_build import build_index_folder, build_lock
-
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key = index_key(source, splits, skip_invalid)
     folder = cache_dir / "kg_index" / key
+    damaged: list[str] = []
 
     def try_open() -> KGIndex | None:
         if not folder.exists():
@@ -412,24 +434,49 @@ def get_index(
             log.info("KG index opened from %s in %.2fs", folder, time.perf_counter() - t0)
             return index
         except StaleCache as e:
-            log.warning("rebuilding KG index: %s", e)
+            if not damaged:
+                log.warning("rebuilding KG index: %s", e)
+            damaged.append(str(e))
             return None
 
     index = try_open()
     if index is None:
-        with build_lock(folder):
-            index = try_open()  # another process may have built it while we waited
-            if index is None:
-                t0 = time.perf_counter()
-                build_index_folder(source, splits, folder, key=key, skip_invalid=skip_invalid,
-                                   batch_rows=batch_rows, show_progress=show_progress)
-                log.info("KG index built in %.1fs and cached at %s", time.perf_counter() - t0, folder)
-                index = open_index(folder, key, verify=False)
+        try:
+            index = _build_locked(source, splits, folder, key, try_open, damaged, skip_invalid=skip_invalid,
+                                  batch_rows=batch_rows, show_progress=show_progress)
+        except OSError as e:
+            error = cache_write_error(e, cache_dir, "the KG index")
+            if error is None:
+                raise
+            raise error from e
+    if any(f["rows_lost"] or not f["rows_lost_exact"] for f in index.skip_summary().values()):
+        # made when the index was built (skip_invalid); every run reusing it says so in its log
+        log.warning("KG index %s of %s (%s) skipped rows when built: %s", index.key, source, index.action,
+                    index.describe_skips())
     check_overlap(index, source, allow_overlap)
     return index
 
 
-class SplitOverlapError(ValueError):
+def _build_locked(source: str | Path, splits: Sequence[str], folder: Path, key: str, try_open, damaged: list,
+                  **options: Any) -> KGIndex:
+    """Build under the folder's lock, unless another builder finished it while this one waited."""
+    from gsr_train.kg.index_build import build_index_folder, build_lock
+
+    with build_lock(folder):
+        index = try_open()  # another process may have built it while we waited
+        if index is not None:
+            index.action = "waited for another builder"
+            return index
+        t0 = time.perf_counter()
+        meta = build_index_folder(source, splits, folder, key=key, **options)
+        log.info("KG index built in %.1fs and cached at %s", time.perf_counter() - t0, folder)
+        index = open_index(folder, key, verify=False)
+    build = meta.get("build") or {}
+    index.action = "resumed" if build.get("resumed") else "rebuilt damaged cache" if damaged else "built"
+    return index
+
+
+class SplitOverlapError(UserError, ValueError):
     """The same question id or the same row is in two splits (train/test leakage)."""
 
 

@@ -8,15 +8,19 @@ What stays in memory is the vocabulary (bytes of the distinct names + its hash t
 one batch.
 
 The build runs in ``.<name>.partial/`` next to the final folder and checkpoints every few
-seconds (file sizes, vocabulary size, the unit and row reached, skip counts). A killed build
-resumes from its last checkpoint: files are cut back to the recorded sizes, the vocabulary
-is re-hashed from its files and reading continues at the recorded row. Only a finished,
-checksummed folder is renamed into place. A file lock keeps two processes from building the
-same index at once (the second waits and then reuses the result).
+seconds (file sizes and their CRC-32s, vocabulary size, the unit and row reached, skip
+counts); a finished split records the checksums of its files. A killed build resumes from
+its last checkpoint after checking what it resumes from: files are cut back to the recorded
+sizes and compared with the recorded CRCs and checksums (a damaged vocabulary restarts the
+build, a damaged split is rebuilt, both logged), the vocabulary is re-hashed from its files
+and reading continues at the recorded row. Only a finished, checksummed folder is renamed
+into place. A file lock keeps two processes from building the same index at once (the
+second waits and then reuses the result).
 
 Folder layout (every array a raw little-endian file; dtypes and shapes in ``meta.json``)::
 
-    meta.json                       format, key, files {bytes, dtype, shape, check}, skips, counts
+    meta.json                       format, key, files {bytes, dtype, shape, check}, skips, counts,
+                                    build (resumed or not; splits reused / rebuilt)
     vocab/{entities,relations}.{offsets,data,table,hashes}.bin
     <split>/{ent_ptr,entity_ids,topic_mask,answer_mask,edge_ptr,edge_index,edge_rel}.bin
     <split>/row_hash.bin            uint64 fingerprint of each row (question, answers, set of triples)
@@ -35,6 +39,7 @@ import os
 import resource
 import shutil
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -42,6 +47,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from gsr_train.arrays import AppendFile, file_check
+from gsr_train.data.errors import UserError
 from gsr_train.data.row_batches import RowBatch, SplitSource
 from gsr_train.data.rows import SkipReport
 from gsr_train.io import file_lock, write_json
@@ -51,18 +57,19 @@ from gsr_train.progress import progress
 
 log = logging.getLogger(__name__)
 
-INDEX_FORMAT = 3
+INDEX_FORMAT = 4  # 4: truncated files in the skip records, checksummed resume
 PROGRESS_FILE = "progress.json"
 VOCABS = ("entities", "relations")
 # split arrays: name -> dtype (edge_index is [2, E]: heads then tails)
 SPLIT_ARRAYS = {"ent_ptr": "int64", "entity_ids": "int32", "topic_mask": "bool", "answer_mask": "bool",
                 "edge_ptr": "int64", "edge_index": "int32", "edge_rel": "int32", "row_hash": "uint64"}
-_GROWING = {"row_hash": "uint64", "entity_ids": "int32", "topic_mask": "bool", "answer_mask": "bool", "ent_count": "int64",
-            "edge_head": "int32", "edge_tail": "int32", "edge_rel": "int32", "edge_count": "int64"}
+_GROWING = {"row_hash": "uint64", "entity_ids": "int32", "topic_mask": "bool", "answer_mask": "bool",
+            "ent_count": "int64", "edge_head": "int32", "edge_tail": "int32", "edge_rel": "int32",
+            "edge_count": "int64"}
 
 
-class IndexBuildError(RuntimeError):
-    pass
+class IndexBuildError(UserError, RuntimeError):
+    """A row the index cannot hold (too many entities in one graph): the message names it."""
 
 
 @contextlib.contextmanager
@@ -72,8 +79,32 @@ def build_lock(folder: Path) -> Iterator[None]:
         yield
 
 
+class _Damaged(Exception):
+    """A file of an interrupted build that does not match what its progress record says."""
+
+
+def _crc(values: np.ndarray, crc: int = 0) -> int:
+    return zlib.crc32(memoryview(np.ascontiguousarray(values)).cast("B"), crc)
+
+
+def _prefix_crc(path: Path, nbytes: int) -> int:
+    """CRC-32 of the first ``nbytes`` of ``path``; :class:`_Damaged` when it is shorter."""
+    crc, left = 0, nbytes
+    try:
+        with open(path, "rb") as f:
+            while left:
+                block = f.read(min(left, 1 << 24))
+                if not block:
+                    raise _Damaged(f"{path}: shorter than the {nbytes} bytes recorded")
+                crc, left = zlib.crc32(block, crc), left - len(block)
+    except OSError as e:
+        raise _Damaged(f"{path}: {e.strerror or e}") from e
+    return crc
+
+
 class _SplitWriter:
-    """The growing files of one split (plus its questions file)."""
+    """The growing files of one split (plus its questions file), with a running CRC-32 of each
+    so a resumed build can check the bytes it continues from."""
 
     def __init__(self, folder: Path, counts: dict | None = None) -> None:
         self.folder = folder
@@ -88,16 +119,21 @@ class _SplitWriter:
             self.questions.truncate(counts["questions_bytes"])
             self.questions.seek(counts["questions_bytes"])
         self.num_questions = 0 if counts is None else counts["questions"]
+        self.crc = {name: 0 for name in (*_GROWING, "questions")} if counts is None else dict(counts["crc"])
 
     def counts(self) -> dict:
         return {**{name: f.count for name, f in self.files.items()},
-                "questions_bytes": self.questions.tell(), "questions": self.num_questions}
+                "questions_bytes": self.questions.tell(), "questions": self.num_questions, "crc": dict(self.crc)}
 
     def append(self, batch: RowBatch, out: dict) -> None:
-        for name in _GROWING:
-            self.files[name].append(out[name])
-        for qid, question, answers in zip(batch.ids, batch.questions, batch.answers):
-            self.questions.write((json.dumps([qid, question, answers], ensure_ascii=False) + "\n").encode("utf-8"))
+        for name, dtype in _GROWING.items():
+            values = np.ascontiguousarray(out[name], dtype=dtype)
+            self.files[name].append(values)
+            self.crc[name] = _crc(values, self.crc[name])
+        lines = b"".join((json.dumps([qid, question, answers], ensure_ascii=False) + "\n").encode("utf-8")
+                         for qid, question, answers in zip(batch.ids, batch.questions, batch.answers))
+        self.questions.write(lines)
+        self.crc["questions"] = zlib.crc32(lines, self.crc["questions"])
         self.num_questions += len(batch)
 
     def flush(self) -> None:
@@ -130,8 +166,19 @@ class _SplitWriter:
                 "edge_ptr": [n_q + 1], "edge_index": [2, n_edges], "edge_rel": [n_edges], "row_hash": [n_q]}
 
 
+def _check_current(partial: Path, cur: dict) -> None:
+    """:class:`_Damaged` unless the current split's files begin with the bytes checkpointed."""
+    folder, counts = partial / cur["split"], cur["counts"]
+    for name, dtype in _GROWING.items():
+        if _prefix_crc(folder / f"{name}.part", counts[name] * np.dtype(dtype).itemsize) != counts["crc"][name]:
+            raise _Damaged(f"{folder / name}.part: content does not match its checkpoint")
+    if _prefix_crc(folder / "questions.jsonl", counts["questions_bytes"]) != counts["crc"]["questions"]:
+        raise _Damaged(f"{folder / 'questions.jsonl'}: content does not match its checkpoint")
+
+
 class _VocabWriter:
-    """Appends the names an interner adds to ``<name>.offsets.bin`` / ``<name>.data.bin``."""
+    """Appends the names an interner adds to ``<name>.offsets.bin`` / ``<name>.data.bin``, with a
+    running CRC-32 of both; resuming checks the files against the recorded sizes and CRCs."""
 
     def __init__(self, folder: Path, name: str, resume: dict | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -142,11 +189,18 @@ class _VocabWriter:
             self.offsets.append(np.zeros(1, np.int64))
             self.data = AppendFile(data_path, np.uint8)
             self.interner = StringInterner()
+            self.crc = {"offsets": _crc(np.zeros(1, np.int64)), "data": 0}
         else:
-            self.offsets = AppendFile(off_path, np.int64, resume["names"] + 1)
-            self.data = AppendFile(data_path, np.uint8, resume["bytes"])
+            try:
+                self.offsets = AppendFile(off_path, np.int64, resume["names"] + 1)
+                self.data = AppendFile(data_path, np.uint8, resume["bytes"])
+            except (OSError, KeyError) as e:
+                raise _Damaged(f"{folder / name}: {e}") from e
             offsets = np.fromfile(off_path, dtype=np.int64, count=resume["names"] + 1)
             data = np.fromfile(data_path, dtype=np.uint8, count=resume["bytes"])
+            self.crc = {"offsets": _crc(offsets), "data": _crc(data)}
+            if self.crc != resume.get("crc"):
+                raise _Damaged(f"{folder / name}.{{offsets,data}}.bin: content does not match its checkpoint")
             self.interner = StringInterner(offsets, data)
         self.written = len(self.interner)
 
@@ -154,18 +208,24 @@ class _VocabWriter:
         """Append the names interned since the last call."""
         n, b = len(self.interner), self.interner.num_bytes
         if n > self.written:
-            self.offsets.append(self.interner.offsets[self.written + 1: n + 1])
-            self.data.append(self.interner.data[self.data.count: b])
+            offsets = np.ascontiguousarray(self.interner.offsets[self.written + 1: n + 1], dtype=np.int64)
+            data = np.ascontiguousarray(self.interner.data[self.data.count: b], dtype=np.uint8)
+            self.offsets.append(offsets)
+            self.data.append(data)
+            self.crc = {"offsets": _crc(offsets, self.crc["offsets"]), "data": _crc(data, self.crc["data"])}
             self.written = n
 
     def state(self) -> dict:
-        return {"names": len(self.interner), "bytes": self.interner.num_bytes}
+        return {"names": len(self.interner), "bytes": self.interner.num_bytes, "crc": dict(self.crc)}
+
+    def close(self) -> None:
+        self.offsets.close()
+        self.data.close()
 
     def finish(self, folder: Path) -> dict:
         """Close the files and write the lookup table; returns the files' shapes."""
         self.sync()
-        self.offsets.close()
-        self.data.close()
+        self.close()
         it = self.interner
         n = len(it)
         it.table.tofile(folder / f"{self.name}.table.bin")
@@ -260,105 +320,225 @@ def build_index_folder(source: str | Path, splits: Sequence[str], folder: str | 
                        show_progress: bool | None = None, stop_after_batches: int | None = None) -> dict:
     """Build the index of ``source``'s ``splits`` into ``folder`` (resuming a killed build).
 
-    Returns the build summary (also in ``meta.json``). ``stop_after_batches`` ends the build
-    early after a checkpoint (tests use it to simulate a kill).
+    Returns the build summary (also in ``meta.json``; its ``build`` entry says whether the build
+    resumed and which splits it verified, reused or rebuilt). ``stop_after_batches`` ends the
+    build early after a checkpoint (tests use it to simulate a kill).
     """
     folder = Path(folder)
     sources = {split: SplitSource(source, split) for split in splits}  # missing splits fail here
-    partial = folder.with_name(f".{folder.name}.partial")
-    t0 = time.perf_counter()
-    saved = _read_progress(partial, key, list(splits))
+    build = _Build(folder.with_name(f".{folder.name}.partial"), key, list(splits), checkpoint_seconds,
+                   stop_after_batches)
+    for split in build.order():
+        if not build.run_split(source, split, sources[split], batch_rows, skip_invalid, show_progress):
+            return {"stopped": True}
+    return build.finish(folder)
+
+
+class _Build:
+    """One build in ``.<name>.partial/``: its progress record, vocabularies and clock.
+
+    A resumed build trusts nothing it has not checked: the vocabularies and the current split
+    against the CRC-32s of the last checkpoint, every finished split against the checksums
+    written when it finished. What does not match is rebuilt (and logged), never used.
+    """
+
+    def __init__(self, partial: Path, key: str, splits: list[str], checkpoint_seconds: float,
+                 stop_after_batches: int | None) -> None:
+        self.partial, self.checkpoint_seconds, self.stop_after = partial, checkpoint_seconds, stop_after_batches
+        self.t0 = self.last_checkpoint = time.perf_counter()
+        self.batches_done = 0
+        self.saved, self.vocabs, self.resume = _start(partial, key, splits)
+        self.base_seconds = float(self.saved.get("seconds", 0.0))
+
+    def order(self) -> list[str]:
+        """Splits still to encode: the checkpointed one first (so rebuilding a damaged earlier split
+        does not overwrite its checkpoint), then the rest in order. A rebuilt split adds no name to
+        the vocabulary (all of its names are in it), so the ids come out as in one clean build."""
+        cur = (self.saved.get("current") or {}).get("split")
+        return [cur] * bool(cur) + [s for s in self.saved["splits"] if s not in self.saved["done"] and s != cur]
+
+    def checkpoint(self, current: dict | None) -> None:
+        for v in self.vocabs.values():
+            v.sync()
+            v.offsets.flush()
+            v.data.flush()
+        self.saved["vocab"] = {name: v.state() for name, v in self.vocabs.items()}
+        self.saved["current"] = current
+        self.saved["seconds"] = round(self.base_seconds + time.perf_counter() - self.t0, 3)
+        write_json(self.partial / PROGRESS_FILE, self.saved)
+        self.last_checkpoint = time.perf_counter()
+
+    def run_split(self, source: str | Path, split: str, src: SplitSource, batch_rows: int, skip_invalid: bool,
+                  show_progress: bool | None) -> bool:
+        """Encode one split (from its checkpoint, if any); False when stopped early (tests)."""
+        saved = self.saved
+        cur = saved["current"] if saved["current"] and saved["current"]["split"] == split else None
+        writer = _SplitWriter(self.partial / split, None if cur is None else cur["counts"])
+        report = _skip_report(cur)
+        seen_ids = set(_question_ids(self.partial / split / "questions.jsonl")) if cur else set()
+        dups = int(cur["dups"]) if cur else 0
+        start = (int(cur["unit"]), int(cur["rows"])) if cur else (0, 0)
+        with progress(src.num_rows() or 0, f"KG index [{split}]", show_progress, threshold=2000,
+                      done=report.loaded + report.skipped) as advance:
+            read = report.loaded + report.skipped
+            for unit, rows, batch in src.batches(batch_rows, skip_invalid, report, seen_ids, start):
+                out, d = encode_batch(batch, self.vocabs["entities"].interner, self.vocabs["relations"].interner)
+                writer.append(batch, out)
+                dups += d
+                self.batches_done += 1
+                advance(report.loaded + report.skipped - read)
+                read = report.loaded + report.skipped
+                stop = self.stop_after is not None and self.batches_done >= self.stop_after
+                if stop or time.perf_counter() - self.last_checkpoint >= self.checkpoint_seconds:
+                    writer.flush()
+                    self.checkpoint({"split": split, "unit": unit, "rows": rows, "counts": writer.counts(),
+                                     "skips": _skips_record(report), "dups": dups})
+                    if stop:
+                        return False
+        self.finish_split(source, split, writer, report, dups)
+        return True
+
+    def finish_split(self, source: str | Path, split: str, writer: _SplitWriter, report: SkipReport,
+                     dups: int) -> None:
+        """Final arrays of the split, their checksums into the progress record, a checkpoint."""
+        shapes = writer.finish()
+        if report.skipped or report.truncated:
+            log.warning("%s[%s]: %s", source, split, report.summary())
+        self.saved["done"][split] = {
+            "skips": {"loaded": report.loaded, "skipped": dict(report.counts), "skip_examples": report.examples,
+                      "truncated": list(report.truncated), "duplicate_triples_dropped": dups},
+            "shapes": {f"{split}/{k}": v for k, v in shapes.items()},
+            "files": _split_checks(self.partial, split, shapes),
+            "questions": writer.num_questions, "triples": shapes["edge_rel"][0],
+        }
+        log.info("%s[%s]: %s; %d duplicate triples dropped", source, split, report.summary(), dups)
+        self.checkpoint(None)
+
+    def finish(self, folder: Path) -> dict:
+        shapes: dict[str, list[int]] = {}
+        for info in self.saved["done"].values():
+            shapes.update(info["shapes"])
+        vocab_dir = self.partial / "vocab"
+        for v in self.vocabs.values():
+            shapes.update({f"vocab/{k}": s for k, s in v.finish(vocab_dir).items()})
+        seconds = self.base_seconds + time.perf_counter() - self.t0
+        return _finish(self.partial, folder, self.saved, shapes, self.vocabs, seconds, self.resume)
+
+
+def _skip_report(cur: dict | None) -> SkipReport:
+    """The skip counts of a checkpointed split (an empty report for a fresh one)."""
+    if not cur:
+        return SkipReport()
+    skips = cur["skips"]
+    return SkipReport(counts=Counter(skips["counts"]), examples=list(skips["examples"]), loaded=int(skips["loaded"]),
+                      truncated=list(skips.get("truncated") or []))
+
+
+def _skips_record(report: SkipReport) -> dict:
+    return {"counts": dict(report.counts), "examples": report.examples, "loaded": report.loaded,
+            "truncated": list(report.truncated)}
+
+
+def _split_checks(partial: Path, split: str, shapes: dict) -> dict:
+    """``{relative path: {bytes, check}}`` of a finished split's files (the checks meta.json keeps)."""
+    names = [f"{split}/{name}.bin" for name in shapes] + [f"{split}/questions.jsonl"]
+    return {rel: {"bytes": (partial / rel).stat().st_size, "check": file_check(partial / rel)} for rel in names}
+
+
+def _start(partial: Path, key: str, splits: list[str]) -> tuple[dict, dict, dict]:
+    """``(progress record, vocabulary writers, resume record)``: the verified state of a killed
+    build of the same inputs, or a fresh start in an emptied ``partial``."""
+    saved = _read_progress(partial, key, splits)
+    resume: dict = {"resumed": False}
+    if saved is not None:
+        try:
+            vocabs = _resume_vocabs(partial, saved["vocab"])
+        except (_Damaged, KeyError, TypeError) as e:
+            log.warning("not resuming the KG index build in %s: vocabulary %s; building again from the start",
+                        partial, e)
+            resume = {"resumed": False, "discarded": f"vocabulary: {e}"}
+            saved = None
     if saved is None:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
         saved = {"format": INDEX_FORMAT, "key": key, "splits": list(splits), "done": {}, "current": None,
                  "vocab": None, "seconds": 0.0}
-    else:
-        log.info("resuming the KG index build in %s (%d of %d splits done)", partial, len(saved["done"]),
-                 len(splits))
-    vocab_dir = partial / "vocab"
-    vocabs = {name: _VocabWriter(vocab_dir, name, None if saved["vocab"] is None else saved["vocab"][name])
-              for name in VOCABS}
-    shapes: dict[str, list[int]] = {}
-    for info in saved["done"].values():
-        shapes.update(info["shapes"])
-    batches_done = 0
-    last_checkpoint = time.perf_counter()
+        return saved, {name: _VocabWriter(partial / "vocab", name) for name in VOCABS}, resume
+    rebuilt = _verify_resumed(partial, saved)
+    log.info("resuming the KG index build in %s: %d of %d splits done and verified%s", partial,
+             len(saved["done"]), len(splits),
+             f", continuing {saved['current']['split']!r} from its checkpoint" if saved["current"] else "")
+    return saved, vocabs, {"resumed": True, "splits_reused": [s for s in splits if s in saved["done"]],
+                           "continued": saved["current"]["split"] if saved["current"] else None, "rebuilt": rebuilt}
 
-    def checkpoint(current: dict | None) -> None:
+
+def _resume_vocabs(partial: Path, states: dict) -> dict:
+    """The vocabulary writers of a checkpoint, each checked against its recorded CRCs."""
+    vocabs: dict = {}
+    try:
+        for name in VOCABS:
+            vocabs[name] = _VocabWriter(partial / "vocab", name, states[name])
+    except BaseException:
         for v in vocabs.values():
-            v.sync()
-            v.offsets.flush()
-            v.data.flush()
-        saved["vocab"] = {name: v.state() for name, v in vocabs.items()}
-        saved["current"] = current
-        saved["seconds"] = round(base_seconds + time.perf_counter() - t0, 3)
-        write_json(partial / PROGRESS_FILE, saved)
-
-    base_seconds = float(saved.get("seconds", 0.0))
-    for split in splits:
-        if split in saved["done"]:
-            continue
-        src = sources[split]
-        cur = saved["current"] if saved["current"] and saved["current"]["split"] == split else None
-        writer = _SplitWriter(partial / split, None if cur is None else cur["counts"])
-        report = SkipReport(counts=Counter(cur["skips"]["counts"]) if cur else Counter())
-        if cur:
-            report.examples, report.loaded = list(cur["skips"]["examples"]), int(cur["skips"]["loaded"])
-        seen_ids = set(_question_ids(partial / split / "questions.jsonl")) if cur else set()
-        dups = int(cur["dups"]) if cur else 0
-        start = (int(cur["unit"]), int(cur["rows"])) if cur else (0, 0)
-        total = src.num_rows()
-        with progress(total or 0, f"KG index [{split}]", show_progress, threshold=2000,
-                      done=report.loaded + report.skipped) as advance:
-            read = report.loaded + report.skipped
-            for unit, rows, batch in src.batches(batch_rows, skip_invalid, report, seen_ids, start):
-                out, d = encode_batch(batch, vocabs["entities"].interner, vocabs["relations"].interner)
-                writer.append(batch, out)
-                dups += d
-                batches_done += 1
-                advance(report.loaded + report.skipped - read)
-                read = report.loaded + report.skipped
-                if time.perf_counter() - last_checkpoint >= checkpoint_seconds or (
-                        stop_after_batches is not None and batches_done >= stop_after_batches):
-                    writer.flush()
-                    checkpoint({"split": split, "unit": unit, "rows": rows, "counts": writer.counts(),
-                                "skips": {"counts": dict(report.counts), "examples": report.examples,
-                                          "loaded": report.loaded}, "dups": dups})
-                    last_checkpoint = time.perf_counter()
-                    if stop_after_batches is not None and batches_done >= stop_after_batches:
-                        return {"stopped": True}
-        split_shapes = writer.finish()
-        shapes.update({f"{split}/{k}": v for k, v in split_shapes.items()})
-        if report.skipped:
-            log.warning("%s[%s]: %s", source, split, report.summary())
-        saved["done"][split] = {
-            "skips": {"loaded": report.loaded, "skipped": dict(report.counts), "skip_examples": report.examples,
-                      "duplicate_triples_dropped": dups},
-            "shapes": {f"{split}/{k}": v for k, v in split_shapes.items()},
-            "questions": writer.num_questions, "triples": split_shapes["edge_rel"][0],
-        }
-        log.info("%s[%s]: %s; %d duplicate triples dropped", source, split, report.summary(), dups)
-        checkpoint(None)
-    for name, v in vocabs.items():
-        shapes.update({f"vocab/{k}": s for k, s in v.finish(vocab_dir).items()})
-    return _finish(partial, folder, saved, shapes, vocabs, base_seconds + time.perf_counter() - t0)
+            v.close()
+        raise
+    return vocabs
 
 
-def _finish(partial: Path, folder: Path, saved: dict, shapes: dict, vocabs: dict, seconds: float) -> dict:
-    """Checksums, ``meta.json``, then the rename that publishes the folder."""
+def _verify_resumed(partial: Path, saved: dict) -> dict[str, str]:
+    """Drop from ``saved`` every finished split (and the current one) whose files do not match the
+    checksums recorded for them, delete their files, and return ``{split: reason}``."""
+    rebuilt = {}
+    for split, info in list(saved["done"].items()):
+        problem = _done_split_problem(partial, split, info)
+        if problem:
+            rebuilt[split] = problem
+            del saved["done"][split]
+    cur = saved.get("current")
+    if cur and cur["split"] not in rebuilt:
+        try:
+            _check_current(partial, cur)
+        except (_Damaged, KeyError, TypeError) as e:
+            rebuilt[cur["split"]] = f"checkpoint {e}"
+    if cur and cur["split"] in rebuilt:
+        saved["current"] = None
+    for split, problem in rebuilt.items():
+        log.warning("resumed KG index build: %s; rebuilding split %r", problem, split)
+        shutil.rmtree(partial / split, ignore_errors=True)
+    return rebuilt
+
+
+def _done_split_problem(partial: Path, split: str, info: dict) -> str | None:
+    """Why a finished split cannot be reused (missing record, size or checksum), or None."""
+    files = info.get("files") if isinstance(info, dict) else None
+    if not files:
+        return f"{partial / split}: no checksums recorded"
+    for rel, want in files.items():
+        path = partial / rel
+        try:
+            if path.stat().st_size != want["bytes"]:
+                return f"{path}: {path.stat().st_size} bytes, {want['bytes']} recorded when the split finished"
+            if file_check(path) != want["check"]:
+                return f"{path}: content does not match the checksum recorded when the split finished"
+        except OSError as e:
+            return f"{path}: {e.strerror or e}"
+    return None
+
+
+def _finish(partial: Path, folder: Path, saved: dict, shapes: dict, vocabs: dict, seconds: float,
+            resume: dict | None = None) -> dict:
+    """Checksums, ``meta.json``, then the rename that publishes the folder. The checksums of the
+    splits are the ones written (and, on resume, verified) when each split finished."""
     files = {}
+    for split in saved["splits"]:
+        files.update(saved["done"][split]["files"])
     for rel, shape in sorted(shapes.items()):
         name = rel.rsplit("/", 1)[-1]
-        dtype = _dtype_of(name)
         path = partial / f"{rel}.bin"
-        files[f"{rel}.bin"] = {"dtype": dtype, "shape": shape, "bytes": path.stat().st_size,
-                               "check": file_check(path)}
-    for split in saved["splits"]:
-        path = partial / split / "questions.jsonl"
-        files[f"{split}/questions.jsonl"] = {"bytes": path.stat().st_size, "check": file_check(path)}
+        check = files.get(f"{rel}.bin") or {"bytes": path.stat().st_size, "check": file_check(path)}
+        files[f"{rel}.bin"] = {"dtype": _dtype_of(name), "shape": shape, **check}
     meta = {
-        "format": INDEX_FORMAT, "key": saved["key"], "splits": saved["splits"], "files": files,
+        "format": INDEX_FORMAT, "key": saved["key"], "splits": saved["splits"], "files": dict(sorted(files.items())),
         "overlap": split_overlap(partial, saved["splits"]),
         "skips": {s: saved["done"][s]["skips"] for s in saved["splits"]},
         "num_entities": len(vocabs["entities"].interner), "num_relations": len(vocabs["relations"].interner),
@@ -367,6 +547,7 @@ def _finish(partial: Path, folder: Path, saved: dict, shapes: dict, vocabs: dict
         "questions": {s: saved["done"][s]["questions"] for s in saved["splits"]},
         "triples": {s: saved["done"][s]["triples"] for s in saved["splits"]},
         "build_seconds": round(seconds, 3), "build_peak_rss_mb": round(_peak_rss_mb(), 1),
+        "build": resume or {"resumed": False},
     }
     write_json(partial / "meta.json", meta)
     (partial / PROGRESS_FILE).unlink()
@@ -412,24 +593,16 @@ def _question_ids(path: Path) -> Iterator[str]:
 
 
 def _read_progress(partial: Path, key: str, splits: list[str]) -> dict | None:
-    """The checkpoint of an interrupted build of the same inputs, or None."""
+    """The progress record of an interrupted build of the same inputs, or None (its files are
+    checked against it by :func:`_start`)."""
     try:
         saved = json.loads((partial / PROGRESS_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+    except FileNotFoundError:
         return None
-    if saved.get("format") != INDEX_FORMAT or saved.get("key") != key or saved.get("splits") != splits:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        log.warning("%s: unreadable (%s); building the KG index again from the start", partial / PROGRESS_FILE, e)
         return None
-    try:  # every recorded size must still be there
-        for name, st in (saved.get("vocab") or {}).items():
-            for kind, items, size in (("offsets", st["names"] + 1, 8), ("data", st["bytes"], 1)):
-                if (partial / "vocab" / f"{name}.{kind}.bin").stat().st_size < items * size:
-                    return None
-        cur = saved.get("current")
-        if cur:
-            for name, dtype in _GROWING.items():
-                if (partial / cur["split"] / f"{name}.part").stat().st_size < \
-                        cur["counts"][name] * np.dtype(dtype).itemsize:
-                    return None
-    except (OSError, KeyError, TypeError):
+    if not isinstance(saved, dict) or saved.get("format") != INDEX_FORMAT or saved.get("key") != key \
+            or saved.get("splits") != splits or not isinstance(saved.get("done"), dict):
         return None
     return saved
