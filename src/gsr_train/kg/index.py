@@ -449,10 +449,6 @@ def get_index(
             if error is None:
                 raise
             raise error from e
-    if any(f["rows_lost"] or not f["rows_lost_exact"] for f in index.skip_summary().values()):
-        # made when the index was built (skip_invalid); every run reusing it says so in its log
-        log.warning("KG index %s of %s (%s) skipped rows when built: %s", index.key, source, index.action,
-                    index.describe_skips())
     check_overlap(index, source, allow_overlap)
     return index
 
