@@ -10,24 +10,29 @@ index is verified (sizes and checksums) instead of rebuilt. ``--generate N`` fir
 a deterministic RoG-format corpus of about N triple rows (``k`` / ``M`` suffixes) into
 ``--out`` and indexes that: real-size data for trying the pipeline on a new machine.
 
-Prints one table (questions, triples, entities, relations, bytes on disk, seconds, peak
-RSS) and writes the same figures as JSON (``--json``, default next to the index as
-``<cache>/kg_index/summary-<key>.json``).
+Prints one table (questions, triples, entities, relations, skipped rows and rows lost, bytes
+on disk, seconds, peak RSS) and writes the same figures as JSON (``--json``, default next to
+the index as ``<cache>/kg_index/summary-<key>.json``). ``action`` says what this call did:
+``built``, ``resumed`` (a killed build, continued after checking its files), ``opened`` (a
+cached index, verified), ``rebuilt damaged cache`` or ``waited for another builder``.
+
+Bad rows, unreadable or missing files, leakage between splits and an unwritable cache are
+one line on stderr (``error: ...``) and exit status 2, as in train.py.
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import resource
-import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.io import write_json
-from gsr_train.kg.index import SplitOverlapError, default_cache_dir, get_index, index_key
+from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
 
 log = logging.getLogger("build_index")
 
@@ -53,7 +58,7 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def main(argv=None) -> dict:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", help="folder of RoG-format splits or a hub dataset name")
     parser.add_argument("--generate", type=parse_rows, default=None, metavar="ROWS",
@@ -76,77 +81,101 @@ def main(argv=None) -> dict:
         parser.error("--generate needs --out FOLDER for the corpus")
     if args.batch_rows < 1:
         parser.error(f"--batch-rows must be >= 1, got {args.batch_rows}")
-    splits = tuple(s for s in args.splits.split(",") if s)
-    if not splits:
+    args.splits = tuple(s for s in args.splits.split(",") if s)
+    if not args.splits:
         parser.error("--splits is empty")
+    args.cache = Path(args.cache) if args.cache else default_cache_dir()
+    return args
+
+
+def main(argv=None) -> dict:
+    """Parse, then build or verify; a user's error is one ``error: ...`` line and exit 2."""
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return report_user_errors(run, args, cache_dirs=[args.cache])
 
-    t_start = time.perf_counter()
-    generated = None
-    data = args.data
-    if args.generate is not None:
-        from gsr_train.data.rog_corpus import CorpusSpec, write_corpus
 
-        spec = CorpusSpec.from_rows(args.generate, shape=args.shape)
-        t0 = time.perf_counter()
-        generated = write_corpus(spec, args.out)
-        generated = {**generated, "seconds": round(time.perf_counter() - t0, 2)}
-        data = str(Path(args.out) / "data")
-        log.info("corpus of %s triple rows in %s (%.1fs)", f"{generated['triples']:,}", data, generated["seconds"])
-    cache = Path(args.cache) if args.cache else default_cache_dir()
-    try:
-        key = index_key(data, splits, args.skip_invalid)  # missing splits / files fail here, clearly
-    except (FileNotFoundError, FileExistsError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
-    folder = cache / "kg_index" / key
-    meta_file = folder / "meta.json"
-    before = meta_file.stat().st_mtime_ns if meta_file.exists() else None
+def generate(args: argparse.Namespace) -> dict:
+    from gsr_train.data.rog_corpus import CorpusSpec, write_corpus
+
+    spec = CorpusSpec.from_rows(args.generate, shape=args.shape)
     t0 = time.perf_counter()
     try:
-        index = get_index(data, splits=splits, cache_dir=cache, skip_invalid=args.skip_invalid,
-                          batch_rows=args.batch_rows, allow_overlap=args.allow_overlap)
-    except SplitOverlapError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
-    seconds = time.perf_counter() - t0
+        generated = write_corpus(spec, args.out)
+    except OSError as e:
+        error = folder_write_error(e, args.out, "the generated corpus", "give --out a writable folder")
+        if error is None:
+            raise
+        raise error from e
+    generated = {**generated, "seconds": round(time.perf_counter() - t0, 2)}
+    log.info("corpus of %s triple rows in %s/data (%.1fs)", f"{generated['triples']:,}", args.out,
+             generated["seconds"])
+    return generated
+
+
+def run(args: argparse.Namespace) -> dict:
+    t_start = time.perf_counter()
+    generated = generate(args) if args.generate is not None else None
+    data = str(Path(args.out) / "data") if generated is not None else args.data
+    t0 = time.perf_counter()
+    index = get_index(data, splits=args.splits, cache_dir=args.cache, skip_invalid=args.skip_invalid,
+                      batch_rows=args.batch_rows, allow_overlap=args.allow_overlap)
+    summary = summarize(index, data, args.cache / "kg_index" / index.key, time.perf_counter() - t0)
+    summary.update(generated=generated, total_seconds=round(time.perf_counter() - t_start, 2))
+    print_summary(summary, data)
+    out = Path(args.json) if args.json else args.cache / "kg_index" / f"summary-{index.key}.json"
+    try:
+        write_json(out, summary)
+    except OSError as e:
+        error = folder_write_error(e, out.parent, "the summary", "give --json a writable path")
+        if error is None:
+            raise
+        raise error from e
+    print(f"summary written to {out}")
+    return summary
+
+
+def summarize(index: KGIndex, data: str, folder: Path, seconds: float) -> dict:
+    """The figures of the table, JSON-ready; ``action`` is what get_index did in this call."""
     meta = index.meta or {}
     summary = {
-        "data": str(data), "index_key": index.key, "folder": str(folder),
-        "action": "built" if before is None else
-        ("verified cached index" if meta_file.stat().st_mtime_ns == before else "rebuilt damaged cache"),
-        "seconds": round(seconds, 2), "peak_rss_mb": round(peak_rss_mb(), 1),
+        "data": str(data), "index_key": index.key, "folder": str(folder), "action": index.action,
+        "build": meta.get("build"), "seconds": round(seconds, 2), "peak_rss_mb": round(peak_rss_mb(), 1),
         "build_seconds": meta.get("build_seconds"), "build_peak_rss_mb": meta.get("build_peak_rss_mb"),
         "entities": len(index.entities), "relations": len(index.relations),
-        "bytes": folder_bytes(folder), "generated": generated, "splits": {}, "overlap": meta.get("overlap") or {},
-        "total_seconds": round(time.perf_counter() - t_start, 2),
+        "bytes": folder_bytes(folder), "splits": {}, "overlap": meta.get("overlap") or {},
+        "skips": index.describe_skips(),
     }
-    for split in splits:
+    for split, skips in index.skip_summary().items():
         graphs = index[split]
-        skips = (meta.get("skips") or {}).get(split, {})
         summary["splits"][split] = {
-            "questions": len(graphs), "triples": graphs.total_edges,
-            "local_entities": int(graphs.ent_ptr[-1]),
-            "skipped_rows": sum((skips.get("skipped") or {}).values()),
-            "duplicate_triples_dropped": skips.get("duplicate_triples_dropped", 0),
+            "questions": len(graphs), "triples": graphs.total_edges, "local_entities": int(graphs.ent_ptr[-1]),
+            **{k: skips[k] for k in ("skipped_rows", "skipped", "truncated_files", "rows_lost", "rows_lost_exact",
+                                     "duplicate_triples_dropped")},
         }
+    return summary
 
+
+def _rows_lost(s: dict) -> str:
+    """Skipped rows; ``N+`` when a truncated file lost a tail of unknown length."""
+    return f"{s['rows_lost']:,}" + ("" if s["rows_lost_exact"] else "+")
+
+
+def print_summary(summary: dict, data: str) -> None:
     table = Table(title=f"KG index of {data} ({summary['action']})")
-    for col in ("split", "questions", "triples", "local entities", "skipped rows", "dup. triples"):
+    for col in ("split", "questions", "triples", "local entities", "skipped rows", "rows lost", "dup. triples"):
         table.add_column(col, justify="right" if col != "split" else "left")
     for split, s in summary["splits"].items():
         table.add_row(split, f"{s['questions']:,}", f"{s['triples']:,}", f"{s['local_entities']:,}",
-                      str(s["skipped_rows"]), f"{s['duplicate_triples_dropped']:,}")
-    console = Console()
+                      f"{s['skipped_rows']:,}", _rows_lost(s), f"{s['duplicate_triples_dropped']:,}")
+    console = Console(width=max(Console().width, 110))
     console.print(table)
+    if any(s["rows_lost"] or not s["rows_lost_exact"] for s in summary["splits"].values()):
+        console.print(f"rows lost: {summary['skips']}", soft_wrap=True, markup=False, highlight=False)
     console.print(f"entities {summary['entities']:,}  relations {summary['relations']:,}  "
                   f"on disk {summary['bytes'] / 2**20:,.0f} MB  "
                   f"this call {summary['seconds']:.1f}s, peak RSS {summary['peak_rss_mb']:,.0f} MB  "
                   f"(build: {summary['build_seconds']}s, peak RSS {summary['build_peak_rss_mb']} MB)")
-    out = Path(args.json) if args.json else cache / "kg_index" / f"summary-{index.key}.json"
-    write_json(out, summary)
-    print(f"summary written to {out}")
-    return summary
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ that run from the topic entity to the answer), cached next to the KG index. Prin
 table per split (questions with / without a path, hop histogram, positives per question,
 chains) and writes the same figures as JSON (``--json``, default
 ``<cache>/supervision/summary-<index key>.json``).
+
+Bad rows, missing splits and an unwritable cache are one ``error: ...`` line and exit 2.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from gsr_train.data.errors import report_user_errors
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
 from gsr_train.kg.paths import DEFAULT_MAX_CHAINS, Supervision, get_supervision
@@ -71,9 +74,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
     parser.add_argument("--json", default=None, help="summary JSON path")
     args = parser.parse_args(argv)
+    if args.max_chains < 1:
+        parser.error(f"--max-chains must be >= 1, got {args.max_chains}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-
     cache = Path(args.cache) if args.cache else default_cache_dir()
+    # bad rows, missing splits, an unwritable cache: one line and exit 2, as in train.py
+    return report_user_errors(run, args, cache, cache_dirs=[cache])
+
+
+def run(args: argparse.Namespace, cache: Path) -> dict:
     splits = tuple(s for s in args.splits.split(",") if s)
     index = get_index(args.data, splits=splits, cache_dir=cache, skip_invalid=args.skip_invalid)
     summary = {"data": str(args.data), "index_key": index.key, "max_chains": args.max_chains, "splits": {}}

@@ -5,7 +5,8 @@
 
 Builds (or loads) the KG index, then every embedding table through the same cache that
 training and the cosine baseline read, and prints what was done and how fast. Run it
-again after a kill: it resumes from the last finished chunk.
+again after a kill: it resumes from the last finished chunk. Bad rows, a model not available
+here and an unwritable cache are one ``error: ...`` line and exit 2.
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from gsr_train.data.errors import report_user_errors
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
 from gsr_train.text.embeddings import get_embeddings
-from gsr_train.text.encoders import load_encoder
+from gsr_train.text.encoders import EncoderUnavailable, load_encoder
 
 
 def main(argv=None) -> dict:
@@ -38,8 +40,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--json", default=None, help="also write the summary to this JSON file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-
     cache_dir = args.cache_dir or default_cache_dir()
+    # bad rows, a model not available here, an unwritable cache: one line and exit 2, as in train.py
+    return report_user_errors(run, args, cache_dir, extra=(EncoderUnavailable,), cache_dirs=[cache_dir])
+
+
+def run(args: argparse.Namespace, cache_dir) -> dict:
     t0 = time.perf_counter()
     index = get_index(args.data, splits=tuple(s for s in args.splits.split(",") if s), cache_dir=cache_dir,
                       skip_invalid=args.skip_invalid)

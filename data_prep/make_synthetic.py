@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.data.synthetic import META_FILE, SPLITS, SyntheticConfig, build, write_build
 
 
@@ -66,11 +67,22 @@ def print_summary(summary: dict, console: Console) -> None:
     )
 
 
+def _write(out: Path, cfg: SyntheticConfig) -> None:
+    try:
+        write_build(out, build(cfg))
+    except OSError as e:
+        error = folder_write_error(e, out.parent, "the synthetic benchmark", "give --out a writable folder")
+        if error is None:
+            raise
+        raise error from e
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out, cfg = parse_args(argv)
     t0 = time.perf_counter()
-    write_build(out, build(cfg))
+    # an unwritable --out: one ``error: ...`` line and exit 2, as in train.py
+    report_user_errors(_write, out, cfg)
     summary = json.loads((out / META_FILE).read_text(encoding="utf-8"))["summary"]
     console = Console(width=max(Console().width, 110))
     print_summary(summary, console)

@@ -9,12 +9,21 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
+
+from gsr_train.data.errors import USER_ERROR_EXIT, folder_write_error, user_error_message
 
 
 def _export(a: argparse.Namespace) -> int:
     from gsr_train.export.exporters import export_model
 
-    info = export_model(a.source, a.out, kind=a.kind, repo_id=a.repo_id)
+    try:
+        info = export_model(a.source, a.out, kind=a.kind, repo_id=a.repo_id)
+    except OSError as e:  # a read-only or full disk is the user's to fix, not a traceback
+        error = folder_write_error(e, Path(a.out).parent, "the exported model", "choose a writable OUT_DIR")
+        if error is None:
+            raise
+        raise error from e
     print(f"exported {info['kind']} model from {info['source']} to {a.out}")
     for name in info["files"]:
         print(f"  {name}")
@@ -34,10 +43,11 @@ def _publish(a: argparse.Namespace) -> int:
 def _aggregate(a: argparse.Namespace) -> int:
     from gsr_train.runs.aggregate import aggregate
 
+    if not Path(a.root).is_dir():
+        raise FileNotFoundError(f"{a.root}: no such folder (give a multirun folder or a folder of run folders)")
     rows = aggregate(a.root, write=not a.no_write)
     if not rows:
-        print(f"no run results under {a.root}", file=sys.stderr)
-        return 1
+        raise FileNotFoundError(f"no run results under {a.root} (no run folder with a metrics.json there yet)")
     if not a.no_write:
         print(f"\nwrote {a.root}/aggregate.csv and aggregate.md ({len(rows)} rows)")
     return 0
@@ -71,14 +81,23 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+# what the verbs raise for a wrong path or option (export, publish and aggregate name the file or value)
+VERB_ERRORS = (FileNotFoundError, NotADirectoryError, ValueError, RuntimeError)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run a verb; a user's error is one line, ``error: gsr-train VERB: ...``, and exit status 2
+    (the format of train.py's errors: :mod:`gsr_train.data.errors`)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)
-    except (FileNotFoundError, ValueError, RuntimeError) as e:
-        print(f"gsr-train {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except Exception as e:
+        message = user_error_message(e, extra=VERB_ERRORS)
+        if message is None:
+            raise
+        print(f"error: gsr-train {args.command}: {message}", file=sys.stderr)
+        return USER_ERROR_EXIT
 
 
 if __name__ == "__main__":
