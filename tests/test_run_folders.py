@@ -95,3 +95,85 @@ def test_summary_shows_folder_files_and_table(tmp_path):
     assert text.splitlines()[0] == f"== subgraphrag_quickstart finished in 1:15 -> {tmp_path}"
     assert text.splitlines()[1] == "files: checkpoints/, metrics.json"
     assert "| x | 0.5 |" in text
+
+
+def test_interpolated_run_folder_is_guarded_too(tmp_path):
+    write_toy(tmp_path / "data", sizes=(8, 4, 6))
+    folder = "outputs/${experiment_name}/fixed"  # resolved by Hydra, not by the shell
+    first = _train(tmp_path, f"hydra.run.dir={folder}")
+    _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err[-3000:]
+    assert "Callback RunFolderGuard" not in err  # the guard ran (it once failed on this interpolation)
+    run = tmp_path / "outputs" / "cosine_baseline" / "fixed"
+    kept = (run / "metrics.json").read_bytes()
+    again = _train(tmp_path, f"hydra.run.dir={folder}")
+    _, err = again.communicate(timeout=300)
+    assert again.returncode == 2 and f"{run.relative_to(tmp_path)} holds a finished run" in err, err[-2000:]
+    assert (run / "metrics.json").read_bytes() == kept
+
+
+def test_two_runs_started_at_once_in_one_named_folder(tmp_path):
+    """One of them runs; the other is refused before Hydra writes into the folder, so the folder's
+    overrides and results come from the same run."""
+    write_toy(tmp_path / "data", sizes=(8, 4, 6))
+    run = tmp_path / "shared_run"
+    procs = {k: _train(tmp_path, f"hydra.run.dir={run}", f"top_k={k}", "eval_ks=[5,20]") for k in (5, 20)}
+    codes = {}
+    for k, p in procs.items():
+        _, err = p.communicate(timeout=300)
+        codes[k] = (p.returncode, err)
+    assert sorted(c for c, _ in codes.values()) == [0, 2], {k: (c, e[-1500:]) for k, (c, e) in codes.items()}
+    winner = next(k for k, (c, _) in codes.items() if c == 0)
+    loser_err = next(e for c, e in codes.values() if c == 2)
+    assert "is in use by another run" in loser_err or "holds a finished run" in loser_err, loser_err[-2000:]
+    assert "Traceback" not in loser_err
+    overrides = (run / ".hydra" / "overrides.yaml").read_text()
+    assert f"top_k={winner}" in overrides and f"top_k={25 - winner}" not in overrides
+    assert json.loads((run / "metrics.json").read_text())["rows"][0]["k"] == winner
+
+
+def test_a_requeued_slurm_job_continues_its_own_folder(tmp_path):
+    """SLURM's warning signal (``--signal=USR1@90``) mid-epoch: last.ckpt written at the next step,
+    the folder marked interrupted, ``scontrol requeue <job>`` called, exit 138. The requeued job
+    (same job id, same command, no resume option) continues in ``slurm-<job id>`` and finishes."""
+    from .subgraphrag_toy import write_toy as toy
+
+    data = toy(tmp_path / "data", sizes=(24, 8, 8))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "scontrol_calls"
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
+           "PYTHONWARNINGS": "ignore", "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
+           "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "1",
+           "SLURM_JOB_NAME": "train", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+           "SLURM_NNODES": "1", "SLURM_NTASKS_PER_NODE": "1"}
+    args = ["train.py", "+experiment=subgraphrag_quickstart", f"data.dir={data}", "data.name=toy",
+            "encoder.name=hashing", "+encoder.dim=32", "model.hidden=32", "model.train.epochs=2",
+            "model.train.graphs_per_batch=4", "subgraphrag.compare_cosine=false", "logger=csv",
+            "~callbacks.rich_progress", "trainer.enable_progress_bar=false"]
+
+    def job(*prefix):
+        return subprocess.run([sys.executable, *prefix, *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    for script in ("train.py",):
+        (tmp_path / script).symlink_to(ROOT / script)
+    (tmp_path / "conf").symlink_to(ROOT / "conf")
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
+    first = job("-m", "tests.signal_at", "gsr_train.runs.checkpoints:LastCheckpoint.on_train_batch_end", "3", "USR1")
+    assert first.returncode == 128 + 10, first.stderr[-3000:]
+    run = tmp_path / "outputs" / "subgraphrag_quickstart" / "slurm-4242"
+    state = json.loads((run / "run.json").read_text())
+    assert state["status"] == "interrupted" and state["signal"] == "SIGUSR1" and state["requeue"] == "requeued"
+    assert state["slurm_job"] == "4242" and (run / "checkpoints" / "last.ckpt").exists()
+    assert calls.read_text().split() == ["requeue", "4242"]
+
+    second = job()  # what SLURM runs again after the requeue
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "requeued SLURM job: continuing the run in" in second.stderr + second.stdout
+    state = json.loads((run / "run.json").read_text())
+    assert state["status"] == "finished" and state["attempts"] == 2
+    assert json.loads((run / "metrics.json").read_text())["training"]["global_step"] == 12
+    assert len(list((tmp_path / "outputs" / "subgraphrag_quickstart").iterdir())) == 1
