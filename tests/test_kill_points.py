@@ -85,6 +85,15 @@ def test_stop_anywhere_then_resume_matches_uninterrupted(uninterrupted, point, s
         if point in ("first step", "mid-epoch"):  # stopped at the step boundary, after writing last.ckpt
             assert state["checkpoint"] == str(run / "checkpoints" / "last.ckpt")
 
+    if (point, sig) == ("best saved", "KILL"):  # eval.py on the killed run says what it scores
+        scored = subprocess.run([sys.executable, "eval.py", f"ckpt_path={run}", f"data.dir={root / 'data'}",
+                                 f"hydra.run.dir={run}_eval", "~callbacks.rich_progress", "logger=none"], cwd=REPO,
+                                env=_env(root / "cache"), capture_output=True, text=True, timeout=300)
+        assert scored.returncode == 0, scored.stderr[-3000:]
+        assert f"evaluating {run / 'checkpoints' / 'best-00.ckpt'}" in scored.stderr, scored.stderr[-3000:]
+        assert "that run did not finish (status: killed)" in scored.stderr
+        assert json.loads((run.parent / f"{run.name}_eval" / "eval.json").read_text())["source_status"] == "killed"
+
     again = _train(root, run)  # the same command without resume: refused, the folder untouched
     assert again.returncode == 2 and "resume=auto" in again.stderr and "Traceback" not in again.stderr
 

@@ -47,6 +47,11 @@ class SplitFilesError(UserError, FileExistsError):
     """Two different files for one split (``train.jsonl`` next to ``train.parquet``)."""
 
 
+class SyntheticConfigError(UserError, ValueError):
+    """``data.synthetic.*`` options that do not make a world (a count out of range, too few
+    entities for the questions asked)."""
+
+
 class CacheWriteError(UserError, OSError):
     """A folder the command must write to is read-only, not ours, or on a full disk."""
 

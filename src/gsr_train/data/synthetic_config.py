@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from gsr_train.data.errors import SyntheticConfigError
 from gsr_train.io import stable_hash
 
 GENERATOR_VERSION = 1
@@ -46,27 +47,27 @@ class SyntheticConfig:
             value = getattr(self, f.name)
             if f.name.endswith("_fraction"):
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                    raise ValueError(f"SyntheticConfig.{f.name} must be a number in [0, 1], got {value!r}")
+                    raise SyntheticConfigError(f"SyntheticConfig.{f.name} must be a number in [0, 1], got {value!r}")
                 object.__setattr__(self, f.name, float(value))  # 1 and 1.0: same config, same cache key
             elif not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"SyntheticConfig.{f.name} must be an integer, got {value!r}")
+                raise SyntheticConfigError(f"SyntheticConfig.{f.name} must be an integer, got {value!r}")
             elif f.name != "seed" and value < (0 if f.name.startswith("num_") and f.name[4:] in SPLITS else 1):
-                raise ValueError(f"SyntheticConfig.{f.name} must be positive, got {value}")
+                raise SyntheticConfigError(f"SyntheticConfig.{f.name} must be positive, got {value}")
         if not 1 <= self.num_countries <= len(COUNTRIES):
-            raise ValueError(f"SyntheticConfig.num_countries must be in 1..{len(COUNTRIES)}, got {self.num_countries}")
+            raise SyntheticConfigError(f"SyntheticConfig.num_countries must be in 1..{len(COUNTRIES)}, got {self.num_countries}")
         if self.num_regions < self.num_countries or self.num_cities < self.num_countries:
-            raise ValueError("SyntheticConfig: need at least one region and one city per country "
+            raise SyntheticConfigError("SyntheticConfig: need at least one region and one city per country "
                              f"(num_regions={self.num_regions}, num_cities={self.num_cities}, "
                              f"num_countries={self.num_countries})")
         if self.min_cast > self.max_cast:
-            raise ValueError(f"SyntheticConfig.min_cast ({self.min_cast}) > max_cast ({self.max_cast})")
+            raise SyntheticConfigError(f"SyntheticConfig.min_cast ({self.min_cast}) > max_cast ({self.max_cast})")
         if 2 * self.max_topic_degree > self.max_triples:
-            raise ValueError(
+            raise SyntheticConfigError(
                 f"SyntheticConfig.max_topic_degree ({self.max_topic_degree}) must be at most half of "
                 f"max_triples ({self.max_triples}): every triple of the (up to two) topic entities is kept"
             )
         if self.num_people < 20:
-            raise ValueError(f"SyntheticConfig.num_people must be at least 20, got {self.num_people}")
+            raise SyntheticConfigError(f"SyntheticConfig.num_people must be at least 20, got {self.num_people}")
 
     @classmethod
     def from_any(cls, config: "SyntheticConfig | dict | None") -> "SyntheticConfig":
@@ -80,7 +81,7 @@ class SyntheticConfig:
             known = {f.name for f in dataclasses.fields(cls)}
             unknown = sorted(set(data) - known)
             if unknown:
-                raise ValueError(f"SyntheticConfig: unknown option(s) {unknown}; known: {sorted(known)}")
+                raise SyntheticConfigError(f"SyntheticConfig: unknown option(s) {unknown}; known: {sorted(known)}")
             return cls(**data)
         raise TypeError(f"expected a SyntheticConfig or a dict, got {type(config).__name__}")
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gsr_train.data import synthetic_schema as S
+from gsr_train.data.errors import SyntheticConfigError
 from gsr_train.data.synthetic_world import World
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -146,7 +147,7 @@ def _draw(pools: list[_Pool], n: int, rng: np.random.Generator, used_texts: set[
     while len(out) < n:
         live = [p for p in pools if p.cursor < len(p.candidates)]
         if not live:
-            raise ValueError(
+            raise SyntheticConfigError(
                 f"synthetic benchmark: only {len(out)} distinct {what} questions fit this world but {n} "
                 "were asked for; raise num_people / num_films or lower the number of questions"
             )

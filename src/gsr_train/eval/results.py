@@ -12,6 +12,8 @@ tail node) keys find the edge, both with one sort + searchsorted over the whole 
 """
 from __future__ import annotations
 
+from gsr_train.data.errors import UserError
+
 import json
 import logging
 import math
@@ -34,7 +36,7 @@ RESERVED = ("id", "triples", "scores", "chains")
 _INT64_LIMIT = 1 << 62
 
 
-class TripleFileError(ValueError):
+class TripleFileError(UserError, ValueError):
     """A results / labels file that does not fit the split; names file, line, id and triple."""
 
 

@@ -7,6 +7,8 @@ the run folder's ``checkpoints/last.ckpt`` (:func:`resume_path`).
 """
 from __future__ import annotations
 
+from gsr_train.data.errors import UserError
+
 import logging
 import os
 import sys
@@ -126,25 +128,19 @@ def _resume_command(cfg: DictConfig, out: Path) -> str:
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Errors that are the user's to fix (a wrong option, a missing file, bad rows): one message, no traceback."""
-    from gsr_train.data.rows import DataFileError, RowError
-    from gsr_train.eval.results import TripleFileError
-    from gsr_train.kg.index import SplitOverlapError
-    from gsr_train.runs.recipes import RecipeError
-    from gsr_train.runs.run_folder import RunFolderError
-
-    return (PreflightError, RecipeError, SplitOverlapError, RowError, DataFileError, TripleFileError, RunFolderError)
+    """Errors that are the user's to fix (a wrong option, a missing file or model, bad rows, a taken
+    folder): one message, no traceback. Every such error derives from :class:`UserError`."""
+    return (UserError,)
 
 
 def report_user_errors(fn, *args: Any) -> Any:
-    """``fn(*args)``; a user error becomes ``error: ...`` on stderr and exit status 2."""
-    import sys
+    """``fn(*args)``; a user error (or a failed write into the run's cache: read-only, full) becomes
+    ``error: ...`` on stderr and exit status 2 (:func:`gsr_train.data.errors.report_user_errors`)."""
+    from gsr_train.data.errors import report_user_errors as report
 
-    try:
-        return fn(*args)
-    except user_errors() as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+    cfg = next((a for a in args if isinstance(a, DictConfig)), None)
+    cache = OmegaConf.select(cfg, "paths.cache_dir", default=None) if cfg is not None else None
+    return report(fn, *args, extra=user_errors(), cache_dirs=[cache])
 
 
 def finish_trackers() -> None:
@@ -200,7 +196,8 @@ def load_kg_index(cfg: DictConfig, evaluate: Sequence[str] = (), source: Any = N
     )
     summary = index.skip_summary()
     _LOADED_DATA[folder] = {"index": index.key, "action": index.action, "splits": summary}
-    skipped = any(fig.get("skipped_rows") or fig.get("rows_lost") for fig in summary.values())
+    skipped = any(fig.get("skipped_rows") or fig.get("rows_lost") or fig.get("truncated_files")
+                  for fig in summary.values())
     (log.warning if skipped else log.info)("data %s (%s index): %s", folder, index.action, index.describe_skips())
     for split in evaluate:
         require_split(index, split, "evaluation", str(cfg.data.name))
@@ -233,7 +230,7 @@ def label_path(cfg: DictConfig, split: str) -> str | None:
     return str(path) if path else None
 
 
-class PreflightError(ValueError):
+class PreflightError(UserError, ValueError):
     """Inputs a run needs are missing or wrong: found before any long work starts."""
 
 

@@ -22,7 +22,7 @@ def run(cfg: DictConfig) -> dict:
                                             label_path(cfg, split))
     results_path = results_file(output_dir(cfg), split)
     write_results(results_path, index, split, scores, k)
-    figures = {**figures, "k": k, "results_path": str(results_path)}
+    figures = {**figures, "data": str(cfg.data.name), "k": k, "results_path": str(results_path)}
     save_metrics(cfg, index.key, [retrieval_row(figures["method"], report, split, k, results=results_path)], figures)
     print(report.table(f"{figures['method']} ({figures['encoder']['encoder']}) on {cfg.data.name} [{split}]",
                        breakdowns=True))

@@ -109,6 +109,22 @@ def find_source(ckpt_path: str | Path) -> RunSource:
     return RunSource(folder, config, _experiment_of(folder, config), method, checkpoint)
 
 
+def _say_what_is_scored(source: RunSource) -> str | None:
+    """Print which checkpoint is scored, and that its run did not finish when it did not: a
+    killed or interrupted run's best checkpoint is the best of the epochs it completed."""
+    import sys
+
+    from gsr_train.runs.run_folder import run_status
+
+    status = run_status(source.folder)
+    print(f"evaluating {source.checkpoint} ({source.experiment} run in {source.folder})", file=sys.stderr)
+    if status not in (None, "finished"):
+        print(f"warning: that run did not finish (status: {status}); its checkpoints hold only what it trained "
+              f"before it stopped. Continue it first with: python train.py hydra.run.dir={source.folder} "
+              "resume=auto (plus its own overrides)", file=sys.stderr)
+    return status
+
+
 def _task_overrides() -> list[str]:
     try:
         from hydra.core.hydra_config import HydraConfig
@@ -243,7 +259,7 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
         source = find_source(composed.ckpt_path)
         cfg = eval_config(source, composed, _task_overrides() if overrides is None else overrides)
         note = {"source_run": str(source.folder), "checkpoint": source.checkpoint, "method": source.method,
-                "experiment": source.experiment}
+                "experiment": source.experiment, "source_status": _say_what_is_scored(source)}
     elif OmegaConf.select(composed, "runner", default=None) not in (None, "???") and \
             OmegaConf.select(composed, "runner") not in RUNNERS:
         cfg = untrained_config(composed)

@@ -13,6 +13,8 @@ retriever) are typed ``dict``. The SubgraphRAG model is checked by its own
 """
 from __future__ import annotations
 
+from gsr_train.data.errors import UserError
+
 import dataclasses
 import difflib
 import typing
@@ -424,7 +426,7 @@ def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-class RecipeError(ValueError):
+class RecipeError(UserError, ValueError):
     """Options the runner does not have (one of the user's mistakes: reported without a traceback)."""
 
 

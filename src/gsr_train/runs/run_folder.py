@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+from gsr_train.data.errors import UserError
+
 import os
 import socket
 import sys
@@ -35,7 +37,7 @@ except ImportError:  # pragma: no cover - hydra is a dependency
     _HydraCallback = object
 
 
-class RunFolderError(ValueError):
+class RunFolderError(UserError, ValueError):
     """The folder cannot take this run (in use, or holding another run): the user's to fix."""
 
 
@@ -101,15 +103,40 @@ def _holds_sweep(folder: Path) -> bool:
     return any(p.is_dir() and _holds_run(p) for p in folder.iterdir()) if folder.is_dir() else False
 
 
+def _locked_elsewhere(folder: Path) -> bool:
+    """Another process holds ``folder``'s lock (its run is alive)."""
+    import fcntl
+
+    if str(folder.resolve()) in _HELD or not (folder / LOCK).exists():
+        return False
+    fd = os.open(folder / LOCK, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def run_status(folder: str | Path) -> str | None:
+    """What the run in ``folder`` did: finished, interrupted, failed, running (alive), killed (a
+    ``running`` mark nobody holds: kill -9, a crash of the machine), or None (no run.json)."""
+    path = Path(folder)
+    state = run_state(path)
+    if state is None:
+        return None
+    status = str(state.get("status"))
+    return "killed" if status == "running" and not _locked_elsewhere(path) else status
+
+
 def describe(folder: Path) -> str:
     state = run_state(folder)
     if state is None:
         return "an earlier run"
-    status = state.get("status")
-    if status == "running" and str(folder.resolve()) not in _HELD:
-        status = "killed"
     when = state.get("finished_at") or state.get("stopped_at") or state.get("started_at")
-    return f"a {status} run ({state.get('experiment')}, {when})"
+    return f"a {run_status(folder)} run ({state.get('experiment')}, {when})"
 
 
 def own_slurm_job(folder: Path) -> bool:

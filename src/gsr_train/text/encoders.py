@@ -17,6 +17,8 @@ on the first :meth:`TextEncoder.encode`, so a warm embedding cache never loads a
 """
 from __future__ import annotations
 
+from gsr_train.data.errors import UserError
+
 import hashlib
 import importlib.util
 import json
@@ -42,7 +44,7 @@ GTE_LARGE = "Alibaba-NLP/gte-large-en-v1.5"
 STORE_OPTIONS = ("_target_", "relation_text", "dtype")
 
 
-class EncoderUnavailable(RuntimeError):
+class EncoderUnavailable(UserError, RuntimeError):
     """The requested encoder cannot be loaded here (missing package, no hub access, ...)."""
 
 

@@ -27,6 +27,8 @@ A saved model is a folder: ``save_pretrained`` files of the model and the tokeni
 """
 from __future__ import annotations
 
+from gsr_train.data.errors import UserError
+
 import contextlib
 import io
 import json
@@ -56,7 +58,7 @@ FAMILIES = ("t5", "minilm")
 COMPACT_SPECIALS = 3  # minilm decoder ids: 0 pad, 1 start, 2 eos, 3 + k relation k
 
 
-class ModelUnavailable(RuntimeError):
+class ModelUnavailable(UserError, RuntimeError):
     """A model that cannot be loaded here (no hub access, missing package, bad folder)."""
 
 
