@@ -31,7 +31,7 @@ RUNNERS = {"gsr_train.runs.subgraphrag.run": "subgraphrag", "gsr_train.runs.gsr.
            "gsr_train.runs.reader.run": "reader"}
 EVAL_KEYS = ("ckpt_path", "split", "k")
 # options of a run that name its own data; dropped when eval reads other data (unless given again)
-DATA_BOUND = {"reader": ("qa.retrieval.results",), "gsr": ("gsr.llm_chains",)}
+DATA_BOUND = {"reader": ("qa.retrieval.results",), "gsr": ("gsr.llm_chains", "data.graphs")}
 
 
 @dataclass
@@ -220,8 +220,8 @@ def eval_config(source: RunSource, composed: DictConfig, overrides: list[str]) -
                     cfg.data.format = "rog"
                     for key in ("graphs", "graph_splits"):
                         cfg.data.pop(key, None)
-            if cfg.data.get("format") == "paths" and cfg.data.get("graphs"):
-                cfg.data.graph_splits = list(cfg.data.graph_splits)  # every split that may hold the graphs
+            if _touched(touched, "data.graphs") and not _touched(touched, "data.graph_splits"):
+                cfg.data.graph_splits = None  # every split file of the graphs folder given
         else:
             cfg.qa.eval_only = source.checkpoint
             cfg.qa.train_split = None

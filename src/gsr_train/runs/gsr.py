@@ -65,6 +65,46 @@ def _llm_chains(cfg: DictConfig):
     return load_llm_chains(path)
 
 
+def _graph_splits(cfg: DictConfig) -> tuple[str, ...]:
+    """``data.graph_splits``, or (null) every split file the graphs folder holds."""
+    if cfg.data.get("graph_splits"):
+        return tuple(cfg.data.graph_splits)
+    from gsr_train.data.rows import find_split_file
+    from gsr_train.eval.evaluate import DEFAULT_SPLITS
+
+    present = []
+    for split in DEFAULT_SPLITS:
+        try:
+            find_split_file(str(cfg.data.graphs), split)
+            present.append(split)
+        except FileNotFoundError:
+            continue
+    if not present:
+        raise PreflightError(f"data.graphs={cfg.data.graphs}: no split file ({', '.join(DEFAULT_SPLITS)}) there")
+    return tuple(present)
+
+
+def _questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[list, int]:
+    """The evaluation questions that have a graph in ``gidx``; the others are an error (their
+    chains could not be executed, so they would score 0) unless ``data.skip_questions_without_graph``."""
+    known = {qid for graphs in gidx.splits.values() for qid in graphs.ids}
+    kept = [q for q in evaluation if q.id in known]
+    lost = len(evaluation) - len(kept)
+    if lost and not cfg.data.get("skip_questions_without_graph"):
+        examples = ", ".join(q.id for q in evaluation if q.id not in known)[:200]
+        raise PreflightError(
+            f"{lost} of {len(evaluation)} evaluation questions of {cfg.data.name} [{cfg.gsr.eval_split}] have no graph "
+            f"in data.graphs={cfg.data.graphs} (splits {', '.join(gidx.splits)}; e.g. {examples}): point "
+            "data.graphs at the RoG-format folder holding these question ids, or set "
+            "data.skip_questions_without_graph=true to evaluate only the questions that have one")
+    if lost:
+        log.warning("%d of %d evaluation questions have no graph in %s: left out of the evaluation "
+                    "(data.skip_questions_without_graph=true)", lost, len(evaluation), cfg.data.graphs)
+    if not kept:
+        raise PreflightError(f"no evaluation question of {cfg.data.name} has a graph in data.graphs={cfg.data.graphs}")
+    return kept, lost
+
+
 def _gather_graphs(index, ids: list[str]):
     """One SplitGraphs with the graph of every id, in order (an empty graph when no split has it)."""
     from gsr_train.kg.index import KGIndex, QuestionGraph, _concat
@@ -184,20 +224,24 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     kg_relations: list[str] = []
     subjects: dict[str, list[str]] = {}
     walks: list = []
+    without_graph = 0
+    if not cfg.data.get("graphs") and "constrained" in g.get("eval_modes", []):
+        raise PreflightError(f"gsr.eval_modes has constrained, which decodes on each question's graph, but "
+                             f"{cfg.data.name} is chain files and data.graphs is not set: point data.graphs at the "
+                             "RoG-format folder holding the questions' graphs, or set gsr.eval_modes=[unconstrained]")
     if cfg.data.get("graphs"):
-        gidx = load_kg_index(cfg, source=cfg.data.graphs, splits=cfg.data.graph_splits)
+        graph_splits = _graph_splits(cfg)
+        gidx = load_kg_index(cfg, source=cfg.data.graphs, splits=graph_splits)
+        evaluation, without_graph = _questions_with_graphs(cfg, evaluation, gidx)
         graph_index, has_graph, missing = _gather_graphs(gidx, [q.id for q in evaluation])
         kg_relations = list(gidx.relations)
         eval_graphs = graph_index["eval"]
         topics = {gidx.entities[int(e)] for e in eval_graphs.entity_ids[eval_graphs.topic_mask].tolist()}
-        subjects = relation_subjects(gidx, tuple(cfg.data.graph_splits), exclude=topics,
+        subjects = relation_subjects(gidx, graph_splits, exclude=topics,
                                      per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed))
         if training:  # the KG is shared with the evaluation questions: no walk starts at their topics
-            walks = random_walks(cfg, gidx, tuple(cfg.data.graph_splits), "named", exclude=topics)
-    if missing:
-        log.warning("%d of %d evaluation questions have no graph in %s: their chains count as invalid",
-                    missing, len(evaluation), cfg.data.get("graphs"))
-    summary = {"layout": "paths", "train_questions": len(train),
+            walks = random_walks(cfg, gidx, graph_splits, "named", exclude=topics)
+    summary = {"layout": "paths", "eval_without_graph": without_graph, "train_questions": len(train),
                "train_chains": sum(len(q.chains) for q in train), "variant": variant,
                "eval_questions": len(evaluation), "eval_with_graph": int(sum(has_graph)), "holdout": holdout,
                **walk_counts(walks)}
