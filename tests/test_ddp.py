@@ -149,3 +149,37 @@ def test_reader_run_writes_nothing_on_other_ranks(tmp_path, monkeypatch):
     assert not written & {"metrics.json", "qa_table.txt", "adapter", "merged", "results_train.jsonl",
                           "results_test.jsonl"}, written
     assert not [n for n in written if n.startswith("predictions_")], written
+
+
+def test_ddp_run_keeps_the_recipe_global_batch(tmp_path):
+    """``train.py`` with 2 processes (``trainer=ddp_cpu``) trains the recipe one process trains
+    (``batch_scope=global``: each takes half the batch): the same optimiser steps and the same
+    recall within noise; ``batch_scope=per_device`` is the old behaviour, half the steps."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+    from .subgraphrag_toy import write_toy
+
+    data = write_toy(tmp_path / "data", sizes=(48, 16, 32))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
+           "PYTHONWARNINGS": "ignore", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
+
+    def train(name, *extra):
+        done = subprocess.run([sys.executable, "train.py", "+experiment=subgraphrag_quickstart", f"data.dir={data}",
+                               "data.name=toy", "encoder.name=hashing", "+encoder.dim=32", "model.hidden=32",
+                               "model.train.epochs=4", "model.train.graphs_per_batch=8", "model.train.patience=null",
+                               "subgraphrag.compare_cosine=false", "logger=none", "~callbacks.rich_progress",
+                               "trainer.enable_progress_bar=false", f"hydra.run.dir={tmp_path / name}", *extra],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads((tmp_path / name / "metrics.json").read_text())
+
+    one, two = train("one"), train("two", "trainer=ddp_cpu")
+    assert one["training"]["devices"] == 1 and two["training"]["devices"] == 2
+    assert one["training"]["global_step"] == two["training"]["global_step"] == 4 * 48 // 8
+    for metric in ("answer_recall", "sp_recall"):
+        assert two["at_k"][metric] == pytest.approx(one["at_k"][metric], abs=0.1), (metric, one["at_k"], two["at_k"])
+    per_device = train("per_device", "trainer=ddp_cpu", "batch_scope=per_device")
+    assert per_device["training"]["global_step"] == 4 * 48 // 16  # each process took all 8: half the steps

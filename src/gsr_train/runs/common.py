@@ -324,6 +324,41 @@ def require_split(index: Any, split: str, role: str, data: str, labels: Any = No
                                  "answer entity (no positive triple)" + (f"; {hint}" if hint else ""))
 
 
+def planned_world_size(cfg: DictConfig) -> int:
+    """The number of training processes the trainer options ask for (devices x nodes), before any
+    Trainer exists: ``devices`` an int, a list of ids, or auto / -1 (every GPU; 1 on the CPU)."""
+    trainer = cfg.get("trainer") or {}
+    devices, nodes = trainer.get("devices", "auto"), int(trainer.get("num_nodes", 1) or 1)
+    if OmegaConf.is_list(devices) or isinstance(devices, (list, tuple)):
+        count = len(devices)
+    elif str(devices).strip().lstrip("-").isdigit() and int(devices) != -1:
+        count = int(devices)
+    else:  # auto / -1: every accelerator Lightning would take
+        import torch
+
+        gpu = str(trainer.get("accelerator", "auto")) in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        count = torch.cuda.device_count() if gpu else 1
+    return max(count, 1) * nodes
+
+
+def rank_batch(cfg: DictConfig, batch: int, key: str) -> int:
+    """Each training process's batch for the recipe's ``key`` = ``batch``: the global batch split
+    over the processes (``batch_scope=global``, the default, so DDP trains the recipe that one
+    process trains), or all of it (``batch_scope=per_device``)."""
+    scope = str(cfg.get("batch_scope", "global"))
+    if scope not in ("global", "per_device"):
+        raise PreflightError(f"batch_scope={scope}: use global or per_device")
+    world = planned_world_size(cfg)
+    if scope == "per_device" or world == 1:
+        return int(batch)
+    if batch % world:
+        raise PreflightError(f"{key}={batch} is the global batch (batch_scope=global) and does not split over "
+                             f"{world} processes: use a multiple of {world}, or batch_scope=per_device (each "
+                             f"process takes {batch}, a global batch of {batch * world})")
+    log.info("%s=%d over %d processes: %d each (batch_scope=global)", key, batch, world, batch // world)
+    return int(batch) // world
+
+
 def one_setting(cfg: DictConfig, used: str, other: str = "trainer.max_epochs") -> None:
     """``other`` must equal ``used`` (the runner reads ``used``): two different values for one
     thing (epochs) are the user's mistake, reported instead of one silently winning."""

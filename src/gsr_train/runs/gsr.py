@@ -29,7 +29,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.runs.common import (PreflightError, cache_dir, fit_state, is_rank_zero, log_final_metrics, make_trainer,
-                                   one_setting, output_dir, preflight, require_family, resolve_data_dir, resume_path,
+                                   one_setting, output_dir, preflight, rank_batch, require_family, resolve_data_dir, resume_path,
                                    save_metrics)
 
 log = logging.getLogger(__name__)
@@ -346,7 +346,7 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
                          **{f"train_{k}": v for k, v in counts.items()}, **{f"val_{k}": v for k, v in vcounts.items()}})
     return GSRDataModule(gsr, retrieval, index_pool, validation, schedule=g.schedule,
                          index_epochs=int(g.get("index_epochs", 0)), index_ratio=float(g.index_ratio),
-                         batch_size=int(cfg.model.batch_size), eval_batch_size=int(g.get("eval_batch_size", 64)),
+                         batch_size=rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size"), eval_batch_size=int(g.get("eval_batch_size", 64)),
                          seed=int(cfg.seed), max_targets=g.get("max_targets"), walk_pool=walk_pool,
                          walk_ratio=walks.ratio, index_focus=focus,
                          focus_share=None if focus is None else float(share))

@@ -40,7 +40,7 @@ from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
 from gsr_train.eval.tail import results_file
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
 from gsr_train.runs.common import (PreflightError, cache_dir, fit_state, is_rank_zero, load_kg_index, make_trainer,
-                                   one_setting, output_dir, preflight, resolve_data_dir, resume_path, save_metrics)
+                                   one_setting, output_dir, preflight, rank_batch, resolve_data_dir, resume_path, save_metrics)
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +355,8 @@ def train_reader(cfg: DictConfig, model, tokenizer, questions, results, fmt: str
     timings["prepare_train_s"] = time.perf_counter() - t0
     module = ReaderModule(model, lr=float(tr.lr), weight_decay=float(tr.weight_decay),
                           warmup_ratio=float(tr.warmup_ratio), log_every=int(tr.get("log_every", 10)))
-    dm = ReaderDataModule(dataset, tokenizer.pad_token_id, int(tr.batch_size), int(cfg.seed))
+    dm = ReaderDataModule(dataset, tokenizer.pad_token_id, rank_batch(cfg, int(tr.batch_size), "qa.train.batch_size"),
+                          int(cfg.seed))
     overrides: dict[str, Any] = {"max_epochs": int(tr.epochs),
                                  "accumulate_grad_batches": int(tr.get("accumulate", 1)),
                                  "log_every_n_steps": int(tr.get("log_every", 10))}

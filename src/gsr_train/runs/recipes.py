@@ -28,7 +28,8 @@ from gsr_train.retrievers.safe import SAFEConfig
 from gsr_train.retrievers.simgrag import SimGRAGConfig
 
 # keys every experiment has (conf/config.yaml and its groups; conf/eval.yaml adds ckpt_path, split, k)
-COMMON = ("runner", "experiment_name", "seed", "resume", "checkpoint_every_n_steps", "eval_ks", "paths", "hydra",
+COMMON = ("runner", "experiment_name", "seed", "resume", "checkpoint_every_n_steps", "batch_scope", "eval_ks", "paths",
+          "hydra",
           "data", "encoder", "trainer", "logger", "callbacks", "ckpt_path", "split", "k")
 
 

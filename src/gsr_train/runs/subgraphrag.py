@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, label_path, load_kg_index, log_final_metrics,
                                    make_trainer, one_setting, output_dir, preflight, PreflightError,
-                                   require_family, require_split, resume_path, save_metrics)
+                                   rank_batch, require_family, require_split, resume_path, save_metrics)
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,8 @@ def run(cfg: DictConfig) -> dict:
     else:
         dm = TripleDataModule(index, emb, sup, scorer_cfg.structure, scorer_cfg.dde_forward, scorer_cfg.dde_reverse,
                               train_split=run_cfg["train_split"], val_split=run_cfg["val_split"],
-                              graphs_per_batch=int(train["graphs_per_batch"]),
+                              graphs_per_batch=rank_batch(cfg, int(train["graphs_per_batch"]),
+                                                          "model.train.graphs_per_batch"),
                               eval_graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]), seed=int(cfg.seed))
         module = SubgraphRAGModule(model_opts, emb.dim, optim=train["optim"], loss=train["loss"],
                                    val_k=int(train["val_k"]), seed=int(cfg.seed),
