@@ -105,7 +105,7 @@ def test_rank_sampler_shards_the_single_process_order():
 
 
 def test_reader_run_with_two_ddp_processes_matches_one(tmp_path):
-    """runs/reader.py with ``trainer=ddp_cpu`` (2 forked ranks, batch 2 each) trains the same adapter
+    """runs/reader.py with ``trainer=ddp_cpu`` (2 forked ranks, 2 examples each) trains the same adapter
     as one process with batch 4 (the loss is the mean over the global batch's answer tokens)."""
     from gsr_train.runs.common import run_experiment
 
@@ -116,7 +116,8 @@ def test_reader_run_with_two_ddp_processes_matches_one(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run_experiment(reader_run_config(inputs, one, "qa.train.epochs=1", "qa.train.batch_size=4"))
-        run_experiment(reader_run_config(inputs, two, "qa.train.epochs=1", "qa.train.batch_size=2", "trainer=ddp_cpu",
+        # the same recipe (a global batch of 4: batch_scope=global gives each rank 2)
+        run_experiment(reader_run_config(inputs, two, "qa.train.epochs=1", "qa.train.batch_size=4", "trainer=ddp_cpu",
                                           "trainer.strategy=ddp_fork"))  # ddp_spawn: the same, 20 s slower
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (one, two))
     assert a["train"]["devices"] == 1 and b["train"]["devices"] == 2

@@ -85,24 +85,31 @@ def _graph_splits(cfg: DictConfig) -> tuple[str, ...]:
 
 
 def _questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[list, int]:
-    """The evaluation questions that have a graph in ``gidx``; the others are an error (their
-    chains could not be executed, so they would score 0) unless ``data.skip_questions_without_graph``."""
+    """The evaluation questions to score and how many of them have no graph in ``gidx``.
+    ``data.questions_without_graph``: ``error`` (the default: such a question could only score 0 in
+    constrained decoding and answer coverage), ``skip`` (left out) or ``keep`` (scored, as misses
+    where a graph is needed)."""
+    policy = str(cfg.data.get("questions_without_graph") or "error")
+    if policy not in ("error", "skip", "keep"):
+        raise PreflightError(f"data.questions_without_graph={policy}: use error, skip or keep")
     known = {qid for graphs in gidx.splits.values() for qid in graphs.ids}
     kept = [q for q in evaluation if q.id in known]
     lost = len(evaluation) - len(kept)
-    if lost and not cfg.data.get("skip_questions_without_graph"):
+    if lost and policy == "error":
         examples = ", ".join(q.id for q in evaluation if q.id not in known)[:200]
         raise PreflightError(
             f"{lost} of {len(evaluation)} evaluation questions of {cfg.data.name} [{cfg.gsr.eval_split}] have no graph "
             f"in data.graphs={cfg.data.graphs} (splits {', '.join(gidx.splits)}; e.g. {examples}): point "
             "data.graphs at the RoG-format folder holding these question ids, or set "
-            "data.skip_questions_without_graph=true to evaluate only the questions that have one")
+            "data.questions_without_graph=skip (evaluate only the questions that have one) or =keep (score them "
+            "as misses wherever a graph is needed)")
     if lost:
-        log.warning("%d of %d evaluation questions have no graph in %s: left out of the evaluation "
-                    "(data.skip_questions_without_graph=true)", lost, len(evaluation), cfg.data.graphs)
+        log.warning("%d of %d evaluation questions have no graph in %s: %s (data.questions_without_graph=%s)",
+                    lost, len(evaluation), cfg.data.graphs,
+                    "left out" if policy == "skip" else "misses in constrained decoding and coverage", policy)
     if not kept:
         raise PreflightError(f"no evaluation question of {cfg.data.name} has a graph in data.graphs={cfg.data.graphs}")
-    return kept, lost
+    return (kept if policy == "skip" else evaluation), lost
 
 
 def _gather_graphs(index, ids: list[str]):
