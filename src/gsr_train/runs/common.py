@@ -124,7 +124,13 @@ def _resume_command(cfg: DictConfig, out: Path) -> str:
                      if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
     except ValueError:  # called outside Hydra
         overrides = []
-    return " ".join([*overrides, f"hydra.run.dir={out}", "resume=auto"])
+    try:
+        folder = out.resolve().relative_to(Path.cwd().resolve())  # as the user would type it
+    except ValueError:
+        folder = out
+    import shlex
+
+    return " ".join(shlex.quote(o) for o in [*overrides, f"hydra.run.dir={folder}", "resume=auto"])
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

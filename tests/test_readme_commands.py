@@ -1,0 +1,151 @@
+"""The README's sweep, resume and SLURM commands run exactly as written.
+
+The commands are read from the README itself (its "Scaling out" section), so the test follows the
+text: each runs in a fresh folder (what a user's checkout would be: ``train.py`` and ``conf/`` of
+this repository) with only ``<time>`` replaced by the folder the command before it made. A kill
+is a real signal sent to the real process; SLURM is its environment and a recording ``scontrol``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+SECTION = REPO.joinpath("README.md").read_text().split("## Scaling out", 1)[1].split("\n## ", 1)[0]
+BLOCKS = re.findall(r"```bash\n(.*?)```", SECTION, re.S)
+
+
+def _block(marker: str) -> list[str]:
+    found = [b for b in BLOCKS if marker in b]
+    assert len(found) == 1, f"one README block with {marker!r} in 'Scaling out'"
+    lines = [line.strip() for line in found[0].replace("\\\n", " ").splitlines()]
+    return [line for line in lines if line and not line.startswith("#")] if "#SBATCH" not in found[0] else lines
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("readme_cache")
+
+
+def _checkout(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("train.py", "eval.py", "conf"):
+        (folder / name).symlink_to(REPO / name)
+    return folder
+
+
+def _env(cache: Path, **extra: str) -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
+            "GSR_TRAIN_CACHE": str(cache), **extra}
+
+
+def _argv(line: str, cwd: Path) -> list[str]:
+    """``python`` is this interpreter, ``gsr-train`` its console script; ``<time>`` the one folder
+    the commands before made under the path given."""
+    def fill(word: str) -> str:
+        if "<time>" in word:
+            head, _, tail = word.partition("=") if "=" in word.split("<time>")[0] else ("", "", word)
+            parent = cwd / tail.split("<time>")[0]
+            made = sorted(p.name for p in parent.iterdir() if p.is_dir())
+            assert len(made) == 1, made
+            tail = tail.replace("<time>", made[0])
+            return f"{head}={tail}" if head else tail
+        return word
+
+    words = [fill(w) for w in shlex.split(line)]
+    if words[0] == "python":
+        words[0] = sys.executable
+    elif words[0] == "gsr-train":
+        words[0] = str(Path(sys.executable).parent / "gsr-train")
+    return words
+
+
+def _run(line: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(_argv(line, cwd), cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_readme_sweeps(tmp_path, cache):
+    cwd = _checkout(tmp_path / "checkout")
+    k_sweep, size_sweep, rebuild = _block("-m +experiment=cosine_baseline")
+    for line in (k_sweep, size_sweep, rebuild):
+        done = _run(line, cwd, _env(cache))
+        assert done.returncode == 0, (line, done.stderr[-3000:])
+    k_table = next((cwd / "multirun" / "cosine_baseline").iterdir()) / "aggregate.md"
+    size_table = next((cwd / "multirun" / "subgraphrag_quickstart").iterdir()) / "aggregate.md"
+    assert "| top_k |" in k_table.read_text() and k_table.read_text().count("| cosine-parts |") == 2
+    assert "| model.hidden |" in size_table.read_text() and size_table.read_text().count("| subgraphrag |") == 2
+    assert to_rows(done.stdout) == 2  # gsr-train aggregate printed the K sweep's table
+
+
+def to_rows(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.startswith("| ") and "cosine-parts" in line)
+
+
+def _stop_when(proc: subprocess.Popen, path_glob: str, cwd: Path, signum: int, timeout: float = 600) -> Path:
+    """Send ``signum`` to ``proc`` once a file matching ``path_glob`` exists (its run folder)."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        found = list(cwd.glob(path_glob))
+        if found:
+            proc.send_signal(signum)
+            return found[0].parents[1]
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"nothing matched {path_glob} in {timeout} s")
+
+
+def test_readme_ctrl_c_then_resume(tmp_path, cache):
+    cwd = _checkout(tmp_path / "checkout")
+    start, resume = _block("resume=auto")
+    proc = subprocess.Popen(_argv(start, cwd), cwd=cwd, env=_env(cache), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    run = _stop_when(proc, "outputs/subgraphrag_quickstart/*/checkpoints/last.ckpt", cwd, signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-3000:]
+    state = json.loads((run / "run.json").read_text())
+    assert state["status"] == "interrupted" and state["signal"] == "SIGINT"
+    expected = " ".join(_argv(resume, cwd)[1:])
+    assert f"continue it with: python {expected}" in err  # the line printed is the README's line
+    done = _run(resume, cwd, _env(cache))
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = json.loads((run / "run.json").read_text())
+    assert state["status"] == "finished" and state["attempts"] == 2
+    assert json.loads((run / "metrics.json").read_text())["training"]["global_step"] > 500
+
+
+def test_readme_slurm_job_is_requeued_and_continues(tmp_path, cache):
+    cwd = _checkout(tmp_path / "checkout")
+    script = _block("#SBATCH")
+    assert "#SBATCH --signal=USR1@90" in script and "#SBATCH --requeue" in script
+    srun = next(line for line in script if line.startswith("srun "))
+    command = srun[len("srun "):]  # srun starts the task; its SLURM environment is given below
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "scontrol_calls"
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    env = _env(cache, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_ID="777", SLURM_NTASKS="1",
+               SLURM_JOB_NAME="gsr-quickstart", SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0",
+               SLURM_NNODES="1", SLURM_NTASKS_PER_NODE="1")
+    proc = subprocess.Popen(_argv(command, cwd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    run = _stop_when(proc, "outputs/subgraphrag_quickstart/slurm-777/checkpoints/last.ckpt", cwd, signal.SIGUSR1)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signal.SIGUSR1, err[-3000:]
+    assert calls.read_text().split() == ["requeue", "777"]
+    assert json.loads((run / "run.json").read_text())["requeue"] == "requeued"
+    again = _run(command, cwd, env)  # the requeued job runs the same script
+    assert again.returncode == 0, again.stderr[-3000:]
+    state = json.loads((run / "run.json").read_text())
+    assert state["status"] == "finished" and state["attempts"] == 2 and state["slurm_job"] == "777"
+    assert [p.name for p in (cwd / "outputs" / "subgraphrag_quickstart").iterdir()] == ["slurm-777"]
