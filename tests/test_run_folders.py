@@ -55,9 +55,9 @@ def test_guard_stops_a_new_run_in_a_finished_runs_folder(tmp_path, capsys):
     guard.on_run_start(_hydra_cfg(tmp_path, resume="auto"))  # continuing it is allowed
 
 
-def _train(cwd, *overrides):
+def _train(cwd, *overrides, flags=()):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(cwd / "cache")}
-    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), "+experiment=cosine_baseline",
+    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *flags, "+experiment=cosine_baseline",
                              f"data.dir={cwd / 'data'}", "data.name=toy", "encoder.name=hashing",
                              "trainer.enable_progress_bar=false", *overrides],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -177,3 +177,34 @@ def test_a_requeued_slurm_job_continues_its_own_folder(tmp_path):
     assert state["status"] == "finished" and state["attempts"] == 2
     assert json.loads((run / "metrics.json").read_text())["training"]["global_step"] == 12
     assert len(list((tmp_path / "outputs" / "subgraphrag_quickstart").iterdir())) == 1
+
+
+def test_two_sweeps_started_at_once_in_one_sweep_folder(tmp_path):
+    write_toy(tmp_path / "data", sizes=(8, 4, 6))
+    sweep = tmp_path / "sweep"
+    procs = [_train(tmp_path, "top_k=5,20", f"hydra.sweep.dir={sweep}", flags=["-m"]) for _ in range(2)]
+    results = [(p.returncode, err) for p in procs for _, err in [p.communicate(timeout=300)]]
+    assert sorted(code for code, _ in results) == [0, 2], [e[-1500:] for _, e in results]
+    refused = next(err for code, err in results if code == 2)
+    assert ("is in use by another run" in refused and "hydra.sweep.dir" in refused) or "holds an earlier sweep" in refused
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".")) == ["0", "1"]
+
+
+def test_resume_from_a_damaged_checkpoint_is_refused_before_any_work(tmp_path):
+    """A last.ckpt cut short (a copy that stopped, a full disk elsewhere): one line naming it and
+    the other checkpoint to continue from, before the index, embeddings or training."""
+    from .subgraphrag_toy import toy_run_overrides
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"PK\x03\x04 cut short")
+    (run / "checkpoints" / "best-00.ckpt").write_bytes(b"")
+    (run / "run.json").write_text(json.dumps({"status": "running", "experiment": "subgraphrag_quickstart"}))
+    args = [o for o in toy_run_overrides(tmp_path) if not o.startswith(("paths.output_dir", "experiment_name"))]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run}", "resume=auto"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"error: {run / 'checkpoints' / 'last.ckpt'} cannot be read" in done.stderr
+    assert f"resume={run / 'checkpoints' / 'best-00.ckpt'}" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "cache" / "kg_index").exists()  # stopped before any data work

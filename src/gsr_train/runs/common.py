@@ -70,6 +70,9 @@ def _start_run(cfg: DictConfig, out: Path, experiment: Any) -> bool:
         log.info("requeued SLURM job: continuing the run in %s", out)
         with open_dict(cfg):
             cfg.resume = "auto"
+    target = resume_path(cfg)
+    if target is not None:
+        check_readable_checkpoint(target)
     mark(out, "running", experiment)
     return True
 
@@ -414,6 +417,22 @@ def resume_path(cfg: DictConfig) -> str | None:
         return None
     check_resume_target(cfg)
     return str(want)
+
+
+def check_readable_checkpoint(path: str | Path) -> None:
+    """A checkpoint must be whole before a run spends time on its data: torch writes a zip archive,
+    whose directory (at its end) is gone when the file was cut short or overwritten."""
+    import zipfile
+
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            archive.namelist()
+    except (OSError, zipfile.BadZipFile) as e:
+        others = sorted(p.name for p in path.parent.glob("*.ckpt") if p != path)
+        hint = f"resume={path.parent / others[-1]} continues from another of its checkpoints; " if others else ""
+        raise PreflightError(f"{path} cannot be read ({e}): it is damaged or cut short. {hint}move it away to "
+                             "start the run over in its folder") from None
 
 
 def check_resume_target(cfg: DictConfig) -> None:

@@ -65,7 +65,7 @@ def _holder(folder: Path) -> str:
     return f" ({who})" if who else ""
 
 
-def lock_folder(folder: str | Path) -> None:
+def lock_folder(folder: str | Path, kind: str = "run") -> None:
     """Hold ``folder``'s lock until this process ends; RunFolderError if another process holds it."""
     import fcntl
 
@@ -80,7 +80,7 @@ def lock_folder(folder: str | Path) -> None:
     except BlockingIOError:
         os.close(fd)
         raise RunFolderError(f"{path} is in use by another run{_holder(path)}; wait for it, or pick another "
-                             "folder (leave hydra.run.dir unset for a new one)") from None
+                             f"folder (leave hydra.{kind}.dir unset for a new one)") from None
     _HELD[key] = fd
 
 
@@ -152,7 +152,7 @@ def claim(folder: str | Path, resume: Any, kind: str = "run") -> str:
     process that holds the folder (the Hydra callback, then the runner) gives the same answer:
     nothing writes ``run.json`` between the two."""
     path = Path(folder)
-    lock_folder(path)
+    lock_folder(path, kind)
     holds = _holds_sweep(path) if kind == "sweep" else _holds_run(path)
     if not holds:
         answer = "new"
