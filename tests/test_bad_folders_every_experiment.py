@@ -105,3 +105,19 @@ def test_skip_and_overlap_options_reach_the_runs_and_the_skips_reach_metrics(tin
     assert doc["questions"] == 2
     doc = run(bad / "leak", tmp_path / "leak", "data.allow_overlap=true")
     assert doc["questions"] == 8  # the 2 leaked training questions are scored too
+
+
+def test_gsr_smoke_cap_larger_than_the_split(tiny, tmp_path):
+    """``gsr.max_eval_questions`` above the split's size (a hub preset that skipped bad rows left
+    fewer) evaluates every question instead of indexing past the split."""
+    from .test_experiments_e2e import SYNTHETIC
+
+    from gsr_train.runs.common import run_experiment
+
+    out = tmp_path / "run"
+    cfg = compose_config(["+experiment=gsr_quickstart", f"paths.output_dir={out}", f"paths.cache_dir={tiny['cache']}",
+                          *QUIET, *SYNTHETIC, "model.epochs=1", "gsr.decode.beams=2", "gsr.val_decode.beams=2",
+                          "gsr.max_val_questions=4", "gsr.max_eval_questions=1000"])
+    run_experiment(cfg)
+    doc = json.loads((out / "metrics.json").read_text())
+    assert doc["data"]["eval_questions"] == 6  # SYNTHETIC's whole test split

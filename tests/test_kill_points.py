@@ -108,3 +108,18 @@ def test_stop_anywhere_then_resume_matches_uninterrupted(uninterrupted, point, s
     assert os.path.basename(a["checkpoint"]) == os.path.basename(b["checkpoint"])  # the same best epoch
     wa, wb = _weights(root / "full" / "checkpoints" / "last.ckpt"), _weights(run / "checkpoints" / "last.ckpt")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_ctrl_c_during_the_index_build_then_resume(tmp_path):
+    """Outside training a signal stops the run at once (every cache is written atomically); the
+    resumed run continues the index build from its ``.partial`` folder."""
+    write_toy(tmp_path / "data", sizes=(24, 8, 8))
+    run = tmp_path / "run"
+    stopped = _train(tmp_path, run, signal_at=["gsr_train.kg.index_build:_SplitWriter.append", "2", "INT"])
+    assert stopped.returncode == 130, stopped.stderr[-3000:]
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+    assert list((tmp_path / "cache" / "kg_index").glob(".*.partial"))  # the build stopped half way
+    resumed = _train(tmp_path, run, "resume=auto")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming the KG index build" in resumed.stdout + resumed.stderr
+    assert json.loads((run / "metrics.json").read_text())["training"]["global_step"] == 18
