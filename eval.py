@@ -5,6 +5,7 @@ Scores a trained run (SubgraphRAG, GSR, a LoRA / QLoRA reader) or an untrained r
 new run folder with the same results and metrics files as a training run (see
 :mod:`gsr_train.runs.evaluate_run`).
 """
+
 from __future__ import annotations
 
 import hydra

@@ -4,6 +4,7 @@ It only composes the config and hands it to the experiment's runner (``cfg.runne
 a dotted path to a function taking the config). Every runner writes its figures as JSON
 into the run folder.
 """
+
 from __future__ import annotations
 
 import hydra

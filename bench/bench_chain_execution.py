@@ -18,6 +18,7 @@ Peak RSS of the process comes next to the times. Writes the table and
     .venv/bin/python bench/bench_chain_execution.py --data /tmp/gsr_scale/webqsp20M/data \\
         --cache /tmp/gsr_scale/cache-webqsp20M
 """
+
 from __future__ import annotations
 
 import argparse
@@ -102,15 +103,28 @@ def main(argv=None) -> dict:
 
     t_plain, asked_plain = allowed(False)
     t_short, asked_short = allowed(True)
-    doc = {"bench": "chain_execution", "data": args.data, "split": args.split, "questions": n,
-           "edges": edges, "open_s": round(t_open, 2),
-           "distances": {"vectorised_s": round(t_vec, 3), "loop_s": round(t_loop, 3),
-                         "speedup": round(t_loop / max(t_vec, 1e-9), 1), "identical": agree},
-           "allowed_relations": {"plain_s": round(t_plain, 3), "plain_prefixes": asked_plain,
-                                 "shortest_s": round(t_short, 3), "shortest_prefixes": asked_short,
-                                 "shortest_over_plain_per_prefix": round((t_short / asked_short) /
-                                                                         max(t_plain / asked_plain, 1e-12), 2)},
-           "peak_rss_mb": peak_rss_mb()}
+    doc = {
+        "bench": "chain_execution",
+        "data": args.data,
+        "split": args.split,
+        "questions": n,
+        "edges": edges,
+        "open_s": round(t_open, 2),
+        "distances": {
+            "vectorised_s": round(t_vec, 3),
+            "loop_s": round(t_loop, 3),
+            "speedup": round(t_loop / max(t_vec, 1e-9), 1),
+            "identical": agree,
+        },
+        "allowed_relations": {
+            "plain_s": round(t_plain, 3),
+            "plain_prefixes": asked_plain,
+            "shortest_s": round(t_short, 3),
+            "shortest_prefixes": asked_short,
+            "shortest_over_plain_per_prefix": round((t_short / asked_short) / max(t_plain / asked_plain, 1e-12), 2),
+        },
+        "peak_rss_mb": peak_rss_mb(),
+    }
     table = Table(title=f"Chain execution on {args.data} ({args.split}: {n:,} questions, {edges:,} edges)")
     for col in ("stage", "calls", "seconds", "note"):
         table.add_column(col, justify="left" if col in ("stage", "note") else "right")
@@ -118,8 +132,12 @@ def main(argv=None) -> dict:
     table.add_row("distances (vectorised)", f"{n:,}", f"{t_vec:.3f}", f"identical to the loop: {agree}")
     table.add_row("distances (BFS loop)", f"{n:,}", f"{t_loop:.3f}", f"speed-up {doc['distances']['speedup']}x")
     table.add_row("allowed_relations (plain)", f"{asked_plain:,}", f"{t_plain:.3f}", "")
-    table.add_row("allowed_relations (shortest)", f"{asked_short:,}", f"{t_short:.3f}",
-                  f"{doc['allowed_relations']['shortest_over_plain_per_prefix']}x per prefix")
+    table.add_row(
+        "allowed_relations (shortest)",
+        f"{asked_short:,}",
+        f"{t_short:.3f}",
+        f"{doc['allowed_relations']['shortest_over_plain_per_prefix']}x per prefix",
+    )
     table.add_row("peak RSS MB", "", "", f"{doc['peak_rss_mb']}")
     Console().print(table)
     save_figures(args.out, doc)

@@ -10,6 +10,7 @@
 
     .venv/bin/python bench/bench_embeddings.py [--data DIR] [--cache-dir /tmp/gsr_cache] [--sample 2000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from benchutil import best_time
 from rich.console import Console
 from rich.table import Table
 
-from benchutil import best_time
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index, has_text
 from gsr_train.retrievers.cosine import cosine_scores
@@ -39,14 +40,13 @@ def gather_scores(split, q_emb, emb, chunk: int = 1 << 16) -> torch.Tensor:
     out = torch.empty(len(eq))
     has = emb.entity_has_text
     for s in range(0, len(eq), chunk):
-        t = trip[s:s + chunk]
-        q = F.normalize(q_emb[eq[s:s + chunk]], dim=-1)
+        t = trip[s : s + chunk]
+        q = F.normalize(q_emb[eq[s : s + chunk]], dim=-1)
         h = F.normalize(emb.entity[t[:, 0]], dim=-1) * has[t[:, 0], None]
         r = F.normalize(emb.relation[t[:, 1]], dim=-1)
         tt = F.normalize(emb.entity[t[:, 2]], dim=-1) * has[t[:, 2], None]
-        out[s:s + chunk] = (q * (h + r + tt)).sum(-1)
+        out[s : s + chunk] = (q * (h + r + tt)).sum(-1)
     return out
-
 
 
 def main() -> None:
@@ -83,12 +83,20 @@ def main() -> None:
     score_diff = float((s_gather - s_block).abs().max())
 
     figures = {
-        "threads": torch.get_num_threads(), "sample_texts": len(texts), "batch_size": args.batch_size,
-        "minilm_unsorted_texts_per_s": len(texts) / t_plain, "minilm_sorted_texts_per_s": len(texts) / t_sorted,
-        "length_sort_speedup": t_plain / t_sorted, "sort_max_abs_diff": max_diff,
-        "embeddings_first_call_s": t_first, "embeddings_warm_load_s": t_warm,
-        "test_edges": int(split.edge_rel.numel()), "cosine_gather_s": t_gather, "cosine_blocked_s": t_block,
-        "cosine_speedup": t_gather / t_block, "cosine_max_abs_diff": score_diff,
+        "threads": torch.get_num_threads(),
+        "sample_texts": len(texts),
+        "batch_size": args.batch_size,
+        "minilm_unsorted_texts_per_s": len(texts) / t_plain,
+        "minilm_sorted_texts_per_s": len(texts) / t_sorted,
+        "length_sort_speedup": t_plain / t_sorted,
+        "sort_max_abs_diff": max_diff,
+        "embeddings_first_call_s": t_first,
+        "embeddings_warm_load_s": t_warm,
+        "test_edges": int(split.edge_rel.numel()),
+        "cosine_gather_s": t_gather,
+        "cosine_blocked_s": t_block,
+        "cosine_speedup": t_gather / t_block,
+        "cosine_max_abs_diff": score_diff,
     }
     table = Table(title=f"embeddings and cosine scoring ({torch.get_num_threads()} threads)")
     table.add_column("figure")

@@ -14,6 +14,7 @@ end-equivalent) and wall time per mode, and the time ratios; writes the same fig
     .venv/bin/python bench/bench_gsr_decoding.py --experiment gsr_webqsp_paths --model runs/<run>/model \
         --out bench/results/gsr_decoding_webqsp_paths.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,11 +52,20 @@ def main() -> None:
 
     tmp = tempfile.mkdtemp(prefix="bench_gsr_")
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            f"+experiment={args.experiment}", f"model.epochs={args.epochs}", f"paths.output_dir={tmp}",
-            "experiment_name=bench_gsr_decoding", "logger=none", "~callbacks.rich_progress",
-            "trainer.enable_progress_bar=false", f"gsr.decode.beams={args.beams}", f"gsr.decode.top_n={args.top_n}",
-        ])
+        cfg = compose(
+            config_name="config",
+            overrides=[
+                f"+experiment={args.experiment}",
+                f"model.epochs={args.epochs}",
+                f"paths.output_dir={tmp}",
+                "experiment_name=bench_gsr_decoding",
+                "logger=none",
+                "~callbacks.rich_progress",
+                "trainer.enable_progress_bar=false",
+                f"gsr.decode.beams={args.beams}",
+                f"gsr.decode.top_n={args.top_n}",
+            ],
+        )
     torch.manual_seed(int(cfg.seed))
     if cfg.data.get("format") == "paths":
         if not args.model:
@@ -73,29 +83,41 @@ def main() -> None:
     train_s = time.perf_counter() - t0
     gsr.eval()
     modes = {}
-    for name, constrained, shortest in (("unconstrained", False, False), ("constrained", True, False),
-                                        ("constrained+shortest", True, True)):
+    for name, constrained, shortest in (
+        ("unconstrained", False, False),
+        ("constrained", True, False),
+        ("constrained+shortest", True, True),
+    ):
         cfg.gsr.decode.shortest = shortest
         modes[name] = evaluate_gsr(cfg, data, gsr, constrained=constrained, write=False)
     rows = []
     for name, m in modes.items():
-        rows.append({
-            "mode": name, "valid_fraction": m["validity"]["valid_fraction"],
-            f"valid_fraction@{args.top_n}": m["validity"][f"valid_fraction@{args.top_n}"],
-            "questions_with_valid_chain": m["validity"]["questions_with_valid_chain"],
-            "answer_recall": m["answer_coverage"]["recall"], "answer_f1": m["answer_coverage"]["f1"],
-            "paper_recall": m["paper_coverage"]["recall"], "paper_f1": m["paper_coverage"]["f1"],
-            "hits": m["answer_coverage"]["hits"], "match@1": m["chain_match"]["match@1"],
-            f"match@{args.top_n}": m["chain_match"][f"match@{args.top_n}"],
-            "end_match@1": m["end_match"].get("end_match@1", float("nan")),
-            f"end_match@{args.top_n}": m["end_match"].get(f"end_match@{args.top_n}", float("nan")),
-            "mean_triples": m["mean_triples"], "seconds": m["inference_seconds"],
-            "decode_seconds": m["decode_seconds"],
-        })
+        rows.append(
+            {
+                "mode": name,
+                "valid_fraction": m["validity"]["valid_fraction"],
+                f"valid_fraction@{args.top_n}": m["validity"][f"valid_fraction@{args.top_n}"],
+                "questions_with_valid_chain": m["validity"]["questions_with_valid_chain"],
+                "answer_recall": m["answer_coverage"]["recall"],
+                "answer_f1": m["answer_coverage"]["f1"],
+                "paper_recall": m["paper_coverage"]["recall"],
+                "paper_f1": m["paper_coverage"]["f1"],
+                "hits": m["answer_coverage"]["hits"],
+                "match@1": m["chain_match"]["match@1"],
+                f"match@{args.top_n}": m["chain_match"][f"match@{args.top_n}"],
+                "end_match@1": m["end_match"].get("end_match@1", float("nan")),
+                f"end_match@{args.top_n}": m["end_match"].get(f"end_match@{args.top_n}", float("nan")),
+                "mean_triples": m["mean_triples"],
+                "seconds": m["inference_seconds"],
+                "decode_seconds": m["decode_seconds"],
+            }
+        )
     ratio = rows[1]["seconds"] / rows[0]["seconds"] if rows[0]["seconds"] else float("nan")
     ratio_short = rows[2]["seconds"] / rows[1]["seconds"] if rows[1]["seconds"] else float("nan")
-    table = Table(title=f"GSR decoding on {args.experiment} (test, {len(data.evaluation)} questions, "
-                        f"beam {args.beams}, top-{args.top_n} valid)")
+    table = Table(
+        title=f"GSR decoding on {args.experiment} (test, {len(data.evaluation)} questions, "
+        f"beam {args.beams}, top-{args.top_n} valid)"
+    )
     table.add_column("metric")
     for r in rows:
         table.add_column(r["mode"], justify="right")
@@ -104,17 +126,33 @@ def main() -> None:
             table.add_row(key, *[f"{r[key]:.4f}" if isinstance(r[key], float) else str(r[key]) for r in rows])
     console = Console()
     console.print(table)
-    console.print(f"constrained / unconstrained wall time: {ratio:.2f}x; constrained+shortest / constrained: "
-                  f"{ratio_short:.2f}x   (model: {source}; "
-                  f"{'loading' if args.model else 'training'} {train_s:.0f}s; threads {args.threads})")
-    checks = {"constrained_all_valid": rows[1]["valid_fraction"] == 1.0 and rows[2]["valid_fraction"] == 1.0,
-              "constrained_recall_at_least_unconstrained": rows[1]["answer_recall"] >= rows[0]["answer_recall"]}
+    console.print(
+        f"constrained / unconstrained wall time: {ratio:.2f}x; constrained+shortest / constrained: "
+        f"{ratio_short:.2f}x   (model: {source}; "
+        f"{'loading' if args.model else 'training'} {train_s:.0f}s; threads {args.threads})"
+    )
+    checks = {
+        "constrained_all_valid": rows[1]["valid_fraction"] == 1.0 and rows[2]["valid_fraction"] == 1.0,
+        "constrained_recall_at_least_unconstrained": rows[1]["answer_recall"] >= rows[0]["answer_recall"],
+    }
     console.print(checks)
-    write_json(args.out, {"experiment": args.experiment, "model": source, "beams": args.beams, "top_n": args.top_n, "threads": args.threads,
-                          "questions": len(data.evaluation), "train_seconds": train_s, "modes": rows,
-                          "time_ratio_constrained_over_unconstrained": ratio,
-                          "time_ratio_shortest_over_constrained": ratio_short, "checks": checks,
-                          "details": modes})
+    write_json(
+        args.out,
+        {
+            "experiment": args.experiment,
+            "model": source,
+            "beams": args.beams,
+            "top_n": args.top_n,
+            "threads": args.threads,
+            "questions": len(data.evaluation),
+            "train_seconds": train_s,
+            "modes": rows,
+            "time_ratio_constrained_over_unconstrained": ratio,
+            "time_ratio_shortest_over_constrained": ratio_short,
+            "checks": checks,
+            "details": modes,
+        },
+    )
     console.print(f"wrote {args.out}")
 
 

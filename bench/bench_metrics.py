@@ -12,6 +12,7 @@ less sensitive to other jobs on a shared machine than wall-clock time.
 
     .venv/bin/python bench/bench_metrics.py [--data DIR] [--threads 1] [--repeat 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,40 +105,88 @@ def main() -> None:
     for name, (split, scores, sp, lab, lq, hops) in cases.items():
         _LAYOUTS.clear()  # first call: builds the split's padded layout (cached afterwards)
         t_cold, _, _ = best_time(lambda: retrieval_metrics(split, scores, KS, sp, lab, lq, hops), 1)
-        t_batch, c_batch, rep = best_time(
-            lambda: retrieval_metrics(split, scores, KS, sp, lab, lq, hops), args.repeat)
+        t_batch, c_batch, rep = best_time(lambda: retrieval_metrics(split, scores, KS, sp, lab, lq, hops), args.repeat)
         t_loop, c_loop, ref = best_time(
-            lambda: reference_metrics(split, scores, KS, sp, lab, lq, hops), args.loop_repeat)
+            lambda: reference_metrics(split, scores, KS, sp, lab, lq, hops), args.loop_repeat
+        )
         got = {k: v for k, v in rep.to_dict().items() if k != "meta"}
         max_diff = compare(got, ref)
         assert max_diff <= 1e-9, f"{name}: batched and loop metrics differ by {max_diff}"
-        rows.append({
-            "split": name, "questions": len(split), "edges": int(split.edge_ptr[-1]),
-            "loop_s": t_loop, "batched_s": t_batch, "speedup": t_loop / t_batch,
-            "batched_cold_s": t_cold, "speedup_cold": t_loop / t_cold,
-            "loop_cpu_s": c_loop, "batched_cpu_s": c_batch, "speedup_cpu": c_loop / max(c_batch, 1e-9),
-            "max_abs_diff": max_diff,
-            "sp_recall@100": rep.overall["sp_recall"][100],
-            "labelled_recall@100": rep.overall["labelled_recall"][100],
-            "answer_recall@100": rep.overall["answer_recall"][100],
-        })
+        rows.append(
+            {
+                "split": name,
+                "questions": len(split),
+                "edges": int(split.edge_ptr[-1]),
+                "loop_s": t_loop,
+                "batched_s": t_batch,
+                "speedup": t_loop / t_batch,
+                "batched_cold_s": t_cold,
+                "speedup_cold": t_loop / t_cold,
+                "loop_cpu_s": c_loop,
+                "batched_cpu_s": c_batch,
+                "speedup_cpu": c_loop / max(c_batch, 1e-9),
+                "max_abs_diff": max_diff,
+                "sp_recall@100": rep.overall["sp_recall"][100],
+                "labelled_recall@100": rep.overall["labelled_recall"][100],
+                "answer_recall@100": rep.overall["answer_recall"][100],
+            }
+        )
 
-    table = Table(title=f"retrieval metrics, K={KS}, batched vs per-question loop "
-                        f"(torch threads={args.threads}, best of {args.repeat} / {args.loop_repeat})")
-    for col in ("split", "questions", "edges", "loop s", "batched s", "speed-up", "cold s", "cold speed-up",
-                "loop cpu s", "batched cpu s", "cpu speed-up", "max |diff|", "sp@100", "gpt@100", "ans@100"):
+    table = Table(
+        title=f"retrieval metrics, K={KS}, batched vs per-question loop "
+        f"(torch threads={args.threads}, best of {args.repeat} / {args.loop_repeat})"
+    )
+    for col in (
+        "split",
+        "questions",
+        "edges",
+        "loop s",
+        "batched s",
+        "speed-up",
+        "cold s",
+        "cold speed-up",
+        "loop cpu s",
+        "batched cpu s",
+        "cpu speed-up",
+        "max |diff|",
+        "sp@100",
+        "gpt@100",
+        "ans@100",
+    ):
         table.add_column(col, justify="left" if col == "split" else "right")
     for r in rows:
-        table.add_row(r["split"], str(r["questions"]), str(r["edges"]), f"{r['loop_s']:.3f}",
-                      f"{r['batched_s']:.4f}", f"{r['speedup']:.1f}x", f"{r['batched_cold_s']:.4f}",
-                      f"{r['speedup_cold']:.1f}x", f"{r['loop_cpu_s']:.3f}",
-                      f"{r['batched_cpu_s']:.4f}", f"{r['speedup_cpu']:.1f}x", f"{r['max_abs_diff']:.1e}",
-                      f"{r['sp_recall@100']:.4f}", f"{r['labelled_recall@100']:.4f}",
-                      f"{r['answer_recall@100']:.4f}")
+        table.add_row(
+            r["split"],
+            str(r["questions"]),
+            str(r["edges"]),
+            f"{r['loop_s']:.3f}",
+            f"{r['batched_s']:.4f}",
+            f"{r['speedup']:.1f}x",
+            f"{r['batched_cold_s']:.4f}",
+            f"{r['speedup_cold']:.1f}x",
+            f"{r['loop_cpu_s']:.3f}",
+            f"{r['batched_cpu_s']:.4f}",
+            f"{r['speedup_cpu']:.1f}x",
+            f"{r['max_abs_diff']:.1e}",
+            f"{r['sp_recall@100']:.4f}",
+            f"{r['labelled_recall@100']:.4f}",
+            f"{r['answer_recall@100']:.4f}",
+        )
     Console(width=200).print(table)
-    write_json(args.out, {"ks": KS, "seed": args.seed, "threads": args.threads, "repeat": args.repeat,
-                          "loop_repeat": args.loop_repeat, "load_avg_1min": os.getloadavg()[0],
-                          "data": str(data), "torch": torch.__version__, "rows": rows})
+    write_json(
+        args.out,
+        {
+            "ks": KS,
+            "seed": args.seed,
+            "threads": args.threads,
+            "repeat": args.repeat,
+            "loop_repeat": args.loop_repeat,
+            "load_avg_1min": os.getloadavg()[0],
+            "data": str(data),
+            "torch": torch.__version__,
+            "rows": rows,
+        },
+    )
     print(f"wrote {args.out}")
 
 

@@ -7,6 +7,7 @@ webqsp_mini test split has 1,197 triples per question on average, 3,000 at most.
 
     python bench/bench_patterns.py [--data ../shared/data/webqsp_mini] [--gsr-results FILE] [--limit N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,9 @@ def main() -> dict:
             return p
         return Pattern(p.nodes, (PatternEdge(p.edges[0].head, p.edges[0].tail),) + p.edges[1:], "gold-r1-unknown")
 
-    sources["gold 2-hop, r1 UNKNOWN"] = [[blank_first(p) for p in ps if len(p.edges) >= 2]
-                                         for ps in sources["gold chains"]]
+    sources["gold 2-hop, r1 UNKNOWN"] = [
+        [blank_first(p) for p in ps if len(p.edges) >= 2] for ps in sources["gold chains"]
+    ]
     if args.gsr_results:
         sources["GSR chains"] = chain_patterns_from_results(args.gsr_results, index, args.split, skip_unknown=True)
     rows = []
@@ -67,25 +69,42 @@ def main() -> dict:
                 run = simgrag_retrieve(index, args.split, emb, pats, cfg)
                 wall = time.perf_counter() - t0
                 out[prune] = (run, wall)
-            (plain, t_plain), (pruned, t_pruned) = out[False], out[True]
-            same = all([round(s.distance, 9) for s in a] == [round(s.distance, 9) for s in b]
-                       for a, b in zip(plain.subgraphs, pruned.subgraphs))
+            (plain, _), (pruned, _) = out[False], out[True]
+            same = all(
+                [round(s.distance, 9) for s in a] == [round(s.distance, 9) for s in b]
+                for a, b in zip(plain.subgraphs, pruned.subgraphs)
+            )
             ms_plain, ms_pruned = 1000 * sum(plain.seconds) / n, 1000 * sum(pruned.seconds) / n
-            rows.append({"patterns": name, "k": k, "questions": n, "same_distances": same,
-                         "partial_plain": plain.stats.partial_matches, "partial_pruned": pruned.stats.partial_matches,
-                         "ms_plain": round(ms_plain, 2), "ms_pruned": round(ms_pruned, 2),
-                         "visit_ratio": round(plain.stats.partial_matches / max(pruned.stats.partial_matches, 1), 2),
-                         "speedup": round(ms_plain / max(ms_pruned, 1e-9), 2)})
-    head = ("| patterns | k | questions | same top-k | partial matches plain | pruned | ratio | ms/q plain "
-            "| ms/q pruned | speed-up |")
+            rows.append(
+                {
+                    "patterns": name,
+                    "k": k,
+                    "questions": n,
+                    "same_distances": same,
+                    "partial_plain": plain.stats.partial_matches,
+                    "partial_pruned": pruned.stats.partial_matches,
+                    "ms_plain": round(ms_plain, 2),
+                    "ms_pruned": round(ms_pruned, 2),
+                    "visit_ratio": round(plain.stats.partial_matches / max(pruned.stats.partial_matches, 1), 2),
+                    "speedup": round(ms_plain / max(ms_pruned, 1e-9), 2),
+                }
+            )
+    head = (
+        "| patterns | k | questions | same top-k | partial matches plain | pruned | ratio | ms/q plain "
+        "| ms/q pruned | speed-up |"
+    )
     lines = [head, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['patterns']} | {r['k']} | {r['questions']} | {r['same_distances']} | "
-                     f"{r['partial_plain']} | {r['partial_pruned']} | {r['visit_ratio']}x | {r['ms_plain']} | "
-                     f"{r['ms_pruned']} | {r['speedup']}x |")
+        lines.append(
+            f"| {r['patterns']} | {r['k']} | {r['questions']} | {r['same_distances']} | "
+            f"{r['partial_plain']} | {r['partial_pruned']} | {r['visit_ratio']}x | {r['ms_plain']} | "
+            f"{r['ms_pruned']} | {r['speedup']}x |"
+        )
     g = split.num_edges[:n].float()
-    table = (f"SimGRAG search on {Path(args.data).name} [{args.split}] ({g.mean():.0f} triples per graph on average, "
-             f"{int(g.max())} max; k_node = k_rel = 16)\n\n" + "\n".join(lines))
+    table = (
+        f"SimGRAG search on {Path(args.data).name} [{args.split}] ({g.mean():.0f} triples per graph on average, "
+        f"{int(g.max())} max; k_node = k_rel = 16)\n\n" + "\n".join(lines)
+    )
     print(table)
     result = {"rows": rows, "table": table, "data": args.data, "split": args.split}
     write_json(args.out, result)

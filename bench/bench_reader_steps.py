@@ -13,6 +13,7 @@ MLP projections). The first step (warm-up) is excluded;
 the median of the rest is reported with the ratio against the slowest path. Prints a table
 and writes bench/results/bench_reader_steps.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 
-def step_times(model_name: str, precision: str, batch: int, seq: int, steps: int, grad_ckpt: bool,
-               vary: bool = False, malloc: str = "default") -> dict:
+def step_times(
+    model_name: str,
+    precision: str,
+    batch: int,
+    seq: int,
+    steps: int,
+    grad_ckpt: bool,
+    vary: bool = False,
+    malloc: str = "default",
+) -> dict:
     import torch
 
     from gsr_train.memory import keep_freed_memory, peak_rss_mb, return_freed_memory, rss_mb
@@ -39,8 +48,9 @@ def step_times(model_name: str, precision: str, batch: int, seq: int, steps: int
         return_freed_memory()
 
     t0 = time.perf_counter()
-    model, tok, _ = load_reader(model_name, precision, "bf16", "lora", {"r": 16, "alpha": 16, "dropout": 0.05},
-                                gradient_checkpointing=grad_ckpt)
+    model, tok, _ = load_reader(
+        model_name, precision, "bf16", "lora", {"r": 16, "alpha": 16, "dropout": 0.05}, gradient_checkpointing=grad_ckpt
+    )
     load_s = time.perf_counter() - t0
     model.train()
     g = torch.Generator().manual_seed(0)
@@ -65,11 +75,21 @@ def step_times(model_name: str, precision: str, batch: int, seq: int, steps: int
     half = len(rss) // 2
     params = count_parameters(model)
     del model, opt
-    return {"precision": precision, "load_s": load_s, "step_s_median": statistics.median(rest),
-            "step_s_all": times, "tokens_per_s": batch * seq / statistics.median(rest), "loss": losses,
-            "trainable_params": params["trainable"], "total_params": params["total"], "malloc": malloc,
-            "widths": widths, "rss_mb_per_step": rss, "peak_rss_mb": round(peak_rss_mb(), 1),
-            "rss_growth_second_half_mb": round(rss[-1] - rss[half], 1) if rss else 0.0}
+    return {
+        "precision": precision,
+        "load_s": load_s,
+        "step_s_median": statistics.median(rest),
+        "step_s_all": times,
+        "tokens_per_s": batch * seq / statistics.median(rest),
+        "loss": losses,
+        "trainable_params": params["trainable"],
+        "total_params": params["total"],
+        "malloc": malloc,
+        "widths": widths,
+        "rss_mb_per_step": rss,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "rss_growth_second_half_mb": round(rss[-1] - rss[half], 1) if rss else 0.0,
+    }
 
 
 def run_isolated(args, precision: str, malloc: str) -> dict:
@@ -77,16 +97,22 @@ def run_isolated(args, precision: str, malloc: str) -> dict:
     import json
     import subprocess
 
-    code = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import torch; "
-            f"torch.set_num_threads({args.threads}); from bench_reader_steps import step_times; "
-            f"print('RESULT', json.dumps(step_times({args.model!r}, {precision!r}, {args.batch}, {args.seq}, "
-            f"{args.steps}, {args.gradient_checkpointing}, {args.vary}, {malloc!r})))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import torch; "
+        f"torch.set_num_threads({args.threads}); from bench_reader_steps import step_times; "
+        f"print('RESULT', json.dumps(step_times({args.model!r}, {precision!r}, {args.batch}, {args.seq}, "
+        f"{args.steps}, {args.gradient_checkpointing}, {args.vary}, {malloc!r})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     if done.returncode != 0 or line is None:
         raise SystemExit(f"{precision}/{malloc} failed:\n{done.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def main() -> None:
@@ -99,8 +125,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--gradient-checkpointing", action="store_true")
     ap.add_argument("--vary", action="store_true", help="batch widths vary per step (seq/2..seq), as real batches")
-    ap.add_argument("--malloc", nargs="+", default=["default"], choices=["default", "keep", "return"],
-                    help="glibc policy for freed memory; each is measured in its own process")
+    ap.add_argument(
+        "--malloc",
+        nargs="+",
+        default=["default"],
+        choices=["default", "keep", "return"],
+        help="glibc policy for freed memory; each is measured in its own process",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_reader_steps.json"))
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -113,14 +144,20 @@ def main() -> None:
     slowest = max(r["step_s_median"] for r in rows)
     for r in rows:
         r["speedup_vs_slowest"] = slowest / r["step_s_median"]
-    print(f"model={args.model} batch={args.batch} seq={args.seq} steps={args.steps} (first excluded) "
-          f"threads={args.threads} grad_ckpt={args.gradient_checkpointing}")
-    print(f"{'precision':<10} {'malloc':<8} {'s/step':>8} {'tokens/s':>9} {'vs slowest':>10} {'trainable':>10} "
-          f"{'load s':>7} {'peak GB':>8} {'RSS grew (2nd half) MB':>23}")
+    print(
+        f"model={args.model} batch={args.batch} seq={args.seq} steps={args.steps} (first excluded) "
+        f"threads={args.threads} grad_ckpt={args.gradient_checkpointing}"
+    )
+    print(
+        f"{'precision':<10} {'malloc':<8} {'s/step':>8} {'tokens/s':>9} {'vs slowest':>10} {'trainable':>10} "
+        f"{'load s':>7} {'peak GB':>8} {'RSS grew (2nd half) MB':>23}"
+    )
     for r in rows:
-        print(f"{r['precision']:<10} {r['malloc']:<8} {r['step_s_median']:8.2f} {r['tokens_per_s']:9.1f} "
-              f"{r['speedup_vs_slowest']:9.2f}x {r['trainable_params']:10d} {r['load_s']:7.1f} "
-              f"{r['peak_rss_mb'] / 1024:8.2f} {r['rss_growth_second_half_mb']:23.1f}")
+        print(
+            f"{r['precision']:<10} {r['malloc']:<8} {r['step_s_median']:8.2f} {r['tokens_per_s']:9.1f} "
+            f"{r['speedup_vs_slowest']:9.2f}x {r['trainable_params']:10d} {r['load_s']:7.1f} "
+            f"{r['peak_rss_mb'] / 1024:8.2f} {r['rss_growth_second_half_mb']:23.1f}"
+        )
     write_json(args.out, {"args": vars(args), "cpu_threads": torch.get_num_threads(), "results": rows})
     print(f"wrote {args.out}")
 

@@ -11,6 +11,7 @@
 
     .venv/bin/python bench/bench_robustness.py [--data DIR] [--questions 40] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import networkx as nx
 import torch
+from benchutil import best_time
 from rich.console import Console
 from rich.table import Table
 
-from benchutil import best_time
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
 from gsr_train.robustness.kge import get_scorer
@@ -72,7 +73,6 @@ def rewire_loop(split, chosen: torch.Tensor, seed: int) -> torch.Tensor:
     return tails
 
 
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "webqsp_mini"))
@@ -91,13 +91,29 @@ def main() -> None:
         t_loop, (c2, d2) = best_time(lambda: profiles_loop(graphs), 1)
         diff = max(float((c1 - c2).abs().max()), float((d1 - d2).abs().max()))
         assert diff < 1e-9, f"profiles differ by {diff}"
-        rows.append({"what": f"SC2D/SD2 profiles, {name}", "edges": int(graphs.edge_rel.numel()),
-                     "vectorised_s": t_vec, "loop_s": t_loop, "speedup": t_loop / t_vec, "max_abs_diff": diff})
+        rows.append(
+            {
+                "what": f"SC2D/SD2 profiles, {name}",
+                "edges": int(graphs.edge_rel.numel()),
+                "vectorised_s": t_vec,
+                "loop_s": t_loop,
+                "speedup": t_loop / t_vec,
+                "max_abs_diff": diff,
+            }
+        )
     p = perturb(split, "rewire", 0.4, seed=0)
     t_vec, _ = best_time(lambda: perturb(split, "rewire", 0.4, seed=0), a.repeat)
     t_loop, tails = best_time(lambda: rewire_loop(split, p.touched, 0), 1)
-    rows.append({"what": "edge rewiring 0.4", "edges": int(split.edge_rel.numel()), "vectorised_s": t_vec,
-                 "loop_s": t_loop, "speedup": t_loop / t_vec, "max_abs_diff": None})
+    rows.append(
+        {
+            "what": "edge rewiring 0.4",
+            "edges": int(split.edge_rel.numel()),
+            "vectorised_s": t_vec,
+            "loop_s": t_loop,
+            "speedup": t_loop / t_vec,
+            "max_abs_diff": None,
+        }
+    )
     scorer = get_scorer(full, len(index.relations), None, default_cache_dir())
     whole = []
     for m in METHODS:
@@ -107,8 +123,14 @@ def main() -> None:
     for c in ("what", "edges", "vectorised s", "loop s", "speed-up", "max |diff|"):
         table.add_column(c, justify="left" if c == "what" else "right")
     for r in rows:
-        table.add_row(r["what"], str(r["edges"]), f"{r['vectorised_s']:.3f}", f"{r['loop_s']:.3f}",
-                      f"{r['speedup']:.1f}x", "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1e}")
+        table.add_row(
+            r["what"],
+            str(r["edges"]),
+            f"{r['vectorised_s']:.3f}",
+            f"{r['loop_s']:.3f}",
+            f"{r['speedup']:.1f}x",
+            "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1e}",
+        )
     t2 = Table(title=f"perturbation wall time, whole test split ({whole[0]['edges']} edges), level 0.6")
     t2.add_column("method")
     t2.add_column("seconds", justify="right")
@@ -117,8 +139,16 @@ def main() -> None:
     con = Console()
     con.print(table)
     con.print(t2)
-    write_json(a.out, {"data": a.data, "questions": a.questions, "threads": a.threads, "comparisons": rows,
-                       "perturbation_wall_time": whole})
+    write_json(
+        a.out,
+        {
+            "data": a.data,
+            "questions": a.questions,
+            "threads": a.threads,
+            "comparisons": rows,
+            "perturbation_wall_time": whole,
+        },
+    )
     con.print(f"wrote {a.out}")
 
 

@@ -21,6 +21,7 @@ Every stage runs in its own process, so each gets its own wall time and peak RSS
 Corpora, caches and run folders live under ``--work`` (several GB at 100M). Writes the
 table and ``bench/results/bench_scale.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,8 +80,12 @@ def _rollup(pid: int) -> dict[str, int] | None:
     except OSError:
         return None
     kb = {k: int(v.split()[0]) for k, v in fields.items()}
-    return {"rss": kb.get("Rss", 0), "pss": kb.get("Pss", 0),
-            "uss": kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0), "anon": kb.get("Anonymous", 0)}
+    return {
+        "rss": kb.get("Rss", 0),
+        "pss": kb.get("Pss", 0),
+        "uss": kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0),
+        "anon": kb.get("Anonymous", 0),
+    }
 
 
 class TreeSampler:
@@ -111,9 +116,11 @@ class TreeSampler:
         self._stop.set()
         self._thread.join()
         mb = lambda kb: round(kb / 1024, 1)  # noqa: E731
-        return {"total_uss_mb": mb(self.best_total),
-                "processes_at_peak": [{k: mb(v) for k, v in r.items()} for r in self.best.values()],
-                "process_peaks": [{k: mb(v) for k, v in r.items()} for r in self.peaks.values()]}
+        return {
+            "total_uss_mb": mb(self.best_total),
+            "processes_at_peak": [{k: mb(v) for k, v in r.items()} for r in self.best.values()],
+            "process_peaks": [{k: mb(v) for k, v in r.items()} for r in self.peaks.values()],
+        }
 
 
 def run_stage(cmd: list[str], env: dict | None = None, log: Path | None = None, sample: bool = False) -> dict:
@@ -128,8 +135,11 @@ def run_stage(cmd: list[str], env: dict | None = None, log: Path | None = None, 
     seconds = time.perf_counter() - t0
     if log:
         out.close()
-    result = {"seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-              "returncode": proc.returncode}
+    result = {
+        "seconds": round(seconds, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "returncode": proc.returncode,
+    }
     if sampler:
         result["memory"] = sampler.stop()
     if proc.returncode != 0:
@@ -152,64 +162,107 @@ def stages_for(rows: int, work: Path, args) -> dict:
     corpus, cache, logs = work / f"{shape}{name}", work / f"cache-{shape}{name}", work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     data = corpus / "data"
-    env = {"GSR_TRAIN_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "PYTHONPATH": str(REPO / "src")}
+    env = {
+        "GSR_TRAIN_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "PYTHONPATH": str(REPO / "src"),
+    }
     res: dict = {"rows_requested": rows, "shape": shape}
     console = Console(stderr=True)
 
     console.log(f"[{name}] generate")
-    res["generate"] = run_stage(py(
-        "import json; from gsr_train.data.rog_corpus import CorpusSpec, write_corpus; "
-        f"s = write_corpus(CorpusSpec.from_rows({rows}, shape={shape!r}), {str(corpus)!r}); print(json.dumps(s))"),
-        env, logs / f"{name}-generate.log")
+    res["generate"] = run_stage(
+        py(
+            "import json; from gsr_train.data.rog_corpus import CorpusSpec, write_corpus; "
+            f"s = write_corpus(CorpusSpec.from_rows({rows}, shape={shape!r}), {str(corpus)!r}); print(json.dumps(s))"
+        ),
+        env,
+        logs / f"{name}-generate.log",
+    )
     spec = json.loads((corpus / "corpus.json").read_text())
-    res["corpus"] = {"questions": spec["questions"], "triples": spec["triples"],
-                     "parquet_mb": round(sum(p.stat().st_size for p in data.iterdir()) / 2**20, 1)}
+    res["corpus"] = {
+        "questions": spec["questions"],
+        "triples": spec["triples"],
+        "parquet_mb": round(sum(p.stat().st_size for p in data.iterdir()) / 2**20, 1),
+    }
 
     console.log(f"[{name}] build (streaming)")
     shutil.rmtree(cache, ignore_errors=True)  # every stage below starts cold: index, embeddings, supervision
-    res["build"] = run_stage(py(
-        "from gsr_train.kg.index import get_index; "
-        f"get_index({str(data)!r}, {SPLITS!r}, skip_invalid=True)"), env, logs / f"{name}-build.log")
+    res["build"] = run_stage(
+        py(f"from gsr_train.kg.index import get_index; get_index({str(data)!r}, {SPLITS!r}, skip_invalid=True)"),
+        env,
+        logs / f"{name}-build.log",
+    )
     folder = next(p for p in (cache / "kg_index").iterdir() if not p.name.startswith("."))
     meta = json.loads((folder / "meta.json").read_text())
-    res["index"] = {"entities": meta["num_entities"], "relations": meta["num_relations"],
-                    "mb_on_disk": round(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20, 1),
-                    "triples": sum(meta["triples"].values())}
+    res["index"] = {
+        "entities": meta["num_entities"],
+        "relations": meta["num_relations"],
+        "mb_on_disk": round(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20, 1),
+        "triples": sum(meta["triples"].values()),
+    }
 
     if rows <= args.old_max_rows:
         console.log(f"[{name}] build (in-memory reference)")
-        res["build_in_memory"] = run_stage(py(
-            "from gsr_train.kg.index_reference import build_index_in_memory; "
-            f"build_index_in_memory({str(data)!r}, {SPLITS!r}, skip_invalid=True)"), env,
-            logs / f"{name}-build-old.log")
+        res["build_in_memory"] = run_stage(
+            py(
+                "from gsr_train.kg.index_reference import build_index_in_memory; "
+                f"build_index_in_memory({str(data)!r}, {SPLITS!r}, skip_invalid=True)"
+            ),
+            env,
+            logs / f"{name}-build-old.log",
+        )
     else:
         res["build_in_memory"] = {"skipped": f"needs about {0.3 * rows / 1e6:.0f} GB (0.3 GB per million rows)"}
 
     console.log(f"[{name}] open")
-    res["open"] = run_stage(py(
-        "import time, torch; t = time.perf_counter(); from gsr_train.kg.index import get_index; "
-        f"i = get_index({str(data)!r}, {SPLITS!r}, skip_invalid=True); "
-        "print('open', time.perf_counter() - t)"), env, logs / f"{name}-open.log")
+    res["open"] = run_stage(
+        py(
+            "import time, torch; t = time.perf_counter(); from gsr_train.kg.index import get_index; "
+            f"i = get_index({str(data)!r}, {SPLITS!r}, skip_invalid=True); "
+            "print('open', time.perf_counter() - t)"
+        ),
+        env,
+        logs / f"{name}-open.log",
+    )
     opened = [ln for ln in (logs / f"{name}-open.log").read_text().splitlines() if ln.startswith("open ")]
     res["open"]["in_process_seconds"] = round(float(opened[-1].split()[1]), 3) if opened else None
     res["import_only"] = run_stage(py("import torch, gsr_train.kg.index"), env)
 
     console.log(f"[{name}] prepare (embeddings + supervision)")
-    res["prepare"] = run_stage(py(
-        "from gsr_train.kg.index import get_index; from gsr_train.text.embeddings import get_embeddings; "
-        "from gsr_train.kg.paths import get_supervision; "
-        f"i = get_index({str(data)!r}, {SPLITS!r}, skip_invalid=True); get_embeddings(i, 'hashing'); "
-        f"[get_supervision(i, s) for s in {SPLITS!r}]"), env, logs / f"{name}-prepare.log")
+    res["prepare"] = run_stage(
+        py(
+            "from gsr_train.kg.index import get_index; from gsr_train.text.embeddings import get_embeddings; "
+            "from gsr_train.kg.paths import get_supervision; "
+            f"i = get_index({str(data)!r}, {SPLITS!r}, skip_invalid=True); get_embeddings(i, 'hashing'); "
+            f"[get_supervision(i, s) for s in {SPLITS!r}]"
+        ),
+        env,
+        logs / f"{name}-prepare.log",
+    )
 
     def train(tag: str, *extra: str) -> dict:
         run_dir = work / "runs" / f"{name}-{tag}"
         shutil.rmtree(run_dir, ignore_errors=True)
-        out = run_stage([PY, "train.py", "+experiment=subgraphrag_quickstart", f"data.dir={data}",
-                         f"data.name={shape}{name}", "data.skip_invalid=true", "encoder.name=hashing",
-                         "model.train.epochs=1",
-                         "trainer.enable_progress_bar=false", f"hydra.run.dir={run_dir}", *extra],
-                        env, logs / f"{name}-{tag}.log", sample=True)
+        out = run_stage(
+            [
+                PY,
+                "train.py",
+                "+experiment=subgraphrag_quickstart",
+                f"data.dir={data}",
+                f"data.name={shape}{name}",
+                "data.skip_invalid=true",
+                "encoder.name=hashing",
+                "model.train.epochs=1",
+                "trainer.enable_progress_bar=false",
+                f"hydra.run.dir={run_dir}",
+                *extra,
+            ],
+            env,
+            logs / f"{name}-{tag}.log",
+            sample=True,
+        )
         figures = json.loads((run_dir / "metrics.json").read_text())
         out["timings"] = figures["timings"]
         out["at_k"] = figures["at_k"]
@@ -230,12 +283,15 @@ def table(results: dict) -> Table:
     gb = lambda mb: f"{mb / 1024:.2f}"  # noqa: E731
     for name, r in results.items():
         c = r["corpus"]
-        first = (f"{name} ({r['shape']}-shaped): {c['questions']:,} q, {c['triples'] / 1e6:.1f}M rows, "
-                 f"{c['parquet_mb']:.0f} MB parquet")
+        first = (
+            f"{name} ({r['shape']}-shaped): {c['questions']:,} q, {c['triples'] / 1e6:.1f}M rows, "
+            f"{c['parquet_mb']:.0f} MB parquet"
+        )
         rows = [("generate", r["generate"], "")]
         idx = r["index"]
-        rows.append(("build (streaming)", r["build"],
-                     f"{idx['entities']:,} entities, {idx['mb_on_disk']:.0f} MB on disk"))
+        rows.append(
+            ("build (streaming)", r["build"], f"{idx['entities']:,} entities, {idx['mb_on_disk']:.0f} MB on disk")
+        )
         old = r["build_in_memory"]
         if "skipped" in old:
             t_rows_old = ("build (in-memory, before)", None, old["skipped"])
@@ -244,33 +300,57 @@ def table(results: dict) -> Table:
             mem = old["peak_rss_mb"] / r["build"]["peak_rss_mb"]
             t_rows_old = ("build (in-memory, before)", old, f"streaming: {ratio:.1f}x faster, {mem:.1f}x less memory")
         rows.append(t_rows_old)
-        rows.append(("open cached index", r["open"], f"{r['open']['in_process_seconds']:.2f}s after imports; "
-                     f"imports alone: {gb(r['import_only']['peak_rss_mb'])} GB"))
+        rows.append(
+            (
+                "open cached index",
+                r["open"],
+                f"{r['open']['in_process_seconds']:.2f}s after imports; "
+                f"imports alone: {gb(r['import_only']['peak_rss_mb'])} GB",
+            )
+        )
         rows.append(("prepare (emb. + supervision)", r["prepare"], "hashing encoder"))
         tr = r["train"]
-        rows.append(("1 epoch + test retrieval", tr,
-                     f"train {tr['timings'].get('train_s', 0):.0f}s, retrieve {tr['timings'].get('retrieve_s', 0):.0f}s; "
-                     f"USS {tr['memory']['total_uss_mb'] / 1024:.2f} GB"))
+        rows.append(
+            (
+                "1 epoch + test retrieval",
+                tr,
+                f"train {tr['timings'].get('train_s', 0):.0f}s, retrieve {tr['timings'].get('retrieve_s', 0):.0f}s; "
+                f"USS {tr['memory']['total_uss_mb'] / 1024:.2f} GB",
+            )
+        )
         if "ddp" in r:
             d = r["ddp"]
             per = ", ".join(f"{p['uss'] / 1024:.2f}" for p in d["memory"]["processes_at_peak"])
             extra = (d["memory"]["total_uss_mb"] - tr["memory"]["total_uss_mb"]) / 1024
             rows.append(("same, DDP x2 (ddp_spawn)", d, f"USS per process {per} GB; +{extra:.2f} GB over 1 process"))
         for i, (stage, s, note) in enumerate(rows):
-            t.add_row(first if i == 0 else "", stage, "-" if s is None else f"{s['seconds']:.1f}",
-                      "-" if s is None else gb(s["peak_rss_mb"]), note)
+            t.add_row(
+                first if i == 0 else "",
+                stage,
+                "-" if s is None else f"{s['seconds']:.1f}",
+                "-" if s is None else gb(s["peak_rss_mb"]),
+                note,
+            )
     return t
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="1M,20M,100M", help="corpus sizes in triple rows, comma separated")
-    parser.add_argument("--work", default=os.environ.get("GSR_SCALE_DIR", "/tmp/gsr_scale"),
-                        help="folder for corpora, caches and runs (several GB)")
-    parser.add_argument("--old-max-rows", type=parse_rows, default=parse_rows("25M"),
-                        help="run the in-memory builder up to this size (it needs ~0.3 GB per million rows)")
-    parser.add_argument("--ddp-max-rows", type=parse_rows, default=parse_rows("25M"),
-                        help="run the two-rank DDP stage up to this size")
+    parser.add_argument(
+        "--work",
+        default=os.environ.get("GSR_SCALE_DIR", "/tmp/gsr_scale"),
+        help="folder for corpora, caches and runs (several GB)",
+    )
+    parser.add_argument(
+        "--old-max-rows",
+        type=parse_rows,
+        default=parse_rows("25M"),
+        help="run the in-memory builder up to this size (it needs ~0.3 GB per million rows)",
+    )
+    parser.add_argument(
+        "--ddp-max-rows", type=parse_rows, default=parse_rows("25M"), help="run the two-rank DDP stage up to this size"
+    )
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "bench_scale.json"))
     args = parser.parse_args(argv)
     sizes = [parse_rows(s) for s in args.rows.split(",") if s]

@@ -20,6 +20,7 @@ run (passes alternate between them; the machine's speed drifts).
 
 Writes bench/results/bench_subgraphrag_inference.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,10 +36,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from gsr_train.features.structure import node_features  # noqa: E402
+from gsr_train.features.triple_batch import make_batch  # noqa: E402
 from gsr_train.io import write_json  # noqa: E402
 from gsr_train.kg.index import SplitGraphs  # noqa: E402
-from gsr_train.features.triple_batch import make_batch  # noqa: E402
-from gsr_train.features.structure import node_features  # noqa: E402
 from gsr_train.models.subgraphrag.perf import keep_freed_memory  # noqa: E402
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer  # noqa: E402
 from gsr_train.models.subgraphrag.serving import CompiledQuestionScorer  # noqa: E402
@@ -51,8 +52,15 @@ VARIANTS = {  # scorer options over --hidden (model configs: subgraphrag_paper, 
 }
 
 
-def synthetic_split(questions: int, triples: int, entities: int, relations_per_q: int, num_entities: int,
-                    num_relations: int, seed: int = 0) -> SplitGraphs:
+def synthetic_split(
+    questions: int,
+    triples: int,
+    entities: int,
+    relations_per_q: int,
+    num_entities: int,
+    num_relations: int,
+    seed: int = 0,
+) -> SplitGraphs:
     """Random graphs of WebQSP size over a shared vocabulary (topic = local node 0)."""
     g = torch.Generator().manual_seed(seed)
     ent_ids, edges, rels = [], [], []
@@ -66,10 +74,16 @@ def synthetic_split(questions: int, triples: int, entities: int, relations_per_q
     topic = torch.zeros(questions * entities, dtype=torch.bool)
     topic[::entities] = True
     return SplitGraphs(
-        ids=[f"q{i}" for i in range(questions)], questions=[""] * questions, answers=[[]] * questions,
-        ent_ptr=torch.arange(questions + 1) * entities, entity_ids=torch.cat(ent_ids), topic_mask=topic,
+        ids=[f"q{i}" for i in range(questions)],
+        questions=[""] * questions,
+        answers=[[]] * questions,
+        ent_ptr=torch.arange(questions + 1) * entities,
+        entity_ids=torch.cat(ent_ids),
+        topic_mask=topic,
         answer_mask=torch.zeros(questions * entities, dtype=torch.bool),
-        edge_ptr=torch.arange(questions + 1) * triples, edge_index=torch.cat(edges, 1), edge_rel=torch.cat(rels),
+        edge_ptr=torch.arange(questions + 1) * triples,
+        edge_index=torch.cat(edges, 1),
+        edge_rel=torch.cat(rels),
     )
 
 
@@ -86,8 +100,9 @@ def timeit(fn, repeats: int) -> float:
 @torch.no_grad()
 def part1(args) -> dict:
     dim, hidden = args.dim, args.hidden
-    split = synthetic_split(args.questions, args.triples, args.entities, args.relations_per_q, args.vocab,
-                            args.relation_vocab)
+    split = synthetic_split(
+        args.questions, args.triples, args.entities, args.relations_per_q, args.vocab, args.relation_vocab
+    )
     g = torch.Generator().manual_seed(1)
     ent = torch.nn.functional.normalize(torch.randn(args.vocab, dim, generator=g), dim=-1)
     has = torch.rand(args.vocab, generator=g) > 0.3
@@ -95,39 +110,66 @@ def part1(args) -> dict:
     rel = torch.nn.functional.normalize(torch.randn(args.relation_vocab, dim, generator=g), dim=-1)
     qemb = torch.nn.functional.normalize(torch.randn(args.questions, dim, generator=g), dim=-1)
     total = int(split.edge_ptr[-1])
-    out = {"graphs": args.questions, "triples_per_graph": args.triples, "entities_per_graph": args.entities,
-           "dim": dim, "hidden": hidden, "graphs_per_call": args.graphs_per_call, "variants": {}}
+    out = {
+        "graphs": args.questions,
+        "triples_per_graph": args.triples,
+        "entities_per_graph": args.entities,
+        "dim": dim,
+        "hidden": hidden,
+        "graphs_per_call": args.graphs_per_call,
+        "variants": {},
+    }
     for name, opts in VARIANTS.items():
         torch.manual_seed(0)
         scorer = TripleScorer(ScorerConfig.from_options({"hidden": hidden, **opts}, dim)).eval()
         feats = node_features(split)
-        chunks = [list(range(s, min(s + args.graphs_per_call, len(split))))
-                  for s in range(0, len(split), args.graphs_per_call)]
+        chunks = [
+            list(range(s, min(s + args.graphs_per_call, len(split))))
+            for s in range(0, len(split), args.graphs_per_call)
+        ]
         local = [make_batch(split, c, feats, qemb, ent, has, rel) for c in chunks]
         glob = [make_batch(split, c, feats, qemb, ent, has, rel, global_ids=True) for c in chunks]
         t0 = time.perf_counter()
         proj = scorer.precompute(ent, has, rel)
         precompute_s = time.perf_counter() - t0
-        diff = max(float((scorer.forward_reference(b) - scorer.forward_projected(proj, gb)).abs().max())
-                   for b, gb in zip(local, glob))
+        diff = max(
+            float((scorer.forward_reference(b) - scorer.forward_projected(proj, gb)).abs().max())
+            for b, gb in zip(local, glob)
+        )
         compiled = CompiledQuestionScorer(scorer, proj, rel)
-        diff_c = float((compiled.score_split(split, qemb) - torch.cat([scorer.forward_reference(b) for b in local]))
-                       .abs().max())
+        diff_c = float(
+            (compiled.score_split(split, qemb) - torch.cat([scorer.forward_reference(b) for b in local])).abs().max()
+        )
         t_ref = timeit(lambda: [scorer.forward_reference(b) for b in local], args.repeats)
         t_fast = timeit(lambda: [scorer.forward_projected(proj, b) for b in glob], args.repeats)
         t_comp = timeit(lambda: compiled.score_split(split, qemb), args.repeats)
-        row = {"hidden": scorer.config.hidden, "straightforward_triples_per_s": total / t_ref, "projected_triples_per_s": total / t_fast,
-               "speedup": t_ref / t_fast, "max_abs_diff": diff, "precompute_s": precompute_s,
-               "projected_entities": args.vocab, "straightforward_s": t_ref, "projected_s": t_fast,
-               "compiled_triples_per_s": total / t_comp, "compiled_speedup": t_ref / t_comp,
-               "compiled_max_abs_diff": diff_c, "compiled_s": t_comp}
+        row = {
+            "hidden": scorer.config.hidden,
+            "straightforward_triples_per_s": total / t_ref,
+            "projected_triples_per_s": total / t_fast,
+            "speedup": t_ref / t_fast,
+            "max_abs_diff": diff,
+            "precompute_s": precompute_s,
+            "projected_entities": args.vocab,
+            "straightforward_s": t_ref,
+            "projected_s": t_fast,
+            "compiled_triples_per_s": total / t_comp,
+            "compiled_speedup": t_ref / t_comp,
+            "compiled_max_abs_diff": diff_c,
+            "compiled_s": t_comp,
+        }
         if args.fused:
             fused = TripleScorer(ScorerConfig.from_options({"hidden": hidden, **opts, "fused": True}, dim)).eval()
             fused.load_state_dict(scorer.state_dict())
             t_fused = timeit(lambda: [fused.forward_projected(proj, b) for b in glob], args.repeats)
-            row.update(fused_triples_per_s=total / t_fused, fused_speedup=t_ref / t_fused,
-                       fused_max_abs_diff=max(float((fused.forward_projected(proj, gb) - scorer.forward_reference(b))
-                                                    .abs().max()) for b, gb in zip(local, glob)))
+            row.update(
+                fused_triples_per_s=total / t_fused,
+                fused_speedup=t_ref / t_fused,
+                fused_max_abs_diff=max(
+                    float((fused.forward_projected(proj, gb) - scorer.forward_reference(b)).abs().max())
+                    for b, gb in zip(local, glob)
+                ),
+            )
         out["variants"][name] = row
     return out
 
@@ -144,8 +186,13 @@ def part2(args) -> dict:
     index = get_index(data, cache_dir=args.cache)
     emb = get_embeddings(index, "minilm", args.cache, splits=["test"])
     split, qemb = index["test"], emb.question["test"]
-    out = {"data": str(data), "questions": len(split), "triples": int(split.edge_ptr[-1]), "passes": args.passes,
-           "variants": {}}
+    out = {
+        "data": str(data),
+        "questions": len(split),
+        "triples": int(split.edge_ptr[-1]),
+        "passes": args.passes,
+        "variants": {},
+    }
     for name, opts in VARIANTS.items():
         if args.checkpoint and name == "ours":
             scorer = SubgraphRAGRetriever.from_checkpoint(args.checkpoint).scorer
@@ -153,11 +200,14 @@ def part2(args) -> dict:
         else:
             torch.manual_seed(0)
             scorer = TripleScorer(ScorerConfig.from_options({"hidden": args.hidden, **opts}, emb.dim))
-        modes = {"compiled": SubgraphRAGRetriever(scorer, serving="compiled", workers=1),
-                 "torch": SubgraphRAGRetriever(scorer, serving="torch")}
+        modes = {
+            "compiled": SubgraphRAGRetriever(scorer, serving="compiled", workers=1),
+            "torch": SubgraphRAGRetriever(scorer, serving="torch"),
+        }
         if args.workers > 1:  # batched only: the split spread over worker threads
-            modes[f"compiled, {args.workers} workers"] = SubgraphRAGRetriever(scorer, serving="compiled",
-                                                                             workers=args.workers)
+            modes[f"compiled, {args.workers} workers"] = SubgraphRAGRetriever(
+                scorer, serving="compiled", workers=args.workers
+            )
         if args.fused:
             fused = TripleScorer(scorer.config, fused=True).eval()
             fused.load_state_dict(scorer.state_dict())
@@ -192,22 +242,32 @@ def part2(args) -> dict:
                 per_pass[mode].append(statistics.mean(times))
                 per_q[mode] += times
         for mode, retriever in modes.items():
-            t_batched = timeit(lambda: top_k_per_question(
-                retriever.score_split(split, qemb, emb, graphs_per_batch=args.eval_batch), split.edge_ptr, args.k),
-                args.repeats)
-            row = {"serving": mode, "ms_per_question_batched": 1e3 * t_batched / len(split),
-                   "triples_per_s_batched": int(split.edge_ptr[-1]) / t_batched, "precompute_s": precompute_s[mode],
-                   "batched_s": t_batched}
+            t_batched = timeit(
+                lambda: top_k_per_question(
+                    retriever.score_split(split, qemb, emb, graphs_per_batch=args.eval_batch), split.edge_ptr, args.k
+                ),
+                args.repeats,
+            )
+            row = {
+                "serving": mode,
+                "ms_per_question_batched": 1e3 * t_batched / len(split),
+                "triples_per_s_batched": int(split.edge_ptr[-1]) / t_batched,
+                "precompute_s": precompute_s[mode],
+                "batched_s": t_batched,
+            }
             if per_pass[mode]:
-                row.update({
-                    "ms_per_question_one_at_a_time": 1e3 * statistics.median(per_pass[mode]),
-                    "ms_per_question_best_pass": 1e3 * min(per_pass[mode]),
-                    "ms_per_question_passes": [1e3 * t for t in per_pass[mode]],
-                    "cpu_ms_per_question_one_at_a_time": 1e3 * cpu[mode] / (args.passes * len(split)),
-                    "ms_per_question_median": 1e3 * statistics.median(per_q[mode]),
-                    "ms_per_question_p90": 1e3 * statistics.quantiles(per_q[mode], n=10)[-1],
-                    "one_at_a_time_speedup_vs_torch": statistics.median(per_pass["torch"]) / statistics.median(per_pass[mode]),
-                })
+                row.update(
+                    {
+                        "ms_per_question_one_at_a_time": 1e3 * statistics.median(per_pass[mode]),
+                        "ms_per_question_best_pass": 1e3 * min(per_pass[mode]),
+                        "ms_per_question_passes": [1e3 * t for t in per_pass[mode]],
+                        "cpu_ms_per_question_one_at_a_time": 1e3 * cpu[mode] / (args.passes * len(split)),
+                        "ms_per_question_median": 1e3 * statistics.median(per_q[mode]),
+                        "ms_per_question_p90": 1e3 * statistics.quantiles(per_q[mode], n=10)[-1],
+                        "one_at_a_time_speedup_vs_torch": statistics.median(per_pass["torch"])
+                        / statistics.median(per_pass[mode]),
+                    }
+                )
             out["variants"][f"{name} [{mode}]"] = row
         torch_batched = out["variants"][f"{name} [torch]"]["batched_s"]
         for mode in modes:
@@ -232,51 +292,84 @@ def main(argv=None) -> dict:
     p.add_argument("--fused", action="store_true", help="also time the torch.compile'd per-triple stage")
     p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "webqsp_mini"))
     p.add_argument("--cache", default=os.environ.get("GSR_TRAIN_CACHE", str(ROOT / ".cache")))
-    p.add_argument("--checkpoint", default=None, help="a trained SubgraphRAG .ckpt for part 2 (default: random weights)")
+    p.add_argument(
+        "--checkpoint", default=None, help="a trained SubgraphRAG .ckpt for part 2 (default: random weights)"
+    )
     p.add_argument("--k", type=int, default=100)
     p.add_argument("--eval-batch", type=int, default=128)
-    p.add_argument("--workers", type=int, default=usable_cores(),
-                   help="worker threads of the extra batched compiled row (default: the usable cores)")
-    p.add_argument("--passes", type=int, default=5, help="passes over webqsp_mini test per serving mode (median reported)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=usable_cores(),
+        help="worker threads of the extra batched compiled row (default: the usable cores)",
+    )
+    p.add_argument(
+        "--passes", type=int, default=5, help="passes over webqsp_mini test per serving mode (median reported)"
+    )
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_subgraphrag_inference.json"))
     args = p.parse_args(argv)
     keep_freed_memory()
     torch.set_num_threads(args.threads)
-    result = {"machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                          "torch": torch.__version__, "load_avg": os.getloadavg()}}
+    result = {
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "load_avg": os.getloadavg(),
+        }
+    }
     # the latency part first: part 1's straightforward passes allocate hundreds of MB that
     # would otherwise be measured as part of the heap state part 2 runs in
     result["webqsp_mini_retrieval"] = part2(args)
     result["webqsp_sized_random"] = part1(args)
 
     r1 = result["webqsp_sized_random"]
-    print(f"\nTriples scored per second, WebQSP-sized random graphs ({r1['graphs']} x {r1['triples_per_graph']} "
-          f"triples, {r1['entities_per_graph']} entities, {r1['dim']}-d, "
-          f"{torch.get_num_threads()} thread(s)); speed-ups against the straightforward pass, same run")
-    print("| model | hidden | straightforward | precomputed (torch) | speed-up | compiled kernels | speed-up | "
-          "fused | fused speed-up | max abs diff torch / compiled |")
+    print(
+        f"\nTriples scored per second, WebQSP-sized random graphs ({r1['graphs']} x {r1['triples_per_graph']} "
+        f"triples, {r1['entities_per_graph']} entities, {r1['dim']}-d, "
+        f"{torch.get_num_threads()} thread(s)); speed-ups against the straightforward pass, same run"
+    )
+    print(
+        "| model | hidden | straightforward | precomputed (torch) | speed-up | compiled kernels | speed-up | "
+        "fused | fused speed-up | max abs diff torch / compiled |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, row in r1["variants"].items():
-        fused = (f"{row['fused_triples_per_s']:,.0f} | {row['fused_speedup']:.1f}x" if "fused_triples_per_s" in row
-                 else "- | -")
-        print(f"| {name} | {row['hidden']} | {row['straightforward_triples_per_s']:,.0f} | "
-              f"{row['projected_triples_per_s']:,.0f} | {row['speedup']:.1f}x | {row['compiled_triples_per_s']:,.0f} | "
-              f"{row['compiled_speedup']:.1f}x | {fused} | {row['max_abs_diff']:.1e} / {row['compiled_max_abs_diff']:.1e} |")
+        fused = (
+            f"{row['fused_triples_per_s']:,.0f} | {row['fused_speedup']:.1f}x"
+            if "fused_triples_per_s" in row
+            else "- | -"
+        )
+        print(
+            f"| {name} | {row['hidden']} | {row['straightforward_triples_per_s']:,.0f} | "
+            f"{row['projected_triples_per_s']:,.0f} | {row['speedup']:.1f}x | {row['compiled_triples_per_s']:,.0f} | "
+            f"{row['compiled_speedup']:.1f}x | {fused} | "
+            f"{row['max_abs_diff']:.1e} / {row['compiled_max_abs_diff']:.1e} |"
+        )
     r2 = result["webqsp_mini_retrieval"]
     if "variants" in r2:
-        print(f"\nRetrieval time per question, webqsp_mini test ({r2['questions']} questions, {r2['triples']} triples; "
-              f"DDE + scoring + top-{args.k}, embeddings cached, projections precomputed once; "
-              f"one at a time: median over {r2['passes']} passes of the mean, modes alternating)")
-        print("| model [serving] | one at a time: mean ms | best pass ms | CPU ms | median ms | p90 ms | "
-              "speed-up vs torch | batched ms/question | batched triples/s | batched speed-up vs torch | precompute s |")
+        print(
+            f"\nRetrieval time per question, webqsp_mini test ({r2['questions']} questions, {r2['triples']} triples; "
+            f"DDE + scoring + top-{args.k}, embeddings cached, projections precomputed once; "
+            f"one at a time: median over {r2['passes']} passes of the mean, modes alternating)"
+        )
+        print(
+            "| model [serving] | one at a time: mean ms | best pass ms | CPU ms | median ms | p90 ms | "
+            "speed-up vs torch | batched ms/question | batched triples/s | batched speed-up vs torch | precompute s |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name, row in r2["variants"].items():
-            one = (f"{row['ms_per_question_one_at_a_time']:.3f} | {row['ms_per_question_best_pass']:.3f} | "
-                   f"{row['cpu_ms_per_question_one_at_a_time']:.3f} | {row['ms_per_question_median']:.3f} | "
-                   f"{row['ms_per_question_p90']:.3f} | {row['one_at_a_time_speedup_vs_torch']:.1f}x"
-                   if "ms_per_question_one_at_a_time" in row else "- | - | - | - | - | -")
-            print(f"| {name} | {one} | {row['ms_per_question_batched']:.3f} | {row['triples_per_s_batched']:,.0f} | "
-                  f"{row['batched_speedup_vs_torch']:.1f}x | {row['precompute_s']:.2f} |")
+            one = (
+                f"{row['ms_per_question_one_at_a_time']:.3f} | {row['ms_per_question_best_pass']:.3f} | "
+                f"{row['cpu_ms_per_question_one_at_a_time']:.3f} | {row['ms_per_question_median']:.3f} | "
+                f"{row['ms_per_question_p90']:.3f} | {row['one_at_a_time_speedup_vs_torch']:.1f}x"
+                if "ms_per_question_one_at_a_time" in row
+                else "- | - | - | - | - | -"
+            )
+            print(
+                f"| {name} | {one} | {row['ms_per_question_batched']:.3f} | {row['triples_per_s_batched']:,.0f} | "
+                f"{row['batched_speedup_vs_torch']:.1f}x | {row['precompute_s']:.2f} |"
+            )
     else:
         print(f"\nwebqsp_mini part skipped: {r2.get('skipped')}")
     write_json(args.out, result)

@@ -21,6 +21,7 @@ printed for reference.
 
 Writes bench/results/bench_subgraphrag_training.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,8 +85,21 @@ def load(args):
     return index, emb, sup, labels
 
 
-def train(name, index, emb, sup, labels, model_opts, train_opts, epochs, out, train_forward="fast",
-          max_steps=None, evaluate=True, val=True):
+def train(
+    name,
+    index,
+    emb,
+    sup,
+    labels,
+    model_opts,
+    train_opts,
+    epochs,
+    out,
+    train_forward="fast",
+    max_steps=None,
+    evaluate=True,
+    val=True,
+):
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
@@ -97,31 +111,62 @@ def train(name, index, emb, sup, labels, model_opts, train_opts, epochs, out, tr
 
     pl.seed_everything(0)
     cfg = ScorerConfig.from_options(model_opts, emb.dim)
-    dm = TripleDataModule(index, emb, sup, cfg.structure, cfg.dde_forward, cfg.dde_reverse,
-                          graphs_per_batch=int(train_opts["graphs_per_batch"]), val_split="validation" if val else None,
-                          eval_graphs_per_batch=128, seed=0)
-    module = SubgraphRAGModule(model_opts, emb.dim, optim=train_opts.get("optim"), loss=train_opts.get("loss"),
-                               val_k=100, seed=0, train_forward=train_forward).validate_on(dm if val else None)
+    dm = TripleDataModule(
+        index,
+        emb,
+        sup,
+        cfg.structure,
+        cfg.dde_forward,
+        cfg.dde_reverse,
+        graphs_per_batch=int(train_opts["graphs_per_batch"]),
+        val_split="validation" if val else None,
+        eval_graphs_per_batch=128,
+        seed=0,
+    )
+    module = SubgraphRAGModule(
+        model_opts,
+        emb.dim,
+        optim=train_opts.get("optim"),
+        loss=train_opts.get("loss"),
+        val_k=100,
+        seed=0,
+        train_forward=train_forward,
+    ).validate_on(dm if val else None)
     timer = StepTimer(max_steps)
     callbacks = [timer.callback]
     ckpt = None
     if val:
         ckpt = ModelCheckpoint(dirpath=out / name, monitor="val/sp_recall@100", mode="max", save_last=False)
         callbacks.append(ckpt)
-    trainer = pl.Trainer(accelerator="cpu", max_epochs=epochs, deterministic=True, logger=False,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         callbacks=callbacks, default_root_dir=str(out))
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_epochs=epochs,
+        deterministic=True,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=callbacks,
+        default_root_dir=str(out),
+    )
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(module, dm)
-    row = {"model": model_opts.get("name", name), "graphs_per_batch": int(train_opts["graphs_per_batch"]),
-           "train_forward": train_forward, "epochs": trainer.current_epoch if max_steps is None else None,
-           "steps": timer.steps, "triples": timer.triples, "train_wall_s": timer.wall, "train_cpu_s": timer.cpu,
-           "fit_wall_s": time.perf_counter() - t0,
-           "triples_per_s_wall": timer.triples / max(timer.wall, 1e-9),
-           "triples_per_s_cpu": timer.triples / max(timer.cpu, 1e-9),
-           "s_per_epoch_wall": timer.wall / max(trainer.current_epoch, 1) if max_steps is None else None}
+    row = {
+        "model": model_opts.get("name", name),
+        "graphs_per_batch": int(train_opts["graphs_per_batch"]),
+        "train_forward": train_forward,
+        "epochs": trainer.current_epoch if max_steps is None else None,
+        "steps": timer.steps,
+        "triples": timer.triples,
+        "train_wall_s": timer.wall,
+        "train_cpu_s": timer.cpu,
+        "fit_wall_s": time.perf_counter() - t0,
+        "triples_per_s_wall": timer.triples / max(timer.wall, 1e-9),
+        "triples_per_s_cpu": timer.triples / max(timer.cpu, 1e-9),
+        "s_per_epoch_wall": timer.wall / max(trainer.current_epoch, 1) if max_steps is None else None,
+    }
     if ckpt is not None and ckpt.best_model_score is not None:
         row["best_val_sp_recall@100"] = float(ckpt.best_model_score)
     if evaluate and ckpt is not None and ckpt.best_model_path:
@@ -143,8 +188,11 @@ def main(argv=None) -> dict:
     p.add_argument("--ref-graphs", type=int, default=150, help="graphs (steps) of the straightforward run")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--skip", nargs="*", default=[], choices=["straightforward", "paper", "ours"])
-    p.add_argument("--bf16", action="store_true",
-                   help="also train 'ours' with bfloat16 entity projections (train_projection_dtype; AMX / AVX512-BF16)")
+    p.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also train 'ours' with bfloat16 entity projections (train_projection_dtype; AMX / AVX512-BF16)",
+    )
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_subgraphrag_training.json"))
     p.add_argument("--workdir", default=None, help="checkpoints of the runs (default: a temporary folder)")
     args = p.parse_args(argv)
@@ -163,42 +211,79 @@ def main(argv=None) -> dict:
     rows = {}
     if "straightforward" not in args.skip:
         ref_model = {**paper, "fused": False}
-        rows["straightforward"] = train("straightforward", index, emb, sup, labels, ref_model,
-                                        {**paper_train, "optim": {**paper_train["optim"], "fused": False}}, 1, out,
-                                        train_forward="reference", max_steps=args.ref_graphs, evaluate=False,
-                                        val=False)
+        rows["straightforward"] = train(
+            "straightforward",
+            index,
+            emb,
+            sup,
+            labels,
+            ref_model,
+            {**paper_train, "optim": {**paper_train["optim"], "fused": False}},
+            1,
+            out,
+            train_forward="reference",
+            max_steps=args.ref_graphs,
+            evaluate=False,
+            val=False,
+        )
     if "paper" not in args.skip:
         rows["paper"] = train("paper", index, emb, sup, labels, paper, paper_train, args.paper_epochs, out)
     if "ours" not in args.skip:
-        rows["ours"] = train("ours", index, emb, sup, labels, ours, ours_train, args.epochs or ours_train["epochs"], out)
+        rows["ours"] = train(
+            "ours", index, emb, sup, labels, ours, ours_train, args.epochs or ours_train["epochs"], out
+        )
     if args.bf16:
-        rows["ours_bf16"] = train("ours_bf16", index, emb, sup, labels, {**ours, "train_projection_dtype": "bfloat16"},
-                                  ours_train, args.epochs or ours_train["epochs"], out)
+        rows["ours_bf16"] = train(
+            "ours_bf16",
+            index,
+            emb,
+            sup,
+            labels,
+            {**ours, "train_projection_dtype": "bfloat16"},
+            ours_train,
+            args.epochs or ours_train["epochs"],
+            out,
+        )
     base = rows.get("straightforward")
     for row in rows.values():
         row["x_public"] = row["triples_per_s_wall"] / PUBLIC_TRIPLES_PER_S
         if base:
             row["x_straightforward_wall"] = row["triples_per_s_wall"] / base["triples_per_s_wall"]
             row["x_straightforward_cpu"] = row["triples_per_s_cpu"] / base["triples_per_s_cpu"]
-    result = {"machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                          "torch": torch.__version__, "load_avg": os.getloadavg()},
-              "train_triples_per_epoch": int(index["train"].edge_ptr[-1]),
-              "public_reference": {"triples_per_s": PUBLIC_TRIPLES_PER_S, "s_per_epoch": PUBLIC_S_PER_EPOCH},
-              "runs": rows}
-    print(f"\nTraining throughput on webqsp_mini train ({result['train_triples_per_epoch']:,} triples/epoch, "
-          f"{torch.get_num_threads()} thread(s), load average {os.getloadavg()[0]:.1f}); public code: "
-          f"~{PUBLIC_S_PER_EPOCH:.0f} s/epoch, ~{PUBLIC_TRIPLES_PER_S:,} triples/s")
-    print("| run | graphs/step | epochs/steps | triples/s (wall) | triples/s (CPU) | x public (wall) | "
-          "x straightforward (wall / CPU) | s/epoch (wall) | best val SP@100 |")
+    result = {
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "load_avg": os.getloadavg(),
+        },
+        "train_triples_per_epoch": int(index["train"].edge_ptr[-1]),
+        "public_reference": {"triples_per_s": PUBLIC_TRIPLES_PER_S, "s_per_epoch": PUBLIC_S_PER_EPOCH},
+        "runs": rows,
+    }
+    print(
+        f"\nTraining throughput on webqsp_mini train ({result['train_triples_per_epoch']:,} triples/epoch, "
+        f"{torch.get_num_threads()} thread(s), load average {os.getloadavg()[0]:.1f}); public code: "
+        f"~{PUBLIC_S_PER_EPOCH:.0f} s/epoch, ~{PUBLIC_TRIPLES_PER_S:,} triples/s"
+    )
+    print(
+        "| run | graphs/step | epochs/steps | triples/s (wall) | triples/s (CPU) | x public (wall) | "
+        "x straightforward (wall / CPU) | s/epoch (wall) | best val SP@100 |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in rows.items():
-        xs = (f"{r['x_straightforward_wall']:.1f} / {r['x_straightforward_cpu']:.1f}" if "x_straightforward_wall" in r
-              else "-")
+        xs = (
+            f"{r['x_straightforward_wall']:.1f} / {r['x_straightforward_cpu']:.1f}"
+            if "x_straightforward_wall" in r
+            else "-"
+        )
         spe = f"{r['s_per_epoch_wall']:.1f}" if r.get("s_per_epoch_wall") else "-"
         ep = r["epochs"] if r["epochs"] is not None else f"{r['steps']} steps"
         val = f"{r['best_val_sp_recall@100']:.4f}" if "best_val_sp_recall@100" in r else "-"
-        print(f"| {name} | {r['graphs_per_batch']} | {ep} | {r['triples_per_s_wall']:,.0f} | "
-              f"{r['triples_per_s_cpu']:,.0f} | {r['x_public']:.1f} | {xs} | {spe} | {val} |")
+        print(
+            f"| {name} | {r['graphs_per_batch']} | {ep} | {r['triples_per_s_wall']:,.0f} | "
+            f"{r['triples_per_s_cpu']:,.0f} | {r['x_public']:.1f} | {xs} | {spe} | {val} |"
+        )
     tested = {n: r for n, r in rows.items() if "test" in r}
     if tested:
         print("\nTest recall of the best checkpoint (webqsp_mini test)")
@@ -206,8 +291,13 @@ def main(argv=None) -> dict:
         print("| run | " + " | ".join(heads) + " |")
         print("|---|" + "---:|" * len(heads))
         for name, r in tested.items():
-            print(f"| {name} | " + " | ".join(f"{r['test'][m][k]:.3f}" for m in ("answer_recall", "sp_recall",
-                                                                                  "labelled_recall") for k in KS) + " |")
+            print(
+                f"| {name} | "
+                + " | ".join(
+                    f"{r['test'][m][k]:.3f}" for m in ("answer_recall", "sp_recall", "labelled_recall") for k in KS
+                )
+                + " |"
+            )
     write_json(args.out, result)
     print(f"\nwrote {args.out}")
     return result

@@ -11,6 +11,7 @@ whole split.
 
     .venv/bin/python bench/bench_supervision.py [--data DIR] [--cache DIR] [--ref-budget 90]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,10 +20,10 @@ import time
 from pathlib import Path
 
 import torch
+from benchutil import best_time
 from rich.console import Console
 from rich.table import Table
 
-from benchutil import best_time
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
 from gsr_train.kg.paths import DEFAULT_MAX_CHAINS, build_supervision
@@ -31,11 +32,12 @@ from gsr_train.kg.paths_oracle import oracle_question
 REPO = Path(__file__).resolve().parents[1]
 
 
-
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "webqsp_mini"))
-    parser.add_argument("--cache", default=None, help="KG index cache (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)")
+    parser.add_argument(
+        "--cache", default=None, help="KG index cache (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)"
+    )
     parser.add_argument("--split", default="train")
     parser.add_argument("--ref-budget", type=float, default=90.0, help="seconds for the networkx reference")
     parser.add_argument("--repeat", type=int, default=3)
@@ -72,9 +74,14 @@ def main(argv=None) -> dict:
     whole = {}
     for name in index.splits:
         t, s = best_time(lambda: build_supervision(index[name], max_chains=args.max_chains), args.repeat)
-        whole[name] = {"questions": len(index[name]), "triples": int(index[name].edge_ptr[-1]),
-                       "seconds": round(t, 4), "questions_per_s": round(len(index[name]) / t, 1),
-                       "no_path": s.num_no_path, "positives": int(s.triple_label.sum())}
+        whole[name] = {
+            "questions": len(index[name]),
+            "triples": int(index[name].edge_ptr[-1]),
+            "seconds": round(t, 4),
+            "questions_per_s": round(len(index[name]) / t, 1),
+            "no_path": s.num_no_path,
+            "positives": int(s.triple_label.sum()),
+        }
 
     result = {
         "data": args.data,
@@ -97,17 +104,37 @@ def main(argv=None) -> dict:
     table = Table(title=f"shortest-path supervision, {args.data} [{args.split}]")
     for col in ("method", "questions", "triples", "seconds", "questions/s", "speed-up"):
         table.add_column(col, justify="left" if col == "method" else "right")
-    table.add_row("networkx reference", str(len(done)), str(result["compared_triples"]),
-                  f"{t_ref:.2f}", f"{len(done) / t_ref:.0f}", "1.0x")
-    table.add_row("build_supervision", str(len(done)), str(result["compared_triples"]),
-                  f"{t_ours:.3f}", f"{len(done) / t_ours:.0f}", f"{result['speedup']:.1f}x")
+    table.add_row(
+        "networkx reference",
+        str(len(done)),
+        str(result["compared_triples"]),
+        f"{t_ref:.2f}",
+        f"{len(done) / t_ref:.0f}",
+        "1.0x",
+    )
+    table.add_row(
+        "build_supervision",
+        str(len(done)),
+        str(result["compared_triples"]),
+        f"{t_ours:.3f}",
+        f"{len(done) / t_ours:.0f}",
+        f"{result['speedup']:.1f}x",
+    )
     for name, w in whole.items():
-        table.add_row(f"  whole {name} split", str(w["questions"]), str(w["triples"]),
-                      f"{w['seconds']:.3f}", f"{w['questions_per_s']:.0f}", "")
+        table.add_row(
+            f"  whole {name} split",
+            str(w["questions"]),
+            str(w["triples"]),
+            f"{w['seconds']:.3f}",
+            f"{w['questions_per_s']:.0f}",
+            "",
+        )
     console = Console()
     console.print(table)
-    console.print("reference: MultiDiGraph + nx.all_shortest_paths per pair (labels, hops); "
-                  "build_supervision: labels, hops and relation chains")
+    console.print(
+        "reference: MultiDiGraph + nx.all_shortest_paths per pair (labels, hops); "
+        "build_supervision: labels, hops and relation chains"
+    )
     console.print(f"labels identical: {labels_equal} ({result['positives']} positives), hops identical: {hops_equal}")
     write_json(args.out, result)
     console.print(f"written to {args.out}")

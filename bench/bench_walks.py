@@ -15,6 +15,7 @@ Peak RSS of the process comes next to the times. Writes the table and ``bench/re
 
     .venv/bin/python bench/bench_walks.py --data /tmp/gsr_scale/webqsp20M/data --cache /tmp/gsr_scale/cache-webqsp20M
 """
+
 from __future__ import annotations
 
 import argparse
@@ -94,20 +95,43 @@ def main(argv=None) -> dict:
     t_loop = time.perf_counter() - t0
     vec_rate = len(walks) / max(t_vec, 1e-9)
     loop_rate = len(looped) / t_loop
-    doc = {"bench": "walks", "data": args.data, "split": args.split, "starts": args.starts, "questions": len(index[args.split]),
-           "triple_rows": int(index[args.split].total_edges), "distinct_triples": int(len(rel)),
-           "start_entities": int(len(starts)), "open_s": round(t_open, 2), "union_graph_s": round(t_union, 2),
-           "vectorised": {"walks_asked": args.walks, "walks_kept": len(walks), "seconds": round(t_vec, 2),
-                          "walks_per_s": round(vec_rate)},
-           "loop": {"walks_asked": args.loop_walks, "walks_kept": len(looped), "seconds": round(t_loop, 2),
-                    "walks_per_s": round(loop_rate)},
-           "speedup": round(vec_rate / loop_rate, 1), "peak_rss_mb": peak_rss_mb()}
+    doc = {
+        "bench": "walks",
+        "data": args.data,
+        "split": args.split,
+        "starts": args.starts,
+        "questions": len(index[args.split]),
+        "triple_rows": int(index[args.split].total_edges),
+        "distinct_triples": int(len(rel)),
+        "start_entities": int(len(starts)),
+        "open_s": round(t_open, 2),
+        "union_graph_s": round(t_union, 2),
+        "vectorised": {
+            "walks_asked": args.walks,
+            "walks_kept": len(walks),
+            "seconds": round(t_vec, 2),
+            "walks_per_s": round(vec_rate),
+        },
+        "loop": {
+            "walks_asked": args.loop_walks,
+            "walks_kept": len(looped),
+            "seconds": round(t_loop, 2),
+            "walks_per_s": round(loop_rate),
+        },
+        "speedup": round(vec_rate / loop_rate, 1),
+        "peak_rss_mb": peak_rss_mb(),
+    }
     table = Table(title=f"GSR random walks on {args.data} ({args.split})")
     for col in ("stage", "walks", "seconds", "walks/s", "peak RSS MB"):
         table.add_column(col, justify="right" if col != "stage" else "left")
     table.add_row("open index", "", f"{t_open:.2f}", "", "")
-    table.add_row(f"union graph ({doc['triple_rows']:,} rows -> {doc['distinct_triples']:,} triples)", "",
-                  f"{t_union:.2f}", "", "")
+    table.add_row(
+        f"union graph ({doc['triple_rows']:,} rows -> {doc['distinct_triples']:,} triples)",
+        "",
+        f"{t_union:.2f}",
+        "",
+        "",
+    )
     table.add_row("sample_walks (vectorised)", f"{len(walks):,}", f"{t_vec:.2f}", f"{vec_rate:,.0f}", "")
     table.add_row("loop (one walk, one hop at a time)", f"{len(looped):,}", f"{t_loop:.2f}", f"{loop_rate:,.0f}", "")
     table.add_row("speed-up", "", "", f"{doc['speedup']}x", f"{doc['peak_rss_mb']}")

@@ -1,4 +1,5 @@
 """Shared by the benchmark scripts (run as ``python bench/NAME.py``, so this folder is on sys.path)."""
+
 from __future__ import annotations
 
 import resource

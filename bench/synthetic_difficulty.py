@@ -19,6 +19,7 @@ entities of the question's gold relation chain, read from ``question_meta``):
 
 Prints a table and writes bench/results/synthetic_difficulty.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -193,15 +194,20 @@ def train_probe(index, meta, q_by_split, ent, rel, split_name, epochs, use_struc
         for idx in torch.randperm(len(labels)).split(512):
             logit = model(inputs(prepared, q_by_split["train"], idx)).squeeze(-1)
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                logit, labels[idx].float(), pos_weight=torch.tensor(10.0))
+                logit, labels[idx].float(), pos_weight=torch.tensor(10.0)
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
     split = index[split_name]
     prepared = prepare(split)
     with torch.no_grad():
-        return torch.cat([model(inputs(prepared, q_by_split[split_name], idx)).squeeze(-1)
-                          for idx in torch.arange(int(split.edge_ptr[-1])).split(8192)])
+        return torch.cat(
+            [
+                model(inputs(prepared, q_by_split[split_name], idx)).squeeze(-1)
+                for idx in torch.arange(int(split.edge_ptr[-1])).split(8192)
+            ]
+        )
 
 
 def main() -> None:
@@ -260,10 +266,12 @@ def main() -> None:
     results = {m: {g: recall_at(split, s, on_path, keep) for g, keep in kinds.items()} for m, s in methods.items()}
 
     encoder = "hashed bag of words" if args.bow else "MiniLM-L6 (mean pooling, L2)"
-    print(f"synthetic benchmark (seed {args.seed}), split {args.split}: {len(split)} questions "
-          f"({', '.join(f'{g} {len(k)}' for g, k in kinds.items() if g != 'all')}), "
-          f"{split.num_edges.float().mean():.0f} triples/graph; encoder {encoder}; "
-          f"generation {t_gen:.1f}s, encoding {t_enc:.1f}s, probes {t_probe:.0f}s")
+    print(
+        f"synthetic benchmark (seed {args.seed}), split {args.split}: {len(split)} questions "
+        f"({', '.join(f'{g} {len(k)}' for g, k in kinds.items() if g != 'all')}), "
+        f"{split.num_edges.float().mean():.0f} triples/graph; encoder {encoder}; "
+        f"generation {t_gen:.1f}s, encoding {t_enc:.1f}s, probes {t_probe:.0f}s"
+    )
     cols = [f"{m}@{k}" for m in ("answer", "path") for k in KS]
     header = f"{'method':32s} {'questions':9s} " + " ".join(f"{c:>9s}" for c in cols)
     print(header)
@@ -271,12 +279,18 @@ def main() -> None:
     for name, by in results.items():
         for group, rec in by.items():
             print(f"{name:32s} {group:9s} " + " ".join(f"{rec[c]:9.3f}" for c in cols))
-    write_json(args.out, {
-        "split": args.split, "encoder": encoder, "config": dataclasses.asdict(cfg),
-        "questions": {g: len(k) for g, k in kinds.items()}, "probe_epochs": args.probe_epochs,
-        "mean_triples": float(split.num_edges.float().mean()),
-        "recall": results,
-    })
+    write_json(
+        args.out,
+        {
+            "split": args.split,
+            "encoder": encoder,
+            "config": dataclasses.asdict(cfg),
+            "questions": {g: len(k) for g, k in kinds.items()},
+            "probe_epochs": args.probe_epochs,
+            "mean_triples": float(split.num_edges.float().mean()),
+            "recall": results,
+        },
+    )
     print(f"wrote {args.out}")
 
 

@@ -19,6 +19,7 @@ cached index, verified), ``rebuilt damaged cache`` or ``waited for another build
 Bad rows, unreadable or missing files, leakage between splits and an unwritable cache are
 one line on stderr (``error: ...``) and exit status 2, as in train.py.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,16 +62,29 @@ def folder_bytes(folder: Path) -> int:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", help="folder of RoG-format splits or a hub dataset name")
-    parser.add_argument("--generate", type=parse_rows, default=None, metavar="ROWS",
-                        help="write a generated RoG corpus of about ROWS triple rows into --out first")
+    parser.add_argument(
+        "--generate",
+        type=parse_rows,
+        default=None,
+        metavar="ROWS",
+        help="write a generated RoG corpus of about ROWS triple rows into --out first",
+    )
     parser.add_argument("--shape", default="webqsp", choices=["webqsp", "cwq"], help="split proportions (--generate)")
     parser.add_argument("--out", default=None, help="folder for the generated corpus (--generate)")
     parser.add_argument("--splits", default="train,validation,test", help="comma separated")
-    parser.add_argument("--cache", "--cache-dir", dest="cache", default=None,
-                        help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)")
+    parser.add_argument(
+        "--cache",
+        "--cache-dir",
+        dest="cache",
+        default=None,
+        help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)",
+    )
     parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
-    parser.add_argument("--allow-overlap", action="store_true",
-                        help="accept splits that share question ids or rows (train/test leakage)")
+    parser.add_argument(
+        "--allow-overlap",
+        action="store_true",
+        help="accept splits that share question ids or rows (train/test leakage)",
+    )
     parser.add_argument("--batch-rows", type=int, default=64, help="questions per Arrow record batch")
     parser.add_argument("--json", default=None, help="summary JSON path")
     args = parser.parse_args(argv)
@@ -108,8 +122,7 @@ def generate(args: argparse.Namespace) -> dict:
             raise
         raise error from e
     generated = {**generated, "seconds": round(time.perf_counter() - t0, 2)}
-    log.info("corpus of %s triple rows in %s/data (%.1fs)", f"{generated['triples']:,}", args.out,
-             generated["seconds"])
+    log.info("corpus of %s triple rows in %s/data (%.1fs)", f"{generated['triples']:,}", args.out, generated["seconds"])
     return generated
 
 
@@ -118,8 +131,14 @@ def run(args: argparse.Namespace) -> dict:
     generated = generate(args) if args.generate is not None else None
     data = str(Path(args.out) / "data") if generated is not None else args.data
     t0 = time.perf_counter()
-    index = get_index(data, splits=args.splits, cache_dir=args.cache, skip_invalid=args.skip_invalid,
-                      batch_rows=args.batch_rows, allow_overlap=args.allow_overlap)
+    index = get_index(
+        data,
+        splits=args.splits,
+        cache_dir=args.cache,
+        skip_invalid=args.skip_invalid,
+        batch_rows=args.batch_rows,
+        allow_overlap=args.allow_overlap,
+    )
     summary = summarize(index, data, args.cache / "kg_index" / index.key, time.perf_counter() - t0)
     summary.update(generated=generated, total_seconds=round(time.perf_counter() - t_start, 2))
     print_summary(summary, data)
@@ -139,19 +158,39 @@ def summarize(index: KGIndex, data: str, folder: Path, seconds: float) -> dict:
     """The figures of the table, JSON-ready; ``action`` is what get_index did in this call."""
     meta = index.meta or {}
     summary = {
-        "data": str(data), "index_key": index.key, "folder": str(folder), "action": index.action,
-        "build": meta.get("build"), "seconds": round(seconds, 2), "peak_rss_mb": round(peak_rss_mb(), 1),
-        "build_seconds": meta.get("build_seconds"), "build_peak_rss_mb": meta.get("build_peak_rss_mb"),
-        "entities": len(index.entities), "relations": len(index.relations),
-        "bytes": folder_bytes(folder), "splits": {}, "overlap": meta.get("overlap") or {},
+        "data": str(data),
+        "index_key": index.key,
+        "folder": str(folder),
+        "action": index.action,
+        "build": meta.get("build"),
+        "seconds": round(seconds, 2),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "build_seconds": meta.get("build_seconds"),
+        "build_peak_rss_mb": meta.get("build_peak_rss_mb"),
+        "entities": len(index.entities),
+        "relations": len(index.relations),
+        "bytes": folder_bytes(folder),
+        "splits": {},
+        "overlap": meta.get("overlap") or {},
         "skips": index.describe_skips(),
     }
     for split, skips in index.skip_summary().items():
         graphs = index[split]
         summary["splits"][split] = {
-            "questions": len(graphs), "triples": graphs.total_edges, "local_entities": int(graphs.ent_ptr[-1]),
-            **{k: skips[k] for k in ("skipped_rows", "skipped", "truncated_files", "rows_lost", "rows_lost_exact",
-                                     "duplicate_triples_dropped")},
+            "questions": len(graphs),
+            "triples": graphs.total_edges,
+            "local_entities": int(graphs.ent_ptr[-1]),
+            **{
+                k: skips[k]
+                for k in (
+                    "skipped_rows",
+                    "skipped",
+                    "truncated_files",
+                    "rows_lost",
+                    "rows_lost_exact",
+                    "duplicate_triples_dropped",
+                )
+            },
         }
     return summary
 
@@ -166,16 +205,25 @@ def print_summary(summary: dict, data: str) -> None:
     for col in ("split", "questions", "triples", "local entities", "skipped rows", "rows lost", "dup. triples"):
         table.add_column(col, justify="right" if col != "split" else "left")
     for split, s in summary["splits"].items():
-        table.add_row(split, f"{s['questions']:,}", f"{s['triples']:,}", f"{s['local_entities']:,}",
-                      f"{s['skipped_rows']:,}", _rows_lost(s), f"{s['duplicate_triples_dropped']:,}")
+        table.add_row(
+            split,
+            f"{s['questions']:,}",
+            f"{s['triples']:,}",
+            f"{s['local_entities']:,}",
+            f"{s['skipped_rows']:,}",
+            _rows_lost(s),
+            f"{s['duplicate_triples_dropped']:,}",
+        )
     console = Console(width=max(Console().width, 110))
     console.print(table)
     if any(s["rows_lost"] or not s["rows_lost_exact"] for s in summary["splits"].values()):
         console.print(f"rows lost: {summary['skips']}", soft_wrap=True, markup=False, highlight=False)
-    console.print(f"entities {summary['entities']:,}  relations {summary['relations']:,}  "
-                  f"on disk {summary['bytes'] / 2**20:,.0f} MB  "
-                  f"this call {summary['seconds']:.1f}s, peak RSS {summary['peak_rss_mb']:,.0f} MB  "
-                  f"(build: {summary['build_seconds']}s, peak RSS {summary['build_peak_rss_mb']} MB)")
+    console.print(
+        f"entities {summary['entities']:,}  relations {summary['relations']:,}  "
+        f"on disk {summary['bytes'] / 2**20:,.0f} MB  "
+        f"this call {summary['seconds']:.1f}s, peak RSS {summary['peak_rss_mb']:,.0f} MB  "
+        f"(build: {summary['build_seconds']}s, peak RSS {summary['build_peak_rss_mb']} MB)"
+    )
 
 
 if __name__ == "__main__":

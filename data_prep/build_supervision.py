@@ -12,6 +12,7 @@ chains) and writes the same figures as JSON (``--json``, default
 
 Bad rows, missing splits and an unwritable cache are one ``error: ...`` line and exit 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,10 +68,16 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, help="folder of RoG-format splits or a hub dataset name")
     parser.add_argument("--splits", default="train,validation,test", help="comma separated")
-    parser.add_argument("--cache", "--cache-dir", dest="cache", default=None,
-                        help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)")
-    parser.add_argument("--max-chains", type=int, default=DEFAULT_MAX_CHAINS,
-                        help="cap on distinct relation chains per question")
+    parser.add_argument(
+        "--cache",
+        "--cache-dir",
+        dest="cache",
+        default=None,
+        help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)",
+    )
+    parser.add_argument(
+        "--max-chains", type=int, default=DEFAULT_MAX_CHAINS, help="cap on distinct relation chains per question"
+    )
     parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
     parser.add_argument("--json", default=None, help="summary JSON path")
     args = parser.parse_args(argv)

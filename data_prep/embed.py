@@ -8,6 +8,7 @@ training and the cosine baseline read, and prints what was done and how fast. Ru
 again after a kill: it resumes from the last finished chunk. Bad rows, a model not available
 here and an unwritable cache are one ``error: ...`` line and exit 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,21 +48,39 @@ def main(argv=None) -> dict:
 
 def run(args: argparse.Namespace, cache_dir) -> dict:
     t0 = time.perf_counter()
-    index = get_index(args.data, splits=tuple(s for s in args.splits.split(",") if s), cache_dir=cache_dir,
-                      skip_invalid=args.skip_invalid)
+    index = get_index(
+        args.data,
+        splits=tuple(s for s in args.splits.split(",") if s),
+        cache_dir=cache_dir,
+        skip_invalid=args.skip_invalid,
+    )
     t_index = time.perf_counter() - t0
-    encoder = load_encoder(args.encoder, path=args.path, pooling=args.pooling, device=args.device,
-                           batch_size=args.batch_size, max_length=args.max_length)
+    encoder = load_encoder(
+        args.encoder,
+        path=args.path,
+        pooling=args.pooling,
+        device=args.device,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+    )
     t0 = time.perf_counter()
     emb = get_embeddings(index, encoder, cache_dir, relation_text=args.relation_text)
     t_embed = time.perf_counter() - t0
 
     texts = int(emb.entity_has_text.sum()) + len(index.relations) + sum(len(index[s]) for s in index.splits)
-    summary = {"data": str(args.data), "encoder": encoder.describe(), "relation_text": args.relation_text,
-               "entities": len(index.entities), "entities_with_text": int(emb.entity_has_text.sum()),
-               "relations": len(index.relations), "questions": {s: len(index[s]) for s in index.splits},
-               "texts": texts, "index_s": round(t_index, 3), "embed_s": round(t_embed, 3),
-               "tables": emb.meta["tables"]}
+    summary = {
+        "data": str(args.data),
+        "encoder": encoder.describe(),
+        "relation_text": args.relation_text,
+        "entities": len(index.entities),
+        "entities_with_text": int(emb.entity_has_text.sum()),
+        "relations": len(index.relations),
+        "questions": {s: len(index[s]) for s in index.splits},
+        "texts": texts,
+        "index_s": round(t_index, 3),
+        "embed_s": round(t_embed, 3),
+        "tables": emb.meta["tables"],
+    }
     table = Table(title=f"{encoder.name} embeddings of {args.data}")
     table.add_column("table")
     table.add_column("rows", justify="right")
@@ -70,8 +89,10 @@ def run(args: argparse.Namespace, cache_dir) -> dict:
         table.add_row(kind, str(info["rows"]), info["path"])
     console = Console()
     console.print(table)
-    console.print(f"{texts} texts ({summary['entities_with_text']} entity names with text) in {t_embed:.2f}s "
-                  f"(~{texts / max(t_embed, 1e-9):.0f} texts/s when nothing was cached); index {t_index:.2f}s")
+    console.print(
+        f"{texts} texts ({summary['entities_with_text']} entity names with text) in {t_embed:.2f}s "
+        f"(~{texts / max(t_embed, 1e-9):.0f} texts/s when nothing was cached); index {t_index:.2f}s"
+    )
     if args.json:
         write_json(args.json, summary)
     return summary

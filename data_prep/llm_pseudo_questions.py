@@ -7,6 +7,7 @@
 Hydra app (config: conf/prep/llm_pseudo_questions.yaml; the endpoint: conf/llm/*.yaml). Writes
 the questions, a `.responses.jsonl.gz` with raw answers and a `.summary.json`. Resumable.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,12 @@ def main(cfg: DictConfig) -> None:
 
     # a wrong option or input file (the steps raise ValueError / FileNotFoundError naming it), bad rows,
     # an unreachable endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py
-    report_user_errors(run, cfg, extra=(ValueError, FileNotFoundError, LLMRequestError),
-                       cache_dirs=[cfg.get("paths", {}).get("cache_dir")])
+    report_user_errors(
+        run,
+        cfg,
+        extra=(ValueError, FileNotFoundError, LLMRequestError),
+        cache_dirs=[cfg.get("paths", {}).get("cache_dir")],
+    )
 
 
 if __name__ == "__main__":

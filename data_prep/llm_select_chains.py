@@ -7,6 +7,7 @@ Hydra app (config: conf/prep/llm_select_chains.yaml; the endpoint: conf/llm/*.ya
 JSONL rows with `selected` / `llm_paths` (gpt_paths layout) and a `.summary.json` next to them.
 Resumable: answers are cached per request, so a killed run restarts where it stopped.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,12 @@ def main(cfg: DictConfig) -> None:
 
     # a wrong option or input file (the steps raise ValueError / FileNotFoundError naming it), bad rows,
     # an unreachable endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py
-    report_user_errors(run, cfg, extra=(ValueError, FileNotFoundError, LLMRequestError),
-                       cache_dirs=[cfg.get("paths", {}).get("cache_dir")])
+    report_user_errors(
+        run,
+        cfg,
+        extra=(ValueError, FileNotFoundError, LLMRequestError),
+        cache_dirs=[cfg.get("paths", {}).get("cache_dir")],
+    )
 
 
 if __name__ == "__main__":

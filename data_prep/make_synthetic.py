@@ -8,6 +8,7 @@ Every field of ``gsr_train.data.synthetic.SyntheticConfig`` is an option (``--nu
 options), ``question_meta.jsonl.gz`` (family, hops, gold relation chains per question)
 and ``meta.json`` (options, file checksums and the figures printed here).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, SyntheticConfig]:
     ap.add_argument("--out", required=True, type=Path, help="folder to write (replaced if it exists)")
     for f in dataclasses.fields(SyntheticConfig):
         kind = float if f.type in ("float", float) else int
-        ap.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default,
-                        help=f"(default: {f.default})")
+        ap.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=f"(default: {f.default})")
     args = ap.parse_args(argv)
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(SyntheticConfig)}
     try:
@@ -44,16 +44,21 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, SyntheticConfig]:
 def print_summary(summary: dict, console: Console) -> None:
     table = Table(title="synthetic benchmark (triples per graph: mean / median / max)")
     table.add_column("split")
-    for col in ("questions", "1-hop", "2-hop", "2-topic", "answer missing", "none in graph",
-                "mean", "median", "max"):
+    for col in ("questions", "1-hop", "2-hop", "2-topic", "answer missing", "none in graph", "mean", "median", "max"):
         table.add_column(col, justify="right")
     for split in SPLITS:
         s = summary["splits"][split]
         table.add_row(
-            split, str(s["questions"]), str(s["hops"].get("1", 0)), str(s["hops"].get("2", 0)),
-            f"{s['two_topic_share']:.1%}", f"{s['missing_answer_share']:.1%}",
-            f"{s['no_answer_in_graph_share']:.1%}", f"{s['triples_mean']:.0f}",
-            f"{s['triples_median']:.0f}", str(s["triples_max"]),
+            split,
+            str(s["questions"]),
+            str(s["hops"].get("1", 0)),
+            str(s["hops"].get("2", 0)),
+            f"{s['two_topic_share']:.1%}",
+            f"{s['missing_answer_share']:.1%}",
+            f"{s['no_answer_in_graph_share']:.1%}",
+            f"{s['triples_mean']:.0f}",
+            f"{s['triples_median']:.0f}",
+            str(s["triples_max"]),
         )
     console.print(table)
     world = summary["world"]

@@ -6,6 +6,7 @@
 Then run the LLM data steps with llm=local (base_url http://127.0.0.1:8000/v1). Non-streaming;
 one generation at a time. See gsr_train.llm.serve for the options.
 """
+
 from gsr_train.llm.serve import main
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Shared test setup: offline hub, offline wandb, and paths to the real fixtures."""
+
 from __future__ import annotations
 
 import os

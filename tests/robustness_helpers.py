@@ -1,4 +1,5 @@
 """Toy KGQA data for the robustness / classic retriever tests (random graphs, seconds, no network)."""
+
 from __future__ import annotations
 
 import json
@@ -10,12 +11,21 @@ import torch
 from gsr_train.kg.index import build_index
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-RELS = ["film.film.directed_by", "people.person.nationality", "people.person.place_of_birth", "music.artist.genre",
-        "sports.team.sport", "location.location.containedby", "people.person.spouse_s", "education.school.alumni"]
+RELS = [
+    "film.film.directed_by",
+    "people.person.nationality",
+    "people.person.place_of_birth",
+    "music.artist.genre",
+    "sports.team.sport",
+    "location.location.containedby",
+    "people.person.spouse_s",
+    "education.school.alumni",
+]
 
 
-def toy_rows(n_questions: int = 4, n_entities: int = 25, n_edges: int = 70, seed: int = 0,
-             relations: list[str] | None = None) -> list[dict]:
+def toy_rows(
+    n_questions: int = 4, n_entities: int = 25, n_edges: int = 70, seed: int = 0, relations: list[str] | None = None
+) -> list[dict]:
     """Random graphs with one topic entity and one answer two hops away (a gold path exists)."""
     rng = random.Random(seed)
     rels = relations or RELS
@@ -26,9 +36,17 @@ def toy_rows(n_questions: int = 4, n_entities: int = 25, n_edges: int = 70, seed
         while len(triples) < n_edges:
             h, t = rng.sample(ents, 2)
             triples.add((h, rng.choice(rels), t))
-        rows.append({"id": f"q{q}", "question": f"what is the {rels[1].split('.')[-1]} of entity {q}",
-                     "answer": [ents[2]], "q_entity": [ents[0]], "a_entity": [ents[2]],
-                     "graph": [list(t) for t in sorted(triples)], "choices": []})
+        rows.append(
+            {
+                "id": f"q{q}",
+                "question": f"what is the {rels[1].split('.')[-1]} of entity {q}",
+                "answer": [ents[2]],
+                "q_entity": [ents[0]],
+                "a_entity": [ents[2]],
+                "graph": [list(t) for t in sorted(triples)],
+                "choices": [],
+            }
+        )
     return rows
 
 

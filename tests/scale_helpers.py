@@ -3,12 +3,14 @@
 A kind builds, from a scratch folder, a fresh LightningModule (same initial weights for a
 given seed) and a LightningDataModule whose per-device batch is a parameter.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -18,10 +20,23 @@ from .subgraphrag_toy import RELATIONS, write_toy
 
 ENCODER = {"name": "hashing", "dim": 32}
 SGR_MODEL = {"hidden": 32, "cos_features": True, "qr_product": True, "fused": False}
-GSR_TINY = {"name": "gsr_tiny", "family": "t5", "pretrained": None, "tokenizer": "minilm",
-            "config": {"d_model": 32, "d_ff": 64, "num_layers": 1, "num_decoder_layers": 1, "num_heads": 2,
-                       "d_kv": 16, "dropout_rate": 0.0},
-            "relation_init": "random", "max_source_length": 24}
+GSR_TINY = {
+    "name": "gsr_tiny",
+    "family": "t5",
+    "pretrained": None,
+    "tokenizer": "minilm",
+    "config": {
+        "d_model": 32,
+        "d_ff": 64,
+        "num_layers": 1,
+        "num_decoder_layers": 1,
+        "num_heads": 2,
+        "d_kv": 16,
+        "dropout_rate": 0.0,
+    },
+    "relation_init": "random",
+    "max_source_length": 24,
+}
 
 
 class LossRecorder(pl.Callback):
@@ -58,8 +73,14 @@ def subgraphrag_module(ctx: dict, seed: int = 0):
     from gsr_train.models.subgraphrag.module import SubgraphRAGModule
 
     torch.manual_seed(seed)
-    return SubgraphRAGModule(SGR_MODEL, ctx["emb"].dim, optim={"lr": 1e-2, "fused": False}, val_k=10, seed=seed,
-                             meta={"encoder_name": ctx["emb"].encoder_name, "data": "toy"})
+    return SubgraphRAGModule(
+        SGR_MODEL,
+        ctx["emb"].dim,
+        optim={"lr": 1e-2, "fused": False},
+        val_k=10,
+        seed=seed,
+        meta={"encoder_name": ctx["emb"].encoder_name, "data": "toy"},
+    )
 
 
 def subgraphrag_datamodule(ctx: dict, batch: int, seed: int = 0, module=None):
@@ -67,8 +88,9 @@ def subgraphrag_datamodule(ctx: dict, batch: int, seed: int = 0, module=None):
     from gsr_train.models.subgraphrag.scorer import ScorerConfig
 
     cfg = ScorerConfig.from_options(SGR_MODEL, ctx["emb"].dim)
-    dm = TripleDataModule(ctx["index"], ctx["emb"], ctx["sup"], cfg.structure, graphs_per_batch=batch, seed=seed,
-                          eval_graphs_per_batch=2)
+    dm = TripleDataModule(
+        ctx["index"], ctx["emb"], ctx["sup"], cfg.structure, graphs_per_batch=batch, seed=seed, eval_graphs_per_batch=2
+    )
     if module is not None:
         module.validate_on(dm)  # what the recipe does: the datamodule hands the model its validation graphs
     return dm
@@ -80,8 +102,9 @@ def subgraphrag_val_reference(ctx: dict, module) -> dict[str, float]:
     from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
 
     split = ctx["index"]["validation"]
-    scores = SubgraphRAGRetriever(module.scorer.eval()).score_split(split, ctx["emb"].question["validation"],
-                                                                     ctx["emb"])
+    scores = SubgraphRAGRetriever(module.scorer.eval()).score_split(
+        split, ctx["emb"].question["validation"], ctx["emb"]
+    )
     rep = retrieval_metrics(split, scores, [10], sp_label=ctx["sup"]["validation"].triple_label)
     return {"val/sp_recall@10": rep.overall["sp_recall"][10], "val/answer_recall@10": rep.overall["answer_recall"][10]}
 
@@ -104,8 +127,11 @@ def _gsr_questions(n: int, seed: int, prefix: str):
 
 
 def gsr_setup(root: Path, sizes=(32, 11)) -> dict:
-    return {"train": _gsr_questions(sizes[0], 1, "T"), "validation": _gsr_questions(sizes[1], 2, "V"),
-            "relations": list(RELATIONS)}
+    return {
+        "train": _gsr_questions(sizes[0], 1, "T"),
+        "validation": _gsr_questions(sizes[1], 2, "V"),
+        "relations": list(RELATIONS),
+    }
 
 
 def gsr_module(ctx: dict, seed: int = 0):
@@ -114,8 +140,11 @@ def gsr_module(ctx: dict, seed: int = 0):
 
     torch.manual_seed(seed)
     gsr = build_gsr_model(GSR_TINY, ctx["relations"])
-    return GSRModule(gsr, optim={"lr": 3e-3, "schedule": "constant", "weight_decay": 0.0},
-                     val_decode={"beams": 3, "top_n": 2, "max_hops": 2, "batch_size": 16})
+    return GSRModule(
+        gsr,
+        optim={"lr": 3e-3, "schedule": "constant", "weight_decay": 0.0},
+        val_decode={"beams": 3, "top_n": 2, "max_hops": 2, "batch_size": 16},
+    )
 
 
 def gsr_datamodule(ctx: dict, batch: int, seed: int = 0, module=None):
@@ -124,8 +153,9 @@ def gsr_datamodule(ctx: dict, batch: int, seed: int = 0, module=None):
     gsr = module.gsr
     train, _ = retrieval_items(ctx["train"], gsr.relations)
     val, _ = retrieval_items(ctx["validation"], gsr.relations, strict=False, require_targets=False)
-    return GSRDataModule(gsr, train, [], val, schedule="retrieval", batch_size=batch, eval_batch_size=3,
-                         seed=seed).as_lightning()
+    return GSRDataModule(
+        gsr, train, [], val, schedule="retrieval", batch_size=batch, eval_batch_size=3, seed=seed
+    ).as_lightning()
 
 
 def gsr_val_reference(ctx: dict, module) -> dict[str, float]:
@@ -155,8 +185,12 @@ def _reader_examples(n: int, prefix: str):
     for i in range(n):
         lang = f"Language {prefix}{i}" + " English" * (4 * (i % 4))  # answers of 9 to ~30 tokens
         question = f"what language is spoken in country {prefix}{i}"
-        messages = [{"role": "user", "content": f"Triples: (Country {prefix}{i}, languages_spoken, {lang}) "
-                                                f"Question: {question}"}]
+        messages = [
+            {
+                "role": "user",
+                "content": f"Triples: (Country {prefix}{i}, languages_spoken, {lang}) Question: {question}",
+            }
+        ]
         out.append(ReaderExample(f"{prefix}-{i}", question, messages, f"ans: {lang}", [lang]))
     return out
 
@@ -169,9 +203,12 @@ def reader_setup(root: Path, sizes=(24, 6)) -> dict:
 
     folder = tiny_llama_folder(root / "tiny_llama")
     tok = load_tokenizer(str(folder))
-    return {"folder": folder, "tokenizer": tok,
-            "train": ReaderDataset(tok, _reader_examples(sizes[0], "tr"), 256),
-            "validation": ReaderDataset(tok, _reader_examples(sizes[1], "va"), 256)}
+    return {
+        "folder": folder,
+        "tokenizer": tok,
+        "train": ReaderDataset(tok, _reader_examples(sizes[0], "tr"), 256),
+        "validation": ReaderDataset(tok, _reader_examples(sizes[1], "va"), 256),
+    }
 
 
 def reader_module(ctx: dict, seed: int = 0):
@@ -179,16 +216,23 @@ def reader_module(ctx: dict, seed: int = 0):
     from gsr_train.readers.model import ReaderModule, load_reader
 
     torch.manual_seed(seed)
-    model, _, _ = load_reader(str(ctx["folder"]), "fp32", adapter="lora", lora=READER_LORA,
-                              gradient_checkpointing=False)
+    model, _, _ = load_reader(
+        str(ctx["folder"]), "fp32", adapter="lora", lora=READER_LORA, gradient_checkpointing=False
+    )
     return ReaderModule(model, lr=5e-3, warmup_ratio=0.0, log_every=0)
 
 
 def reader_datamodule(ctx: dict, batch: int, seed: int = 0):
     from gsr_train.readers.data import ReaderDataModule
 
-    return ReaderDataModule(ctx["train"], ctx["tokenizer"].pad_token_id, batch_size=batch, seed=seed,
-                            val_dataset=ctx["validation"], eval_batch_size=2)
+    return ReaderDataModule(
+        ctx["train"],
+        ctx["tokenizer"].pad_token_id,
+        batch_size=batch,
+        seed=seed,
+        val_dataset=ctx["validation"],
+        eval_batch_size=2,
+    )
 
 
 @torch.no_grad()
@@ -226,15 +270,33 @@ def reader_run_config(inputs: dict, out: Path, *extra: str):
     """The composed config of a tiny fp32 LoRA reader run (last.ckpt after every step)."""
 
     results = inputs["results"]
-    overrides = ["+experiment=reader_webqsp_mini", f"paths.output_dir={out}", f"paths.cache_dir={inputs['root'] / 'c'}",
-                 "experiment_name=test", "logger=none", "~callbacks.rich_progress", "trainer.enable_progress_bar=false",
-                 "checkpoint_every_n_steps=1", f"data.dir={inputs['data']}", "data.splits=[train,test]",
-                 "data.labels={}",
-                 "reader=tiny_llama", f"reader.model={inputs['model']}", "reader.precision=fp32", "qa.format=triples",
-                 "qa.k=2", "qa.max_prompt_tokens=400", f"qa.retrieval.results.train={results['train']}",
-                 f"qa.retrieval.results.test={results['test']}", "qa.train.lr=5e-3", "qa.eval.batch_size=3",
-                 "qa.eval.max_new_tokens=4", "qa.eval.variants.base=[]", "qa.eval.variants.finetuned=[retrieved]",
-                 *extra]
+    overrides = [
+        "+experiment=reader_webqsp_mini",
+        f"paths.output_dir={out}",
+        f"paths.cache_dir={inputs['root'] / 'c'}",
+        "experiment_name=test",
+        "logger=none",
+        "~callbacks.rich_progress",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=1",
+        f"data.dir={inputs['data']}",
+        "data.splits=[train,test]",
+        "data.labels={}",
+        "reader=tiny_llama",
+        f"reader.model={inputs['model']}",
+        "reader.precision=fp32",
+        "qa.format=triples",
+        "qa.k=2",
+        "qa.max_prompt_tokens=400",
+        f"qa.retrieval.results.train={results['train']}",
+        f"qa.retrieval.results.test={results['test']}",
+        "qa.train.lr=5e-3",
+        "qa.eval.batch_size=3",
+        "qa.eval.max_new_tokens=4",
+        "qa.eval.variants.base=[]",
+        "qa.eval.variants.finetuned=[retrieved]",
+        *extra,
+    ]
     return compose_config(overrides)
 
 
@@ -243,15 +305,31 @@ def reader_adapter(out: Path) -> dict[str, torch.Tensor]:
 
     return load_file(out / "adapter" / "adapter_model.safetensors")
 
+
 KINDS: dict[str, dict[str, Callable[..., Any]]] = {
-    "subgraphrag": {"setup": subgraphrag_setup, "module": subgraphrag_module, "datamodule": subgraphrag_datamodule,
-                    "val_reference": subgraphrag_val_reference, "weights": lambda m: m.scorer.state_dict()},
-    "gsr": {"setup": gsr_setup, "module": gsr_module, "datamodule": gsr_datamodule,
-            "val_reference": gsr_val_reference, "weights": lambda m: m.gsr.state_dict(),
-            "trainer": {"reload_dataloaders_every_n_epochs": 1}},  # as runs/gsr.py: items change per epoch
+    "subgraphrag": {
+        "setup": subgraphrag_setup,
+        "module": subgraphrag_module,
+        "datamodule": subgraphrag_datamodule,
+        "val_reference": subgraphrag_val_reference,
+        "weights": lambda m: m.scorer.state_dict(),
+    },
+    "gsr": {
+        "setup": gsr_setup,
+        "module": gsr_module,
+        "datamodule": gsr_datamodule,
+        "val_reference": gsr_val_reference,
+        "weights": lambda m: m.gsr.state_dict(),
+        "trainer": {"reload_dataloaders_every_n_epochs": 1},
+    },  # as runs/gsr.py: items change per epoch
     # ReaderModule.state_dict() holds only what trains (the LoRA weights)
-    "reader": {"setup": reader_setup, "module": reader_module, "datamodule": reader_datamodule,
-               "val_reference": reader_val_reference, "weights": lambda m: m.state_dict()},
+    "reader": {
+        "setup": reader_setup,
+        "module": reader_module,
+        "datamodule": reader_datamodule,
+        "val_reference": reader_val_reference,
+        "weights": lambda m: m.state_dict(),
+    },
 }
 
 

@@ -7,6 +7,7 @@ method as Class.method) is called for the N-th time, just before the call runs, 
 if nothing happened: what the process does next is the code under test's own handling. The
 script runs as ``__main__`` exactly as ``python SCRIPT ARGS...`` would run it.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -6,6 +6,7 @@ graph holds the topic's edges for every relation (1 hop), edges from those entit
 The positive triple is (topic, asked relation, answer): learnable from the question text
 and the DDE, impossible to rank first by chance.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -46,8 +47,17 @@ def toy_rows(n: int, seed: int, prefix: str) -> list[dict]:
         for j in range(6):
             graph.append([f"Other {prefix}{i} {j}", rels[rng.randrange(len(rels))], f"Far {prefix}{i} {j + 50}"])
         rng.shuffle(graph)
-        rows.append({"id": f"{prefix}-{i}", "question": RELATIONS[asked].format(topic), "answer": [answer],
-                     "q_entity": [topic], "a_entity": [answer], "graph": graph, "choices": []})
+        rows.append(
+            {
+                "id": f"{prefix}-{i}",
+                "question": RELATIONS[asked].format(topic),
+                "answer": [answer],
+                "q_entity": [topic],
+                "a_entity": [answer],
+                "graph": graph,
+                "choices": [],
+            }
+        )
     return rows
 
 
@@ -64,9 +74,20 @@ def write_toy(folder: str | Path, sizes=(48, 16, 16), seed: int = 0) -> Path:
 def toy_run_overrides(root: Path, sizes=(24, 8, 8), settings: dict | None = None) -> list[str]:
     """Overrides that run ``+experiment=subgraphrag_quickstart`` on toy data written under ``root``
     (hashing encoder, a tiny scorer, no progress bar, caches and run folder inside ``root``)."""
-    values = {"+experiment": "subgraphrag_quickstart", "data.dir": write_toy(root / "data", sizes=sizes),
-              "data.name": "toy", "encoder.name": "hashing", "+encoder.dim": 32, "model.hidden": 32,
-              "model.train.epochs": 2, "model.train.graphs_per_batch": 4, "logger": "none",
-              "trainer.enable_progress_bar": "false", "paths.cache_dir": root / "cache",
-              "paths.output_dir": root / "run", "experiment_name": "toy", **(settings or {})}
+    values = {
+        "+experiment": "subgraphrag_quickstart",
+        "data.dir": write_toy(root / "data", sizes=sizes),
+        "data.name": "toy",
+        "encoder.name": "hashing",
+        "+encoder.dim": 32,
+        "model.hidden": 32,
+        "model.train.epochs": 2,
+        "model.train.graphs_per_batch": 4,
+        "logger": "none",
+        "trainer.enable_progress_bar": "false",
+        "paths.cache_dir": root / "cache",
+        "paths.output_dir": root / "run",
+        "experiment_name": "toy",
+        **(settings or {}),
+    }
     return [f"{key}={value}" for key, value in values.items()] + ["~callbacks.rich_progress"]

@@ -1,6 +1,7 @@
 """The README's "Add a method" walk-through, through the public interface only: a toy retriever is
 registered, built by name, scored, written as a results file, evaluated, and run in the
 robustness study next to the built-in ones."""
+
 from __future__ import annotations
 
 import json
@@ -58,7 +59,9 @@ def test_a_new_retriever_plugs_into_results_metrics_and_robustness(tmp_path):
     assert report.overall["answer_recall"][5] is not None
     assert len(path.read_text().splitlines()) == len(split) and json.loads(path.read_text().splitlines()[0])["id"]
     # the robustness study takes it by name, next to a built-in one
-    retrievers = build_retrievers({"topic-edges": {"bonus": 1.0}, "cosine": {}}, index, split, emb.question["test"], emb)
+    retrievers = build_retrievers(
+        {"topic-edges": {"bonus": 1.0}, "cosine": {}}, index, split, emb.question["test"], emb
+    )
     assert set(retrievers) == {"topic-edges", "cosine"}
     figures = evaluate_robustness(split, retrievers, sup.triple_label, ["delete"], [0.5], [5], seed=0)
     assert {r["retriever"] for r in figures["results"]} == {"topic-edges", "cosine"}
@@ -77,9 +80,16 @@ def test_reader_evidence_from_any_registered_retriever(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     _write(data, "train", _rows("tr", 5))
-    base = ["+experiment=reader_webqsp_mini", f"paths.output_dir={tmp_path / 'run'}", f"data.dir={data}",
-            f"paths.cache_dir={tmp_path / 'cache'}", "data.splits=[train]", "encoder.name=hashing", "+encoder.dim=16",
-            "qa.retrieval.k=2"]
+    base = [
+        "+experiment=reader_webqsp_mini",
+        f"paths.output_dir={tmp_path / 'run'}",
+        f"data.dir={data}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "data.splits=[train]",
+        "encoder.name=hashing",
+        "+encoder.dim=16",
+        "qa.retrieval.k=2",
+    ]
     index = get_index(data, ("train",), tmp_path / "cache")
     cfg = compose_config([*base, "qa.retrieval.retriever=topic-edges", "qa.retrieval.options={bonus: 3.0}"])
     assert evidence_source(cfg, "train").startswith("topic-edges retriever with hashing (top 2)")

@@ -6,6 +6,7 @@ questions that are also training questions (leakage), a malformed row, an empty 
 test split whose answers are in no graph. The two chain-file experiments read their graphs from
 ``data.graphs`` (tested in tests/test_gsr_graphs_option.py).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -56,9 +57,19 @@ def _error(name, tiny, tmp_path, capsys, folder, *extra):
     from gsr_train.runs.common import report_user_errors, run_experiment
 
     given = [o for o in overrides(tiny)[name] if not o.startswith(("data.dir=", "+data.synthetic."))]
-    cfg = compose_config([f"+experiment={name}", f"paths.output_dir={tmp_path / 'run'}",
-                          f"paths.cache_dir={tiny['cache']}", f"experiment_name={name}", *QUIET, *given,
-                          f"data.dir={folder}", "data.name=bad", *extra])
+    cfg = compose_config(
+        [
+            f"+experiment={name}",
+            f"paths.output_dir={tmp_path / 'run'}",
+            f"paths.cache_dir={tiny['cache']}",
+            f"experiment_name={name}",
+            *QUIET,
+            *given,
+            f"data.dir={folder}",
+            "data.name=bad",
+            *extra,
+        ]
+    )
     with pytest.raises(SystemExit) as stop:
         report_user_errors(run_experiment, cfg)  # what train.py runs
     err = capsys.readouterr().err.strip().splitlines()
@@ -91,9 +102,18 @@ def test_skip_and_overlap_options_reach_the_runs_and_the_skips_reach_metrics(tin
     from gsr_train.runs.common import run_experiment
 
     def run(folder, out, *extra):
-        cfg = compose_config(["+experiment=cosine_baseline", f"paths.output_dir={out}",
-                              f"paths.cache_dir={tiny['cache']}", *QUIET, f"data.dir={folder}", "data.name=bad",
-                              "encoder.name=hashing", *extra])
+        cfg = compose_config(
+            [
+                "+experiment=cosine_baseline",
+                f"paths.output_dir={out}",
+                f"paths.cache_dir={tiny['cache']}",
+                *QUIET,
+                f"data.dir={folder}",
+                "data.name=bad",
+                "encoder.name=hashing",
+                *extra,
+            ]
+        )
         run_experiment(cfg)
         return json.loads((out / "metrics.json").read_text())
 
@@ -110,14 +130,25 @@ def test_skip_and_overlap_options_reach_the_runs_and_the_skips_reach_metrics(tin
 def test_gsr_smoke_cap_larger_than_the_split(tiny, tmp_path):
     """``gsr.max_eval_questions`` above the split's size (a hub preset that skipped bad rows left
     fewer) evaluates every question instead of indexing past the split."""
-    from .test_experiments_e2e import SYNTHETIC
-
     from gsr_train.runs.common import run_experiment
 
+    from .test_experiments_e2e import SYNTHETIC
+
     out = tmp_path / "run"
-    cfg = compose_config(["+experiment=gsr_quickstart", f"paths.output_dir={out}", f"paths.cache_dir={tiny['cache']}",
-                          *QUIET, *SYNTHETIC, "model.epochs=1", "gsr.decode.beams=2", "gsr.val_decode.beams=2",
-                          "gsr.max_val_questions=4", "gsr.max_eval_questions=1000"])
+    cfg = compose_config(
+        [
+            "+experiment=gsr_quickstart",
+            f"paths.output_dir={out}",
+            f"paths.cache_dir={tiny['cache']}",
+            *QUIET,
+            *SYNTHETIC,
+            "model.epochs=1",
+            "gsr.decode.beams=2",
+            "gsr.val_decode.beams=2",
+            "gsr.max_val_questions=4",
+            "gsr.max_eval_questions=1000",
+        ]
+    )
     run_experiment(cfg)
     doc = json.loads((out / "metrics.json").read_text())
     assert doc["data"]["eval_questions"] == 6  # SYNTHETIC's whole test split

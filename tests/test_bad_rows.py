@@ -1,5 +1,6 @@
 """Every malformed row is a clear error naming file, row and field, or a counted skip, in jsonl
 and in parquet, through the index build and through the evaluate command."""
+
 from __future__ import annotations
 
 import gzip
@@ -13,8 +14,15 @@ import pytest
 from gsr_train.data.rows import RowError
 from gsr_train.kg.index import get_index
 
-GOOD = {"id": "ok-1", "question": "who?", "answer": ["B"], "q_entity": ["A"], "a_entity": ["B"],
-        "graph": [["A", "r", "B"]], "choices": []}
+GOOD = {
+    "id": "ok-1",
+    "question": "who?",
+    "answer": ["B"],
+    "q_entity": ["A"],
+    "a_entity": ["B"],
+    "graph": [["A", "r", "B"]],
+    "choices": [],
+}
 BAD = {
     "nan_choices": ({"choices": math.nan}, "choices", "expected a list"),
     "string_choices": ({"choices": "abc"}, "choices", "expected a list"),
@@ -77,7 +85,8 @@ def test_evaluate_command_names_the_bad_row(tmp_path, capsys):
     _write(tmp_path / "d", _rows("missing_a_entity"), "jsonl.gz")
     results = tmp_path / "r.jsonl"
     results.write_text(json.dumps({"id": "ok-1", "triples": [["A", "r", "B"]], "scores": [1.0]}) + "\n")
-    code = evaluate_mod.main(["--results", str(results), "--data", str(tmp_path / "d"), "--split", "test",
-                              "--cache", str(tmp_path / "c")])
+    code = evaluate_mod.main(
+        ["--results", str(results), "--data", str(tmp_path / "d"), "--split", "test", "--cache", str(tmp_path / "c")]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "row 'bad-7': field 'a_entity': missing" in err

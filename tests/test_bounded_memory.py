@@ -4,6 +4,7 @@ At real size a split has 10-100M edges, so DDE features, cosine scores, Subgraph
 projections and supervision checks run over bounded runs of whole graphs; these tests force
 tiny runs on the real webqsp_mini graphs and compare with the one-pass results.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,10 +13,10 @@ import torch
 
 from gsr_train.arrays import segment_count, segment_sum
 from gsr_train.datamodules.triple_datamodule import trainable_questions
+from gsr_train.features.structure import NodeFeatures, node_features, structure_features
 from gsr_train.kg.index import get_index
 from gsr_train.kg.paths import build_supervision, get_supervision
 from gsr_train.kg.vocab import StringVocab
-from gsr_train.features.structure import NodeFeatures, node_features, structure_features
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer
 from gsr_train.retrievers.cosine import cosine_scores
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
@@ -49,8 +50,9 @@ def test_node_features_over_runs_equal_one_pass(mini, structure):
 def test_projection_budget_splits_scoring_without_changing_scores(mini, serving):
     index, emb, _ = mini
     torch.manual_seed(0)
-    scorer = TripleScorer(ScorerConfig.from_options({"hidden": 24, "cos_features": True, "qr_product": True},
-                                                    emb.dim)).eval()
+    scorer = TripleScorer(
+        ScorerConfig.from_options({"hidden": 24, "cos_features": True, "qr_product": True}, emb.dim)
+    ).eval()
     split = index["test"]
     whole = SubgraphRAGRetriever(scorer, serving=serving)
     small = SubgraphRAGRetriever(scorer, serving=serving, max_projection_bytes=200_000)
@@ -161,8 +163,11 @@ def test_kg_wide_statistics_over_runs_equal_one_pass(mini, monkeypatch):
     relations = list(index.relations)[:40]
 
     def compute():
-        return (split_triples(index, SPLITS), relation_subjects(index, SPLITS, per_relation=5),
-                subjects_by_relation(index, SPLITS, relations, max_subjects=5))
+        return (
+            split_triples(index, SPLITS),
+            relation_subjects(index, SPLITS, per_relation=5),
+            subjects_by_relation(index, SPLITS, relations, max_subjects=5),
+        )
 
     one = compute()
     whole = SplitGraphs.global_edge_chunks

@@ -1,4 +1,5 @@
 """Classic retrievers: prizes, top-k triplets, greedy paths, PCST (connected, within budget), PPR."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,16 @@ import torch
 
 from gsr_train.eval.results import read_results, write_results
 from gsr_train.eval.retrieval import retrieval_metrics
-from gsr_train.retrievers.classic import (classic_scores, masked_split, path_scores, rank_prizes, segment_rank,
-                                          similarities, split_edge_prizes, triplet_scores)
+from gsr_train.retrievers.classic import (
+    classic_scores,
+    masked_split,
+    path_scores,
+    rank_prizes,
+    segment_rank,
+    similarities,
+    split_edge_prizes,
+    triplet_scores,
+)
 from gsr_train.retrievers.pcst import pcst_question, solver
 from gsr_train.retrievers.ppr import ppr_keep, ppr_scores
 from gsr_train.text.embeddings import get_embeddings
@@ -87,9 +96,18 @@ def test_paths_find_the_best_path_by_brute_force():
         edges.add((int(a), int(b)))
     edges = sorted(edges)
     ei = torch.tensor(edges).T
-    split = SplitGraphs(["q"], ["q"], [[]], torch.tensor([0, n]), torch.arange(n), torch.zeros(n, dtype=torch.bool),
-                        torch.zeros(n, dtype=torch.bool), torch.tensor([0, len(edges)]), ei,
-                        torch.zeros(len(edges), dtype=torch.long))
+    split = SplitGraphs(
+        ["q"],
+        ["q"],
+        [[]],
+        torch.tensor([0, n]),
+        torch.arange(n),
+        torch.zeros(n, dtype=torch.bool),
+        torch.zeros(n, dtype=torch.bool),
+        torch.tensor([0, len(edges)]),
+        ei,
+        torch.zeros(len(edges), dtype=torch.long),
+    )
     node_value = torch.tensor(rng.uniform(0, 3, n), dtype=torch.float32)
     edge_value = torch.tensor(rng.uniform(-1, 1, len(edges)), dtype=torch.float32)
     start = torch.zeros(n, dtype=torch.bool)

@@ -1,4 +1,5 @@
 """Cosine baseline: vectorised scores equal a naive per-edge loop; label loading; CLI."""
+
 from __future__ import annotations
 
 import gzip
@@ -14,21 +15,45 @@ from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import HashingEncoder
 
 ROWS = [
-    {"id": "q1", "question": "where was barack obama born", "answer": ["Honolulu"],
-     "q_entity": ["Barack Obama"], "a_entity": ["Honolulu"],
-     "graph": [["Barack Obama", "people.person.place_of_birth", "Honolulu"],
-               ["Barack Obama", "people.person.spouse_s", "m.02h98gq"],
-               ["m.02h98gq", "people.marriage.spouse", "Michelle Obama"],
-               ["Honolulu", "location.location.containedby", "Hawaii"]], "choices": []},
-    {"id": "q2", "question": "who is michelle obama married to", "answer": ["Barack Obama"],
-     "q_entity": ["Michelle Obama"], "a_entity": ["Barack Obama"],
-     "graph": [["Michelle Obama", "people.person.spouse_s", "m.02h98gq"],
-               ["m.02h98gq", "people.marriage.spouse", "Barack Obama"],
-               ["g.11b6", "location.location.containedby", "Honolulu"]], "choices": []},
-    {"id": "q3", "question": "what state is honolulu in", "answer": ["Hawaii"],
-     "q_entity": ["Honolulu"], "a_entity": ["Hawaii"],
-     "graph": [["Honolulu", "location.location.containedby", "Hawaii"],
-               ["Barack Obama", "people.person.place_of_birth", "Honolulu"]], "choices": []},
+    {
+        "id": "q1",
+        "question": "where was barack obama born",
+        "answer": ["Honolulu"],
+        "q_entity": ["Barack Obama"],
+        "a_entity": ["Honolulu"],
+        "graph": [
+            ["Barack Obama", "people.person.place_of_birth", "Honolulu"],
+            ["Barack Obama", "people.person.spouse_s", "m.02h98gq"],
+            ["m.02h98gq", "people.marriage.spouse", "Michelle Obama"],
+            ["Honolulu", "location.location.containedby", "Hawaii"],
+        ],
+        "choices": [],
+    },
+    {
+        "id": "q2",
+        "question": "who is michelle obama married to",
+        "answer": ["Barack Obama"],
+        "q_entity": ["Michelle Obama"],
+        "a_entity": ["Barack Obama"],
+        "graph": [
+            ["Michelle Obama", "people.person.spouse_s", "m.02h98gq"],
+            ["m.02h98gq", "people.marriage.spouse", "Barack Obama"],
+            ["g.11b6", "location.location.containedby", "Honolulu"],
+        ],
+        "choices": [],
+    },
+    {
+        "id": "q3",
+        "question": "what state is honolulu in",
+        "answer": ["Hawaii"],
+        "q_entity": ["Honolulu"],
+        "a_entity": ["Hawaii"],
+        "graph": [
+            ["Honolulu", "location.location.containedby", "Hawaii"],
+            ["Barack Obama", "people.person.place_of_birth", "Honolulu"],
+        ],
+        "choices": [],
+    },
 ]
 
 
@@ -77,8 +102,10 @@ def test_parts_ignores_no_text_entities(small):
     assert torch.allclose(before, after)
     # q2 edge (g.11b6, containedby, Honolulu): only relation + tail count
     q = F.normalize(emb.question["test"][1], dim=0)
-    expected = q @ emb.relation[index.relations.index("location.location.containedby")] + \
-        q @ emb.entity[index.entities.index("Honolulu")]
+    expected = (
+        q @ emb.relation[index.relations.index("location.location.containedby")]
+        + q @ emb.entity[index.entities.index("Honolulu")]
+    )
     e = int(split.edge_ptr[1]) + 2
     assert torch.isclose(before[e], expected, atol=1e-5)
 
@@ -86,8 +113,9 @@ def test_parts_ignores_no_text_entities(small):
 def test_verbalised_equals_naive(small):
     index, enc, emb, tmp_path = small
     split = index["test"]
-    scores = cosine_scores(split, emb.question["test"], emb, "verbalised", index=index, encoder=enc,
-                           cache_dir=tmp_path / "cache")
+    scores = cosine_scores(
+        split, emb.question["test"], emb, "verbalised", index=index, encoder=enc, cache_dir=tmp_path / "cache"
+    )
     strings = []
     for qi in range(len(split)):
         for h, r, t in index.triple_strings("test", qi):
@@ -114,7 +142,7 @@ def test_vectorised_matches_per_question_on_real_graphs(webqsp_mini, tmp_path):
     for i in (0, 7, len(split) - 1):
         sub = split.subset([i])
         e0, e1 = int(split.edge_ptr[i]), int(split.edge_ptr[i + 1])
-        assert torch.allclose(cosine_scores(sub, emb.question["validation"][i:i + 1], emb), scores[e0:e1], atol=1e-5)
+        assert torch.allclose(cosine_scores(sub, emb.question["validation"][i : i + 1], emb), scores[e0:e1], atol=1e-5)
 
 
 def test_cli_end_to_end(small, capsys):
@@ -128,9 +156,26 @@ def test_cli_end_to_end(small, capsys):
     with gzip.open(labels, "wt") as f:
         f.write(json.dumps({"id": "q1", "triples": [["Honolulu", "location.location.containedby", "Hawaii"]]}) + "\n")
         f.write(json.dumps({"id": "q3", "triples": [["Honolulu", "location.location.containedby", "Hawaii"]]}) + "\n")
-    result = main(["--data", str(tmp_path / "data"), "--split", "test", "--encoder", "hashing", "--k", "3",
-                   "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out"), "--ks", "1,3",
-                   "--labels", str(labels)])
+    result = main(
+        [
+            "--data",
+            str(tmp_path / "data"),
+            "--split",
+            "test",
+            "--encoder",
+            "hashing",
+            "--k",
+            "3",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--out",
+            str(tmp_path / "out"),
+            "--ks",
+            "1,3",
+            "--labels",
+            str(labels),
+        ]
+    )
     assert (tmp_path / "out" / "results_test.jsonl").exists() and (tmp_path / "out" / "metrics.json").exists()
     rows = [json.loads(line) for line in open(tmp_path / "out" / "results_test.jsonl")]
     assert [r["id"] for r in rows] == ["q1", "q2", "q3"] and all(len(r["triples"]) <= 3 for r in rows)

@@ -2,6 +2,7 @@
 (``error: <message>`` on stderr, exit status 2, no traceback) for bad data and user mistakes; an
 honest ``action`` in build_index.py's summary; the skip counts of an index in a loggable form.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -26,9 +27,18 @@ SPLITS = ("train", "validation", "test")
 
 
 def _rows(split: str, n: int = 6) -> list[dict]:
-    return [{"id": f"{split}-{i}", "question": f"{split} question {i}", "answer": ["c"], "q_entity": [f"a{i}"],
-             "a_entity": ["c"], "graph": [[f"a{i}", "r.x", "b"], ["b", f"r.y{i % 3}", "c"]], "choices": []}
-            for i in range(n)]
+    return [
+        {
+            "id": f"{split}-{i}",
+            "question": f"{split} question {i}",
+            "answer": ["c"],
+            "q_entity": [f"a{i}"],
+            "a_entity": ["c"],
+            "graph": [[f"a{i}", "r.x", "b"], ["b", f"r.y{i % 3}", "c"]],
+            "choices": [],
+        }
+        for i in range(n)
+    ]
 
 
 def _folder(root: Path, fault: str | None = None) -> Path:
@@ -63,12 +73,23 @@ def _one_line_error(err: str) -> str:
     return last
 
 
-@pytest.mark.parametrize("fault, names", [("nan_choices", ["train.parquet", "field 'choices'", "expected a list"]),
-                                          ("truncated_parquet", ["train.parquet", "truncated"])])
+@pytest.mark.parametrize(
+    "fault, names",
+    [
+        ("nan_choices", ["train.parquet", "field 'choices'", "expected a list"]),
+        ("truncated_parquet", ["train.parquet", "truncated"]),
+    ],
+)
 def test_build_index_names_bad_data_in_one_line(tmp_path, fault, names):
     data = _folder(tmp_path / "data", fault)
-    proc = subprocess.run([sys.executable, str(REPO / "data_prep" / "build_index.py"), "--data", str(data)],
-                          cwd=REPO, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "data_prep" / "build_index.py"), "--data", str(data)],
+        cwd=REPO,
+        env=_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     last = _one_line_error(proc.stderr)
     assert all(n in last for n in names), last
@@ -90,8 +111,12 @@ def test_build_index_user_mistakes_are_one_line(tmp_path, capsys, case):
         _load("build_index").main(argv)
     assert stop.value.code == 2
     last = _one_line_error(capsys.readouterr().err)
-    expected = {"missing folder": "nowhere", "unknown split": "'dev'", "two files": "more than one file",
-                "leakage": "in both 'train' and 'test'"}[case]
+    expected = {
+        "missing folder": "nowhere",
+        "unknown split": "'dev'",
+        "two files": "more than one file",
+        "leakage": "in both 'train' and 'test'",
+    }[case]
     assert expected in last
 
 
@@ -158,9 +183,21 @@ def test_build_index_says_when_another_process_built_the_index(tmp_path):
     key = index_key(data, SPLITS, False)
     folder = cache / "kg_index" / key
     with build_lock(folder):
-        proc = subprocess.Popen([sys.executable, str(REPO / "data_prep" / "build_index.py"), "--data", str(data),
-                                 "--json", str(tmp_path / "s.json")], cwd=REPO, env=_env(cache),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "data_prep" / "build_index.py"),
+                "--data",
+                str(data),
+                "--json",
+                str(tmp_path / "s.json"),
+            ],
+            cwd=REPO,
+            env=_env(cache),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while not _waiting_on_lock(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -188,8 +225,15 @@ def test_index_skip_summary_and_one_line_description(tmp_path):
     summary = again.skip_summary()
     assert summary == index.skip_summary()
     json.dumps(summary)  # ready for metrics.json
-    assert summary["train"] == {"loaded": 6, "skipped_rows": 0, "skipped": {}, "truncated_files": [],
-                                "rows_lost": 0, "rows_lost_exact": True, "duplicate_triples_dropped": 0}
+    assert summary["train"] == {
+        "loaded": 6,
+        "skipped_rows": 0,
+        "skipped": {},
+        "truncated_files": [],
+        "rows_lost": 0,
+        "rows_lost_exact": True,
+        "duplicate_triples_dropped": 0,
+    }
     val = summary["validation"]
     assert val["loaded"] == 4 and val["skipped_rows"] == val["rows_lost"] == 2 and val["rows_lost_exact"]
     assert set(val["skipped"]) == {"graph: a triple is not three non-empty strings", "q_entity: empty"}

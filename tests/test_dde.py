@@ -1,10 +1,10 @@
 """DDE values against a small graph computed by hand, batching, and the feature variants."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gsr_train.kg.index import SplitGraphs
 from gsr_train.features.structure import (
     DDE,
     NodeFeatures,
@@ -14,6 +14,7 @@ from gsr_train.features.structure import (
     structure_channels,
     structure_features,
 )
+from gsr_train.kg.index import SplitGraphs
 
 # Nodes 0..3, topic = 0. Edges (head -> tail): 0->1, 1->2, 0->2, 3->0.
 EDGES = torch.tensor([[0, 1, 0, 3], [1, 2, 2, 0]])
@@ -52,8 +53,11 @@ def test_parallel_relations_count_per_triple():
 def _two_graph_split() -> SplitGraphs:
     """The hand graph twice (second copy with the topic on node 1 and one edge fewer)."""
     return SplitGraphs(
-        ids=["a", "b"], questions=["qa", "qb"], answers=[["x"], ["y"]],
-        ent_ptr=torch.tensor([0, 4, 8]), entity_ids=torch.arange(8),
+        ids=["a", "b"],
+        questions=["qa", "qb"],
+        answers=[["x"], ["y"]],
+        ent_ptr=torch.tensor([0, 4, 8]),
+        entity_ids=torch.arange(8),
         topic_mask=torch.tensor([True, False, False, False, False, True, False, False]),
         answer_mask=torch.zeros(8, dtype=torch.bool),
         edge_ptr=torch.tensor([0, 4, 7]),

@@ -6,6 +6,7 @@ loss and the final weights must agree within float tolerance, and the validation
 logged under DDP must equal the metrics of the final weights over the *whole* validation
 split (each rank only sees half of it: this checks the cross-rank merge).
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,10 +28,20 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def _fit(kind: str, ctx: dict, module, root, devices: int, batch: int):
     recorder = LossRecorder(root / "losses.json")
-    trainer = pl.Trainer(accelerator="cpu", devices=devices, strategy=STRATEGY if devices > 1 else "auto",
-                         max_epochs=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
-                         enable_checkpointing=False, num_sanity_val_steps=0, deterministic=True,
-                         default_root_dir=str(root), callbacks=[recorder])
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=devices,
+        strategy=STRATEGY if devices > 1 else "auto",
+        max_epochs=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        num_sanity_val_steps=0,
+        deterministic=True,
+        default_root_dir=str(root),
+        callbacks=[recorder],
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(module, make_datamodule(kind, ctx, batch, module=module))
@@ -71,8 +82,9 @@ def test_two_process_ddp_matches_single_process(kind, tmp_path):
         assert val_2[name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
     for name in ref:
         assert val_1[name] == pytest.approx(val_2[name], rel=1e-4, abs=1e-6), name
-    assert any(0.0 < v < 1.0 for k, v in ref.items()
-               if "match@n" in k or "recall" in k or "accuracy" in k)  # informative, not 0 or 1
+    assert any(
+        0.0 < v < 1.0 for k, v in ref.items() if "match@n" in k or "recall" in k or "accuracy" in k
+    )  # informative, not 0 or 1
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -117,8 +129,16 @@ def test_reader_run_with_two_ddp_processes_matches_one(tmp_path):
         warnings.simplefilter("ignore")
         run_experiment(reader_run_config(inputs, one, "qa.train.epochs=1", "qa.train.batch_size=4"))
         # the same recipe (a global batch of 4: batch_scope=global gives each rank 2)
-        run_experiment(reader_run_config(inputs, two, "qa.train.epochs=1", "qa.train.batch_size=4", "trainer=ddp_cpu",
-                                          "trainer.strategy=ddp_fork"))  # ddp_spawn: the same, 20 s slower
+        run_experiment(
+            reader_run_config(
+                inputs,
+                two,
+                "qa.train.epochs=1",
+                "qa.train.batch_size=4",
+                "trainer=ddp_cpu",
+                "trainer.strategy=ddp_fork",
+            )
+        )  # ddp_spawn: the same, 20 s slower
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (one, two))
     assert a["train"]["devices"] == 1 and b["train"]["devices"] == 2
     assert a["train"]["steps"] == b["train"]["steps"] == 2  # 6 examples: 4 + 2 per step
@@ -141,14 +161,27 @@ def test_reader_run_writes_nothing_on_other_ranks(tmp_path, monkeypatch):
     inputs = reader_run_inputs(tmp_path)
     out = tmp_path / "rank1"
     monkeypatch.setattr(reader_run, "is_rank_zero", lambda: False)
-    cfg = reader_run_config(inputs, out, "qa.train.epochs=1", "qa.train.batch_size=4", "qa.eval.variants.base=[none]",
-                            "qa.merge=true", "~callbacks.step_checkpoint")
+    cfg = reader_run_config(
+        inputs,
+        out,
+        "qa.train.epochs=1",
+        "qa.train.batch_size=4",
+        "qa.eval.variants.base=[none]",
+        "qa.merge=true",
+        "~callbacks.step_checkpoint",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert run_experiment(cfg) == 0.0
     written = {p.name for p in out.iterdir()} if out.exists() else set()
-    assert not written & {"metrics.json", "qa_table.txt", "adapter", "merged", "results_train.jsonl",
-                          "results_test.jsonl"}, written
+    assert not written & {
+        "metrics.json",
+        "qa_table.txt",
+        "adapter",
+        "merged",
+        "results_train.jsonl",
+        "results_test.jsonl",
+    }, written
     assert not [n for n in written if n.startswith("predictions_")], written
 
 
@@ -164,16 +197,42 @@ def test_ddp_run_keeps_the_recipe_global_batch(tmp_path):
     from .subgraphrag_toy import write_toy
 
     data = write_toy(tmp_path / "data", sizes=(48, 16, 32))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
-           "PYTHONWARNINGS": "ignore", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONWARNINGS": "ignore",
+        "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
+    }
 
     def train(name, *extra):
-        done = subprocess.run([sys.executable, "train.py", "+experiment=subgraphrag_quickstart", f"data.dir={data}",
-                               "data.name=toy", "encoder.name=hashing", "+encoder.dim=32", "model.hidden=32",
-                               "model.train.epochs=4", "model.train.graphs_per_batch=8", "model.train.patience=null",
-                               "subgraphrag.compare_cosine=false", "logger=none", "~callbacks.rich_progress",
-                               "trainer.enable_progress_bar=false", f"hydra.run.dir={tmp_path / name}", *extra],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "train.py",
+                "+experiment=subgraphrag_quickstart",
+                f"data.dir={data}",
+                "data.name=toy",
+                "encoder.name=hashing",
+                "+encoder.dim=32",
+                "model.hidden=32",
+                "model.train.epochs=4",
+                "model.train.graphs_per_batch=8",
+                "model.train.patience=null",
+                "subgraphrag.compare_cosine=false",
+                "logger=none",
+                "~callbacks.rich_progress",
+                "trainer.enable_progress_bar=false",
+                f"hydra.run.dir={tmp_path / name}",
+                *extra,
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads((tmp_path / name / "metrics.json").read_text())
 

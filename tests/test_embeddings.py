@@ -1,4 +1,5 @@
 """Text encoders and the embedding store: offline MiniLM, once-only encoding, cache safety."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,15 @@ import pytest
 import torch
 
 from gsr_train.kg.index import KGIndex, build_index
-from gsr_train.text.embeddings import (MATRIX_FILE, META_FILE, PROGRESS_FILE, EmbeddingTable, embed_texts,
-                                       get_embeddings, relation_words)
+from gsr_train.text.embeddings import (
+    MATRIX_FILE,
+    META_FILE,
+    PROGRESS_FILE,
+    EmbeddingTable,
+    embed_texts,
+    get_embeddings,
+    relation_words,
+)
 from gsr_train.text.encoders import EncoderUnavailable, HashingEncoder, TextEncoder, load_encoder
 
 
@@ -36,16 +44,32 @@ class SpyEncoder(TextEncoder):
 @pytest.fixture()
 def tiny_index(tmp_path) -> KGIndex:
     rows = [
-        {"id": "q1", "question": "where was barack obama born", "answer": ["Honolulu"],
-         "q_entity": ["Barack Obama"], "a_entity": ["Honolulu"],
-         "graph": [["Barack Obama", "people.person.place_of_birth", "Honolulu"],
-                   ["Barack Obama", "people.person.spouse_s", "m.02h98gq"],
-                   ["m.02h98gq", "people.marriage.spouse", "Michelle Obama"]], "choices": []},
-        {"id": "q2", "question": "who is michelle obama married to", "answer": ["Barack Obama"],
-         "q_entity": ["Michelle Obama"], "a_entity": ["Barack Obama"],
-         "graph": [["Michelle Obama", "people.person.spouse_s", "m.02h98gq"],
-                   ["m.02h98gq", "people.marriage.spouse", "Barack Obama"],
-                   ["g.11b6", "location.location.containedby", "Honolulu"]], "choices": []},
+        {
+            "id": "q1",
+            "question": "where was barack obama born",
+            "answer": ["Honolulu"],
+            "q_entity": ["Barack Obama"],
+            "a_entity": ["Honolulu"],
+            "graph": [
+                ["Barack Obama", "people.person.place_of_birth", "Honolulu"],
+                ["Barack Obama", "people.person.spouse_s", "m.02h98gq"],
+                ["m.02h98gq", "people.marriage.spouse", "Michelle Obama"],
+            ],
+            "choices": [],
+        },
+        {
+            "id": "q2",
+            "question": "who is michelle obama married to",
+            "answer": ["Barack Obama"],
+            "q_entity": ["Michelle Obama"],
+            "a_entity": ["Barack Obama"],
+            "graph": [
+                ["Michelle Obama", "people.person.spouse_s", "m.02h98gq"],
+                ["m.02h98gq", "people.marriage.spouse", "Barack Obama"],
+                ["g.11b6", "location.location.containedby", "Honolulu"],
+            ],
+            "choices": [],
+        },
     ]
     (tmp_path / "data").mkdir()
     for split, part in (("train", rows[:1]), ("test", rows[1:])):
@@ -64,8 +88,7 @@ def test_minilm_offline_normalised_and_semantic(monkeypatch):
     sim = v @ v.T
     assert sim[0, 1] > sim[0, 2] + 0.3 and sim[0, 1] > sim[1, 2] + 0.3
     # length sorting inside encode must not change the row order
-    assert torch.allclose(enc.encode(["interest rates rose in march", "the cat sits on the mat"]),
-                          v[[2, 0]], atol=1e-5)
+    assert torch.allclose(enc.encode(["interest rates rose in march", "the cat sits on the mat"]), v[[2, 0]], atol=1e-5)
 
 
 def test_gte_large_offline_fails_fast_with_hint(monkeypatch, tmp_path):
@@ -101,8 +124,11 @@ def test_store_embeds_each_distinct_text_once_then_reuses(tiny_index, tmp_path):
     spy = SpyEncoder(HashingEncoder(dim=16))
     emb = get_embeddings(tiny_index, spy, tmp_path / "cache")
     texts_with_text = [e for e in tiny_index.entities if not e.startswith(("m.", "g."))]
-    expected = texts_with_text + list(tiny_index.relations) + [
-        "where was barack obama born", "who is michelle obama married to"]
+    expected = (
+        texts_with_text
+        + list(tiny_index.relations)
+        + ["where was barack obama born", "who is michelle obama married to"]
+    )
     assert sorted(spy.calls) == sorted(expected)  # every distinct text, once, no MIDs
     assert emb.entity.shape == (len(tiny_index.entities), 16) and emb.relation.shape == (len(tiny_index.relations), 16)
     assert set(emb.question) == {"train", "test"} and emb.question["test"].shape == (1, 16)

@@ -1,6 +1,7 @@
 """``python eval.py``: every trained method (SubgraphRAG, GSR, readers) and the untrained
 retrievers score a test-only folder whose graphs use entities and relations the training data
 never saw, into a new run folder, from the run folder's saved config."""
+
 from __future__ import annotations
 
 import gzip
@@ -42,9 +43,17 @@ def save_run_config(folder: Path, cfg, experiment: str) -> None:
 
 
 def eval_cfg(tmp_path, out, *overrides):
-    return compose_config([f"paths.output_dir={out}", f"paths.cache_dir={tmp_path / 'cache'}", "logger=none",
-                           "~callbacks.rich_progress", "trainer.enable_progress_bar=false", *overrides],
-                          config_name="eval")
+    return compose_config(
+        [
+            f"paths.output_dir={out}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            "logger=none",
+            "~callbacks.rich_progress",
+            "trainer.enable_progress_bar=false",
+            *overrides,
+        ],
+        config_name="eval",
+    )
 
 
 def _env(tmp_path):
@@ -52,15 +61,36 @@ def _env(tmp_path):
 
 
 def test_subgraphrag_run_scored_on_unseen_test_only_folder_via_the_command(tmp_path):
-    overrides = [o for o in toy_run_overrides(tmp_path, settings={"paths.output_dir": "IGNORED"})
-                 if not o.startswith(("paths.", "experiment_name"))]
-    train = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
-                           cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    overrides = [
+        o
+        for o in toy_run_overrides(tmp_path, settings={"paths.output_dir": "IGNORED"})
+        if not o.startswith(("paths.", "experiment_name"))
+    ]
+    train = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert train.returncode == 0, train.stderr[-3000:]
     other = unseen_test_folder(tmp_path / "newkg")
-    done = subprocess.run([sys.executable, str(ROOT / "eval.py"), f"ckpt_path={tmp_path / 'run'}", f"data.dir={other}",
-                           "split=test", "k=20"], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "eval.py"),
+            f"ckpt_path={tmp_path / 'run'}",
+            f"data.dir={other}",
+            "split=test",
+            "k=20",
+        ],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     runs = list((tmp_path / "outputs" / "eval").iterdir())
     assert len(runs) == 1
@@ -78,8 +108,13 @@ def test_subgraphrag_run_scored_on_unseen_test_only_folder_via_the_command(tmp_p
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
     # a checkpoint file works as well; a missing one is one clear message, before any work
     ckpt = trained["checkpoint"]
-    again = subprocess.run([sys.executable, str(ROOT / "eval.py"), f"ckpt_path={tmp_path / 'nope.ckpt'}",
-                            f"data.dir={other}"], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True)
+    again = subprocess.run(
+        [sys.executable, str(ROOT / "eval.py"), f"ckpt_path={tmp_path / 'nope.ckpt'}", f"data.dir={other}"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 2 and "nope.ckpt does not exist" in again.stderr and "Traceback" not in again.stderr
     assert Path(ckpt).is_file()
 
@@ -93,8 +128,15 @@ def test_gsr_model_scored_on_unseen_relations_counts_them(tmp_path):
 
     write_toy(train_dir, sizes=(12, 4, 4))
     run_dir = tmp_path / "gsr_run"
-    cfg = compose_config(["+experiment=gsr_quickstart", f"data.dir={train_dir}", "data.name=toy",
-                          f"paths.output_dir={run_dir}", f"paths.cache_dir={tmp_path / 'cache'}"])
+    cfg = compose_config(
+        [
+            "+experiment=gsr_quickstart",
+            f"data.dir={train_dir}",
+            "data.name=toy",
+            f"paths.output_dir={run_dir}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+        ]
+    )
     relations = sorted({t[1] for row in toy_rows(12, 0, "T") for t in row["graph"]})
     gsr = build_gsr_model(OmegaConf.to_container(cfg.model, resolve=True), relations)
     gsr.save_pretrained(run_dir / "model")
@@ -122,13 +164,34 @@ def test_reader_adapter_scored_on_another_folder_with_cosine_evidence(tmp_path):
     _write(data, "train", _rows("tr", 6))
     model = tiny_llama_folder(tmp_path / "tiny")
     run_dir = tmp_path / "reader_run"
-    common = [f"paths.cache_dir={tmp_path / 'cache'}", "logger=none", "~callbacks.rich_progress",
-              "trainer.enable_progress_bar=false", "reader=tiny_llama", f"reader.model={model}",
-              "reader.precision=fp32", "qa.format=triples", "qa.k=2", "qa.max_prompt_tokens=400",
-              "qa.train.max_steps=2", "qa.train.batch_size=3", "qa.eval.batch_size=2", "qa.eval.max_new_tokens=4",
-              "encoder.name=hashing", "+encoder.dim=32"]
-    cfg = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={run_dir}", f"data.dir={data}",
-                          "data.splits=[train]", "qa.eval_split=train", *common])
+    common = [
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "logger=none",
+        "~callbacks.rich_progress",
+        "trainer.enable_progress_bar=false",
+        "reader=tiny_llama",
+        f"reader.model={model}",
+        "reader.precision=fp32",
+        "qa.format=triples",
+        "qa.k=2",
+        "qa.max_prompt_tokens=400",
+        "qa.train.max_steps=2",
+        "qa.train.batch_size=3",
+        "qa.eval.batch_size=2",
+        "qa.eval.max_new_tokens=4",
+        "encoder.name=hashing",
+        "+encoder.dim=32",
+    ]
+    cfg = compose_config(
+        [
+            "+experiment=reader_webqsp_mini",
+            f"paths.output_dir={run_dir}",
+            f"data.dir={data}",
+            "data.splits=[train]",
+            "qa.eval_split=train",
+            *common,
+        ]
+    )
     train_reader(cfg)  # no retrieval checkpoint: cosine evidence, and it says so
     assert "cosine retriever" in json.loads((run_dir / "metrics.json").read_text())["retrieval"]["train"]["evidence"]
     save_run_config(run_dir, cfg, "reader_webqsp_mini")
@@ -148,8 +211,18 @@ def test_untrained_retriever_by_experiment_name(tmp_path):
 
     other = unseen_test_folder(tmp_path / "newkg", n=5)
     out = tmp_path / "eval"
-    run(eval_cfg(tmp_path, out, "+experiment=cosine_baseline", f"data.dir={other}", "encoder.name=hashing",
-                 "+encoder.dim=32", "k=7"), [])
+    run(
+        eval_cfg(
+            tmp_path,
+            out,
+            "+experiment=cosine_baseline",
+            f"data.dir={other}",
+            "encoder.name=hashing",
+            "+encoder.dim=32",
+            "k=7",
+        ),
+        [],
+    )
     figures = json.loads((out / "metrics.json").read_text())
     assert figures["data"] == "newkg" and figures["questions"] == 5 and figures["k"] == 7
     assert json.loads((out / "eval.json").read_text())["source_run"] is None

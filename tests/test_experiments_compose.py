@@ -1,5 +1,6 @@
 """Every experiment of the README's table composes with no value left to fill in (``???``):
 ``python train.py +experiment=NAME`` runs as written, with no extra option."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,8 +10,11 @@ from omegaconf import OmegaConf
 
 from .conftest import compose_config
 
-EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml")
-                     if not p.stem.endswith("_defaults"))
+EXPERIMENTS = sorted(
+    p.stem
+    for p in (Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml")
+    if not p.stem.endswith("_defaults")
+)
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

@@ -21,6 +21,7 @@ An entry overrides only what size and this offline CPU machine need, so each exp
 
 One tiny data folder and one cache folder serve the whole session (per xdist worker).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -35,23 +36,59 @@ from .test_reader_helpers import tiny_llama_folder
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml") if not p.stem.endswith("_defaults"))
 # more than ~4 s each on 2 shared cores (CI runs them too: `pytest -n 2` selects every test)
-SLOW = {"gsr_base", "gsr_webqsp_paths", "gsr_leave_relations_out", "reader_llama2_7b", "reader_llama3_8b",
-        "reader_prompting", "subgraphrag_webqsp", "subgraphrag_cwq"}
+SLOW = {
+    "gsr_base",
+    "gsr_webqsp_paths",
+    "gsr_leave_relations_out",
+    "reader_llama2_7b",
+    "reader_llama3_8b",
+    "reader_prompting",
+    "subgraphrag_webqsp",
+    "subgraphrag_cwq",
+}
 
 QUIET = ["logger=none", "~callbacks.rich_progress", "trainer.enable_progress_bar=false"]
 # data=synthetic with a tiny generated world: 28 questions, ~300 entities (the quickstart: 1,250 / ~1,300)
-SYNTHETIC = [f"+data.synthetic.{k}={v}" for k, v in dict(
-    num_people=40, num_films=10, num_cities=8, num_regions=6, num_countries=4, num_organisations=6,
-    num_universities=4, num_train=16, num_validation=6, num_test=6, max_triples=120, max_topic_degree=60).items()]
+SYNTHETIC = [
+    f"+data.synthetic.{k}={v}"
+    for k, v in dict(
+        num_people=40,
+        num_films=10,
+        num_cities=8,
+        num_regions=6,
+        num_countries=4,
+        num_organisations=6,
+        num_universities=4,
+        num_train=16,
+        num_validation=6,
+        num_test=6,
+        max_triples=120,
+        max_topic_degree=60,
+    ).items()
+]
 # gte-large-en-v1.5 is a hub model (offline here): the offline hashing encoder takes its place
 NO_GTE = ["encoder.name=hashing", "+encoder.dim=32"]
 ON_CPU = ["trainer=cpu"]  # the experiment asks for a GPU; this machine has none
 SGR_SMALL = ["model.train.epochs=1"]
-GSR_SMALL = ["model.epochs=1", "gsr.decode.beams=2", "gsr.val_decode.beams=2", "gsr.max_eval_questions=4",
-             "gsr.max_val_questions=4"]
-READER_SMALL = ["qa.k=3", "qa.max_prompt_tokens=200", "qa.train.max_steps=2", "qa.train.batch_size=2",
-                "qa.train.max_length=200", "qa.eval.batch_size=4", "qa.eval.max_new_tokens=4", "qa.limit.train=4",
-                "qa.limit.test=3", "qa.retrieval.k=5"]
+GSR_SMALL = [
+    "model.epochs=1",
+    "gsr.decode.beams=2",
+    "gsr.val_decode.beams=2",
+    "gsr.max_eval_questions=4",
+    "gsr.max_val_questions=4",
+]
+READER_SMALL = [
+    "qa.k=3",
+    "qa.max_prompt_tokens=200",
+    "qa.train.max_steps=2",
+    "qa.train.batch_size=2",
+    "qa.train.max_length=200",
+    "qa.eval.batch_size=4",
+    "qa.eval.max_new_tokens=4",
+    "qa.limit.train=4",
+    "qa.limit.test=3",
+    "qa.retrieval.k=5",
+]
 ROBUST_SMALL = ["robustness.levels=[0.5]", "robustness.kge.epochs=1", "robustness.max_questions=4"]
 # webqsp_mini rows per split in the cut: questions whose graph has 30-150 triples, an answer entity
 # in the graph and GPT-4o labels (so recall and the labelled-triple figures are defined)
@@ -80,8 +117,11 @@ def mini_cut(folder: Path, shared: Path) -> Path:
     folder.mkdir()
     for split, n in MINI_ROWS.items():
         labels = {r["id"]: r for r in _read(shared / "webqsp_mini" / f"gpt_triples_{split}.jsonl.gz")}
-        rows = [r for r in _read(shared / "webqsp_mini" / f"{split}.jsonl.gz")
-                if 30 <= len(r["graph"]) <= 150 and r["a_entity"] and labels.get(r["id"], {}).get("triples")][:n]
+        rows = [
+            r
+            for r in _read(shared / "webqsp_mini" / f"{split}.jsonl.gz")
+            if 30 <= len(r["graph"]) <= 150 and r["a_entity"] and labels.get(r["id"], {}).get("triples")
+        ][:n]
         _write(folder / f"{split}.jsonl.gz", rows)
         _write(folder / f"gpt_triples_{split}.jsonl.gz", [labels[r["id"]] for r in rows])
     return folder
@@ -99,8 +139,9 @@ def paths_cut(root: Path, shared: Path) -> tuple[Path, Path]:
         if split == "test":
             test_ids = {r["id"] for r in rows}
         _write(chains / f"{split}.jsonl.gz", rows)
-    _write(graphs / "test.jsonl.gz",
-           [r for r in _read(shared / "webqsp_mini" / "test.jsonl.gz") if r["id"] in test_ids])
+    _write(
+        graphs / "test.jsonl.gz", [r for r in _read(shared / "webqsp_mini" / "test.jsonl.gz") if r["id"] in test_ids]
+    )
     return chains, graphs
 
 
@@ -121,9 +162,15 @@ def tiny(tmp_path_factory, shared_data):
     root = tmp_path_factory.mktemp("experiments")
     mini = mini_cut(root / "webqsp_mini", shared_data)
     chains, graphs = paths_cut(root, shared_data)
-    return {"root": root, "mini": mini, "chains": chains, "graphs": graphs,
-            "llm_chains": gpt_chains(mini, root / "gpt_chains.jsonl"),
-            "llama": tiny_llama_folder(root / "tiny_llama", context=2048), "cache": root / "cache"}
+    return {
+        "root": root,
+        "mini": mini,
+        "chains": chains,
+        "graphs": graphs,
+        "llm_chains": gpt_chains(mini, root / "gpt_chains.jsonl"),
+        "llama": tiny_llama_folder(root / "tiny_llama", context=2048),
+        "cache": root / "cache",
+    }
 
 
 def overrides(t: dict) -> dict[str, list[str]]:
@@ -152,17 +199,31 @@ def overrides(t: dict) -> dict[str, list[str]]:
         "gsr_leave_relations_out": [*paths, *GSR_SMALL],
         # google-t5/t5-base is a hub model: a tiny random T5 (MiniLM's offline WordPiece tokenizer) in its
         # place, the rest of gsr_base's recipe unchanged; its GPT chains file lives beside the hub data
-        "gsr_base": [*hub, *ON_CPU, *GSR_SMALL, "model.pretrained=null", "+model.tokenizer=minilm",
-                     "+model.config={d_model: 32, d_ff: 64, num_layers: 1, num_decoder_layers: 1, num_heads: 2, "
-                     "d_kv: 16, dropout_rate: 0.0}", f"gsr.llm_chains={t['llm_chains']}"],
+        "gsr_base": [
+            *hub,
+            *ON_CPU,
+            *GSR_SMALL,
+            "model.pretrained=null",
+            "+model.tokenizer=minilm",
+            "+model.config={d_model: 32, d_ff: 64, num_layers: 1, num_decoder_layers: 1, num_heads: 2, "
+            "d_kv: 16, dropout_rate: 0.0}",
+            f"gsr.llm_chains={t['llm_chains']}",
+        ],
         "reader_webqsp_mini": [*mini, *reader],
         "reader_llama2_7b": [*hub, *NO_GTE, *ON_CPU, *reader],
         "reader_llama3_8b": [*hub, *NO_GTE, *ON_CPU, *reader],
         # llm.autostart serves a model from the run itself when nothing listens at llm.base_url: here
         # the tiny LLaMA (named as such in the rows) at a free port, instead of SmolLM2 at :8000 (size)
-        "reader_prompting": [*mini, f"llm.autostart={t['llama']}", "llm.model=tiny_llama",
-                             f"llm.base_url=http://127.0.0.1:{_free_port()}/v1", "qa.k=3", "qa.limit.test=3",
-                             "qa.retrieval.k=5", "qa.eval.max_new_tokens=4"],
+        "reader_prompting": [
+            *mini,
+            f"llm.autostart={t['llama']}",
+            "llm.model=tiny_llama",
+            f"llm.base_url=http://127.0.0.1:{_free_port()}/v1",
+            "qa.k=3",
+            "qa.limit.test=3",
+            "qa.retrieval.k=5",
+            "qa.eval.max_new_tokens=4",
+        ],
     }
 
 
@@ -173,10 +234,15 @@ def test_every_experiment_has_an_entry(tmp_path):
 
 # The main figures of every row, by runner: retrieval recall, GSR chain match and answer coverage,
 # the readers' QA scores; all fractions except the readers' Score_h (a percentage, as in the paper)
-MAIN = {"subgraphrag": {"sp_recall", "answer_recall"}, "cosine": {"sp_recall", "answer_recall"},
-        "classic": {"sp_recall", "answer_recall"}, "patterns": {"sp_recall", "answer_recall"},
-        "robustness": {"sp_recall", "answer_recall"}, "gsr": {"match@1", "match@3", "cov_recall"},
-        "reader": {"hit", "hit@1", "macro_f1", "score_h"}}
+MAIN = {
+    "subgraphrag": {"sp_recall", "answer_recall"},
+    "cosine": {"sp_recall", "answer_recall"},
+    "classic": {"sp_recall", "answer_recall"},
+    "patterns": {"sp_recall", "answer_recall"},
+    "robustness": {"sp_recall", "answer_recall"},
+    "gsr": {"match@1", "match@3", "cov_recall"},
+    "reader": {"hit", "hit@1", "macro_f1", "score_h"},
+}
 PERCENT = {"score_h"}
 
 
@@ -201,8 +267,16 @@ def test_experiment_runs_end_to_end_on_tiny_data(name, tiny, tmp_path):
     from gsr_train.runs.common import run_experiment
 
     out = tmp_path / "run"
-    cfg = compose_config([f"+experiment={name}", f"paths.output_dir={out}", f"paths.cache_dir={tiny['cache']}",
-                          f"experiment_name={name}", *QUIET, *overrides(tiny)[name]])
+    cfg = compose_config(
+        [
+            f"+experiment={name}",
+            f"paths.output_dir={out}",
+            f"paths.cache_dir={tiny['cache']}",
+            f"experiment_name={name}",
+            *QUIET,
+            *overrides(tiny)[name],
+        ]
+    )
     run_experiment(cfg)  # what train.py runs (inside report_user_errors)
 
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
@@ -227,10 +301,16 @@ def _train_cli(cwd: Path, cache: Path, *args: str):
     import subprocess
     import sys
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "GSR_TRAIN_CACHE": str(cache)}
-    return subprocess.run([sys.executable, str(REPO / "train.py"), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "GSR_TRAIN_CACHE": str(cache),
+    }
+    return subprocess.run(
+        [sys.executable, str(REPO / "train.py"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def _one_sweep(cwd: Path, experiment: str) -> Path:
@@ -239,10 +319,13 @@ def _one_sweep(cwd: Path, experiment: str) -> Path:
     return sweeps[0]
 
 
-@pytest.mark.parametrize("experiment,swept,values", [
-    ("cosine_baseline", "top_k", ("5", "20")),  # a sweep over K
-    ("subgraphrag_quickstart", "model.hidden", ("16", "32")),  # a sweep over model size
-])
+@pytest.mark.parametrize(
+    "experiment,swept,values",
+    [
+        ("cosine_baseline", "top_k", ("5", "20")),  # a sweep over K
+        ("subgraphrag_quickstart", "model.hidden", ("16", "32")),  # a sweep over model size
+    ],
+)
 def test_plain_multirun_sweeps_every_point_into_its_own_guarded_folder(tiny, tmp_path, experiment, swept, values):
     import csv
 

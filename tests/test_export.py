@@ -1,4 +1,5 @@
 """Export -> reload round trips for the three model kinds (identical outputs) and the model card."""
+
 from __future__ import annotations
 
 import json
@@ -12,16 +13,22 @@ from gsr_train.export.exporters import EXPORT_INFO, detect_kind, export_model
 
 from .scale_helpers import KINDS, make_datamodule
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _fit_ckpt(kind: str, ctx: dict, root, steps: int = 3):
     """A real Lightning checkpoint of a few training steps."""
     module = KINDS[kind]["module"](ctx)
-    trainer = pl.Trainer(accelerator="cpu", max_steps=steps, logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, enable_checkpointing=False, limit_val_batches=0,
-                         default_root_dir=str(root))
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_steps=steps,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        limit_val_batches=0,
+        default_root_dir=str(root),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(module, make_datamodule(kind, ctx, 4, module=module))
@@ -41,11 +48,18 @@ def test_subgraphrag_export_round_trip(tmp_path):
     ctx = KINDS["subgraphrag"]["setup"](tmp_path)
     run = tmp_path / "run"
     _, ckpt = _fit_ckpt("subgraphrag", ctx, run)
-    (run / "metrics.json").write_text(json.dumps({
-        "data": "toy", "split": "test", "checkpoint": str(ckpt),
-        "model": {"name": "subgraphrag", "scorer": {"hidden": 32}, "train": {"epochs": 1}},
-        "at_k": {"k": 7, "answer_recall": 0.5, "sp_recall": 0.25},
-        "metrics": {"subgraphrag": {"overall": {"answer_recall": {"10": 0.75}}}}}))
+    (run / "metrics.json").write_text(
+        json.dumps(
+            {
+                "data": "toy",
+                "split": "test",
+                "checkpoint": str(ckpt),
+                "model": {"name": "subgraphrag", "scorer": {"hidden": 32}, "train": {"epochs": 1}},
+                "at_k": {"k": 7, "answer_recall": 0.5, "sp_recall": 0.25},
+                "metrics": {"subgraphrag": {"overall": {"answer_recall": {"10": 0.75}}}},
+            }
+        )
+    )
     assert detect_kind(run) == "subgraphrag" and detect_kind(ckpt) == "subgraphrag"
     out = tmp_path / "export"
     info = export_model(run, out)
@@ -75,7 +89,8 @@ def test_gsr_export_round_trip_keeps_relation_tokens(tmp_path):
     out = tmp_path / "export"
     info = export_model(ckpt, out)
     assert {"relations.txt", "gsr_config.json", "tokenizer.json", "model.safetensors", "README.md"} <= {
-        p.name for p in out.iterdir()}
+        p.name for p in out.iterdir()
+    }
     src, new = load_gsr(ckpt), GSRModel.from_pretrained(out)
     assert new.relations.relations == src.relations.relations == ctx["relations"]
     assert torch.equal(new.relations.token_ids, src.relations.token_ids)
@@ -105,8 +120,15 @@ def _tiny_llama(folder):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     model = LlamaForCausalLM(cfg)
     model.save_pretrained(folder)
     return model
@@ -118,24 +140,34 @@ def test_reader_adapter_export_round_trip(tmp_path):
 
     base_dir = tmp_path / "base"
     _tiny_llama(base_dir)
-    model = get_peft_model(LlamaForCausalLM.from_pretrained(base_dir),
-                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    model = get_peft_model(
+        LlamaForCausalLM.from_pretrained(base_dir), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    )
     with torch.no_grad():  # a trained-looking adapter (B = 0 at init would hide a lost adapter)
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.normal_(0, 0.5)
     run = tmp_path / "run"
     model.save_pretrained(run / "adapter")
-    (run / "adapter" / "reader.json").write_text(json.dumps({"base_model": str(base_dir), "k": 30,
-                                                             "format": "triples"}))
-    (run / "metrics.json").write_text(json.dumps({
-        "reader": {"name": "tiny_llama"}, "qa": {"k": 30}, "k": 30,
-        "metrics": {"finetuned_retrieved": {"all": {"n": 5, "metrics": {"hit": 0.6, "macro_f1": 0.4}}}}}))
+    (run / "adapter" / "reader.json").write_text(
+        json.dumps({"base_model": str(base_dir), "k": 30, "format": "triples"})
+    )
+    (run / "metrics.json").write_text(
+        json.dumps(
+            {
+                "reader": {"name": "tiny_llama"},
+                "qa": {"k": 30},
+                "k": 30,
+                "metrics": {"finetuned_retrieved": {"all": {"n": 5, "metrics": {"hit": 0.6, "macro_f1": 0.4}}}},
+            }
+        )
+    )
     assert detect_kind(run) == "reader"
     out = tmp_path / "export"
     info = export_model(run, out)
     assert {"adapter_config.json", "adapter_model.safetensors", "reader.json", "README.md"} <= {
-        p.name for p in out.iterdir()}
+        p.name for p in out.iterdir()
+    }
     ids = torch.tensor([[1, 5, 9, 3, 7]])
     model.eval()
     reloaded = PeftModel.from_pretrained(LlamaForCausalLM.from_pretrained(base_dir), str(out)).eval()

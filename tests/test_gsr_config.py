@@ -1,6 +1,6 @@
 """GSR configs compose, and hub-only model sizes fail fast offline with instructions."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 
@@ -13,11 +13,14 @@ def _compose(overrides):
     return compose_config(overrides)
 
 
-@pytest.mark.parametrize("experiment,model,data", [
-    ("gsr_quickstart", "gsr_tiny", "synthetic"),
-    ("gsr_webqsp_paths", "gsr_minilm", "webqsp_paths"),
-    ("gsr_base", "gsr_base", "webqsp"),
-])
+@pytest.mark.parametrize(
+    "experiment,model,data",
+    [
+        ("gsr_quickstart", "gsr_tiny", "synthetic"),
+        ("gsr_webqsp_paths", "gsr_minilm", "webqsp_paths"),
+        ("gsr_base", "gsr_base", "webqsp"),
+    ],
+)
 def test_experiments_compose(experiment, model, data):
     cfg = _compose([f"+experiment={experiment}", "paths.output_dir=/tmp/x"])
     assert cfg.runner == "gsr_train.runs.gsr.run"

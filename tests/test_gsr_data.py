@@ -1,4 +1,5 @@
 """GSR data: chain files, filtered heuristic, indexing examples, epoch schedules, chain metrics."""
+
 from __future__ import annotations
 
 import gzip
@@ -6,10 +7,19 @@ import json
 
 import pytest
 
-from gsr_train.datamodules.gsr_data import (GSRDataModule, Seq2SeqItem, default_templates, filter_chains,
-                                     load_index_file, load_llm_chains, load_path_rows, pseudo_questions,
-                                     questions_from_paths, relation_subjects)
 from gsr_train.data.rows import RowError
+from gsr_train.datamodules.gsr_data import (
+    GSRDataModule,
+    Seq2SeqItem,
+    default_templates,
+    filter_chains,
+    load_index_file,
+    load_llm_chains,
+    load_path_rows,
+    pseudo_questions,
+    questions_from_paths,
+    relation_subjects,
+)
 from gsr_train.eval.chains import answer_coverage, chain_match, paper_coverage, validity
 from gsr_train.kg.index import build_index
 
@@ -21,13 +31,23 @@ def write_jsonl(path, rows):
 
 
 def test_path_rows_and_variants(tmp_path):
-    write_jsonl(tmp_path / "train.jsonl.gz", [
-        {"id": "a", "question": "who is x's brother",
-         "ground_paths": [["p.person.gender", "p.person.gender"], ["p.sib.sibling", "p.person.x"], [],
-                          ["common.topic.notable_types", "p.t.r"]],
-         "gpt_paths": [["p.sib.sibling", "p.person.x"]]},
-        {"id": "b", "question": "where", "ground_paths": [], "gpt_paths": []},
-    ])
+    write_jsonl(
+        tmp_path / "train.jsonl.gz",
+        [
+            {
+                "id": "a",
+                "question": "who is x's brother",
+                "ground_paths": [
+                    ["p.person.gender", "p.person.gender"],
+                    ["p.sib.sibling", "p.person.x"],
+                    [],
+                    ["common.topic.notable_types", "p.t.r"],
+                ],
+                "gpt_paths": [["p.sib.sibling", "p.person.x"]],
+            },
+            {"id": "b", "question": "where", "ground_paths": [], "gpt_paths": []},
+        ],
+    )
     rows = load_path_rows(tmp_path, "train")
     assert [r.id for r in rows] == ["a", "b"] and rows[0].llm_paths == [("p.sib.sibling", "p.person.x")]
     raw = questions_from_paths(rows, "raw")[0]
@@ -37,12 +57,15 @@ def test_path_rows_and_variants(tmp_path):
     assert llm[0].chains == [("p.t.r",)] and llm[1].chains == [] and llm[0].ground == raw.ground
 
 
-@pytest.mark.parametrize("row,field", [
-    ({"id": "a", "question": "q", "ground_paths": [["r", 3]]}, "ground_paths"),
-    ({"id": "a", "question": "", "ground_paths": []}, "question"),
-    ({"id": "a", "question": "q"}, "ground_paths"),
-    ({"id": "a", "question": "q", "ground_paths": [], "gpt_paths": "r"}, "gpt_paths"),
-])
+@pytest.mark.parametrize(
+    "row,field",
+    [
+        ({"id": "a", "question": "q", "ground_paths": [["r", 3]]}, "ground_paths"),
+        ({"id": "a", "question": "", "ground_paths": []}, "question"),
+        ({"id": "a", "question": "q"}, "ground_paths"),
+        ({"id": "a", "question": "q", "ground_paths": [], "gpt_paths": "r"}, "gpt_paths"),
+    ],
+)
 def test_path_row_errors_name_file_row_field(tmp_path, row, field):
     write_jsonl(tmp_path / "test.jsonl.gz", [row])
     with pytest.raises(RowError) as err:
@@ -69,11 +92,14 @@ def test_llm_and_template_files(tmp_path):
     write_jsonl(tmp_path / "bad.jsonl.gz", [{"id": "a"}])
     with pytest.raises(RowError, match="llm_paths"):
         load_llm_chains(tmp_path / "bad.jsonl.gz")
-    write_jsonl(tmp_path / "t.jsonl.gz", [
-        {"relation": "a.b.c", "templates": ["who is [SUBJECT]'s c", "no slot here"]},
-        {"relation": "a.b.d", "template": "what d does [SUBJECT] have"},
-        {"relation": "a.b.e", "question": "Filled question about Bob?"},
-    ])
+    write_jsonl(
+        tmp_path / "t.jsonl.gz",
+        [
+            {"relation": "a.b.c", "templates": ["who is [SUBJECT]'s c", "no slot here"]},
+            {"relation": "a.b.d", "template": "what d does [SUBJECT] have"},
+            {"relation": "a.b.e", "question": "Filled question about Bob?"},
+        ],
+    )
     src = load_index_file(tmp_path / "t.jsonl.gz")
     assert src.templates == {"a.b.c": ["who is [SUBJECT]'s c"], "a.b.d": ["what d does [SUBJECT] have"]}
     assert src.questions == {"a.b.e": ["Filled question about Bob?"]} and sum(src.dropped.values()) == 1
@@ -84,21 +110,36 @@ def test_llm_and_template_files(tmp_path):
     assert set(by["a.b.c"]) == {"who is alice's c", "who is bob's c"} and len(by["a.b.c"]) == 4
     assert by["a.b.e"] == ["filled question about bob?"]
     assert all("the y" in t for t in by["x.y.z"])  # no subject in the KG: "the <type>"
-    assert pseudo_questions(["a.b.c"], {"a.b.c": ["A", "B"]}, per_relation=3, seed=1) == \
-        pseudo_questions(["a.b.c"], {"a.b.c": ["A", "B"]}, per_relation=3, seed=1)
+    assert pseudo_questions(["a.b.c"], {"a.b.c": ["A", "B"]}, per_relation=3, seed=1) == pseudo_questions(
+        ["a.b.c"], {"a.b.c": ["A", "B"]}, per_relation=3, seed=1
+    )
 
 
 def test_default_templates():
     ts = default_templates("people.person.place_of_birth")
     assert len(ts) >= 8 and all(t.count("[SUBJECT]") == 1 for t in ts)
     assert any("place of birth" in t for t in ts) and any("person" in t for t in ts)
-    assert "spouse" in default_templates("people.person.spouse_s")[0] and " s " not in default_templates("people.person.spouse_s")[0]
+    assert (
+        "spouse" in default_templates("people.person.spouse_s")[0]
+        and " s " not in default_templates("people.person.spouse_s")[0]
+    )
 
 
 def test_relation_subjects_exclude_and_skip_mids(tmp_path):
-    write_jsonl(tmp_path / "train.jsonl.gz", [
-        {"id": "q", "question": "q", "answer": [], "q_entity": ["A"], "a_entity": [],
-         "graph": [["A", "r.s.t", "B"], ["C", "r.s.t", "D"], ["m.0x", "r.s.t", "E"], ["B", "r.s.u", "A"]], "choices": []}])
+    write_jsonl(
+        tmp_path / "train.jsonl.gz",
+        [
+            {
+                "id": "q",
+                "question": "q",
+                "answer": [],
+                "q_entity": ["A"],
+                "a_entity": [],
+                "graph": [["A", "r.s.t", "B"], ["C", "r.s.t", "D"], ["m.0x", "r.s.t", "E"], ["B", "r.s.u", "A"]],
+                "choices": [],
+            }
+        ],
+    )
     index = build_index(tmp_path, splits=("train",))
     subj = relation_subjects(index, ("train",), exclude={"A"}, per_relation=5)
     assert subj == {"r.s.t": ["C"], "r.s.u": ["B"]}
@@ -120,8 +161,9 @@ def test_epoch_schedules():
 
 def test_index_sample_weighted_toward_focus_relations():
     ret = [Seq2SeqItem("[Retrieval]", f"q{i}", [(0,)]) for i in range(20)]
-    idx = [Seq2SeqItem("[Index]", f"kg{i}", [(1,)]) for i in range(30)] + \
-          [Seq2SeqItem("[Index]", f"file{i}", [(2,)]) for i in range(300)]
+    idx = [Seq2SeqItem("[Index]", f"kg{i}", [(1,)]) for i in range(30)] + [
+        Seq2SeqItem("[Index]", f"file{i}", [(2,)]) for i in range(300)
+    ]
     focus = [it.text.startswith("kg") for it in idx]
     uniform = GSRDataModule(None, ret, idx, [], index_ratio=1.0)
     weighted = GSRDataModule(None, ret, idx, [], index_ratio=1.0, index_focus=focus, focus_share=0.75)
@@ -130,8 +172,9 @@ def test_index_sample_weighted_toward_focus_relations():
         assert kg == 15 and len(weighted.epoch_items(epoch)) == 40  # 75% of the 20 indexing examples
         assert sum(it.text.startswith("kg") for it in uniform.epoch_items(epoch)) < 10
     # a short focus pool is used whole and the others top the sample up to the same size
-    few = GSRDataModule(None, ret, idx[:5] + idx[30:], [], index_ratio=1.0,
-                        index_focus=focus[:5] + focus[30:], focus_share=1.0)
+    few = GSRDataModule(
+        None, ret, idx[:5] + idx[30:], [], index_ratio=1.0, index_focus=focus[:5] + focus[30:], focus_share=1.0
+    )
     items = few.epoch_items(0)
     assert sum(it.text.startswith("kg") for it in items) == 5 and len(items) == 40
     with pytest.raises(ValueError, match="kg_share must be in"):
@@ -149,7 +192,7 @@ def test_chain_metrics():
     assert cov["hits"] == 0.5 and cov["f1"] == pytest.approx((2 * 0.25 * 0.5 / 0.75) / 2)
     pap = paper_coverage([["A", "B", "A"], ["C"]], [["A"], ["A"]])
     assert pap["precision"] == pytest.approx(0.25) and pap["recall"] == pytest.approx(0.5)
-    assert pap["f1"] == pytest.approx((2 * 0.5 / 1.5) / 2) and pap["macro_f1"] == pytest.approx(2 * .25 * .5 / .75)
+    assert pap["f1"] == pytest.approx((2 * 0.5 / 1.5) / 2) and pap["macro_f1"] == pytest.approx(2 * 0.25 * 0.5 / 0.75)
     v = validity([[True, False, False, True], [False]], top_n=2)
     assert v["valid_fraction"] == pytest.approx(0.4) and v["valid_fraction@2"] == pytest.approx(1 / 3)
     assert v["questions_with_valid_chain"] == 0.5

@@ -1,4 +1,5 @@
 """Chain execution on a hand-made graph: both edge directions, walks, paths, next relations."""
+
 from __future__ import annotations
 
 import gzip
@@ -12,17 +13,32 @@ from gsr_train.kg.index import build_index
 
 #   A -r1-> B -r2-> D        C -r1-> A  (reverse for a walk from A)
 #   E -r2-> C                B -r3-> F  (r3 only from B)
-GRAPH = [["A", "r1", "B"], ["C", "r1", "A"], ["B", "r2", "D"], ["E", "r2", "C"], ["B", "r3", "F"],
-         ["X", "r2", "Y"]]
+GRAPH = [["A", "r1", "B"], ["C", "r1", "A"], ["B", "r2", "D"], ["E", "r2", "C"], ["B", "r3", "F"], ["X", "r2", "Y"]]
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     folder = tmp_path_factory.mktemp("kg")
-    rows = [{"id": "q0", "question": "q", "answer": ["D"], "q_entity": ["A"], "a_entity": ["D"],
-             "graph": GRAPH, "choices": []},
-            {"id": "q1", "question": "q", "answer": ["B"], "q_entity": ["B"], "a_entity": ["B"],
-             "graph": [["B", "r3", "F"]], "choices": []}]
+    rows = [
+        {
+            "id": "q0",
+            "question": "q",
+            "answer": ["D"],
+            "q_entity": ["A"],
+            "a_entity": ["D"],
+            "graph": GRAPH,
+            "choices": [],
+        },
+        {
+            "id": "q1",
+            "question": "q",
+            "answer": ["B"],
+            "q_entity": ["B"],
+            "a_entity": ["B"],
+            "graph": [["B", "r3", "F"]],
+            "choices": [],
+        },
+    ]
     with gzip.open(folder / "test.jsonl.gz", "wt") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
@@ -59,11 +75,16 @@ def test_walk_prunes_dead_ends_and_verbalises(index):
     split = index["test"]
     ex = ChainExecutor(split)
     walk = ex.execute(0, rel(index, "r1", "r3"))  # only the A -> B branch continues with r3
-    assert walk.valid and names(index, split, 0, torch.zeros(split.graph(0).num_entities, dtype=torch.bool).index_fill_(0, walk.ends, True)) == {"F"}
+    assert walk.valid and names(
+        index, split, 0, torch.zeros(split.graph(0).num_entities, dtype=torch.bool).index_fill_(0, walk.ends, True)
+    ) == {"F"}
     used = {tuple(index.triple_strings("test", 0)[e]) for e in walk.edges().tolist()}
     assert used == {("A", "r1", "B"), ("B", "r3", "F")}
-    paths = [verbalize_path(p, w, split, index.entities, index.relations)
-             for w in [ex.execute(0, rel(index, "r1", "r2"))] for p in ex.paths(w)]
+    paths = [
+        verbalize_path(p, w, split, index.entities, index.relations)
+        for w in [ex.execute(0, rel(index, "r1", "r2"))]
+        for p in ex.paths(w)
+    ]
     assert sorted(paths) == ["A -> r1 -> B -> r2 -> D", "A <- r1 <- C <- r2 <- E"]
     assert ex.global_edges(walk).min() >= int(split.edge_ptr[0])
 
@@ -82,8 +103,10 @@ def test_hop_distances_follow_the_direction_rule(index):
     split = index["test"]
     ex, fwd = ChainExecutor(split), ChainExecutor(split, direction="forward")
     n0 = int(split.ent_ptr[0])
-    by_name = lambda e: {index.entities[int(split.entity_ids[n0 + i])]: int(d)  # noqa: E731
-                         for i, d in enumerate(e.distances(0).tolist())}
+
+    def by_name(e):
+        return {index.entities[int(split.entity_ids[n0 + i])]: int(d) for i, d in enumerate(e.distances(0).tolist())}
+
     assert by_name(ex) == {"A": 0, "B": 1, "C": 1, "D": 2, "E": 2, "F": 2, "X": -1, "Y": -1}
     assert by_name(fwd) == {"A": 0, "B": 1, "C": -1, "D": 2, "E": -1, "F": 2, "X": -1, "Y": -1}
     assert ex.distances(0) is ex.distances(0)  # memoised per question

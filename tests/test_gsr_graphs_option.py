@@ -2,6 +2,7 @@
 data preset (``data.graphs=FOLDER``, no ``+``), eval.py on other chain files does not decode
 against the training run's graphs, and a question with no graph is an error unless the user
 asks to leave such questions out or keep them as misses (``data.questions_without_graph=skip|keep``)."""
+
 from __future__ import annotations
 
 import gzip
@@ -31,10 +32,19 @@ def gsr_run(tmp_path, shared_data):
 
     chains, graphs = paths_cut(tmp_path, shared_data)
     run_dir = tmp_path / "gsr_run"
-    cfg = compose_config(["+experiment=gsr_webqsp_paths", f"data.dir={chains}", f"data.graphs={graphs}",
-                          "data.graph_splits=[test]", "data.questions_without_graph=error",
-                          f"paths.output_dir={run_dir}",
-                          f"paths.cache_dir={tmp_path / 'cache'}", "model=gsr_tiny", *GSR_SMALL])
+    cfg = compose_config(
+        [
+            "+experiment=gsr_webqsp_paths",
+            f"data.dir={chains}",
+            f"data.graphs={graphs}",
+            "data.graph_splits=[test]",
+            "data.questions_without_graph=error",
+            f"paths.output_dir={run_dir}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            "model=gsr_tiny",
+            *GSR_SMALL,
+        ]
+    )
     relations = sorted({r for row in _rows(chains / "train.jsonl.gz") for p in row.get("ground_paths", []) for r in p})
     build_gsr_model(OmegaConf.to_container(cfg.model, resolve=True), relations).save_pretrained(run_dir / "model")
     save_run_config(run_dir, cfg, "gsr_webqsp_paths")
@@ -79,14 +89,19 @@ def test_a_question_without_graph_is_an_error_unless_skipped(tmp_path, gsr_run):
     with gzip.open(fewer / "test.jsonl.gz", "wt") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows[3:])  # three questions lose their graph
     n = len(_ids(chains / "test.jsonl.gz"))
-    with pytest.raises(PreflightError, match=rf"3 of {n} evaluation questions .* have no graph .*"
-                                             "data.questions_without_graph=skip"):
+    with pytest.raises(
+        PreflightError,
+        match=rf"3 of {n} evaluation questions .* have no graph .*"
+        "data.questions_without_graph=skip",
+    ):
         _eval(tmp_path, run_dir, f"data.dir={chains}", f"data.graphs={fewer}")
-    figures = _eval(tmp_path, run_dir, f"data.dir={chains}", f"data.graphs={fewer}",
-                    "data.questions_without_graph=skip")
+    figures = _eval(
+        tmp_path, run_dir, f"data.dir={chains}", f"data.graphs={fewer}", "data.questions_without_graph=skip"
+    )
     assert figures["data"]["eval_without_graph"] == 3
     assert figures["data"]["eval_questions"] == figures["data"]["eval_with_graph"] == n - 3
-    figures = _eval(tmp_path, run_dir, f"data.dir={chains}", f"data.graphs={fewer}",
-                    "data.questions_without_graph=keep")
+    figures = _eval(
+        tmp_path, run_dir, f"data.dir={chains}", f"data.graphs={fewer}", "data.questions_without_graph=keep"
+    )
     assert figures["data"]["eval_without_graph"] == 3
     assert figures["data"]["eval_questions"] == n and figures["data"]["eval_with_graph"] == n - 3

@@ -1,4 +1,5 @@
 """Tiny GSR models: overfitting a handful of chains, constrained decoding, checkpoint reload."""
+
 from __future__ import annotations
 
 import gzip
@@ -8,15 +9,23 @@ import pytest
 import torch
 
 from gsr_train.datamodules.gsr_data import GSRCollator, GSRDataModule, Seq2SeqItem
+from gsr_train.features.relation_tokens import RETRIEVAL_PREFIX
 from gsr_train.kg.execution import ChainExecutor
 from gsr_train.kg.index import build_index
 from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
 from gsr_train.models.gsr.modeling import GSRModel, build_gsr_model, load_gsr
 from gsr_train.models.gsr.module import GSRModule
-from gsr_train.features.relation_tokens import RETRIEVAL_PREFIX
 
-RELS = ["people.person.spouse_s", "people.marriage.spouse", "film.actor.film", "film.performance.film",
-        "location.country.capital", "people.person.nationality", "music.artist.genre", "sports.team.coach"]
+RELS = [
+    "people.person.spouse_s",
+    "people.marriage.spouse",
+    "film.actor.film",
+    "film.performance.film",
+    "location.country.capital",
+    "people.person.nationality",
+    "music.artist.genre",
+    "sports.team.coach",
+]
 DATA = [  # question, chain (relation indices)
     ("who is anna married to", (0, 1)),
     ("what films did bob act in", (2, 3)),
@@ -25,15 +34,28 @@ DATA = [  # question, chain (relation indices)
     ("what genre does dora play", (6,)),
     ("who coaches the eagles", (7,)),
 ]
-TINY = {"family": "t5", "config": {"d_model": 32, "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2,
-                                   "num_heads": 2, "d_kv": 16, "dropout_rate": 0.0}, "init_seed": 0}
+TINY = {
+    "family": "t5",
+    "config": {
+        "d_model": 32,
+        "d_ff": 64,
+        "num_layers": 2,
+        "num_decoder_layers": 2,
+        "num_heads": 2,
+        "d_kv": 16,
+        "dropout_rate": 0.0,
+    },
+    "init_seed": 0,
+}
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def items():
-    return [Seq2SeqItem(RETRIEVAL_PREFIX, q, [c], [tuple(RELS[k] for k in c)], f"q{i}") for i, (q, c) in enumerate(DATA)]
+    return [
+        Seq2SeqItem(RETRIEVAL_PREFIX, q, [c], [tuple(RELS[k] for k in c)], f"q{i}") for i, (q, c) in enumerate(DATA)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +88,24 @@ def graphs(tmp_path_factory):
     """q0: from Anna only film relations exist, so the learned (spouse_s, spouse) is not executable."""
     folder = tmp_path_factory.mktemp("kg")
     rows = [
-        {"id": "q0", "question": DATA[0][0], "answer": ["F"], "q_entity": ["Anna"], "a_entity": ["F"],
-         "graph": [["Anna", RELS[2], "m.1"], ["m.1", RELS[3], "F"], ["G", RELS[6], "Anna"]], "choices": []},
-        {"id": "q1", "question": DATA[2][0], "answer": ["Paris"], "q_entity": ["France"], "a_entity": ["Paris"],
-         "graph": [["France", RELS[4], "Paris"], ["Paris", RELS[5], "Bob"]], "choices": []},
+        {
+            "id": "q0",
+            "question": DATA[0][0],
+            "answer": ["F"],
+            "q_entity": ["Anna"],
+            "a_entity": ["F"],
+            "graph": [["Anna", RELS[2], "m.1"], ["m.1", RELS[3], "F"], ["G", RELS[6], "Anna"]],
+            "choices": [],
+        },
+        {
+            "id": "q1",
+            "question": DATA[2][0],
+            "answer": ["Paris"],
+            "q_entity": ["France"],
+            "a_entity": ["Paris"],
+            "graph": [["France", RELS[4], "Paris"], ["Paris", RELS[5], "Bob"]],
+            "choices": [],
+        },
     ]
     with gzip.open(folder / "test.jsonl.gz", "wt") as f:
         for r in rows:
@@ -118,9 +154,17 @@ def test_checkpoint_reload_gives_identical_generations(tmp_path):
     data = GSRDataModule(gsr, items(), [], items(), schedule="retrieval", batch_size=3, eval_batch_size=6)
     module = GSRModule(gsr, optim={"lr": 5e-3}, val_decode={"beams": 3, "max_hops": 2})
     ckpt = ModelCheckpoint(dirpath=tmp_path, monitor="val/match@1", mode="max", save_top_k=1)
-    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", logger=False, callbacks=[ckpt], enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0, reload_dataloaders_every_n_epochs=1,
-                         deterministic=True)
+    trainer = pl.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        logger=False,
+        callbacks=[ckpt],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        reload_dataloaders_every_n_epochs=1,
+        deterministic=True,
+    )
     trainer.fit(module, datamodule=data.as_lightning())
     assert ckpt.best_model_path
     best = torch.load(ckpt.best_model_path, map_location="cpu", weights_only=False)
@@ -144,9 +188,15 @@ def test_end_equivalent_match_counts_the_same_retrieval_under_another_name(train
     from gsr_train.retrievers.gsr import GSRRetriever, evaluate
 
     gsr, _ = trained
-    row = {"id": "q0", "question": DATA[2][0], "answer": ["Paris"], "q_entity": ["France"], "a_entity": ["Paris"],
-           "graph": [["France", RELS[4], "Paris"], ["Paris", RELS[5], "France"], ["France", RELS[6], "Jazz"]],
-           "choices": []}
+    row = {
+        "id": "q0",
+        "question": DATA[2][0],
+        "answer": ["Paris"],
+        "q_entity": ["France"],
+        "a_entity": ["Paris"],
+        "graph": [["France", RELS[4], "Paris"], ["Paris", RELS[5], "France"], ["France", RELS[6], "Jazz"]],
+        "choices": [],
+    }
     with gzip.open(tmp_path / "test.jsonl.gz", "wt") as f:
         f.write(json.dumps(row) + "\n")
     index = build_index(tmp_path, splits=("test",))

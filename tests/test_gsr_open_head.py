@@ -1,5 +1,6 @@
 """Open-vocabulary relation heads (model.relation_head=open): relation vectors come from relation
 names, so a saved model decodes relations added after training, and saves / loads exactly."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,12 @@ from gsr_train.models.gsr.decoding import DecodeConfig, beam_chains
 from gsr_train.models.gsr.modeling import GSRModel, build_gsr_model, load_gsr
 
 RELS = ["people.person.nationality", "film.film.directed_by", "location.location.containedby"]
-SMALL = {"family": "minilm", "name": "open", "relation_head": "open",
-         "decoder": {"layers": 1, "heads": 6, "intermediate_size": 128, "max_positions": 8}}
+SMALL = {
+    "family": "minilm",
+    "name": "open",
+    "relation_head": "open",
+    "decoder": {"layers": 1, "heads": 6, "intermediate_size": 128, "max_positions": 8},
+}
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +27,9 @@ def model():
 def _logits(gsr, text="who directed the film", chain=(1,)):
     enc = gsr.encode([text])
     with torch.no_grad():
-        return gsr.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                         labels=gsr.labels([chain])).logits
+        return gsr.model(
+            input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=gsr.labels([chain])
+        ).logits
 
 
 def test_relation_vectors_come_from_names_and_train(model):
@@ -38,8 +44,9 @@ def test_relation_vectors_come_from_names_and_train(model):
     # gradients reach the projection (the table is learned, the text is not)
     model.train()
     enc = model.encode(["who directed the film"])
-    loss = model.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                       labels=model.labels([(1,)])).loss
+    loss = model.model(
+        input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=model.labels([(1,)])
+    ).loss
     loss.backward()
     assert table.proj.weight.grad.abs().sum() > 0 and table.text.grad is None
     model.zero_grad()
@@ -100,9 +107,21 @@ def test_residual_dropout_drops_whole_relations_in_training_only():
         build_gsr_model({**SMALL, "relation_residual_dropout": 1.0}, RELS)
 
 
-T5 = {"family": "t5", "name": "tiny", "tokenizer": "minilm", "relation_head": "open",
-      "config": {"d_model": 32, "d_ff": 64, "num_layers": 1, "num_decoder_layers": 1, "num_heads": 2, "d_kv": 16,
-                 "dropout_rate": 0.0}}
+T5 = {
+    "family": "t5",
+    "name": "tiny",
+    "tokenizer": "minilm",
+    "relation_head": "open",
+    "config": {
+        "d_model": 32,
+        "d_ff": 64,
+        "num_layers": 1,
+        "num_decoder_layers": 1,
+        "num_heads": 2,
+        "d_kv": 16,
+        "dropout_rate": 0.0,
+    },
+}
 
 
 def test_open_t5_keeps_its_words_and_reads_relations_from_the_table(tmp_path):

@@ -1,4 +1,5 @@
 """End-to-end GSR runner on a small embedded benchmark (one epoch of the tiny model)."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,18 @@ import pytest
 
 from .conftest import compose_config
 
-
-SMALL = ["num_people=120", "num_films=30", "num_cities=24", "num_regions=12", "num_countries=6",
-         "num_organisations=12", "num_universities=6", "num_train=60", "num_validation=20", "num_test=20"]
+SMALL = [
+    "num_people=120",
+    "num_films=30",
+    "num_cities=24",
+    "num_regions=12",
+    "num_countries=6",
+    "num_organisations=12",
+    "num_universities=6",
+    "num_train=60",
+    "num_validation=20",
+    "num_test=20",
+]
 
 
 @pytest.mark.slow
@@ -17,11 +27,19 @@ SMALL = ["num_people=120", "num_films=30", "num_cities=24", "num_regions=12", "n
 def test_runner_end_to_end(tmp_path, head):
     from gsr_train.models.gsr.modeling import load_gsr
     from gsr_train.runs.gsr import collect_metrics, metrics_table, run
+
     overrides = [
-        "+experiment=gsr_quickstart", f"paths.cache_dir={tmp_path / 'cache'}",
-        "experiment_name=test", "model.epochs=1", "logger=none", "~callbacks.rich_progress",
-        "trainer.enable_progress_bar=false", "gsr.decode.beams=4", f"model.relation_head={head}",
-        *[f"+data.synthetic.{s}" for s in SMALL]]
+        "+experiment=gsr_quickstart",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "experiment_name=test",
+        "model.epochs=1",
+        "logger=none",
+        "~callbacks.rich_progress",
+        "trainer.enable_progress_bar=false",
+        "gsr.decode.beams=4",
+        f"model.relation_head={head}",
+        *[f"+data.synthetic.{s}" for s in SMALL],
+    ]
     cfg = compose_config([*overrides, f"paths.output_dir={tmp_path}"])
     value = run(cfg)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
@@ -32,15 +50,18 @@ def test_runner_end_to_end(tmp_path, head):
     assert all(b["valid"] for r in rows for b in r["beams"])
     for mode in ("unconstrained", "constrained"):  # a beam named like a ground chain reaches its ends too
         ends, names = metrics[mode]["end_match"], metrics[mode]["chain_match"]
-        assert ends["questions"] == names["questions"] and all(ends[f"end_{k}"] >= names[k] for k in names
-                                                               if k.startswith("match@"))
+        assert ends["questions"] == names["questions"] and all(
+            ends[f"end_{k}"] >= names[k] for k in names if k.startswith("match@")
+        )
     assert metrics["constrained"]["decode"]["shortest"] is True
     gsr = load_gsr(tmp_path / "model")
     assert len(gsr.relations) == metrics["num_relations"]
     assert gsr.open_vocabulary == (head == "open") and gsr.spec["relation_head"] == head
     residual = "yes" if head == "open" else ""
-    assert (f"| gsr_tiny | {head} | {residual} | kg | {float(cfg.gsr.index_ratio):.4f} | 0 | 0.0000 | raw | joint | "
-            "constrained | yes |") in metrics_table(collect_metrics(tmp_path))
+    assert (
+        f"| gsr_tiny | {head} | {residual} | kg | {float(cfg.gsr.index_ratio):.4f} | 0 | 0.0000 | raw | joint | "
+        "constrained | yes |"
+    ) in metrics_table(collect_metrics(tmp_path))
     if head == "token":  # eval-only reads no training split: "seen" comes from the saved model
         again = tmp_path / "again"
         run(compose_config([*overrides, f"paths.output_dir={again}", f"gsr.eval_only={tmp_path / 'model'}"]))
@@ -49,5 +70,7 @@ def test_runner_end_to_end(tmp_path, head):
         assert str(metrics["checkpoint"]).endswith(".ckpt")  # the Lightning checkpoint carries them too
         assert load_gsr(metrics["checkpoint"]).chain_relations == gsr.chain_relations
         assert redo["constrained"]["match_by_group"] == metrics["constrained"]["match_by_group"]
-        assert sum(g["questions"] for g in redo["constrained"]["match_by_group"].values()) == \
-            redo["constrained"]["chain_match"]["questions"]
+        assert (
+            sum(g["questions"] for g in redo["constrained"]["match_by_group"].values())
+            == redo["constrained"]["chain_match"]["questions"]
+        )

@@ -1,17 +1,32 @@
 """Relation tokens: vocab files, added tokens, tokenizer + model folder round trips."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
+from gsr_train.features.relation_tokens import (
+    INDEX_PREFIX,
+    RETRIEVAL_PREFIX,
+    RelationTokens,
+    RelationVocabError,
+    add_relation_tokens,
+    load_relation_file,
+    relation_words,
+)
 from gsr_train.models.gsr.modeling import GSRModel, build_gsr_model, load_base_tokenizer
-from gsr_train.features.relation_tokens import (INDEX_PREFIX, RETRIEVAL_PREFIX, RelationTokens, RelationVocabError,
-                                         add_relation_tokens, load_relation_file, relation_words)
 
-RELS = ["people.person.gender", "location.country.languages_spoken", "film.actor.film",
-        "film.performance.character", "rdf-schema#domain"]
-TINY = {"family": "t5", "config": {"d_model": 16, "d_ff": 32, "num_layers": 1, "num_decoder_layers": 1,
-                                   "num_heads": 2, "d_kv": 8}}
+RELS = [
+    "people.person.gender",
+    "location.country.languages_spoken",
+    "film.actor.film",
+    "film.performance.character",
+    "rdf-schema#domain",
+]
+TINY = {
+    "family": "t5",
+    "config": {"d_model": 16, "d_ff": 32, "num_layers": 1, "num_decoder_layers": 1, "num_heads": 2, "d_kv": 8},
+}
 
 
 def test_relation_file_keep_modes(tmp_path):
@@ -62,8 +77,11 @@ def test_missing_relation_is_an_error():
         RelationTokens(tok, RELS)
 
 
-@pytest.mark.parametrize("cfg", [TINY, {"family": "minilm", "decoder": {"layers": 1, "heads": 2, "intermediate_size": 64}}],
-                         ids=["t5", "minilm"])
+@pytest.mark.parametrize(
+    "cfg",
+    [TINY, {"family": "minilm", "decoder": {"layers": 1, "heads": 2, "intermediate_size": 64}}],
+    ids=["t5", "minilm"],
+)
 def test_model_folder_round_trip(tmp_path, cfg):
     gsr = build_gsr_model(cfg, RELS).eval()
     labels = gsr.labels([(0, 1), (4,)])

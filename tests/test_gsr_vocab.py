@@ -1,4 +1,5 @@
 """The GSR relation vocabulary by source: the KG's, the training chains', a relation file's, or all."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,14 @@ def _cfg(source, file=None):
 
 
 def test_every_source_and_its_order(shared_data):
-    data = GSRData([ChainQuestion("q", "?", [("chain.only.rel",), ("people.person.nationality",)], [])], [], [],
-                   "eval", None, ["people.person.nationality", "kg.only.relation"])
+    data = GSRData(
+        [ChainQuestion("q", "?", [("chain.only.rel",), ("people.person.nationality",)], [])],
+        [],
+        [],
+        "eval",
+        None,
+        ["people.person.nationality", "kg.only.relation"],
+    )
     assert relation_vocab(_cfg("kg"), data) == ["people.person.nationality", "kg.only.relation", "chain.only.rel"]
     assert relation_vocab(_cfg("chains"), data) == ["chain.only.rel", "people.person.nationality"]
     listed = shared_data / "freebase_relations.txt"

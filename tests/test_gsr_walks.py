@@ -1,12 +1,12 @@
 """Multi-hop random walks for GSR: real paths of the KG, told as composed questions, mixed into
 training at the asked rate, and refused early when misconfigured."""
+
 from __future__ import annotations
 
 import json
 import re
 
 import pytest
-import torch
 
 from gsr_train.datamodules.gsr_chains import META_PREFIXES
 from gsr_train.datamodules.gsr_walks import Walk, sample_walks, walk_examples, walk_question, walk_summary
@@ -111,27 +111,34 @@ def test_datamodule_mixes_walks_at_the_asked_ratio():
         assert sum(it.text.startswith("walk") for it in items) == 10
         assert len(items) == len(plain.epoch_items(epoch)) + 10
     # no walks in an indexing-only epoch
-    staged = GSRDataModule(None, retrieval, index, [], schedule="index_then_joint", index_epochs=1,
-                           walk_pool=pool, walk_ratio=0.25)
+    staged = GSRDataModule(
+        None, retrieval, index, [], schedule="index_then_joint", index_epochs=1, walk_pool=pool, walk_ratio=0.25
+    )
     assert not any(it.text.startswith("walk") for it in staged.epoch_items(0))
     assert sum(it.text.startswith("walk") for it in staged.epoch_items(1)) == 10
 
 
-@pytest.mark.parametrize("override, message", [
-    ("gsr.walks.prefix=question", "gsr.walks.prefix must be retrieval | index"),
-    ("gsr.walks.starts=all", "gsr.walks.starts must be one of"),
-    ("gsr.walks.max_hops=1", "min_hops <= max_hops"),
-    ("gsr.walks.ratio=0", "needs gsr.walks.ratio > 0"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("gsr.walks.prefix=question", "gsr.walks.prefix must be retrieval | index"),
+        ("gsr.walks.starts=all", "gsr.walks.starts must be one of"),
+        ("gsr.walks.max_hops=1", "min_hops <= max_hops"),
+        ("gsr.walks.ratio=0", "needs gsr.walks.ratio > 0"),
+    ],
+)
 def test_walk_mistakes_are_one_message_before_any_work(tmp_path, override, message, capsys):
     _one_message_before_any_work(tmp_path, ["gsr.walks.count=10", override], message)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["gsr.index.kg_share=2"], "gsr.index.kg_share must be a share in [0, 1]"),
-    (["gsr.index.kg_share=half"], "gsr.index.kg_share must be a share in [0, 1]"),
-    (["gsr.index.kg_share=0.5", "gsr.schedule=retrieval"], "gsr.schedule=retrieval has none"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["gsr.index.kg_share=2"], "gsr.index.kg_share must be a share in [0, 1]"),
+        (["gsr.index.kg_share=half"], "gsr.index.kg_share must be a share in [0, 1]"),
+        (["gsr.index.kg_share=0.5", "gsr.schedule=retrieval"], "gsr.schedule=retrieval has none"),
+    ],
+)
 def test_index_share_mistakes_are_one_message_before_any_work(tmp_path, overrides, message):
     _one_message_before_any_work(tmp_path, overrides, message)
 
@@ -140,8 +147,15 @@ def _one_message_before_any_work(tmp_path, overrides, message):
     from gsr_train.runs.common import PreflightError
     from gsr_train.runs.gsr import run
 
-    cfg = compose_config(["+experiment=gsr_quickstart", f"paths.output_dir={tmp_path}",
-                          f"paths.cache_dir={tmp_path / 'cache'}", "logger=none", *overrides])
+    cfg = compose_config(
+        [
+            "+experiment=gsr_quickstart",
+            f"paths.output_dir={tmp_path}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            "logger=none",
+            *overrides,
+        ]
+    )
     with pytest.raises(PreflightError, match=re.escape(message)):
         run(cfg)
     assert not (tmp_path / "cache").exists()  # nothing was built
@@ -154,11 +168,22 @@ def test_run_with_walks_trains_on_them_and_reports_them(tmp_path):
     from .test_gsr_run import SMALL
 
     out = tmp_path / "run"
-    cfg = compose_config([
-        "+experiment=gsr_quickstart", f"paths.output_dir={out}", f"paths.cache_dir={tmp_path / 'cache'}",
-        "experiment_name=walks", "model.epochs=1", "logger=none", "~callbacks.rich_progress",
-        "trainer.enable_progress_bar=false", "gsr.decode.beams=4", "gsr.walks.count=80", "gsr.walks.ratio=0.5",
-        *[f"+data.synthetic.{s}" for s in SMALL]])
+    cfg = compose_config(
+        [
+            "+experiment=gsr_quickstart",
+            f"paths.output_dir={out}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            "experiment_name=walks",
+            "model.epochs=1",
+            "logger=none",
+            "~callbacks.rich_progress",
+            "trainer.enable_progress_bar=false",
+            "gsr.decode.beams=4",
+            "gsr.walks.count=80",
+            "gsr.walks.ratio=0.5",
+            *[f"+data.synthetic.{s}" for s in SMALL],
+        ]
+    )
     run_experiment(cfg)
     doc = json.loads((out / "metrics.json").read_text())
     data = doc["data"]

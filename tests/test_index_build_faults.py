@@ -4,6 +4,7 @@ it resumes from, an unwritable cache is one message, and a truncated ``.gz`` und
 
 The command's output is the subject, so most tests run ``data_prep/build_index.py`` itself.
 """
+
 from __future__ import annotations
 
 import errno
@@ -32,10 +33,18 @@ ARRAYS = ("ent_ptr", "entity_ids", "topic_mask", "answer_mask", "edge_ptr", "edg
 
 
 def _rows(split: str, n: int) -> list[dict]:
-    return [{"id": f"{split}-{i}", "question": f"{split} question {i}", "answer": [f"c{i % 5}"],
-             "q_entity": [f"{split}-a{i}"], "a_entity": [f"c{i % 5}"],
-             "graph": [[f"{split}-a{i}", "r.one", f"b{i}"], [f"b{i}", f"r.rel{i % 7}", f"c{i % 5}"]], "choices": []}
-            for i in range(n)]
+    return [
+        {
+            "id": f"{split}-{i}",
+            "question": f"{split} question {i}",
+            "answer": [f"c{i % 5}"],
+            "q_entity": [f"{split}-a{i}"],
+            "a_entity": [f"c{i % 5}"],
+            "graph": [[f"{split}-a{i}", "r.one", f"b{i}"], [f"b{i}", f"r.rel{i % 7}", f"c{i % 5}"]],
+            "choices": [],
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.fixture()
@@ -70,8 +79,9 @@ def _killed_build(data: Path, cache: Path, stop_after_batches: int) -> tuple[Pat
     """A build stopped (as if killed) after some batches: (final folder, partial folder, key)."""
     key = index_key(data, SPLITS, False)  # what build_index.py computes for these options
     folder = cache / "kg_index" / key
-    assert build_index_folder(data, SPLITS, folder, key=key, batch_rows=4,
-                              stop_after_batches=stop_after_batches) == {"stopped": True}
+    assert build_index_folder(data, SPLITS, folder, key=key, batch_rows=4, stop_after_batches=stop_after_batches) == {
+        "stopped": True
+    }
     return folder, folder.with_name(f".{key}.partial"), key
 
 
@@ -137,8 +147,9 @@ def test_undamaged_resume_reuses_every_finished_split(data, tmp_path):
 def _can_mount() -> bool:
     if shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"],
-                           capture_output=True, timeout=20)
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"], capture_output=True, timeout=20
+    )
     return probe.returncode == 0
 
 
@@ -151,9 +162,10 @@ def test_unwritable_cache_is_one_message(data, tmp_path, fs):
     cache = tmp_path / "cache"
     cache.mkdir()
     options = "ro,size=64k" if fs == "read-only" else "size=24k"
-    mount = f"mount -t tmpfs -o {options} tmpfs '{cache}' && exec \"$0\" \"$@\""
-    proc = _build_index("--data", str(data), "--batch-rows", "4", cache=cache,
-                        prefix=("unshare", "-m", "sh", "-c", mount))
+    mount = f'mount -t tmpfs -o {options} tmpfs \'{cache}\' && exec "$0" "$@"'
+    proc = _build_index(
+        "--data", str(data), "--batch-rows", "4", cache=cache, prefix=("unshare", "-m", "sh", "-c", mount)
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]

@@ -1,6 +1,7 @@
 """The streaming, memory-mapped KG index: same content as the in-memory reference builder,
 on multi-shard corpora bigger than one batch, resumable after a kill, and clear about bad input.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -37,9 +38,17 @@ def _same(index, ref, splits=SPLITS):
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     """A generated RoG corpus: several parquet shards per split, many row groups."""
-    spec = CorpusSpec(questions={"train": 40, "validation": 7, "test": 12}, triples_per_question=120,
-                      num_relations=60, relations_per_graph=12, rows_per_group=5, triples_per_shard=2000,
-                      empty_graph_share=0.05, duplicate_share=0.02, seed=7)
+    spec = CorpusSpec(
+        questions={"train": 40, "validation": 7, "test": 12},
+        triples_per_question=120,
+        num_relations=60,
+        relations_per_graph=12,
+        rows_per_group=5,
+        triples_per_shard=2000,
+        empty_graph_share=0.05,
+        duplicate_share=0.02,
+        seed=7,
+    )
     folder = tmp_path_factory.mktemp("corpus")
     write_corpus(spec, folder)
     return folder / "data"
@@ -49,9 +58,17 @@ def test_generated_corpus_is_sharded_and_deterministic(corpus, tmp_path):
     shards = sorted(p.name for p in corpus.glob("train-*.parquet"))
     assert len(shards) >= 2 and shards[0].endswith(f"-of-{len(shards):05d}.parquet")
     again = tmp_path / "again"
-    spec = CorpusSpec(questions={"train": 40, "validation": 7, "test": 12}, triples_per_question=120,
-                      num_relations=60, relations_per_graph=12, rows_per_group=5, triples_per_shard=2000,
-                      empty_graph_share=0.05, duplicate_share=0.02, seed=7)
+    spec = CorpusSpec(
+        questions={"train": 40, "validation": 7, "test": 12},
+        triples_per_question=120,
+        num_relations=60,
+        relations_per_graph=12,
+        rows_per_group=5,
+        triples_per_shard=2000,
+        empty_graph_share=0.05,
+        duplicate_share=0.02,
+        seed=7,
+    )
     write_corpus(spec, again)
     for p in corpus.iterdir():
         assert (again / "data" / p.name).read_bytes() == p.read_bytes()
@@ -79,8 +96,9 @@ def test_opened_index_is_memory_mapped_in_narrow_dtypes(corpus, tmp_path):
     # views of the files, not copies: the data pointer lies inside a mapping of the index folder
     maps = Path("/proc/self/maps").read_text().splitlines()
     ptr = train.edge_index.data_ptr()
-    owner = [line for line in maps
-             if int(line.split()[0].split("-")[0], 16) <= ptr < int(line.split()[0].split("-")[1], 16)]
+    owner = [
+        line for line in maps if int(line.split()[0].split("-")[0], 16) <= ptr < int(line.split()[0].split("-")[1], 16)
+    ]
     assert owner and "edge_index.bin" in owner[0]
 
 
@@ -116,8 +134,18 @@ def test_two_processes_building_at_once_get_one_index(corpus, tmp_path):
 
 # ---------------------------------------------------------------------------- bad input
 def _rows(n=3, graph=(("a", "r", "b"), ("b", "r2", "c"))):
-    return [{"id": f"q{i}", "question": f"what {i}", "answer": ["c"], "q_entity": ["a"], "a_entity": ["c"],
-             "graph": [list(t) for t in graph], "choices": []} for i in range(n)]
+    return [
+        {
+            "id": f"q{i}",
+            "question": f"what {i}",
+            "answer": ["c"],
+            "q_entity": ["a"],
+            "a_entity": ["c"],
+            "graph": [list(t) for t in graph],
+            "choices": [],
+        }
+        for i in range(n)
+    ]
 
 
 def _write_parquet(path: Path, rows):
@@ -194,9 +222,8 @@ def test_damaged_index_file_is_rebuilt_not_trusted(corpus, tmp_path, caplog):
 
 def test_index_and_embeddings_pickle_as_their_files(corpus, tmp_path):
     """ddp_spawn pickles the data module to every rank: the arrays must travel as paths."""
-    import pickle
-
     import io
+    import pickle
     from multiprocessing.reduction import ForkingPickler
 
     import torch.multiprocessing  # noqa: F401  (registers torch's tensor reducers)

@@ -6,6 +6,7 @@ Real processes and real signals: ``tests/signal_at.py`` runs ``train.py`` and se
 signal when a chosen function is called for the N-th time. The run folder is the one the
 README's resume line names (``hydra.run.dir=<run> resume=auto``).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,24 @@ from .subgraphrag_toy import write_toy
 
 # 24 graphs / 4 per step = 6 steps per epoch, 3 epochs, last.ckpt every 2 steps, early stopping on
 # (patience 5: it never stops this run, but its state must survive every resume)
-ARGS = ["+experiment=subgraphrag_quickstart", "data.name=toy", "encoder.name=hashing", "+encoder.dim=32",
-        "model.hidden=32", "model.dropout=0.1", "model.train.epochs=3", "model.train.patience=5",
-        "model.train.graphs_per_batch=4", "subgraphrag.top_k=10", "subgraphrag.compare_cosine=false",
-        "checkpoint_every_n_steps=2", "~callbacks.rich_progress", "trainer.enable_progress_bar=false",
-        "logger=csv", "experiment_name=kill_test"]
+ARGS = [
+    "+experiment=subgraphrag_quickstart",
+    "data.name=toy",
+    "encoder.name=hashing",
+    "+encoder.dim=32",
+    "model.hidden=32",
+    "model.dropout=0.1",
+    "model.train.epochs=3",
+    "model.train.patience=5",
+    "model.train.graphs_per_batch=4",
+    "subgraphrag.top_k=10",
+    "subgraphrag.compare_cosine=false",
+    "checkpoint_every_n_steps=2",
+    "~callbacks.rich_progress",
+    "trainer.enable_progress_bar=false",
+    "logger=csv",
+    "experiment_name=kill_test",
+]
 
 POINTS = {
     "first step": "gsr_train.runs.checkpoints:LastCheckpoint.on_train_batch_end 1",  # before any checkpoint
@@ -36,14 +50,29 @@ POINTS = {
     "after training": "gsr_train.runs.subgraphrag:fit_state 1",
     "test retrieval": "gsr_train.retrievers.subgraphrag:SubgraphRAGRetriever.score_split 1",
 }
-CASES = [("first step", "KILL"), ("first step", "TERM"), ("mid-epoch", "INT"), ("validation", "TERM"),
-         ("validation", "KILL"), ("best saved", "KILL"), ("after training", "INT"), ("after training", "KILL"),
-         ("test retrieval", "TERM"), ("test retrieval", "KILL")]
+CASES = [
+    ("first step", "KILL"),
+    ("first step", "TERM"),
+    ("mid-epoch", "INT"),
+    ("validation", "TERM"),
+    ("validation", "KILL"),
+    ("best saved", "KILL"),
+    ("after training", "INT"),
+    ("after training", "KILL"),
+    ("test retrieval", "TERM"),
+    ("test retrieval", "KILL"),
+]
 
 
 def _env(cache):
-    return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-            "PYTHONWARNINGS": "ignore", "GSR_TRAIN_CACHE": str(cache)}
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "PYTHONWARNINGS": "ignore",
+        "GSR_TRAIN_CACHE": str(cache),
+    }
 
 
 def _train(root, out, *extra, signal_at: list[str] | None = None) -> subprocess.CompletedProcess:
@@ -86,9 +115,22 @@ def test_stop_anywhere_then_resume_matches_uninterrupted(uninterrupted, point, s
             assert state["checkpoint"] == str(run / "checkpoints" / "last.ckpt")
 
     if (point, sig) == ("best saved", "KILL"):  # eval.py on the killed run says what it scores
-        scored = subprocess.run([sys.executable, "eval.py", f"ckpt_path={run}", f"data.dir={root / 'data'}",
-                                 f"hydra.run.dir={run}_eval", "~callbacks.rich_progress", "logger=none"], cwd=REPO,
-                                env=_env(root / "cache"), capture_output=True, text=True, timeout=300)
+        scored = subprocess.run(
+            [
+                sys.executable,
+                "eval.py",
+                f"ckpt_path={run}",
+                f"data.dir={root / 'data'}",
+                f"hydra.run.dir={run}_eval",
+                "~callbacks.rich_progress",
+                "logger=none",
+            ],
+            cwd=REPO,
+            env=_env(root / "cache"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert scored.returncode == 0, scored.stderr[-3000:]
         assert f"evaluating {run / 'checkpoints' / 'best-00.ckpt'}" in scored.stderr, scored.stderr[-3000:]
         assert "that run did not finish (status: killed)" in scored.stderr

@@ -1,5 +1,6 @@
 """``checkpoints/last.ckpt`` is the newest state of a run, also when the last epochs do not
 improve the monitored metric (Lightning's own ``save_last`` then keeps an older state)."""
+
 from __future__ import annotations
 
 import pytest
@@ -37,16 +38,34 @@ def _loader(n=8):
 
 
 def _cfg(tmp_path, every=500, *extra):
-    return compose_config(["+experiment=subgraphrag_quickstart", f"paths.output_dir={tmp_path}",
-                           f"checkpoint_every_n_steps={every}", "logger=none", *extra])
+    return compose_config(
+        [
+            "+experiment=subgraphrag_quickstart",
+            f"paths.output_dir={tmp_path}",
+            f"checkpoint_every_n_steps={every}",
+            "logger=none",
+            *extra,
+        ]
+    )
 
 
 def _run(tmp_path, cfg, module, epochs=4, validate=True, early_stop=False):
-    best = ModelCheckpoint(dirpath=tmp_path / "checkpoints", filename="best", monitor="val/m", mode="max",
-                           save_last=True, enable_version_counter=False)  # Lightning's own save_last too
+    best = ModelCheckpoint(
+        dirpath=tmp_path / "checkpoints",
+        filename="best",
+        monitor="val/m",
+        mode="max",
+        save_last=True,
+        enable_version_counter=False,
+    )  # Lightning's own save_last too
     callbacks = [best] + ([EarlyStopping(monitor="val/m", mode="max", patience=1)] if early_stop else [])
-    trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=epochs, enable_progress_bar=False,
-                           **({} if validate else {"limit_val_batches": 0}))
+    trainer = make_trainer(
+        cfg,
+        callbacks=callbacks,
+        max_epochs=epochs,
+        enable_progress_bar=False,
+        **({} if validate else {"limit_val_batches": 0}),
+    )
     trainer.fit(module, _loader(), _loader() if validate else None)
     return trainer, best
 

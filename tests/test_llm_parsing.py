@@ -1,4 +1,5 @@
 """Parsing of model answers: JSON, numbered lists, evidence / ans lines, chains, triples, templates."""
+
 from __future__ import annotations
 
 from gsr_train.llm.parsing import (
@@ -73,7 +74,10 @@ def test_chain_selection_json_forms_and_prose():
 
 
 def test_prefixed_lines_evidence_and_ans():
-    text = "Reasoning...\nevidence: (a, b.c.d, e)\n**Evidence**: (f, g.h.i, j)\n1. ans: Paris\nans: 2012 (2012 World Series)"
+    text = (
+        "Reasoning...\nevidence: (a, b.c.d, e)\n**Evidence**: (f, g.h.i, j)\n1. ans: Paris\n"
+        "ans: 2012 (2012 World Series)"
+    )
     assert prefixed_lines(text, "evidence") == ["(a, b.c.d, e)", "(f, g.h.i, j)"]
     assert parse_answers(text) == ["Paris", "2012 (2012 World Series)"]
 
@@ -81,19 +85,29 @@ def test_prefixed_lines_evidence_and_ans():
 def test_parse_triple_forms_and_commas_in_names():
     rels = {"people.person.place_of_birth"}
     assert parse_triple("(Martin Luther King, Jr., people.person.place_of_birth, Atlanta)", rels) == (
-        "Martin Luther King, Jr.", "people.person.place_of_birth", "Atlanta")
+        "Martin Luther King, Jr.",
+        "people.person.place_of_birth",
+        "Atlanta",
+    )
     assert parse_triple("Lou Seal | sports.mascot.team | San Francisco Giants") == (
-        "Lou Seal", "sports.mascot.team", "San Francisco Giants")
+        "Lou Seal",
+        "sports.mascot.team",
+        "San Francisco Giants",
+    )
     assert parse_triple('["a", "b.c.d", "e"]') == ("a", "b.c.d", "e")
     assert parse_triple("no triple here") is None
 
 
 def test_triple_selection_matches_candidates_only():
-    cands = [["Lou Seal", "sports.mascot.team", "San Francisco Giants"],
-             ["San Francisco Giants", "sports.sports_team.championships", "2010 World Series"]]
-    text = ("evidence: (Lou Seal, sports.mascot.team, San Francisco Giants)\n"
-            "evidence: (san francisco giants, sports.sports_team.championships, 2010 World Series)\n"
-            "evidence: (San Francisco Giants, sports.sports_team.championships, 1954 World Series)\n")
+    cands = [
+        ["Lou Seal", "sports.mascot.team", "San Francisco Giants"],
+        ["San Francisco Giants", "sports.sports_team.championships", "2010 World Series"],
+    ]
+    text = (
+        "evidence: (Lou Seal, sports.mascot.team, San Francisco Giants)\n"
+        "evidence: (san francisco giants, sports.sports_team.championships, 2010 World Series)\n"
+        "evidence: (San Francisco Giants, sports.sports_team.championships, 1954 World Series)\n"
+    )
     sel = parse_triple_selection(text, cands, limit=20)
     assert sel.selected == [0, 1]
     assert sel.rejected == ["(San Francisco Giants, sports.sports_team.championships, 1954 World Series)"]
@@ -107,16 +121,19 @@ def test_triple_selection_matches_candidates_only():
 
 
 def test_templates_parsed_and_validated():
-    text = ('1. Where was [SUBJECT] born?\n2) where was [subject] born\n3. What is the birthplace of [SUBJECT]?\n'
-            '4. Where was he born?\n5. [SUBJECT] and [SUBJECT]?\n6. [SUBJECT]?\n')
+    text = (
+        "1. Where was [SUBJECT] born?\n2) where was [subject] born\n3. What is the birthplace of [SUBJECT]?\n"
+        "4. Where was he born?\n5. [SUBJECT] and [SUBJECT]?\n6. [SUBJECT]?\n"
+    )
     found = parse_templates(text)
     assert len(found) == 6
     check = check_templates(found, max_templates=10)
     assert check.kept == ["Where was [SUBJECT] born?", "What is the birthplace of [SUBJECT]?"]
     assert [r["reason"] for r in check.rejected] == ["duplicate", "no_slot", "multiple_slots", "no_question_text"]
     assert parse_templates('```json\n["Who is [SUBJECT] married to?"]\n```') == ["Who is [SUBJECT] married to?"]
-    assert [r["reason"] for r in check_templates(["a [SUBJECT] b", "c [SUBJECT] d"], max_templates=1).rejected] \
-        == ["over_limit"]
+    assert [r["reason"] for r in check_templates(["a [SUBJECT] b", "c [SUBJECT] d"], max_templates=1).rejected] == [
+        "over_limit"
+    ]
 
 
 def test_answer_is_lines():
@@ -127,7 +144,9 @@ def test_answer_is_lines():
 
 def test_templates_copied_from_the_prompt_or_not_questions_are_rejected():
     prompt = "Relation: people.person.spouse_s\n10 questions with [SUBJECT]:"
-    found = parse_templates("Question: 10 questions with [SUBJECT]:\nQ1: Who is [SUBJECT] married to?\nName the wife of [SUBJECT].")
+    found = parse_templates(
+        "Question: 10 questions with [SUBJECT]:\nQ1: Who is [SUBJECT] married to?\nName the wife of [SUBJECT]."
+    )
     assert found == ["10 questions with [SUBJECT]:", "Who is [SUBJECT] married to?", "Name the wife of [SUBJECT]."]
     check = check_templates(found, prompt=prompt, require_question_mark=True)
     assert check.kept == ["Who is [SUBJECT] married to?"]

@@ -1,4 +1,5 @@
 """The three LLM data steps end to end over loopback (scripted backend, real fixtures)."""
+
 from __future__ import annotations
 
 import gzip
@@ -26,8 +27,16 @@ def _rows(path) -> list[dict]:
 
 
 def _llm(srv, tmp_path, **kw) -> dict:
-    cfg = {"base_url": srv.base_url, "model": "scripted", "api_key_env": None, "concurrency": 2,
-           "cache_path": str(tmp_path / "responses.sqlite"), "backoff_base": 0.01, "max_retries": 2, "log_every": 0}
+    cfg = {
+        "base_url": srv.base_url,
+        "model": "scripted",
+        "api_key_env": None,
+        "concurrency": 2,
+        "cache_path": str(tmp_path / "responses.sqlite"),
+        "backoff_base": 0.01,
+        "max_retries": 2,
+        "log_every": 0,
+    }
     cfg.update(kw)
     return cfg
 
@@ -43,9 +52,17 @@ def chain_answer(messages, params) -> str:
 
 
 def _chain_cfg(paths_file: Path, out: Path, llm: dict, limit: int = 12) -> dict:
-    return {"input": str(paths_file), "field": "ground_paths", "limit": limit, "offset": 0, "max_candidates": 50,
-            "single_candidate": "ask", "output": str(out),
-            "prompt": {"system": "select_chains_system", "user": "select_chains_user"}, "llm": llm}
+    return {
+        "input": str(paths_file),
+        "field": "ground_paths",
+        "limit": limit,
+        "offset": 0,
+        "max_candidates": 50,
+        "single_candidate": "ask",
+        "output": str(out),
+        "prompt": {"system": "select_chains_system", "user": "select_chains_user"},
+        "llm": llm,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -92,12 +109,26 @@ def test_killed_job_resumes_to_the_same_output(paths_file, tmp_path):
         backend.answered = 0
         # the command, killed while requests n_done+1.. hang on the server
         job = tmp_path / "job"
-        cmd = [sys.executable, str(REPO / "data_prep" / "llm_select_chains.py"), f"input={paths_file}", "limit=12",
-               f"output={job / 'out.jsonl.gz'}", f"llm.base_url={srv.base_url}", "llm.model=scripted",
-               f"llm.cache_path={job / 'responses.sqlite'}", "llm.concurrency=2", "llm.backoff_base=0.01",
-               f"hydra.run.dir={job / 'hydra'}"]
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env={**os.environ, "GSR_TRAIN_CACHE": str(tmp_path / "cache")})
+        cmd = [
+            sys.executable,
+            str(REPO / "data_prep" / "llm_select_chains.py"),
+            f"input={paths_file}",
+            "limit=12",
+            f"output={job / 'out.jsonl.gz'}",
+            f"llm.base_url={srv.base_url}",
+            "llm.model=scripted",
+            f"llm.cache_path={job / 'responses.sqlite'}",
+            "llm.concurrency=2",
+            "llm.backoff_base=0.01",
+            f"hydra.run.dir={job / 'hydra'}",
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "GSR_TRAIN_CACHE": str(tmp_path / "cache")},
+        )
         deadline = time.time() + 60
         while srv.stats.received < total + n_done + 1 and time.time() < deadline and proc.poll() is None:
             time.sleep(0.05)
@@ -109,8 +140,9 @@ def test_killed_job_resumes_to_the_same_output(paths_file, tmp_path):
         backend.release()
         before = srv.stats.received
         # restart in-process with the same cache and output path
-        summary = select_chains.run(_chain_cfg(paths_file, job / "out.jsonl.gz",
-                                               _llm(srv, job, cache_path=str(job / "responses.sqlite"))))
+        summary = select_chains.run(
+            _chain_cfg(paths_file, job / "out.jsonl.gz", _llm(srv, job, cache_path=str(job / "responses.sqlite")))
+        )
         assert summary["usage"]["cached"] == n_done
         assert summary["usage"]["fresh"] == total - n_done
         assert srv.stats.received - before == total - n_done  # the restart asked only the rest
@@ -135,21 +167,34 @@ def mini_cache(tmp_path_factory) -> Path:
 def template_answer(messages, params) -> str:
     relation = re.search(r"Relation: (\S+)", messages[-1]["content"]).group(1)
     word = relation.split(".")[-1].replace("_", " ")
-    return ("1. What is the " + word + " of [SUBJECT]?\n"
-            "2. what is the " + word + " of [subject]\n"  # duplicate after normalisation
-            "3. Which " + word + " does [SUBJECT] have?\n"
-            "4. Tell me the " + word + ".\n"  # no slot
-            "5. [SUBJECT] or [SUBJECT]?\n")  # two slots
+    return (
+        "1. What is the " + word + " of [SUBJECT]?\n"
+        "2. what is the " + word + " of [subject]\n"  # duplicate after normalisation
+        "3. Which " + word + " does [SUBJECT] have?\n"
+        "4. Tell me the " + word + ".\n"  # no slot
+        "5. [SUBJECT] or [SUBJECT]?\n"
+    )  # two slots
 
 
 def test_pseudo_questions_validated_and_filled_with_kg_subjects(webqsp_mini, mini_cache, tmp_path):
     from gsr_train.kg.index import get_index
 
     out = tmp_path / "pq.jsonl.gz"
-    cfg = {"dataset": str(webqsp_mini), "splits": ["test"], "cache_dir": str(mini_cache), "relations": "index",
-           "min_parts": 3, "max_parts": 3, "require_subjects": True, "limit": 6, "num_templates": 10,
-           "questions_per_template": 1, "seed": 0, "output": str(out),
-           "prompt": {"system": "pseudo_questions_system", "user": "pseudo_questions_user"}}
+    cfg = {
+        "dataset": str(webqsp_mini),
+        "splits": ["test"],
+        "cache_dir": str(mini_cache),
+        "relations": "index",
+        "min_parts": 3,
+        "max_parts": 3,
+        "require_subjects": True,
+        "limit": 6,
+        "num_templates": 10,
+        "questions_per_template": 1,
+        "seed": 0,
+        "output": str(out),
+        "prompt": {"system": "pseudo_questions_system", "user": "pseudo_questions_user"},
+    }
     with serve_in_thread(ScriptedBackend(template_answer)) as srv:
         summary = pseudo_questions.run({**cfg, "llm": _llm(srv, tmp_path)})
         assert srv.stats.completed == 6
@@ -173,7 +218,8 @@ def test_pseudo_questions_validated_and_filled_with_kg_subjects(webqsp_mini, min
 def test_pseudo_questions_cover_every_relation_of_a_file_with_or_without_subjects(webqsp_mini, mini_cache, tmp_path):
     """``relations=file require_subjects=false``: relations the KG has no subject for keep their
     templates, and GSR training fills them with its fallback subject."""
-    from gsr_train.datamodules.gsr_indexing import load_index_file, pseudo_questions as make_questions
+    from gsr_train.datamodules.gsr_indexing import load_index_file
+    from gsr_train.datamodules.gsr_indexing import pseudo_questions as make_questions
     from gsr_train.kg.index import get_index
 
     index = get_index(webqsp_mini, splits=("test",), cache_dir=mini_cache)
@@ -182,10 +228,21 @@ def test_pseudo_questions_cover_every_relation_of_a_file_with_or_without_subject
     rel_file = tmp_path / "relations.txt"
     rel_file.write_text("\n".join(["zoos", "zoos.zoo_animal", *absent, *in_kg]) + "\n")
     out = tmp_path / "pq_all.jsonl.gz"
-    cfg = {"dataset": str(webqsp_mini), "splits": ["test"], "cache_dir": str(mini_cache), "relations": "file",
-           "relation_file": str(rel_file), "min_parts": 3, "max_parts": 3, "require_subjects": False,
-           "num_templates": 10, "questions_per_template": 1, "seed": 0, "output": str(out),
-           "prompt": {"system": "pseudo_questions_system", "user": "pseudo_questions_user"}}
+    cfg = {
+        "dataset": str(webqsp_mini),
+        "splits": ["test"],
+        "cache_dir": str(mini_cache),
+        "relations": "file",
+        "relation_file": str(rel_file),
+        "min_parts": 3,
+        "max_parts": 3,
+        "require_subjects": False,
+        "num_templates": 10,
+        "questions_per_template": 1,
+        "seed": 0,
+        "output": str(out),
+        "prompt": {"system": "pseudo_questions_system", "user": "pseudo_questions_user"},
+    }
     with serve_in_thread(ScriptedBackend(template_answer)) as srv:
         summary = pseudo_questions.run({**cfg, "llm": _llm(srv, tmp_path)})
         assert srv.stats.completed == 4  # the domain and type lines are not relations
@@ -204,7 +261,9 @@ def test_pseudo_questions_cover_every_relation_of_a_file_with_or_without_subject
 def label_answer(messages, params) -> str:
     """Copy the first two offered triples and invent one."""
     offered = re.findall(r"^\((.*)\)$", messages[-1]["content"], re.M)
-    return "\n".join([f"evidence: ({t})" for t in offered[:2]] + ["evidence: (Nowhere, location.location.contains, Atlantis)"])
+    return "\n".join(
+        [f"evidence: ({t})" for t in offered[:2]] + ["evidence: (Nowhere, location.location.contains, Atlantis)"]
+    )
 
 
 def test_label_triples_output_is_read_by_the_label_loader(webqsp_mini, mini_cache, tmp_path):
@@ -212,9 +271,16 @@ def test_label_triples_output_is_read_by_the_label_loader(webqsp_mini, mini_cach
     from gsr_train.kg.index import get_index
 
     out = tmp_path / "labels_test.jsonl.gz"
-    cfg = {"dataset": str(webqsp_mini), "split": "test", "cache_dir": str(mini_cache), "num_candidates": 40,
-           "max_triples": 20, "limit": 5, "output": str(out),
-           "prompt": {"system": "label_triples_system", "user": "label_triples_user"}}
+    cfg = {
+        "dataset": str(webqsp_mini),
+        "split": "test",
+        "cache_dir": str(mini_cache),
+        "num_candidates": 40,
+        "max_triples": 20,
+        "limit": 5,
+        "output": str(out),
+        "prompt": {"system": "label_triples_system", "user": "label_triples_user"},
+    }
     with serve_in_thread(ScriptedBackend(label_answer)) as srv:
         summary = label_triples.run({**cfg, "llm": _llm(srv, tmp_path)})
     c = summary["counts"]
@@ -234,8 +300,15 @@ def test_label_triples_output_is_read_by_the_label_loader(webqsp_mini, mini_cach
             trips = index.triple_strings("test", i)[5:8]
             f.write(json.dumps({"id": index["test"].ids[i], "triples": trips, "scores": [3.0, 2.0, 1.0]}) + "\n")
     with serve_in_thread(ScriptedBackend(label_answer)) as srv:
-        summary = label_triples.run({**cfg, "retrieval": str(retrieval), "limit": 3, "output": str(tmp_path / "r.jsonl"),
-                                     "llm": _llm(srv, tmp_path)})
+        summary = label_triples.run(
+            {
+                **cfg,
+                "retrieval": str(retrieval),
+                "limit": 3,
+                "output": str(tmp_path / "r.jsonl"),
+                "llm": _llm(srv, tmp_path),
+            }
+        )
     rows = [json.loads(x) for x in open(tmp_path / "r.jsonl")]
     assert [r["triples"] for r in rows] == [index.triple_strings("test", i)[5:7] for i in range(3)]
     assert all(r["num_candidates"] == 3 for r in rows)
@@ -247,9 +320,16 @@ def test_select_chains_from_dataset_supervision(webqsp_mini, mini_cache, tmp_pat
     from gsr_train.kg.paths import chains_to_names, get_supervision
 
     out = tmp_path / "ds.jsonl.gz"
-    cfg = {"dataset": str(webqsp_mini), "split": "test", "chains": "raw", "cache_dir": str(mini_cache), "limit": 6,
-           "max_candidates": None, "output": str(out),
-           "prompt": {"system": "select_chains_system", "user": "select_chains_user"}}
+    cfg = {
+        "dataset": str(webqsp_mini),
+        "split": "test",
+        "chains": "raw",
+        "cache_dir": str(mini_cache),
+        "limit": 6,
+        "max_candidates": None,
+        "output": str(out),
+        "prompt": {"system": "select_chains_system", "user": "select_chains_user"},
+    }
     with serve_in_thread(ScriptedBackend(chain_answer)) as srv:
         select_chains.run({**cfg, "llm": _llm(srv, tmp_path)})
     index = get_index(webqsp_mini, splits=("test",), cache_dir=mini_cache)

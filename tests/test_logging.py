@@ -1,4 +1,5 @@
 """Loggers as config choices: wandb works offline and records the config and the final metrics."""
+
 from __future__ import annotations
 
 import warnings
@@ -15,8 +16,11 @@ def _run(tmp_path, logger: str):
     from gsr_train.runs.common import finish_trackers
     from gsr_train.runs.subgraphrag import run
 
-    overrides = toy_run_overrides(tmp_path, sizes=(12, 4, 4), settings={
-        "model.hidden": 16, "model.train.epochs": 1, "logger": logger, "experiment_name": "toy_logging"})
+    overrides = toy_run_overrides(
+        tmp_path,
+        sizes=(12, 4, 4),
+        settings={"model.hidden": 16, "model.train.epochs": 1, "logger": logger, "experiment_name": "toy_logging"},
+    )
     cfg = compose_config(overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -45,6 +49,7 @@ def test_wandb_offline_run_records_config_and_final_metrics(tmp_path, monkeypatc
     # an offline run keeps every record (config, history, summary) in its .wandb file until `wandb sync`
     assert b"toy_logging" in records and b"hidden" in records  # the composed config as hyperparameters
     assert b"final/test/answer_recall@10" in records  # the final metrics
+
 
 def test_csv_logger_writes_hyperparameters_and_metrics(tmp_path):
     _run(tmp_path, "csv")

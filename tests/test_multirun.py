@@ -1,4 +1,5 @@
 """Hydra multirun over 2 model sizes x 2 K values ends with one aggregated table; launcher configs compose."""
+
 from __future__ import annotations
 
 import csv
@@ -16,23 +17,42 @@ from .subgraphrag_toy import write_toy
 
 
 def _env() -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-            "PYTHONWARNINGS": "ignore"}
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "PYTHONWARNINGS": "ignore",
+    }
 
 
 def _train(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "train.py", *args], cwd=REPO, env=_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "train.py", *args], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
     data = write_toy(tmp_path / "data", sizes=(16, 6, 6))
     sweep = tmp_path / "sweep"
-    proc = _train("-m", "+experiment=subgraphrag_quickstart", f"data.dir={data}", "data.name=toy",
-                  "encoder.name=hashing", "+encoder.dim=32", "model.hidden=16,32", "subgraphrag.top_k=5,20",
-                  "model.train.epochs=1", "model.train.graphs_per_batch=4", "subgraphrag.compare_cosine=false",
-                  "logger=none", "~callbacks.rich_progress", "trainer.enable_progress_bar=false",
-                  f"paths.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}")
+    proc = _train(
+        "-m",
+        "+experiment=subgraphrag_quickstart",
+        f"data.dir={data}",
+        "data.name=toy",
+        "encoder.name=hashing",
+        "+encoder.dim=32",
+        "model.hidden=16,32",
+        "subgraphrag.top_k=5,20",
+        "model.train.epochs=1",
+        "model.train.graphs_per_batch=4",
+        "subgraphrag.compare_cosine=false",
+        "logger=none",
+        "~callbacks.rich_progress",
+        "trainer.enable_progress_bar=false",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep}",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = list(csv.DictReader((sweep / "aggregate.csv").open()))
     assert len(rows) == 4
@@ -48,8 +68,14 @@ def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
     md = (sweep / "aggregate.md").read_text()
     assert "| job | method | data | split | K | model.hidden | subgraphrag.top_k |" in md
     # the CLI writes the same table again
-    again = subprocess.run([sys.executable, "-m", "gsr_train.cli", "aggregate", str(sweep), "--no-write"], cwd=REPO,
-                           env=_env(), capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "gsr_train.cli", "aggregate", str(sweep), "--no-write"],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0 and to_markdown(collect(sweep)) in again.stdout
 
 
@@ -58,21 +84,42 @@ def test_aggregate_reads_one_schema_for_every_method(tmp_path, caplog):
 
     for job in "01234":
         (tmp_path / job).mkdir()
-    write_metrics(tmp_path / "0", "gsr_quickstart", "toy", "f0",
-                  [metrics_row("gsr", "test", 3, {"match@1": 0.5, "match@3": 0.75}, "m/", None, mode="constrained")],
-                  {"fit": {"epochs_run": 2}})
-    write_metrics(tmp_path / "1", "reader_webqsp_mini", "toy", "f1",
-                  [metrics_row("smollm2", "test", 30, {"hit": 0.6}, "a/", None, variant="finetuned_retrieved"),
-                   metrics_row("smollm2", "test", 30, {"hit": 0.2}, None, None, variant="base_retrieved")])
-    write_metrics(tmp_path / "2", "cosine_baseline", "toy", "f2",
-                  [metrics_row("cosine-parts", "test", 100, {"answer_recall": 0.7}, None, "r.jsonl")],
-                  {"metrics": {"overall": {"answer_recall": {"100": 0.7}}}})
+    write_metrics(
+        tmp_path / "0",
+        "gsr_quickstart",
+        "toy",
+        "f0",
+        [metrics_row("gsr", "test", 3, {"match@1": 0.5, "match@3": 0.75}, "m/", None, mode="constrained")],
+        {"fit": {"epochs_run": 2}},
+    )
+    write_metrics(
+        tmp_path / "1",
+        "reader_webqsp_mini",
+        "toy",
+        "f1",
+        [
+            metrics_row("smollm2", "test", 30, {"hit": 0.6}, "a/", None, variant="finetuned_retrieved"),
+            metrics_row("smollm2", "test", 30, {"hit": 0.2}, None, None, variant="base_retrieved"),
+        ],
+    )
+    write_metrics(
+        tmp_path / "2",
+        "cosine_baseline",
+        "toy",
+        "f2",
+        [metrics_row("cosine-parts", "test", 100, {"answer_recall": 0.7}, None, "r.jsonl")],
+        {"metrics": {"overall": {"answer_recall": {"100": 0.7}}}},
+    )
     (tmp_path / "3" / "metrics.json").write_text(json.dumps({"method": "cosine-parts", "k": 100}))  # no schema
     (tmp_path / "4" / "metrics.json").write_text("{not json")
     with caplog.at_level("WARNING"):
         rows = aggregate(tmp_path, quiet=True)
     assert [(r["job"], r["method"], r["K"]) for r in rows] == [
-        ("0", "gsr", 3), ("1", "smollm2", 30), ("1", "smollm2", 30), ("2", "cosine-parts", 100)]
+        ("0", "gsr", 3),
+        ("1", "smollm2", 30),
+        ("1", "smollm2", 30),
+        ("2", "cosine-parts", 100),
+    ]
     assert rows[0]["match@3"] == 0.75 and rows[0]["mode"] == "constrained" and rows[1]["hit"] == 0.6
     assert rows[1]["variant"] == "finetuned_retrieved" and rows[3]["answer_recall"] == 0.7 and rows[3]["data"] == "toy"
     assert (tmp_path / "aggregate.md").read_text().count("\n| ") == 5  # header + 4 rows
@@ -93,15 +140,18 @@ def test_metrics_rows_are_checked_when_written(tmp_path):
 
 @pytest.mark.parametrize("launcher", ["slurm", "local"])
 def test_launcher_configs_compose_without_a_cluster(launcher):
-    proc = _train("--cfg", "job", f"hydra/launcher={launcher}", "+experiment=gsr_base", "trainer=ddp",
-                  "trainer.devices=4")
+    proc = _train(
+        "--cfg", "job", f"hydra/launcher={launcher}", "+experiment=gsr_base", "trainer=ddp", "trainer.devices=4"
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "runner: gsr_train.runs.gsr.run" in proc.stdout and "strategy: ddp" in proc.stdout
     # the launcher node itself resolves (interpolations into trainer.devices etc.)
     from omegaconf import OmegaConf
 
-    cfg = compose_config([f"hydra/launcher={launcher}", "+experiment=gsr_base", "trainer=ddp",
-                          "trainer.devices=4", "experiment_name=x"], return_hydra_config=True)
+    cfg = compose_config(
+        [f"hydra/launcher={launcher}", "+experiment=gsr_base", "trainer=ddp", "trainer.devices=4", "experiment_name=x"],
+        return_hydra_config=True,
+    )
     launch = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
     assert launch["_target_"].endswith("SlurmLauncher" if launcher == "slurm" else "LocalLauncher")
     if launcher == "slurm":

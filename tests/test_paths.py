@@ -115,13 +115,15 @@ def test_direction_is_decided_per_pair():
 
 
 def test_no_path_and_topic_is_answer():
-    split, _ = make_split([
-        ([("Q", "r1", "X"), ("A", "r2", "Y")], ["Q"], ["A"]),  # no directed path either way
-        ([("Q", "r1", "X")], ["Q"], ["MISSING"]),  # answer is an isolated node
-        ([("Q", "r1", "X")], ["Q"], ["Q"]),  # topic is the only answer
-        ([("Q", "r1", "X"), ("X", "r2", "A")], ["Q"], ["Q", "A"]),  # ... plus a real answer
-        ([("Q", "r1", "X")], [], ["X"]),  # no topic entity
-    ])
+    split, _ = make_split(
+        [
+            ([("Q", "r1", "X"), ("A", "r2", "Y")], ["Q"], ["A"]),  # no directed path either way
+            ([("Q", "r1", "X")], ["Q"], ["MISSING"]),  # answer is an isolated node
+            ([("Q", "r1", "X")], ["Q"], ["Q"]),  # topic is the only answer
+            ([("Q", "r1", "X"), ("X", "r2", "A")], ["Q"], ["Q", "A"]),  # ... plus a real answer
+            ([("Q", "r1", "X")], [], ["X"]),  # no topic entity
+        ]
+    )
     sup = build_supervision(split)
     assert sup.hops.tolist() == [-1, -1, 0, 2, -1]
     assert sup.num_no_path == 3
@@ -140,7 +142,9 @@ def test_multiple_topics_union():
 
 
 def test_chain_cap_is_deterministic_and_counted():
-    triples = [("Q", f"a{i}", f"M{i}") for i in range(4)] + [(f"M{i}", f"b{j}", "A") for i in range(4) for j in range(3)]
+    triples = [("Q", f"a{i}", f"M{i}") for i in range(4)] + [
+        (f"M{i}", f"b{j}", "A") for i in range(4) for j in range(3)
+    ]
     split, rels = make_split([(triples, ["Q"], ["A"])])
     full = build_supervision(split, max_chains=100)
     assert len(full.chains_raw[0]) == 12 and full.num_chains_capped == 0

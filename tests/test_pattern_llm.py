@@ -1,4 +1,5 @@
 """LLM patterns: parsing both papers' formats, failures counted, via a loopback fake server."""
+
 from __future__ import annotations
 
 import json
@@ -11,26 +12,38 @@ from gsr_train.patterns.llm import LLMPatternStats, PatternParseError, llm_patte
 
 
 def test_parse_simgrag_formats():
-    p = parse_simgrag('```json\n{"divided": ["x"], "triples": [["UNKNOWN actor 1", "actor of", "Flashpoint"], '
-                      '["UNKNOWN actor 1", "actor of", "UNKNOWN film 1"]]}\n```')
+    p = parse_simgrag(
+        '```json\n{"divided": ["x"], "triples": [["UNKNOWN actor 1", "actor of", "Flashpoint"], '
+        '["UNKNOWN actor 1", "actor of", "UNKNOWN film 1"]]}\n```'
+    )
     assert [n.text for n in p.nodes] == [None, "Flashpoint", None]
     assert [n.type for n in p.nodes] == ["actor", None, "film"]
     assert [(e.head, e.relation, e.tail) for e in p.edges] == [(0, "actor of", 1), (0, "actor of", 2)]
     # Python-style tuples and quotes, as in the paper's examples; unknown relations
     q = parse_simgrag("output: {'divided': ['a'], 'triples': [('Her', 'UNKNOWN relation 1', 'UNKNOWN person 1')]}")
     assert q.edges[0].relation is None and q.nodes[0].text == "Her"
-    for bad, reason in [("no idea", "no JSON object"), ('{"triples": []}', "no triples"),
-                        ('{"triples": [["a", "r"]]}', "malformed triple"),
-                        ('{"triples": [["a", "r", "b"], ["c", "r", "d"]]}', "disconnected"),
-                        ('{"triples": [["a", "r", "a"]]}', "self-loop")]:
+    for bad, reason in [
+        ("no idea", "no JSON object"),
+        ('{"triples": []}', "no triples"),
+        ('{"triples": [["a", "r"]]}', "malformed triple"),
+        ('{"triples": [["a", "r", "b"], ["c", "r", "d"]]}', "disconnected"),
+        ('{"triples": [["a", "r", "a"]]}', "self-loop"),
+    ]:
         with pytest.raises(PatternParseError) as e:
             parse_simgrag(bad)
         assert e.value.reason == reason
 
 
 def test_parse_safe_types_and_cvt_hops():
-    p = parse_safe(json.dumps({"plan": "...", "nodes": {"Halloween 4": "film.film", "unk1": "people.person"},
-                               "edges": [["Halloween 4", "film.film.starring||film.performance.actor", "unk1"]]}))
+    p = parse_safe(
+        json.dumps(
+            {
+                "plan": "...",
+                "nodes": {"Halloween 4": "film.film", "unk1": "people.person"},
+                "edges": [["Halloween 4", "film.film.starring||film.performance.actor", "unk1"]],
+            }
+        )
+    )
     assert len(p.nodes) == 3 and len(p.edges) == 2
     assert p.nodes[0].text == "Halloween 4" and p.nodes[0].type == "film.film"
     assert p.nodes[1].text is None and p.nodes[1].type == "people.person"
@@ -46,14 +59,22 @@ def _answer(messages, params):
         return '{"divided": ["a"], "triples": [["Richard Nixon", "spouse", "UNKNOWN person 1"]]}'
     if "broken" in q:
         return "I think the answer is Paris."
-    return '{"plan": "p", "nodes": {"Mount Everest": "location.location", "unk1": "location.country"}, ' \
-           '"edges": [["Mount Everest", "location.location.partially_containedby", "unk1"]]}'
+    return (
+        '{"plan": "p", "nodes": {"Mount Everest": "location.location", "unk1": "location.country"}, '
+        '"edges": [["Mount Everest", "location.location.partially_containedby", "unk1"]]}'
+    )
 
 
 def test_llm_patterns_through_the_client(tmp_path):
     with serve_in_thread(ScriptedBackend(_answer)) as srv:
-        cfg = {"base_url": srv.base_url, "model": "scripted", "cache_path": str(tmp_path / "c.sqlite"),
-               "api_key_env": None, "backoff_base": 0.01, "max_retries": 1}
+        cfg = {
+            "base_url": srv.base_url,
+            "model": "scripted",
+            "cache_path": str(tmp_path / "c.sqlite"),
+            "api_key_env": None,
+            "backoff_base": 0.01,
+            "max_retries": 1,
+        }
         with ChatClient(cfg) as client:
             stats = LLMPatternStats()
             qs = [("q1", "who was richard nixon married to"), ("q2", "broken question")]

@@ -1,4 +1,5 @@
 """The exact top-k pattern search equals brute force, and pruning visits fewer partial matches."""
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,7 @@ def _random_case(rng: np.random.Generator, shape: str, num_nodes: int = 9, num_e
     pedges = SHAPES[shape]
     num_p = max(max(e) for e in pedges) + 1
     node_cost = []
-    for p in range(num_p):
+    for _ in range(num_p):
         kind = rng.integers(0, 3)
         if kind == 0:  # unknown: every node, cost 0
             node_cost.append(np.zeros(num_nodes))

@@ -1,4 +1,5 @@
 """OKGQA-P perturbations: exact fractions, well-formed graphs, protected gold edges, reproducibility."""
+
 from __future__ import annotations
 
 import pytest
@@ -56,7 +57,7 @@ def test_rewire_leaves_one_hop_neighbourhood(toy):
     for q in range(len(split)):
         nb = undirected_neighbours(split, q)
         e0 = int(split.edge_ptr[q])
-        for i, ((h, r, t), (h2, r2, t2)) in enumerate(zip(triples_of(split, q), triples_of(p.split, q))):
+        for i, ((h, r, _), (h2, r2, t2)) in enumerate(zip(triples_of(split, q), triples_of(p.split, q))):
             assert (h, r) == (h2, r2)
             if bool(p.changed[e0 + i]):
                 assert t2 != h and t2 not in nb[h]

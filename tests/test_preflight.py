@@ -1,4 +1,5 @@
 """Fail fast: a run checks every input it will need before the index, embeddings or training."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,14 @@ def _cfg(tmp_path, **settings):
 def test_missing_label_file_checkpoint_and_bad_encoder_reported_together_before_work(tmp_path):
     from gsr_train.runs.subgraphrag import run
 
-    cfg = _cfg(tmp_path, **{"+data.labels.test": tmp_path / "nope.jsonl",
-                            "subgraphrag.eval_only": tmp_path / "missing.ckpt", "encoder.name": "no-such-encoder"})
+    cfg = _cfg(
+        tmp_path,
+        **{
+            "+data.labels.test": tmp_path / "nope.jsonl",
+            "subgraphrag.eval_only": tmp_path / "missing.ckpt",
+            "encoder.name": "no-such-encoder",
+        },
+    )
     with pytest.raises(PreflightError) as err:
         run(cfg)
     message = str(err.value)

@@ -1,5 +1,6 @@
 """The shared progress helper: same batches with or without a bar, bar only when worth it,
 periodic log lines with an ETA when there is no terminal (cluster jobs)."""
+
 import logging
 import sys
 
@@ -57,9 +58,16 @@ def test_supervision_and_gsr_decoding_report_progress_in_log_files(caplog, monke
     assert lines and lines[-1].startswith("supervision (shortest paths): 6/6 (100.0%)")
     caplog.clear()
     torch.manual_seed(0)
-    gsr = build_gsr_model({"family": "t5", "name": "t", "tokenizer": "minilm", "relation_init": "random",
-                           "config": {"d_model": 16, "d_ff": 32, "num_layers": 1, "num_decoder_layers": 1,
-                                      "num_heads": 2, "d_kv": 8}}, ["a.b.c", "d.e.f"])
+    gsr = build_gsr_model(
+        {
+            "family": "t5",
+            "name": "t",
+            "tokenizer": "minilm",
+            "relation_init": "random",
+            "config": {"d_model": 16, "d_ff": 32, "num_layers": 1, "num_decoder_layers": 1, "num_heads": 2, "d_kv": 8},
+        },
+        ["a.b.c", "d.e.f"],
+    )
     with caplog.at_level(logging.INFO, logger="gsr_train.progress"):
         beam_chains(gsr, ["q one", "q two", "q three"], DecodeConfig(beams=2, top_n=1, max_hops=1, batch_size=2))
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("GSR decoding")]

@@ -1,4 +1,5 @@
 """`gsr-train publish`: dry run lists files + card, the real path calls HfApi, the token is never written."""
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,18 @@ def folder(tmp_path, monkeypatch) -> Path:
     out.mkdir()
     (out / "config.json").write_text(json.dumps({"scorer": {"hidden": 8}}))
     (out / "model.safetensors").write_bytes(b"\0" * 128)
-    card = build_card({"kind": "subgraphrag", "name": "tiny", "data": "webqsp", "config": {"hidden": 8},
-                       "metrics": {"test/answer_recall@100": 0.9}, "files": ["config.json", "model.safetensors"],
-                       "source": "run/checkpoints/best.ckpt"}, where="org/tiny")
+    card = build_card(
+        {
+            "kind": "subgraphrag",
+            "name": "tiny",
+            "data": "webqsp",
+            "config": {"hidden": 8},
+            "metrics": {"test/answer_recall@100": 0.9},
+            "files": ["config.json", "model.safetensors"],
+            "source": "run/checkpoints/best.ckpt",
+        },
+        where="org/tiny",
+    )
     card.save(str(out / "README.md"))
     return out
 
@@ -106,8 +116,18 @@ def test_dry_run_lists_exactly_what_the_upload_sends(folder, capsys):
     from huggingface_hub.hf_api import DEFAULT_IGNORE_PATTERNS
     from huggingface_hub.utils import filter_repo_objects
 
-    for rel in ("sub/.hidden", "sub/deeper/.env", ".top", "x.tmp", "sub/w.tmp", "__pycache__/a.pyc",
-                "sub/__pycache__/b.pyc", ".git/config", "sub/kept.json", "sub/deeper/kept.bin"):
+    for rel in (
+        "sub/.hidden",
+        "sub/deeper/.env",
+        ".top",
+        "x.tmp",
+        "sub/w.tmp",
+        "__pycache__/a.pyc",
+        "sub/__pycache__/b.pyc",
+        ".git/config",
+        "sub/kept.json",
+        "sub/deeper/kept.bin",
+    ):
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text("x")
 
@@ -116,8 +136,7 @@ def test_dry_run_lists_exactly_what_the_upload_sends(folder, capsys):
             return None
 
         def upload_folder(self, folder_path, ignore_patterns, **kwargs):
-            every = sorted(p.relative_to(folder_path).as_posix() for p in Path(folder_path).glob("**/*")
-                           if p.is_file())
+            every = sorted(p.relative_to(folder_path).as_posix() for p in Path(folder_path).glob("**/*") if p.is_file())
             self.sent = list(filter_repo_objects(every, ignore_patterns=[*ignore_patterns, *DEFAULT_IGNORE_PATTERNS]))
             return "https://hub/commit"
 
@@ -126,5 +145,8 @@ def test_dry_run_lists_exactly_what_the_upload_sends(folder, capsys):
     publish(folder, "org/tiny", api=api, out=lambda *_: None)
     assert planned == api.sent
     assert "sub/kept.json" in planned and "sub/deeper/kept.bin" in planned
-    assert not any(part.startswith(".") or part == "__pycache__" or part.endswith(".tmp")
-                   for name in planned for part in name.split("/"))
+    assert not any(
+        part.startswith(".") or part == "__pycache__" or part.endswith(".tmp")
+        for name in planned
+        for part in name.split("/")
+    )

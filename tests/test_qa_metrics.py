@@ -1,4 +1,5 @@
 """QA metrics against hand-computed cases (Hit, Hit@1, F1 variants, precision, recall, Score_h)."""
+
 from __future__ import annotations
 
 import pytest
@@ -43,7 +44,7 @@ def test_per_question_values():
 def test_aggregates_full_and_sub_and_hops():
     rep = qa_metrics(CASES)
     m = rep.flat("all")
-    assert m["macro_f1"] == pytest.approx(0.125)           # (0.5 + 0 + 0 + 0) / 4
+    assert m["macro_f1"] == pytest.approx(0.125)  # (0.5 + 0 + 0 + 0) / 4
     # micro: 1 correct of 4 predicted, 1 found of 5 gold -> P .25, R .2, F1 = 2*.05/.45
     assert m["micro_f1"] == pytest.approx(2 * 0.25 * 0.2 / 0.45)
     assert m["precision"] == pytest.approx(0.125) and m["recall"] == pytest.approx(0.125)

@@ -1,4 +1,5 @@
 """Reader: prompts within a token budget, answer-only labels, a tiny 4-bit LoRA reader trained on CPU."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,16 @@ from gsr_train.readers.data import IGNORE, ReaderDataset, collate, encode_exampl
 from gsr_train.readers.prompts import build_examples, evidence_lines, fit_budget  # noqa: E402
 
 TRIPLES = [["Jamaica", f"location.country.rel_{i}", f"Entity {i}"] for i in range(12)]
-QUESTIONS = [{"id": "q1", "question": "what language is spoken in jamaica", "answers": ["Jamaican English"],
-              "in_kg": True, "hops": 1},
-             {"id": "q2", "question": "where is paris", "answers": ["France", "Europe"], "in_kg": False, "hops": -1}]
+QUESTIONS = [
+    {
+        "id": "q1",
+        "question": "what language is spoken in jamaica",
+        "answers": ["Jamaican English"],
+        "in_kg": True,
+        "hops": 1,
+    },
+    {"id": "q2", "question": "where is paris", "answers": ["France", "Europe"], "in_kg": False, "hops": -1},
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +39,10 @@ def test_evidence_order_k_and_formats():
     assert lines == [f"(Jamaica, location.country.rel_{i}, Entity {i})" for i in (1, 3, 2)]  # stable by score
     assert ents[0] == ["Jamaica", "Entity 1"]
     assert evidence_lines(row, "subgraphrag", 1)[0] == ["(Jamaica,location.country.rel_1,Entity 1)"]
-    assert evidence_lines(row, "paths", 2)[0] == ["Jamaica -> location.country.rel_1 -> Entity 1",
-                                                  "Jamaica -> location.country.rel_3 -> Entity 3"]
+    assert evidence_lines(row, "paths", 2)[0] == [
+        "Jamaica -> location.country.rel_1 -> Entity 1",
+        "Jamaica -> location.country.rel_3 -> Entity 3",
+    ]
     paths = {"id": "q1", "triples": [], "paths": ["A -> r -> B <- s <- C", "A -> r -> B <- s <- C", "A -> t -> D"]}
     lines, ents = evidence_lines(paths, "paths", 5)
     assert lines == ["A -> r -> B <- s <- C", "A -> t -> D"] and ents[0] == ["A", "B", "C"]
@@ -86,8 +96,9 @@ def test_tiny_4bit_lora_reader_trains_only_adapters(tmp_path, tok):
 
     torch.manual_seed(0)
     folder = tiny_llama_folder(tmp_path / "tiny")
-    model, tok4, _ = load_reader(str(folder), "4bit", lora={"r": 8, "alpha": 16, "dropout": 0.0},
-                                 gradient_checkpointing=False)
+    model, tok4, _ = load_reader(
+        str(folder), "4bit", lora={"r": 8, "alpha": 16, "dropout": 0.0}, gradient_checkpointing=False
+    )
     lin = model.get_base_model().model.layers[0].self_attn.q_proj.base_layer
     assert type(lin).__name__ == "Linear4bit" and lin.weight.quant_type == "nf4"
     # gradients flow through the frozen 4-bit layers correctly (same as the de-quantised matmul)
@@ -132,8 +143,11 @@ def test_tiny_4bit_lora_reader_trains_only_adapters(tmp_path, tok):
             n = sum(1 for v in lab[1:] if v != IGNORE)
             ref_sum += float(model(input_ids=torch.tensor([ids]), labels=torch.tensor([lab])).loss) * n
             ref_n += n
-        ours = float(answer_loss(model, batch["input_ids"], batch["attention_mask"], batch["labels"],
-                                 int(batch["answer_window"])))
+        ours = float(
+            answer_loss(
+                model, batch["input_ids"], batch["attention_mask"], batch["labels"], int(batch["answer_window"])
+            )
+        )
     assert ours == pytest.approx(ref_sum / ref_n, rel=1e-3)
 
     module = ReaderModule(model, lr=1e-2)
@@ -141,8 +155,9 @@ def test_tiny_4bit_lora_reader_trains_only_adapters(tmp_path, tok):
     model.train()
     losses = []
     for _ in range(8):
-        loss = answer_loss(model, batch["input_ids"], batch["attention_mask"], batch["labels"],
-                           int(batch["answer_window"]))
+        loss = answer_loss(
+            model, batch["input_ids"], batch["attention_mask"], batch["labels"], int(batch["answer_window"])
+        )
         loss.backward()
         opt.step()
         opt.zero_grad()

@@ -2,6 +2,7 @@
 width, even after a retriever earlier in the same process told glibc to keep freed memory
 (what made a 135M-parameter reader climb from 9 to 21 GB). Runs in a subprocess: malloc
 settings are per process."""
+
 from __future__ import annotations
 
 import json
@@ -47,11 +48,17 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_reader_rss_does_not_climb_with_varying_batch_widths():
-    done = subprocess.run([sys.executable, "-c", SCRIPT, "20"], capture_output=True, text=True, timeout=900,
-                          cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "20"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+    )
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert done.returncode == 0 and line, done.stderr[-3000:]
-    rss = json.loads(line[len("RESULT "):])
+    rss = json.loads(line[len("RESULT ") :])
     assert len(rss) == 20
     settled = rss[4]
     # freed activations go back to the OS: after the first steps the level holds (measured: flat

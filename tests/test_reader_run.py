@@ -1,4 +1,5 @@
 """The reader pipeline end to end on a hand-made RoG folder: results files -> prompts -> LoRA -> metrics."""
+
 from __future__ import annotations
 
 import gzip
@@ -14,17 +15,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_reader_helpers import tiny_llama_folder  # noqa: E402
 
 
-
 def _rows(prefix: str, n: int) -> list[dict]:
     rows = []
     for i in range(n):
         country, lang = f"Country {prefix}{i}", f"Language {prefix}{i}"
-        graph = [[country, "location.country.languages_spoken", lang], [country, "location.country.capital", f"City {i}"],
-                 [f"City {i}", "location.location.containedby", country]]
+        graph = [
+            [country, "location.country.languages_spoken", lang],
+            [country, "location.country.capital", f"City {i}"],
+            [f"City {i}", "location.location.containedby", country],
+        ]
         absent = i == n - 1  # last question: answer not in the graph (counts for Score_h / -sub)
-        rows.append({"id": f"{prefix}-{i}", "question": f"what language is spoken in country {prefix}{i}",
-                     "answer": ["Atlantis"] if absent else [lang], "q_entity": [country],
-                     "a_entity": [] if absent else [lang], "graph": graph, "choices": []})
+        rows.append(
+            {
+                "id": f"{prefix}-{i}",
+                "question": f"what language is spoken in country {prefix}{i}",
+                "answer": ["Atlantis"] if absent else [lang],
+                "q_entity": [country],
+                "a_entity": [] if absent else [lang],
+                "graph": graph,
+                "choices": [],
+            }
+        )
     return rows
 
 
@@ -42,16 +53,36 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
     for split, rows in splits.items():
         _write(data, split, rows)
         results[split] = tmp_path / f"results_{split}.jsonl"
-        results[split].write_text("".join(json.dumps({"id": r["id"], "triples": r["graph"][::-1],
-                                                      "scores": [0.1, 0.5, 0.9]}) + "\n" for r in rows))
+        results[split].write_text(
+            "".join(
+                json.dumps({"id": r["id"], "triples": r["graph"][::-1], "scores": [0.1, 0.5, 0.9]}) + "\n" for r in rows
+            )
+        )
     model = tiny_llama_folder(tmp_path / "tiny")
-    common = [f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=test", "logger=none",
-              "~callbacks.rich_progress", "~callbacks.step_checkpoint", "trainer.enable_progress_bar=false",
-              f"data.dir={data}", "data.splits=[train,test]", "data.labels={}", "reader=tiny_llama",
-              f"reader.model={model}", "reader.precision=fp32", "qa.format=triples", "qa.k=2",
-              "qa.max_prompt_tokens=400", f"qa.retrieval.results.train={results['train']}",
-              f"qa.retrieval.results.test={results['test']}", "qa.train.max_steps=2", "qa.train.batch_size=3",
-              "qa.eval.batch_size=2", "qa.eval.max_new_tokens=4", "qa.merge=true"]
+    common = [
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "experiment_name=test",
+        "logger=none",
+        "~callbacks.rich_progress",
+        "~callbacks.step_checkpoint",
+        "trainer.enable_progress_bar=false",
+        f"data.dir={data}",
+        "data.splits=[train,test]",
+        "data.labels={}",
+        "reader=tiny_llama",
+        f"reader.model={model}",
+        "reader.precision=fp32",
+        "qa.format=triples",
+        "qa.k=2",
+        "qa.max_prompt_tokens=400",
+        f"qa.retrieval.results.train={results['train']}",
+        f"qa.retrieval.results.test={results['test']}",
+        "qa.train.max_steps=2",
+        "qa.train.batch_size=3",
+        "qa.eval.batch_size=2",
+        "qa.eval.max_new_tokens=4",
+        "qa.merge=true",
+    ]
     out = tmp_path / "run"
     cfg = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={out}", *common])
     from gsr_train.runs.reader import main, run
@@ -71,8 +102,15 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
 
     # score the saved adapter again (eval-only entry point), then re-score a predictions file
     out2 = tmp_path / "eval"
-    cfg2 = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={out2}", *common,
-                           f"qa.eval_only={out / 'adapter'}", "qa.eval.variants.finetuned=[retrieved]"])
+    cfg2 = compose_config(
+        [
+            "+experiment=reader_webqsp_mini",
+            f"paths.output_dir={out2}",
+            *common,
+            f"qa.eval_only={out / 'adapter'}",
+            "qa.eval.variants.finetuned=[retrieved]",
+        ]
+    )
     run(cfg2)
     again = json.loads((out2 / "metrics.json").read_text())["metrics"]
     assert set(again) == {"finetuned_retrieved"}
@@ -106,15 +144,25 @@ def test_prompting_only_reader_through_the_llm_client(tmp_path):
         seen.append(body)
         last = body["messages"][-1]["content"]
         text = "From the triples ...\nans: Language te0" if "te0" in last else "ans: not available"
-        return httpx.Response(200, json={"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-                                         "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+        return httpx.Response(
+            200,
+            json={
+                "choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+            },
+        )
 
     rows = _rows("te", 2)
     questions = [{"id": r["id"], "question": r["question"], "answers": r["answer"]} for r in rows]
     results = {r["id"]: {"id": r["id"], "triples": r["graph"]} for r in rows}
     exs = build_examples(questions, results, "subgraphrag", 5, icl=True)
-    cfg = {"base_url": "http://llm.test/v1", "model": "m", "api_key_env": None, "cache_path": str(tmp_path / "c.sqlite"),
-           "max_retries": 0}
+    cfg = {
+        "base_url": "http://llm.test/v1",
+        "model": "m",
+        "api_key_env": None,
+        "cache_path": str(tmp_path / "c.sqlite"),
+        "max_retries": 0,
+    }
     texts, usage = generate_remote(cfg, exs, 32, transport=httpx.MockTransport(answer))
     assert [parse_response(t, "subgraphrag") for t in texts] == [["Language te0"], []]
     assert seen[0]["max_tokens"] == 32 and seen[0]["messages"][2]["role"] == "assistant"  # the in-context example

@@ -5,6 +5,7 @@ text: each runs in a fresh folder (what a user's checkout would be: ``train.py``
 this repository) with only ``<time>`` replaced by the folder the command before it made. A kill
 is a real signal sent to the real process; SLURM is its environment and a recording ``scontrol``.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,13 +46,20 @@ def _checkout(folder: Path) -> Path:
 
 
 def _env(cache: Path, **extra: str) -> dict:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
-            "GSR_TRAIN_CACHE": str(cache), **extra}
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
+        "GSR_TRAIN_CACHE": str(cache),
+        **extra,
+    }
 
 
 def _argv(line: str, cwd: Path) -> list[str]:
     """``python`` is this interpreter, ``gsr-train`` its console script; ``<time>`` the one folder
     the commands before made under the path given."""
+
     def fill(word: str) -> str:
         if "<time>" in word:
             head, _, tail = word.partition("=") if "=" in word.split("<time>")[0] else ("", "", word)
@@ -107,8 +115,9 @@ def _stop_when(proc: subprocess.Popen, path_glob: str, cwd: Path, signum: int, t
 def test_readme_ctrl_c_then_resume(tmp_path, cache):
     cwd = _checkout(tmp_path / "checkout")
     start, resume = _block("resume=auto")
-    proc = subprocess.Popen(_argv(start, cwd), cwd=cwd, env=_env(cache), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _argv(start, cwd), cwd=cwd, env=_env(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     run = _stop_when(proc, "outputs/subgraphrag_quickstart/*/checkpoints/last.ckpt", cwd, signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err[-3000:]
@@ -128,17 +137,27 @@ def test_readme_slurm_job_is_requeued_and_continues(tmp_path, cache):
     script = _block("#SBATCH")
     assert "#SBATCH --signal=USR1@90" in script and "#SBATCH --requeue" in script
     srun = next(line for line in script if line.startswith("srun "))
-    command = srun[len("srun "):]  # srun starts the task; its SLURM environment is given below
+    command = srun[len("srun ") :]  # srun starts the task; its SLURM environment is given below
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "scontrol_calls"
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     (bin_dir / "scontrol").chmod(0o755)
-    env = _env(cache, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_ID="777", SLURM_NTASKS="1",
-               SLURM_JOB_NAME="gsr-quickstart", SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0",
-               SLURM_NNODES="1", SLURM_NTASKS_PER_NODE="1")
-    proc = subprocess.Popen(_argv(command, cwd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    env = _env(
+        cache,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        SLURM_JOB_ID="777",
+        SLURM_NTASKS="1",
+        SLURM_JOB_NAME="gsr-quickstart",
+        SLURM_PROCID="0",
+        SLURM_LOCALID="0",
+        SLURM_NODEID="0",
+        SLURM_NNODES="1",
+        SLURM_NTASKS_PER_NODE="1",
+    )
+    proc = subprocess.Popen(
+        _argv(command, cwd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     run = _stop_when(proc, "outputs/subgraphrag_quickstart/slurm-777/checkpoints/last.ckpt", cwd, signal.SIGUSR1)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signal.SIGUSR1, err[-3000:]

@@ -1,6 +1,7 @@
 """Every method of the papers is buildable by name through the retriever interface: PPR ranks
 edges the way its pruning grows, and SimGRAG / SAFE build their patterns once and match them on
 any version of the served split (a subset, a perturbed copy), by question id."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,17 @@ from tests.robustness_helpers import toy_index
 
 
 def test_every_method_of_the_papers_is_registered():
-    assert {"cosine", "subgraphrag", "gsr", "classic-triplets", "classic-paths", "classic-pcst", "ppr", "simgrag",
-            "safe"} <= set(names())
+    assert {
+        "cosine",
+        "subgraphrag",
+        "gsr",
+        "classic-triplets",
+        "classic-paths",
+        "classic-pcst",
+        "ppr",
+        "simgrag",
+        "safe",
+    } <= set(names())
 
 
 @pytest.mark.parametrize("top_nodes", [1, 3, 7, 1000])
@@ -50,7 +60,7 @@ def test_pattern_retrievers_match_by_question_id(tmp_path, method, options):
     assert torch.isfinite(full).any()
     # the second question alone (a subset keeps its id): the same scores as in the full split
     part, _ = retriever.score(split.subset([1]))
-    assert torch.equal(part, full[int(split.edge_ptr[1]):int(split.edge_ptr[2])])
+    assert torch.equal(part, full[int(split.edge_ptr[1]) : int(split.edge_ptr[2])])
     # a split its patterns were not built for is refused by name
     other = split.subset([0])
     other.ids[0] = "not-a-question"

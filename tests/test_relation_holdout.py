@@ -1,5 +1,6 @@
 """Transfer to unseen relations: the held-out relations are fixed by name, the questions that use
 them leave training, and GSR runs report match on the test questions that need an unseen relation."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ def test_held_out_relations_are_a_fixed_share_chosen_by_name():
 
 
 def test_questions_using_a_held_out_relation_in_any_chain_are_dropped():
-    qs = [ChainQuestion("a", "q", [("r1",)], [("r1",)]), ChainQuestion("b", "q", [("r2", "r3")], [("r4",)]),
-          ChainQuestion("c", "q", [("r1",)], [("r1", "r2")]), ChainQuestion("d", "q", [("r5",)], [("r5",)])]
+    qs = [
+        ChainQuestion("a", "q", [("r1",)], [("r1",)]),
+        ChainQuestion("b", "q", [("r2", "r3")], [("r4",)]),
+        ChainQuestion("c", "q", [("r1",)], [("r1", "r2")]),
+        ChainQuestion("d", "q", [("r5",)], [("r5",)]),
+    ]
     kept, dropped = drop_questions_using(qs, {"r2", "r9"}, extra_chains={"d": [("r9",)]})
     assert [q.id for q in kept] == ["a"] and dropped == 3
 
@@ -46,12 +51,22 @@ def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, share
 
     chains, graphs = paths_cut(tmp_path, shared_data)
     out = tmp_path / "run"
-    overrides = ["+experiment=gsr_leave_relations_out",
-                 f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=lro", "logger=none",
-                 "~callbacks.rich_progress", "trainer.enable_progress_bar=false", f"data.dir={chains}",
-                 f"data.graphs={graphs}", "data.graph_splits=[test]", *GSR_SMALL,
-                 "gsr.max_eval_questions=null", "model.batch_size=16", "gsr.holdout.fraction=0.3",
-                 f"model.relation_head={head}"]
+    overrides = [
+        "+experiment=gsr_leave_relations_out",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "experiment_name=lro",
+        "logger=none",
+        "~callbacks.rich_progress",
+        "trainer.enable_progress_bar=false",
+        f"data.dir={chains}",
+        f"data.graphs={graphs}",
+        "data.graph_splits=[test]",
+        *GSR_SMALL,
+        "gsr.max_eval_questions=null",
+        "model.batch_size=16",
+        "gsr.holdout.fraction=0.3",
+        f"model.relation_head={head}",
+    ]
     run_experiment(compose_config([*overrides, f"paths.output_dir={out}"]))
     doc = json.loads((out / "metrics.json").read_text())
     hold = doc["data"]["holdout"]

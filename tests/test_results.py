@@ -89,8 +89,10 @@ def test_bad_results_are_named_or_counted(tmp_path, caplog):
     write_lines(path, [good, {"id": "q1", "triples": [["Y", "r2", "W"], ["A", "r1", "B"]], "scores": [2, 1]}])
     with pytest.raises(TripleFileError, match=r"line 2 \(id 'q1'\): triple \['A', 'r1', 'B'\] is not in"):
         read_results(path, index, "test")  # A-r1-B exists, but in q0's graph, not q1's
-    write_lines(path, [good, {"id": "q1", "triples": [["Y", "r2", "W"], ["Y", "unknown.rel", "W"]]},
-                       {"id": "zz", "triples": []}])
+    write_lines(
+        path,
+        [good, {"id": "q1", "triples": [["Y", "r2", "W"], ["Y", "unknown.rel", "W"]]}, {"id": "zz", "triples": []}],
+    )
     stats = MatchStats()
     scores, _ = read_results(path, index, "test", skip_unknown=True, stats=stats)
     assert (stats.unknown_ids, stats.unmatched_triples, stats.missing_questions) == (1, 1, 1)
@@ -121,7 +123,7 @@ def test_rows_rank_by_score_with_file_order_for_ties_and_reject_non_finite(tmp_p
     scores, _ = read_results(path, index, "test")
     assert scores[:2].tolist() == [-1.0, 0.0]  # no scores: file order
     for bad in ("NaN", "Infinity", "-Infinity"):
-        path.write_text('{"id": "q1", "triples": [["Y", "r2", "W"]], "scores": [%s]}\n' % bad)
+        path.write_text(f'{{"id": "q1", "triples": [["Y", "r2", "W"]], "scores": [{bad}]}}\n')
         with pytest.raises(TripleFileError, match=r"line 1 \(id 'q1'\): 'scores' must be finite: triple #0"):
             read_results(path, index, "test")
 
@@ -140,9 +142,11 @@ def test_write_rejects_bad_input(tmp_path):
 def test_labels_error_and_skip(tmp_path):
     index = tiny_index(tmp_path)
     path = tmp_path / "labels.jsonl.gz"
-    rows = [{"id": "q0", "triples": [["A", "r2", "C"], ["C", "r4", "E"], ["C", "r4", "E"]]},
-            {"id": "q1", "triples": []},
-            {"id": "q2", "triples": [["P", "r1", "Nowhere"]]}]
+    rows = [
+        {"id": "q0", "triples": [["A", "r2", "C"], ["C", "r4", "E"], ["C", "r4", "E"]]},
+        {"id": "q1", "triples": []},
+        {"id": "q2", "triples": [["P", "r1", "Nowhere"]]},
+    ]
     with gzip.open(path, "wt") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(TripleFileError, match=r"labels\.jsonl\.gz: line 3 \(id 'q2'\): triple"):
@@ -180,8 +184,10 @@ def test_pack_compresses_instead_of_overflowing():
 def test_matcher_distinguishes_questions(tmp_path):
     index = tiny_index(tmp_path)
     m = EdgeMatcher(index, "test")
-    got = m.match(torch.tensor([0, 1, 0, 2, 1]),
-                  [["B", "r3", "D"], ["B", "r3", "D"], ["B", "r1", "D"], ["P", "r1", "Q"], ["Y", "r2", "W"]])
+    got = m.match(
+        torch.tensor([0, 1, 0, 2, 1]),
+        [["B", "r3", "D"], ["B", "r3", "D"], ["B", "r1", "D"], ["P", "r1", "Q"], ["Y", "r2", "W"]],
+    )
     assert got.tolist() == [2, -1, -1, 6, 5]
 
 
@@ -192,8 +198,23 @@ def test_evaluate_command(tmp_path, capsys):
     labels = tmp_path / "labels.jsonl"
     write_lines(labels, [{"id": "q0", "triples": [["A", "r2", "C"]]}])
     out = tmp_path / "m" / "metrics.json"
-    code = evaluate_mod.main(["--results", str(res), "--data", str(tmp_path / "tiny"), "--labels", str(labels),
-                              "--ks", "1", "3", "--out", str(out), "--cache", str(tmp_path / "cache")])
+    code = evaluate_mod.main(
+        [
+            "--results",
+            str(res),
+            "--data",
+            str(tmp_path / "tiny"),
+            "--labels",
+            str(labels),
+            "--ks",
+            "1",
+            "3",
+            "--out",
+            str(out),
+            "--cache",
+            str(tmp_path / "cache"),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "| labelled_recall | 1 | 0.0000 | 1.0000 |" in printed
@@ -208,6 +229,8 @@ def test_evaluate_command(tmp_path, capsys):
     assert metrics["counts"]["answer_recall"] == 2 and metrics["overall"]["answer_recall"]["1"] == 0.5
     # a file that does not fit the split: a clear error, exit code 2
     write_lines(res, [{"id": "q9", "triples": []}])
-    assert evaluate_mod.main(["--results", str(res), "--data", str(tmp_path / "tiny"),
-                              "--cache", str(tmp_path / "cache")]) == 2
+    assert (
+        evaluate_mod.main(["--results", str(res), "--data", str(tmp_path / "tiny"), "--cache", str(tmp_path / "cache")])
+        == 2
+    )
     assert "id 'q9' is not in the split" in capsys.readouterr().err

@@ -5,6 +5,7 @@ the same test checks that hyperparameters and final metrics reach the tracker. E
 of ``tests/scale_helpers.KINDS`` (SubgraphRAG, GSR, reader) is also crashed mid-epoch and resumed
 from its ``last.ckpt`` in process: same batches per step, step count and final weights.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,16 +29,37 @@ STEPS_PER_EPOCH, EPOCHS, KILL_AT = 6, 3, 9
 
 
 def _run(data, cache, out, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "PYTHONWARNINGS": "ignore"}
-    args = ["+experiment=subgraphrag_quickstart", f"data.dir={data}", "data.name=toy", "encoder.name=hashing",
-            "+encoder.dim=32", "model.hidden=32", "model.dropout=0.1", f"model.train.epochs={EPOCHS}",
-            "model.train.patience=null", "model.train.graphs_per_batch=4", "subgraphrag.top_k=10",
-            "subgraphrag.compare_cosine=false", "checkpoint_every_n_steps=2", "~callbacks.rich_progress",
-            "trainer.enable_progress_bar=false", f"paths.cache_dir={cache}", f"hydra.run.dir={out}",
-            "experiment_name=resume_test", *extra]
-    return subprocess.run([sys.executable, "train.py", *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "PYTHONWARNINGS": "ignore",
+    }
+    args = [
+        "+experiment=subgraphrag_quickstart",
+        f"data.dir={data}",
+        "data.name=toy",
+        "encoder.name=hashing",
+        "+encoder.dim=32",
+        "model.hidden=32",
+        "model.dropout=0.1",
+        f"model.train.epochs={EPOCHS}",
+        "model.train.patience=null",
+        "model.train.graphs_per_batch=4",
+        "subgraphrag.top_k=10",
+        "subgraphrag.compare_cosine=false",
+        "checkpoint_every_n_steps=2",
+        "~callbacks.rich_progress",
+        "trainer.enable_progress_bar=false",
+        f"paths.cache_dir={cache}",
+        f"hydra.run.dir={out}",
+        "experiment_name=resume_test",
+        *extra,
+    ]
+    return subprocess.run(
+        [sys.executable, "train.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _weights(path):
@@ -52,8 +74,14 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path):
     proc = _run(data, cache, full, "logger=wandb")
     assert proc.returncode == 0, proc.stderr[-3000:]
 
-    killed = _run(data, cache, crashed, "logger=csv", "+callbacks.kill._target_=tests.scale_helpers.KillAtStep",
-                  f"+callbacks.kill.step={KILL_AT}")
+    killed = _run(
+        data,
+        cache,
+        crashed,
+        "logger=csv",
+        "+callbacks.kill._target_=tests.scale_helpers.KillAtStep",
+        f"+callbacks.kill.step={KILL_AT}",
+    )
     assert killed.returncode == -signal.SIGKILL
     last = crashed / "checkpoints" / "last.ckpt"
     assert last.exists() and not (crashed / "metrics.json").exists()
@@ -78,8 +106,14 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path):
     runs = list((full / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, list((full / "wandb").iterdir())
     log = next(runs[0].glob("run-*.wandb")).read_bytes()
-    for key in (b"model/hidden", b"subgraphrag/top_k", b"epoch", b"val/sp_recall@",
-                b"final/test/answer_recall@10", b"final/test/sp_recall@10"):
+    for key in (
+        b"model/hidden",
+        b"subgraphrag/top_k",
+        b"epoch",
+        b"val/sp_recall@",
+        b"final/test/answer_recall@10",
+        b"final/test/sp_recall@10",
+    ):
         assert key in log, key
 
 
@@ -124,13 +158,24 @@ def _fit_kind(kind, ctx, root, batch, epochs, callbacks=(), ckpt_path=None):
     from pytorch_lightning.callbacks import ModelCheckpoint
 
     module = KINDS[kind]["module"](ctx)
-    last = ModelCheckpoint(dirpath=root, every_n_train_steps=1, save_top_k=0, save_last=True,
-                           enable_version_counter=False)
+    last = ModelCheckpoint(
+        dirpath=root, every_n_train_steps=1, save_top_k=0, save_last=True, enable_version_counter=False
+    )
     log = _BatchLog()
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=epochs, logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0,
-                         deterministic=True, default_root_dir=str(root), callbacks=[last, log, *callbacks],
-                         **KINDS[kind].get("trainer", {}))
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=epochs,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        deterministic=True,
+        default_root_dir=str(root),
+        callbacks=[last, log, *callbacks],
+        **KINDS[kind].get("trainer", {}),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(module, make_datamodule(kind, ctx, batch, module=module), ckpt_path=ckpt_path)
@@ -202,5 +247,6 @@ def test_reader_run_crashed_mid_epoch_resumes_with_resume_auto(tmp_path):
     assert wa.keys() == wb.keys() and wa
     assert all(torch.allclose(wa[n], wb[n], rtol=1e-5, atol=1e-7) for n in wa)
     assert any(float(v.abs().max()) > 0 for n, v in wb.items() if "lora_B" in n)  # it trained
-    assert (full / "predictions_finetuned_retrieved.jsonl").read_text() == \
-        (crashed / "predictions_finetuned_retrieved.jsonl").read_text()
+    assert (full / "predictions_finetuned_retrieved.jsonl").read_text() == (
+        crashed / "predictions_finetuned_retrieved.jsonl"
+    ).read_text()

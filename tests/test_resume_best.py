@@ -1,5 +1,6 @@
 """Resuming continues the run in its own folder, and the evaluated checkpoint is the best of
 the whole run (all epochs before and after the resume), not of the resumed part only."""
+
 from __future__ import annotations
 
 import csv
@@ -28,8 +29,9 @@ def test_resume_auto_evaluates_the_best_checkpoint_of_all_epochs(tmp_path):
     settings = {"logger": "csv", "model.train.patience": 0, "model.train.optim.lr": 0.05}
     run(compose_config(toy_run_overrides(tmp_path, settings={**settings, "model.train.epochs": 2})))
     first = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    figures = run(compose_config(toy_run_overrides(tmp_path, settings={**settings, "model.train.epochs": 5,
-                                                                       "resume": "auto"})))
+    figures = run(
+        compose_config(toy_run_overrides(tmp_path, settings={**settings, "model.train.epochs": 5, "resume": "auto"}))
+    )
     scores = _val_scores(tmp_path / "run")
     assert sorted(scores) == [0, 1, 2, 3, 4]  # two epochs, then three more in the same folder
     best_epoch = max(scores, key=lambda e: (scores[e], -e))

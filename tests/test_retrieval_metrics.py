@@ -20,8 +20,15 @@ KS = [1, 2, 3, 10]
 
 
 def row(qid, q_entity, a_entity, graph):
-    return {"id": qid, "question": f"question {qid}?", "answer": list(a_entity) or ["none"],
-            "q_entity": q_entity, "a_entity": a_entity, "graph": graph, "choices": []}
+    return {
+        "id": qid,
+        "question": f"question {qid}?",
+        "answer": list(a_entity) or ["none"],
+        "q_entity": q_entity,
+        "a_entity": a_entity,
+        "graph": graph,
+        "choices": [],
+    }
 
 
 def write_rows(path, rows):
@@ -70,8 +77,9 @@ def test_hand_computed_tiny_graphs(tmp_path):
     labelled = mask(7, [1, 3, 4, 6])  # q1's label is ignored: q1 is not a labelled question
     lq = torch.tensor([True, False, True])
     hops = torch.tensor([2, 1, -1])
-    rep = retrieval_metrics(split, TINY_SCORES, KS, sp_label=sp, labelled=labelled,
-                            labelled_questions=lq, hops=hops, chunk_size=2)
+    rep = retrieval_metrics(
+        split, TINY_SCORES, KS, sp_label=sp, labelled=labelled, labelled_questions=lq, hops=hops, chunk_size=2
+    )
     # ranks in q0: e0 (0.9), e1 (0.5, earlier edge wins the tie), e2 (0.5); e3 never
     assert rep.overall["sp_recall"] == pytest.approx({1: 0.75, 2: 0.75, 3: 1.0, 10: 1.0})
     assert rep.overall["labelled_recall"] == pytest.approx({1: 0.5, 2: 0.75, 3: 0.75, 10: 0.75})
@@ -90,8 +98,10 @@ def test_hand_computed_tiny_graphs(tmp_path):
     assert {g: m.questions for g, m in rep.by_topics.items()} == {"1": 2, ">=2": 1}
     assert rep.by_topics[">=2"].overall["answer_recall"] == pytest.approx({1: 1.0, 2: 1.0, 3: 1.0, 10: 1.0})
     # the reference loop agrees, and the JSON summary round-trips
-    close({k: v for k, v in rep.to_dict().items() if k != "meta"},
-          reference_metrics(split, TINY_SCORES, KS, sp, labelled, lq, hops))
+    close(
+        {k: v for k, v in rep.to_dict().items() if k != "meta"},
+        reference_metrics(split, TINY_SCORES, KS, sp, labelled, lq, hops),
+    )
     back = RetrievalReport.from_dict(json.loads(json.dumps(rep.to_dict())))
     assert back.overall == rep.overall and back.by_hops["1"].counts == rep.by_hops["1"].counts
     assert rep.flat("val/")["val/sp_recall@3"] == pytest.approx(1.0)
@@ -118,8 +128,9 @@ def test_labelled_questions_default_and_empty_labels(tmp_path, caplog):
     rep = retrieval_metrics(split, TINY_SCORES, [2], labelled=labelled)
     assert rep.counts["labelled_recall"] == 1
     # a question flagged as labelled but with no labelled edge is left out and reported
-    rep = retrieval_metrics(split, TINY_SCORES, [2], labelled=labelled,
-                            labelled_questions=torch.tensor([True, True, False]))
+    rep = retrieval_metrics(
+        split, TINY_SCORES, [2], labelled=labelled, labelled_questions=torch.tensor([True, True, False])
+    )
     assert rep.counts["labelled_recall"] == 1
     assert rep.meta["labelled_questions_without_edges"] == 1
 
@@ -170,8 +181,9 @@ def test_batched_agrees_with_reference_loop_on_random_data(tmp_path, monkeypatch
                 # one chunk / many tiny chunks / layout rebuilt on the fly (as for huge splits)
                 monkeypatch.setattr(retrieval, "CACHE_MAX_EDGES", (1 << 23) if cache else 0)
                 retrieval._LAYOUTS.clear()
-                rep = retrieval_metrics(split, scores.to(dtype), ks, sp, labelled, lq, hops,
-                                        chunk_size=chunk_size, max_cells=max_cells)
+                rep = retrieval_metrics(
+                    split, scores.to(dtype), ks, sp, labelled, lq, hops, chunk_size=chunk_size, max_cells=max_cells
+                )
                 close({k: v for k, v in rep.to_dict().items() if k != "meta"}, ref)
     assert set(ref["by_hops"]) == {"0", "1", "2", ">=3", "no path"}
 
@@ -188,7 +200,8 @@ def test_topk_key_orders_like_a_stable_sort(tmp_path):
     g = torch.Generator().manual_seed(0)
     noisy = torch.randn(7, generator=g).float() * torch.tensor([1e-30, 1, 1e30, 1, -1e-30, 1, 1])
     assert edge_ranks(split, noisy, max_rank=2).tolist() == [
-        r if r < 2 else 1 << 62 for r in edge_ranks(split, noisy.double()).tolist()]
+        r if r < 2 else 1 << 62 for r in edge_ranks(split, noisy.double()).tolist()
+    ]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")

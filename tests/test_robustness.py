@@ -1,4 +1,5 @@
 """The robustness command: figures per retriever x perturbation x level, GSR chains, report, Hydra runners."""
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,18 @@ def toy(tmp_path_factory):
     gold_chain = (index.relations.index("film.film.directed_by"), index.relations.index("people.person.nationality"))
     chains = GSRChains([[(gold_chain, -0.1), ((0, 0, 0, 0), -5.0)] for _ in range(len(split))], top_n=2)
     q = emb.question["test"]
-    retrievers = {"cosine": lambda s: (cosine_scores(s, q, emb), {}),
-                  "classic-pcst": lambda s: (classic_scores(s, q, emb, "pcst"), {}), "gsr": chains.score}
+    retrievers = {
+        "cosine": lambda s: (cosine_scores(s, q, emb), {}),
+        "classic-pcst": lambda s: (classic_scores(s, q, emb, "pcst"), {}),
+        "gsr": chains.score,
+    }
     return tmp, index, split, emb, retrievers
 
 
 def _row(figures, retriever, method, level):
-    return next(r for r in figures["results"] if (r["retriever"], r["method"], r["level"]) == (retriever, method, level))
+    return next(
+        r for r in figures["results"] if (r["retriever"], r["method"], r["level"]) == (retriever, method, level)
+    )
 
 
 def test_evaluate_robustness_figures(toy):
@@ -67,8 +73,9 @@ def test_evaluate_robustness_figures(toy):
 def test_protected_gold_keeps_gsr_answers(toy):
     _, _, split, _, retrievers = toy
     gold = build_supervision(split).triple_label
-    figs = evaluate_robustness(split, {"gsr": retrievers["gsr"]}, gold, ["delete", "swap"], [1.0], [5, 50],
-                               protect_gold=True)
+    figs = evaluate_robustness(
+        split, {"gsr": retrievers["gsr"]}, gold, ["delete", "swap"], [1.0], [5, 50], protect_gold=True
+    )
     for r in figs["results"]:
         assert r["answer_recall"]["touched"]["n"] == 0
         assert r["answer_recall"]["all"]["50"] == 1.0  # the gold chain still executes on its untouched edges
@@ -78,9 +85,18 @@ def test_protected_gold_keeps_gsr_answers(toy):
 def test_gsr_chains_from_results_file(toy, tmp_path):
     _, index, split, _, _ = toy
     path = tmp_path / "gsr.jsonl"
-    rows = [{"id": qid, "triples": [], "scores": [],
-             "beams": [{"chain": ["film.film.directed_by", "people.person.nationality"], "score": -0.2},
-                       {"chain": ["no.such.relation"], "score": -1.0}]} for qid in split.ids]
+    rows = [
+        {
+            "id": qid,
+            "triples": [],
+            "scores": [],
+            "beams": [
+                {"chain": ["film.film.directed_by", "people.person.nationality"], "score": -0.2},
+                {"chain": ["no.such.relation"], "score": -1.0},
+            ],
+        }
+        for qid in split.ids
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     chains = GSRChains.from_results(path, split, index.relations, top_n=3)
     assert chains.beams[0][1][0] is None
@@ -93,10 +109,21 @@ def test_gsr_chains_from_results_file(toy, tmp_path):
 
 
 def _compose(tmp_path, overrides):
-    return compose_config([
-        f"data.dir={tmp_path / 'data'}", "data.splits=[test]", f"paths.output_dir={tmp_path / 'out'}",
-        f"paths.cache_dir={tmp_path / 'cache'}", "experiment_name=test", "encoder.name=hashing",
-        "~encoder.batch_size", "~encoder.max_length", "~encoder.device", "eval_ks=[5,50]", *overrides])
+    return compose_config(
+        [
+            f"data.dir={tmp_path / 'data'}",
+            "data.splits=[test]",
+            f"paths.output_dir={tmp_path / 'out'}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            "experiment_name=test",
+            "encoder.name=hashing",
+            "~encoder.batch_size",
+            "~encoder.max_length",
+            "~encoder.device",
+            "eval_ks=[5,50]",
+            *overrides,
+        ]
+    )
 
 
 def test_hydra_runners(toy, tmp_path):
@@ -104,13 +131,23 @@ def test_hydra_runners(toy, tmp_path):
     from gsr_train.runs.robustness import run
 
     toy_index(tmp_path, n_questions=5, n_entities=25, n_edges=60)
-    cfg = _compose(tmp_path, ["+experiment=robustness_quickstart", "robustness.methods=[replace,rewire]",
-                              "robustness.levels=[0.5]", "robustness.kge.epochs=2", "robustness.kge.dim=8",
-                              "robustness.retrievers.classic=[triplets]", "robustness.report_k=50"])
+    cfg = _compose(
+        tmp_path,
+        [
+            "+experiment=robustness_quickstart",
+            "robustness.methods=[replace,rewire]",
+            "robustness.levels=[0.5]",
+            "robustness.kge.epochs=2",
+            "robustness.kge.dim=8",
+            "robustness.retrievers.classic=[triplets]",
+            "robustness.report_k=50",
+        ],
+    )
     figs = run(cfg)
     out = tmp_path / "out"
     assert {"robustness.md", "metrics.json", "robustness_answer_recall.png", "robustness_sp_recall.png"} <= {
-        p.name for p in out.iterdir()}
+        p.name for p in out.iterdir()
+    }
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["retrievers"] == ["cosine", "classic-triplets"] == figs["retrievers"]
     assert len(saved["results"]) == 2 * 3 and saved["similarity"][1]["ats"] is not None

@@ -1,5 +1,6 @@
 """Run folders are never shared (two runs started in the same second) and a finished run is
 never overwritten by a rerun pointed at its folder."""
+
 from __future__ import annotations
 
 import json
@@ -57,10 +58,24 @@ def test_guard_stops_a_new_run_in_a_finished_runs_folder(tmp_path, capsys):
 
 def _train(cwd, *overrides, flags=()):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(cwd / "cache")}
-    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *flags, "+experiment=cosine_baseline",
-                             f"data.dir={cwd / 'data'}", "data.name=toy", "encoder.name=hashing",
-                             "trainer.enable_progress_bar=false", *overrides],
-                            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            *flags,
+            "+experiment=cosine_baseline",
+            f"data.dir={cwd / 'data'}",
+            "data.name=toy",
+            "encoder.name=hashing",
+            "trainer.enable_progress_bar=false",
+            *overrides,
+        ],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_runs_at_once_and_a_rerun_into_a_finished_folder(tmp_path):
@@ -83,12 +98,12 @@ def test_two_runs_at_once_and_a_rerun_into_a_finished_folder(tmp_path):
 
 
 def test_summary_shows_folder_files_and_table(tmp_path):
+    from gsr_train.eval.tail import write_metrics
     from gsr_train.runs.summary import run_summary
 
-    from gsr_train.eval.tail import write_metrics
-
-    write_metrics(tmp_path, "subgraphrag_quickstart", "toy", None, [],
-                  {"tables": {"overall": "| model | sp@10 |\n| x | 0.5 |"}})
+    write_metrics(
+        tmp_path, "subgraphrag_quickstart", "toy", None, [], {"tables": {"overall": "| model | sp@10 |\n| x | 0.5 |"}}
+    )
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / ".hydra").mkdir()
     text = run_summary(tmp_path, "subgraphrag_quickstart", 75.0)
@@ -144,19 +159,43 @@ def test_a_requeued_slurm_job_continues_its_own_folder(tmp_path):
     calls = tmp_path / "scontrol_calls"
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     (bin_dir / "scontrol").chmod(0o755)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
-           "PYTHONWARNINGS": "ignore", "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
-           "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "1",
-           "SLURM_JOB_NAME": "train", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
-           "SLURM_NNODES": "1", "SLURM_NTASKS_PER_NODE": "1"}
-    args = ["train.py", "+experiment=subgraphrag_quickstart", f"data.dir={data}", "data.name=toy",
-            "encoder.name=hashing", "+encoder.dim=32", "model.hidden=32", "model.train.epochs=2",
-            "model.train.graphs_per_batch=4", "subgraphrag.compare_cosine=false", "logger=csv",
-            "~callbacks.rich_progress", "trainer.enable_progress_bar=false"]
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONWARNINGS": "ignore",
+        "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_NTASKS": "1",
+        "SLURM_JOB_NAME": "train",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "0",
+        "SLURM_NNODES": "1",
+        "SLURM_NTASKS_PER_NODE": "1",
+    }
+    args = [
+        "train.py",
+        "+experiment=subgraphrag_quickstart",
+        f"data.dir={data}",
+        "data.name=toy",
+        "encoder.name=hashing",
+        "+encoder.dim=32",
+        "model.hidden=32",
+        "model.train.epochs=2",
+        "model.train.graphs_per_batch=4",
+        "subgraphrag.compare_cosine=false",
+        "logger=csv",
+        "~callbacks.rich_progress",
+        "trainer.enable_progress_bar=false",
+    ]
 
     def job(*prefix):
-        return subprocess.run([sys.executable, *prefix, *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, *prefix, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
 
     for script in ("train.py",):
         (tmp_path / script).symlink_to(ROOT / script)
@@ -186,7 +225,9 @@ def test_two_sweeps_started_at_once_in_one_sweep_folder(tmp_path):
     results = [(p.returncode, err) for p in procs for _, err in [p.communicate(timeout=300)]]
     assert sorted(code for code, _ in results) == [0, 2], [e[-1500:] for _, e in results]
     refused = next(err for code, err in results if code == 2)
-    assert ("is in use by another run" in refused and "hydra.sweep.dir" in refused) or "holds an earlier sweep" in refused
+    assert (
+        "is in use by another run" in refused and "hydra.sweep.dir" in refused
+    ) or "holds an earlier sweep" in refused
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".")) == ["0", "1"]
 
 
@@ -202,8 +243,14 @@ def test_resume_from_a_damaged_checkpoint_is_refused_before_any_work(tmp_path):
     (run / "run.json").write_text(json.dumps({"status": "running", "experiment": "subgraphrag_quickstart"}))
     args = [o for o in toy_run_overrides(tmp_path) if not o.startswith(("paths.output_dir", "experiment_name"))]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run}", "resume=auto"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run}", "resume=auto"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     assert f"error: {run / 'checkpoints' / 'last.ckpt'} cannot be read" in done.stderr
     assert f"resume={run / 'checkpoints' / 'best-00.ckpt'}" in done.stderr and "Traceback" not in done.stderr

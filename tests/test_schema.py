@@ -1,4 +1,5 @@
 """SAFE's schema graph on a hand-made KG: types, support, confidence, pruning, distances."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,14 @@ import torch
 from gsr_train.kg.schema import build_schema, infer_entity_types, relation_domain, type_distances
 
 ENTS = ["A", "B", "C", "M", "D", "F", "G", "award.award_winner"]
-RELS = ["people.person.nationality", "people.person.spouse_s", "people.marriage.spouse",
-        "location.country.capital", "type.object.type", "common.topic.notable_types"]
+RELS = [
+    "people.person.nationality",
+    "people.person.spouse_s",
+    "people.marriage.spouse",
+    "location.country.capital",
+    "type.object.type",
+    "common.topic.notable_types",
+]
 TRIPLES = [
     ("A", "people.person.nationality", "C"),
     ("B", "people.person.nationality", "C"),
@@ -50,8 +57,10 @@ def test_support_confidence_and_pruning():
     et = infer_entity_types(ENTS, RELS, _kg())
     sg = build_schema(et, _kg(), relations=RELS)
     rel = {n: i for i, n in enumerate(RELS)}
-    edges = {(sg.types[a], RELS[r], sg.types[b]): (int(s), float(c)) for a, r, b, s, c in zip(
-        sg.head.tolist(), sg.relation.tolist(), sg.tail.tolist(), sg.support, sg.confidence)}
+    edges = {
+        (sg.types[a], RELS[r], sg.types[b]): (int(s), float(c))
+        for a, r, b, s, c in zip(sg.head.tolist(), sg.relation.tolist(), sg.tail.tolist(), sg.support, sg.confidence)
+    }
     assert edges == {
         ("people.person", "people.person.nationality", "location.country"): (3, 1.0),  # A, B, F / 3 persons
         ("award.award_winner", "people.person.nationality", "location.country"): (1, 1.0),
@@ -65,9 +74,10 @@ def test_support_confidence_and_pruning():
     strict = build_schema(et, _kg(), min_support=2, relations=RELS)
     assert len(strict) == 1
     conf = build_schema(et, _kg(), min_confidence=0.5, relations=RELS)
-    assert len(conf) == 4 and ("people.person.spouse_s" not in
-                               [RELS[r] for a, r in zip(conf.head.tolist(), conf.relation.tolist())
-                                if conf.types[a] == "people.person"])
+    assert len(conf) == 4 and (
+        "people.person.spouse_s"
+        not in [RELS[r] for a, r in zip(conf.head.tolist(), conf.relation.tolist()) if conf.types[a] == "people.person"]
+    )
     # a duplicated triple is one fact
     again = build_schema(et, torch.cat([_kg(), _kg()]), relations=RELS)
     assert torch.equal(again.support, sg.support)

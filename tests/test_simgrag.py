@@ -1,4 +1,5 @@
 """SimGRAG end to end on a tiny KG: costs, chain patterns, LLM-style texts, result files."""
+
 from __future__ import annotations
 
 import math
@@ -14,7 +15,7 @@ from tests.patterns_helpers import tiny_index
 
 
 def _triples(index, split, q, sub):
-    trip = index[split].global_edges()[int(index[split].edge_ptr[q]):][list(sub.edges)].tolist()
+    trip = index[split].global_edges()[int(index[split].edge_ptr[q]) :][list(sub.edges)].tolist()
     return [(index.entities[h], index.relations[r], index.entities[t]) for h, r, t in trip]
 
 
@@ -26,8 +27,10 @@ def test_chain_pattern_finds_the_answer_through_a_cvt(tmp_path):
     run = simgrag_retrieve(index, "test", emb, [[p], []], {"k": 5, "k_node": 2, "k_rel": 2})
     best = run.subgraphs[0][0]
     assert best.distance == pytest.approx(0.0, abs=1e-6)
-    assert set(_triples(index, "test", 0, best)) == {("Richard Nixon", "people.person.spouse_s", "m.01"),
-                                                      ("m.01", "people.marriage.spouse", "Pat Nixon")}
+    assert set(_triples(index, "test", 0, best)) == {
+        ("Richard Nixon", "people.person.spouse_s", "m.01"),
+        ("m.01", "people.marriage.spouse", "Pat Nixon"),
+    }
     assert run.no_pattern == 1 and run.subgraphs[1] == []
     # later subgraphs are never better and are distinct edge sets
     d = [s.distance for s in run.subgraphs[0]]
@@ -36,14 +39,25 @@ def test_chain_pattern_finds_the_answer_through_a_cvt(tmp_path):
 
 def test_text_pattern_needs_and_uses_the_encoder(tmp_path):
     index, emb = tiny_index(tmp_path)
-    p = Pattern((PatternNode(text="richard nixon"), PatternNode(type="country")),
-                (PatternEdge(0, 1, "people person nationality"),), source="llm")
+    p = Pattern(
+        (PatternNode(text="richard nixon"), PatternNode(type="country")),
+        (PatternEdge(0, 1, "people person nationality"),),
+        source="llm",
+    )
     with pytest.raises(ValueError, match="encoder"):
         simgrag_retrieve(index, "test", emb, [[p], []])
-    run = simgrag_retrieve(index, "test", emb, [[p], []], {"k": 3, "k_node": 1, "k_rel": 1},
-                           encoder="hashing", cache_dir=tmp_path / "cache")
+    run = simgrag_retrieve(
+        index,
+        "test",
+        emb,
+        [[p], []],
+        {"k": 3, "k_node": 1, "k_rel": 1},
+        encoder="hashing",
+        cache_dir=tmp_path / "cache",
+    )
     assert _triples(index, "test", 0, run.subgraphs[0][0]) == [
-        ("Richard Nixon", "people.person.nationality", "United States")]
+        ("Richard Nixon", "people.person.nationality", "United States")
+    ]
     assert run.subgraphs[0][0].distance > 0  # texts differ from the KG names
 
 
@@ -60,13 +74,15 @@ def test_results_file_round_trip_and_sources(tmp_path):
     scores, _ = read_results(out, index, "test")
     split = index["test"]
     for q in range(len(split)):
-        s = scores[int(split.edge_ptr[q]):int(split.edge_ptr[q + 1])]
+        s = scores[int(split.edge_ptr[q]) : int(split.edge_ptr[q + 1])]
         assert int((s > -math.inf).sum()) == len({e for g in run.subgraphs[q] for e in g.edges})
     # GSR-style chains file -> patterns; unknown ids are an error unless skipped and counted
     gsr = tmp_path / "gsr.jsonl"
-    gsr.write_text('{"id": "q2", "chains": [{"topic": "Yorba Linda", "chain": ["location.location.containedby"], '
-                   '"score": -0.1}, {"topic": "Nowhere", "chain": ["x.y.z"]}]}\n'
-                   '{"id": "other", "chains": []}\n')
+    gsr.write_text(
+        '{"id": "q2", "chains": [{"topic": "Yorba Linda", "chain": ["location.location.containedby"], '
+        '"score": -0.1}, {"topic": "Nowhere", "chain": ["x.y.z"]}]}\n'
+        '{"id": "other", "chains": []}\n'
+    )
     with pytest.raises(ValueError, match="line 2.*'other'"):
         chain_patterns_from_results(gsr, index, "test")
     from gsr_train.patterns.sources import SourceStats

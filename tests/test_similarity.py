@@ -1,4 +1,5 @@
 """SC2D / SD2 / ATS: triangle counts against networkx, 1 for an unchanged graph, falling with the level."""
+
 from __future__ import annotations
 
 import random
@@ -36,8 +37,9 @@ def test_triangle_counts_match_networkx():
 @pytest.fixture(scope="module")
 def dense(tmp_path_factory):
     """Dense graphs over few relations: many triangles per relation, so SC2D is informative."""
-    index = toy_index(tmp_path_factory.mktemp("sim"), n_questions=3, n_entities=14, n_edges=70,
-                      relations=["r.a", "r.b", "r.c"])
+    index = toy_index(
+        tmp_path_factory.mktemp("sim"), n_questions=3, n_entities=14, n_edges=70, relations=["r.a", "r.b", "r.c"]
+    )
     return index, index["test"]
 
 
@@ -60,8 +62,8 @@ def test_profiles_match_networkx_definition(dense):
             for h, t in g.edge_index[:, sel].T.tolist():
                 d_want[h] += 1
                 d_want[t] += 1
-        assert torch.allclose(c[n0:n0 + n], c_want / len(rels))
-        assert torch.allclose(d[n0:n0 + n], d_want / len(rels))
+        assert torch.allclose(c[n0 : n0 + n], c_want / len(rels))
+        assert torch.allclose(d[n0 : n0 + n], d_want / len(rels))
 
 
 def test_one_for_unperturbed_and_falling_with_level(dense):
@@ -87,8 +89,9 @@ def test_ats_falls_under_replacement_and_cache(tmp_path, dense):
     scorer = get_scorer(split, len(index.relations), cfg, tmp_path)
     again = get_scorer(split, len(index.relations), cfg, tmp_path)  # from the cache
     trip = split.global_edges()
-    assert torch.allclose(scorer.logits(trip[:, 0], trip[:, 1], trip[:, 2]),
-                          again.logits(trip[:, 0], trip[:, 1], trip[:, 2]))
+    assert torch.allclose(
+        scorer.logits(trip[:, 0], trip[:, 1], trip[:, 2]), again.logits(trip[:, 0], trip[:, 1], trip[:, 2])
+    )
     assert len(list((tmp_path / "kge").iterdir())) == 1
     base = ats(scorer, split)
     replaced = ats(scorer, perturb(split, "replace", 1.0, seed=0, scorer=scorer).split)

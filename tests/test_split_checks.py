@@ -1,6 +1,7 @@
 """A split the run needs must give it something to do, checked before training: an empty or
 unanswerable split is an error naming it; training without validation is an explicit choice.
 Also: results name the data actually read, and ``data.labels`` can be cleared."""
+
 from __future__ import annotations
 
 import gzip
@@ -42,7 +43,9 @@ def test_unanswerable_test_split_is_an_error(tmp_path):
 
     cfg = _cfg(tmp_path)
     _rewrite(tmp_path / "data" / "test.jsonl.gz", lambda rows: [{**r, "a_entity": ["Nowhere"]} for r in rows])
-    with pytest.raises(PreflightError, match="'test' of toy: none of its 8 questions has an answer entity in its graph"):
+    with pytest.raises(
+        PreflightError, match="'test' of toy: none of its 8 questions has an answer entity in its graph"
+    ):
         run(cfg)
 
 
@@ -51,10 +54,14 @@ def test_validation_without_paths_fails_before_training_and_null_trains_without_
 
     cfg = _cfg(tmp_path)
     # answers present in the graphs but unreachable from the topic: no shortest path, no positive
-    _rewrite(tmp_path / "data" / "validation.jsonl.gz",
-             lambda rows: [{**r, "q_entity": ["Isolated topic"]} for r in rows])
-    with pytest.raises(PreflightError, match=r"validation split 'validation' of toy: .*no positive triple.*"
-                                             r"subgraphrag.val_split=null"):
+    _rewrite(
+        tmp_path / "data" / "validation.jsonl.gz", lambda rows: [{**r, "q_entity": ["Isolated topic"]} for r in rows]
+    )
+    with pytest.raises(
+        PreflightError,
+        match=r"validation split 'validation' of toy: .*no positive triple.*"
+        r"subgraphrag.val_split=null",
+    ):
         run(cfg)
     assert not (tmp_path / "run" / "checkpoints").exists()
     figures = run(_cfg(tmp_path, **{"subgraphrag.val_split": "null"}))
@@ -76,8 +83,9 @@ def test_results_name_the_data_actually_read(tmp_path):
 def test_toy_run_results_carry_name_and_fingerprint(tmp_path):
     from gsr_train.runs.subgraphrag import run
 
-    overrides = [o for o in toy_run_overrides(tmp_path, settings={"model.train.epochs": 1}) if
-                 not o.startswith("data.name=")]
+    overrides = [
+        o for o in toy_run_overrides(tmp_path, settings={"model.train.epochs": 1}) if not o.startswith("data.name=")
+    ]
     figures = run(compose_config(overrides))
     assert figures["data"] == tmp_path.name  # the toy folder is <tmp>/data: a generic name, so its parent's
     saved = json.loads((tmp_path / "run" / "metrics.json").read_text())

@@ -1,5 +1,6 @@
 """Train/test leakage is found when the index is built: the same question id, or the same row
 (question, answers, set of triples) under another id, in two splits."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,11 @@ def test_clean_splits_record_no_overlap(tmp_path):
 def test_same_id_in_two_splits_is_an_error_naming_it_unless_allowed(tmp_path, caplog):
     other = {**Q2, "id": "q1"}  # another question under q1's id
     data = _data(tmp_path, [Q0, Q1], [other])
-    with pytest.raises(SplitOverlapError, match=r"1 question ids in both 'train' and 'test', e\.g\. q1.*"
-                                                r"data\.allow_overlap=true"):
+    with pytest.raises(
+        SplitOverlapError,
+        match=r"1 question ids in both 'train' and 'test', e\.g\. q1.*"
+        r"data\.allow_overlap=true",
+    ):
         get_index(data, ("train", "test"), tmp_path / "c")
     # the cached index is refused the same way, and allowed with the option (and a warning)
     with pytest.raises(SplitOverlapError):
@@ -77,8 +81,16 @@ def test_fingerprints_on_the_real_fixture_are_distinct(webqsp_mini, tmp_path):
 
 def test_build_index_command_reports_leakage_with_exit_code_2(tmp_path):
     data = _data(tmp_path, [Q0, Q1], [{**Q2, "id": "q0"}])
-    cmd = [sys.executable, str(ROOT / "data_prep" / "build_index.py"), "--data", str(data), "--splits", "train,test",
-           "--cache", str(tmp_path / "c")]
+    cmd = [
+        sys.executable,
+        str(ROOT / "data_prep" / "build_index.py"),
+        "--data",
+        str(data),
+        "--splits",
+        "train,test",
+        "--cache",
+        str(tmp_path / "c"),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 2 and "question ids in both 'train' and 'test', e.g. q0" in done.stderr
     out = tmp_path / "s.json"

@@ -3,6 +3,7 @@
 Everything runs on a tiny generated dataset (tests/subgraphrag_toy.py) with the hashing
 encoder (32-d) and a 32-unit scorer, so the whole file takes seconds of compute.
 """
+
 from __future__ import annotations
 
 import logging
@@ -15,10 +16,10 @@ import torch
 from gsr_train.datamodules.triple_datamodule import TripleDataModule, trainable_questions
 from gsr_train.eval.results import read_results
 from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.features.structure import node_features
+from gsr_train.features.triple_batch import make_batch
 from gsr_train.kg.index import get_index
 from gsr_train.kg.paths import get_supervision
-from gsr_train.features.triple_batch import make_batch
-from gsr_train.features.structure import node_features
 from gsr_train.models.subgraphrag.module import SubgraphRAGModule, listwise_loss
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible, top_k_per_question
@@ -47,9 +48,17 @@ def toy(tmp_path_factory):
 def _trainer(root, epochs, **kw):
     import pytorch_lightning as pl
 
-    return pl.Trainer(accelerator="cpu", max_epochs=epochs, deterministic=True, logger=False,
-                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                      default_root_dir=str(root), **kw)
+    return pl.Trainer(
+        accelerator="cpu",
+        max_epochs=epochs,
+        deterministic=True,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=str(root),
+        **kw,
+    )
 
 
 def _fit(toy, root, epochs, model=TINY, gpb=4, ckpt_path=None, seed=0):
@@ -58,10 +67,12 @@ def _fit(toy, root, epochs, model=TINY, gpb=4, ckpt_path=None, seed=0):
 
     pl.seed_everything(seed)
     cfg = ScorerConfig.from_options(model, toy["emb"].dim)
-    dm = TripleDataModule(toy["index"], toy["emb"], toy["sup"], cfg.structure, graphs_per_batch=gpb, seed=seed,
-                          eval_graphs_per_batch=8)
-    module = SubgraphRAGModule(model, toy["emb"].dim, optim={"lr": 1e-2}, val_k=3, seed=seed,
-                               meta={"encoder_name": toy["emb"].encoder_name}).validate_on(dm)
+    dm = TripleDataModule(
+        toy["index"], toy["emb"], toy["sup"], cfg.structure, graphs_per_batch=gpb, seed=seed, eval_graphs_per_batch=8
+    )
+    module = SubgraphRAGModule(
+        model, toy["emb"].dim, optim={"lr": 1e-2}, val_k=3, seed=seed, meta={"encoder_name": toy["emb"].encoder_name}
+    ).validate_on(dm)
     ckpt = ModelCheckpoint(dirpath=root / "ckpt", monitor="val/sp_recall@3", mode="max", save_last=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -99,8 +110,11 @@ def test_three_scoring_paths_agree(toy, options):
     batch = make_batch(*args)
     with torch.no_grad():
         fast, ref = scorer(batch), scorer.forward_reference(batch)
-        proj = scorer.forward_projected(scorer.precompute(emb.entity, emb.entity_has_text, emb.relation),
-                                        make_batch(*args, global_ids=True), chunk_triples=17)
+        proj = scorer.forward_projected(
+            scorer.precompute(emb.entity, emb.entity_has_text, emb.relation),
+            make_batch(*args, global_ids=True),
+            chunk_triples=17,
+        )
     assert fast.shape == (int(split.num_edges[qs].sum()),)
     assert (fast - ref).abs().max() < 1e-4
     assert (proj - ref).abs().max() < 1e-4
@@ -113,13 +127,14 @@ def test_one_question_serving_path_equals_batched_scoring(toy, options):
     index, emb = toy["index"], toy["emb"]
     scorer = TripleScorer(ScorerConfig.from_options({"hidden": 40, **options}, emb.dim))
     split = index["test"]
-    batched = SubgraphRAGRetriever(scorer, serving="torch").score_split(split, emb.question["test"], emb,
-                                                                        graphs_per_batch=5)
+    batched = SubgraphRAGRetriever(scorer, serving="torch").score_split(
+        split, emb.question["test"], emb, graphs_per_batch=5
+    )
     for serving in ("torch", "auto"):  # auto: the compiled kernels where the shape allows
         retriever = SubgraphRAGRetriever(scorer, serving=serving)
         for q in (0, 2, len(split) - 1):
             one = retriever.score_question(split.graph(q), emb.question["test"][q], emb)
-            part = batched[int(split.edge_ptr[q]):int(split.edge_ptr[q + 1])]
+            part = batched[int(split.edge_ptr[q]) : int(split.edge_ptr[q + 1])]
             assert one.shape == part.shape and one.numel() > 0
             assert (one - part).abs().max() < 1e-5
 
@@ -129,8 +144,16 @@ def test_fast_path_gradients_match_reference(toy):
     index, emb = toy["index"], toy["emb"]
     scorer = TripleScorer(ScorerConfig.from_options({"hidden": 24, "cos_features": True, "qr_product": True}, emb.dim))
     split = index["train"]
-    batch = make_batch(split, [1, 2], node_features(split), emb.question["train"], emb.entity,
-                       emb.entity_has_text, emb.relation, toy["sup"]["train"].triple_label)
+    batch = make_batch(
+        split,
+        [1, 2],
+        node_features(split),
+        emb.question["train"],
+        emb.entity,
+        emb.entity_has_text,
+        emb.relation,
+        toy["sup"]["train"].triple_label,
+    )
     grads = []
     for fn in (scorer.forward, scorer.forward_reference):
         scorer.zero_grad()
@@ -145,18 +168,21 @@ def test_projection_of_a_subset_and_unprojected_entities(toy):
     scorer = TripleScorer(ScorerConfig.from_options({"hidden": 16}, emb.dim)).eval()
     split = index["test"]
     feats = node_features(split)
-    batch = make_batch(split, [0], feats, emb.question["test"], emb.entity, emb.entity_has_text, emb.relation,
-                       global_ids=True)
+    batch = make_batch(
+        split, [0], feats, emb.question["test"], emb.entity, emb.entity_has_text, emb.relation, global_ids=True
+    )
     sub = scorer.precompute(emb.entity, emb.entity_has_text, emb.relation, entities=split.graph(0).entity_ids)
     full = scorer.precompute(emb.entity, emb.entity_has_text, emb.relation)
     torch.testing.assert_close(scorer.forward_projected(sub, batch), scorer.forward_projected(full, batch))
-    other = make_batch(split, [1], feats, emb.question["test"], emb.entity, emb.entity_has_text, emb.relation,
-                       global_ids=True)
+    other = make_batch(
+        split, [1], feats, emb.question["test"], emb.entity, emb.entity_has_text, emb.relation, global_ids=True
+    )
     with pytest.raises(ValueError, match="not projected"):
         scorer.forward_projected(sub, other)
 
 
 # ---------------------------------------------------------------------------- training
+
 
 @pytest.fixture(scope="module")
 def trained(toy):
@@ -196,7 +222,7 @@ def test_retrieve_writes_top_k_results(toy, trained, tmp_path):
     split = toy["index"]["test"]
     pos, vals = top_k_per_question(scores, split.edge_ptr, 5)
     for q in range(len(split)):
-        listed = (back[split.edge_ptr[q]:split.edge_ptr[q + 1]] > -math.inf).nonzero().flatten() + split.edge_ptr[q]
+        listed = (back[split.edge_ptr[q] : split.edge_ptr[q + 1]] > -math.inf).nonzero().flatten() + split.edge_ptr[q]
         assert set(listed.tolist()) == set(pos[q].tolist())
     assert torch.all(vals[:, :-1] >= vals[:, 1:])
 

@@ -1,6 +1,7 @@
 """The embedded synthetic benchmark: deterministic files, valid rows, and every feature
 that makes it a retrieval benchmark (mediators, hubs, inverse pairs, two-topic questions,
 missing answers, one- and two-hop questions)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,9 +25,20 @@ from gsr_train.data.synthetic import (
 from gsr_train.kg.index import get_index, has_text
 
 SMALL = SyntheticConfig(
-    num_people=150, num_films=40, num_cities=20, num_regions=12, num_countries=6,
-    num_organisations=12, num_universities=6, num_train=60, num_validation=20, num_test=30,
-    max_triples=200, max_topic_degree=100, missing_answer_fraction=0.1, two_topic_fraction=0.15,
+    num_people=150,
+    num_films=40,
+    num_cities=20,
+    num_regions=12,
+    num_countries=6,
+    num_organisations=12,
+    num_universities=6,
+    num_train=60,
+    num_validation=20,
+    num_test=30,
+    max_triples=200,
+    max_topic_degree=100,
+    missing_answer_fraction=0.1,
+    two_topic_fraction=0.15,
 )
 HUB_NAMES = set(S.GENDERS) | {c[0] for c in S.COUNTRIES} | set(S.PROFESSIONS) | {c[1] for c in S.COUNTRIES}
 
@@ -185,7 +197,9 @@ def test_config_sizes_are_respected():
     assert types["city"] == SMALL.num_cities and types["country"] == SMALL.num_countries
     assert types["university"] == SMALL.num_universities
     assert types["org"] == SMALL.num_organisations
-    rows = generate(dataclasses.replace(SMALL, num_train=10, num_validation=0, num_test=7, max_triples=80, max_topic_degree=40))
+    rows = generate(
+        dataclasses.replace(SMALL, num_train=10, num_validation=0, num_test=7, max_triples=80, max_topic_degree=40)
+    )
     assert [len(rows[s]) for s in SPLITS] == [10, 0, 7]
     assert max(len(r["graph"]) for r in rows["train"] + rows["test"]) <= 80
 
@@ -227,9 +241,32 @@ def test_cli_writes_folder_and_prints_summary(tmp_path, capsys):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path / "cli"
-    args = ["--out", str(out), "--num-people", "150", "--num-films", "40", "--num-cities", "20",
-            "--num-regions", "12", "--num-countries", "6", "--num-train", "12", "--num-validation", "4",
-            "--num-test", "4", "--seed", "2", "--max-triples", "200", "--max-topic-degree", "100"]
+    args = [
+        "--out",
+        str(out),
+        "--num-people",
+        "150",
+        "--num-films",
+        "40",
+        "--num-cities",
+        "20",
+        "--num-regions",
+        "12",
+        "--num-countries",
+        "6",
+        "--num-train",
+        "12",
+        "--num-validation",
+        "4",
+        "--num-test",
+        "4",
+        "--seed",
+        "2",
+        "--max-triples",
+        "200",
+        "--max-topic-degree",
+        "100",
+    ]
     assert module.main(args) == 0
     printed = capsys.readouterr().out
     assert "validation" in printed and "distinct relations" in printed

@@ -1,6 +1,7 @@
 """A user's mistake is one line and exit status 2 from ``python train.py``, as typed, with no
 traceback: a hub model or encoder this machine cannot get (the mission's own
 ``python train.py +experiment=gsr_base`` offline), synthetic-data options that make no world."""
+
 from __future__ import annotations
 
 import os
@@ -12,18 +13,37 @@ import pytest
 from .conftest import REPO
 
 
-@pytest.mark.parametrize("args,says", [
-    (["+experiment=gsr_base"], "error: model 'google-t5/t5-base' is not in the local Hugging Face cache"),
-    (["+experiment=subgraphrag_webqsp", "data=webqsp_mini"],
-     "encoder 'Alibaba-NLP/gte-large-en-v1.5' is not in the local Hugging Face cache"),
-    (["+experiment=cosine_baseline", "+data.synthetic.num_people=40"],
-     "error: synthetic benchmark: only 1 distinct two-topic questions fit this world"),
-], ids=["hub model", "hub encoder", "synthetic options"])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["+experiment=gsr_base"], "error: model 'google-t5/t5-base' is not in the local Hugging Face cache"),
+        (
+            ["+experiment=subgraphrag_webqsp", "data=webqsp_mini"],
+            "encoder 'Alibaba-NLP/gte-large-en-v1.5' is not in the local Hugging Face cache",
+        ),
+        (
+            ["+experiment=cosine_baseline", "+data.synthetic.num_people=40"],
+            "error: synthetic benchmark: only 1 distinct two-topic questions fit this world",
+        ),
+    ],
+    ids=["hub model", "hub encoder", "synthetic options"],
+)
 def test_mistake_is_one_line_and_exit_2(tmp_path, args, says):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
-           "HF_HOME": str(tmp_path / "hf")}
-    done = subprocess.run([sys.executable, str(REPO / "train.py"), *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
+        "HF_HOME": str(tmp_path / "hf"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     assert says in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]

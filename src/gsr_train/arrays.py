@@ -7,6 +7,7 @@ processes that map the same file (DDP ranks on one node) share those pages.
 :func:`string_buffers` gives the numpy views of an Arrow string array that the compiled
 kernels read.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,9 +41,12 @@ def string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     buffers = arr.buffers()
     if len(arr) == 0 or buffers[1] is None:
         return np.zeros(1, dtype=dtype), np.zeros(0, dtype=np.uint8)
-    offsets = np.frombuffer(buffers[1], dtype=dtype)[arr.offset: arr.offset + len(arr) + 1]
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if len(buffers) > 2 and buffers[2] is not None else \
-        np.zeros(0, dtype=np.uint8)
+    offsets = np.frombuffer(buffers[1], dtype=dtype)[arr.offset : arr.offset + len(arr) + 1]
+    data = (
+        np.frombuffer(buffers[2], dtype=np.uint8)
+        if len(buffers) > 2 and buffers[2] is not None
+        else np.zeros(0, dtype=np.uint8)
+    )
     return offsets, data
 
 
@@ -149,6 +153,6 @@ def utf8_char_lengths(offsets: np.ndarray, data: np.ndarray, chunk_bytes: int = 
         end = min(max(end, start + 1), n)
         lo, hi = int(offsets[start]), int(offsets[end])
         starts_char = (np.asarray(data[lo:hi]) & 0xC0) != 0x80
-        out[start:end] = segment_sum(starts_char, offsets[start:end + 1] - lo)
+        out[start:end] = segment_sum(starts_char, offsets[start : end + 1] - lo)
         start = end
     return out

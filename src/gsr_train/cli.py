@@ -1,9 +1,10 @@
 """``gsr-train`` command line: export, publish and aggregate (training itself: ``python train.py``).
 
-    gsr-train export RUN_DIR|CKPT|MODEL_DIR OUT_DIR [--kind subgraphrag|gsr|reader] [--repo-id ORG/NAME]
-    gsr-train publish OUT_DIR --repo-id ORG/NAME [--dry-run] [--private] [--token-env HF_TOKEN]
-    gsr-train aggregate SWEEP_DIR [--no-write]
+gsr-train export RUN_DIR|CKPT|MODEL_DIR OUT_DIR [--kind subgraphrag|gsr|reader] [--repo-id ORG/NAME]
+gsr-train publish OUT_DIR --repo-id ORG/NAME [--dry-run] [--private] [--token-env HF_TOKEN]
+gsr-train aggregate SWEEP_DIR [--no-write]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,7 @@ def _export(a: argparse.Namespace) -> int:
 def _publish(a: argparse.Namespace) -> int:
     from gsr_train.export.publish import publish
 
-    publish(a.folder, a.repo_id, private=a.private, dry_run=a.dry_run, token_env=a.token_env,
-            commit_message=a.message)
+    publish(a.folder, a.repo_id, private=a.private, dry_run=a.dry_run, token_env=a.token_env, commit_message=a.message)
     return 0
 
 
@@ -54,8 +54,9 @@ def _aggregate(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="gsr-train", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="gsr-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", required=True)
 
     e = sub.add_parser("export", help="export a trained model to a Hugging Face folder with a model card")

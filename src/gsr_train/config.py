@@ -1,4 +1,5 @@
 """Hydra / OmegaConf glue: resolvers that make configs independent of the working directory."""
+
 from __future__ import annotations
 
 import os

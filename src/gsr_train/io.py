@@ -3,6 +3,7 @@
 Every file the project writes goes through ``atomic_write`` so a crash or a kill never
 leaves a half-written cache or result behind: readers see the old file or the new one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,8 +15,9 @@ import os
 import shutil
 import tempfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def _umask() -> int:
@@ -157,7 +159,7 @@ def open_text(path: str | os.PathLike):
     path = Path(path)
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, "r", encoding="utf-8")
+    return open(path, encoding="utf-8")
 
 
 class BadLine(json.JSONDecodeError):

@@ -6,6 +6,7 @@ and the opposite of what training with batches of varying shapes wants: blocks o
 pile up on the heaps and resident memory climbs step after step (:func:`return_freed_memory`
 sends every large block back to the OS when freed). Both are process-wide settings.
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -4,13 +4,14 @@ Without a terminal (a cluster job writing to a log file) a live bar shows nothin
 ends, so there the same loops log a line every ``LOG_EVERY_SECONDS`` instead: done / total,
 rate and the time left.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import sys
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 LOG_EVERY_SECONDS = 30.0
@@ -37,14 +38,22 @@ class LogProgress:
         self.last = now
         rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
         left = (self.total - self.done) / rate if rate > 0 else float("inf")
-        log.info("%s: %d/%d (%.1f%%), %.0f/s, elapsed %s, ETA %s", self.description, self.done, self.total,
-                 100.0 * self.done / max(self.total, 1), rate, _duration(now - self.t0),
-                 _duration(left) if left != float("inf") else "?")
+        log.info(
+            "%s: %d/%d (%.1f%%), %.0f/s, elapsed %s, ETA %s",
+            self.description,
+            self.done,
+            self.total,
+            100.0 * self.done / max(self.total, 1),
+            rate,
+            _duration(now - self.t0),
+            _duration(left) if left != float("inf") else "?",
+        )
 
 
 @contextlib.contextmanager
-def progress(total: int, description: str, show: bool | None = None, threshold: int = 0,
-             done: int = 0, transient: bool = False) -> Iterator[Callable[[int], None]]:
+def progress(
+    total: int, description: str, show: bool | None = None, threshold: int = 0, done: int = 0, transient: bool = False
+) -> Iterator[Callable[[int], None]]:
     """Yield ``advance(n)``; a bar appears when ``show`` is true, or (``show=None``) when more
     than ``threshold`` units of work remain. Without a bar ``advance`` does nothing."""
     if not (show if show is not None else total - done > threshold):
@@ -53,11 +62,23 @@ def progress(total: int, description: str, show: bool | None = None, threshold: 
     if not sys.stderr.isatty():  # a log file: periodic lines, not a live bar
         yield LogProgress(total, description, done, LOG_EVERY_SECONDS)
         return
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), transient=transient) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        transient=transient,
+    ) as bar:
         task = bar.add_task(description, total=total, completed=done)
         yield lambda n=1: bar.advance(task, n)
 

@@ -1,9 +1,10 @@
 """Open parquet and Arrow (IPC file or stream) split files; a file that cannot be read is a
 :class:`~gsr_train.data.errors.DataFileError` naming it."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 

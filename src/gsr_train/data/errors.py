@@ -6,14 +6,16 @@ subclasses of :class:`UserError` by the lower layers (data, kg). Commands (``tra
 stderr and exit with status 2: a traceback would bury the file, row and field the message
 names. This module sits at the bottom of the package so every layer can use it.
 """
+
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 USER_ERROR_EXIT = 2
 
@@ -77,9 +79,11 @@ def folder_write_error(err: BaseException, folder: str | os.PathLike, what: str,
     folder = Path(folder)
     inside = _inside(err.filename, folder) or _inside(err.filename2, folder)
     if (err.errno in _ALWAYS_WRITES and (inside or not err.filename)) or (err.errno in _DENIED and inside):
-        reason = {errno.EROFS: "it is on a read-only file system",
-                  errno.ENOSPC: "no space left on its disk", errno.EDQUOT: "disk quota exceeded",
-                  }.get(err.errno, f"permission denied ({err.filename or folder})")
+        reason = {
+            errno.EROFS: "it is on a read-only file system",
+            errno.ENOSPC: "no space left on its disk",
+            errno.EDQUOT: "disk quota exceeded",
+        }.get(err.errno, f"permission denied ({err.filename or folder})")
         full = err.errno in (errno.ENOSPC, errno.EDQUOT)
         advice = f"Free space there, or {fix} on a disk with room" if full else fix[:1].upper() + fix[1:]
         out = CacheWriteError(f"cannot write {what} into {folder}: {reason}. {advice}")
@@ -88,15 +92,18 @@ def folder_write_error(err: BaseException, folder: str | os.PathLike, what: str,
     return None
 
 
-def cache_write_error(err: BaseException, cache_dir: str | os.PathLike,
-                      what: str = "the cache") -> CacheWriteError | None:
+def cache_write_error(
+    err: BaseException, cache_dir: str | os.PathLike, what: str = "the cache"
+) -> CacheWriteError | None:
     """:func:`folder_write_error` for the cache folder: the fix is another ``GSR_TRAIN_CACHE``."""
-    return folder_write_error(err, cache_dir, what,
-                              "set GSR_TRAIN_CACHE (or the command's cache option) to a writable folder")
+    return folder_write_error(
+        err, cache_dir, what, "set GSR_TRAIN_CACHE (or the command's cache option) to a writable folder"
+    )
 
 
-def user_error_message(err: BaseException, extra: Sequence[type[BaseException]] = (),
-                       cache_dirs: Iterable[str | os.PathLike | None] = ()) -> str | None:
+def user_error_message(
+    err: BaseException, extra: Sequence[type[BaseException]] = (), cache_dirs: Iterable[str | os.PathLike | None] = ()
+) -> str | None:
     """The one-line message of a user's error (a :class:`UserError`, one of ``extra``, or a failed
     write into one of the ``cache_dirs``), or None for anything else (a bug keeps its traceback)."""
     if isinstance(err, UserError) or (extra and isinstance(err, tuple(extra))):
@@ -109,8 +116,9 @@ def user_error_message(err: BaseException, extra: Sequence[type[BaseException]] 
 
 
 @contextlib.contextmanager
-def user_error_exit(extra: Sequence[type[BaseException]] = (),
-                    cache_dirs: Iterable[str | os.PathLike | None] = ()) -> Iterator[None]:
+def user_error_exit(
+    extra: Sequence[type[BaseException]] = (), cache_dirs: Iterable[str | os.PathLike | None] = ()
+) -> Iterator[None]:
     """Inside the block, a user's error prints ``error: <message>`` on stderr and exits 2."""
     try:
         yield
@@ -122,8 +130,13 @@ def user_error_exit(extra: Sequence[type[BaseException]] = (),
         raise SystemExit(USER_ERROR_EXIT) from None
 
 
-def report_user_errors(fn: Callable[..., Any], *args: Any, extra: Sequence[type[BaseException]] = (),
-                       cache_dirs: Iterable[str | os.PathLike | None] = (), **kwargs: Any) -> Any:
+def report_user_errors(
+    fn: Callable[..., Any],
+    *args: Any,
+    extra: Sequence[type[BaseException]] = (),
+    cache_dirs: Iterable[str | os.PathLike | None] = (),
+    **kwargs: Any,
+) -> Any:
     """``fn(*args, **kwargs)`` inside :func:`user_error_exit` (what every command's ``main`` runs)."""
     with user_error_exit(extra, list(cache_dirs)):
         return fn(*args, **kwargs)

@@ -20,14 +20,15 @@ What it imitates (the properties that cost memory and time in the real data):
 Everything is a pure function of ``(seed, split, question number)``: the same spec always
 gives the same rows, whatever the shard size, and two machines get the same bytes.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -95,7 +96,7 @@ class CorpusSpec:
     seed: int = 0
 
     @classmethod
-    def from_rows(cls, triple_rows: int, shape: str = "webqsp", **kwargs) -> "CorpusSpec":
+    def from_rows(cls, triple_rows: int, shape: str = "webqsp", **kwargs) -> CorpusSpec:
         """A corpus of about ``triple_rows`` triples with the split proportions of ``shape``."""
         if shape not in SHAPES:
             raise ValueError(f"shape must be one of {sorted(SHAPES)}, got {shape!r}")
@@ -176,8 +177,11 @@ class _Names:
         a, b, c = ids % n, (ids // n) % n, (ids // (n * n)) % n
         rest = ids // (n * n * n)
         text = pc.binary_join_element_wise(
-            self.words.take(pa.array(a.astype(np.int64))), self.words.take(pa.array(b.astype(np.int64))),
-            self.words.take(pa.array(c.astype(np.int64))), " ")
+            self.words.take(pa.array(a.astype(np.int64))),
+            self.words.take(pa.array(b.astype(np.int64))),
+            self.words.take(pa.array(c.astype(np.int64))),
+            " ",
+        )
         title = pc.utf8_capitalize(text)
         if int(rest.max(initial=0)) > 0:  # pools beyond n^3 names: add a numeral
             suffix = pa.array(np.where(rest > 0, " " + rest.astype(str).astype(object), "").astype(object))
@@ -207,8 +211,9 @@ def _graph(spec: CorpusSpec, rng: np.random.Generator) -> dict:
     if rng.random() < spec.empty_graph_share:
         n = 0
     else:
-        mu = math.log(spec.triples_per_question) - spec.size_sigma ** 2 / 2
+        mu = math.log(spec.triples_per_question) - spec.size_sigma**2 / 2
         n = int(min(spec.max_triples, max(1, round(rng.lognormal(mu, spec.size_sigma)))))
+
     def named(size: int) -> np.ndarray:  # topic entities have names, as in RoG
         cand = _zipf(rng, pool, 16 * size)
         cand = cand[~_Names.is_mid_share(cand, spec.mid_share)]
@@ -248,8 +253,15 @@ def _graph(spec: CorpusSpec, rng: np.random.Generator) -> dict:
         answers = np.unique(cand[rng.integers(cand.size, size=int(rng.integers(1, 4)))])
         not_topic = answers[~np.isin(answers, topics)]
         answers = not_topic if not_topic.size else answers
-    return {"topics": topics, "h": h, "r": r, "t": t, "answers": answers, "rel_for_text": int(rels[rng.integers(rels.size)]),
-            "absent": absent}
+    return {
+        "topics": topics,
+        "h": h,
+        "r": r,
+        "t": t,
+        "answers": answers,
+        "rel_for_text": int(rels[rng.integers(rels.size)]),
+        "absent": absent,
+    }
 
 
 def _list(offsets: list[int] | np.ndarray, values: pa.Array) -> pa.Array:
@@ -261,6 +273,7 @@ def row_group(spec: CorpusSpec, names: _Names, split: str, start: int, stop: int
     graphs = [_graph(spec, _question_rng(spec, split, q)) for q in range(start, stop)]
     ids = np.unique(np.concatenate([np.concatenate([g["topics"], g["h"], g["t"], g["answers"]]) for g in graphs]))
     ent_names = names.entities(ids)
+
     def ent(x: np.ndarray) -> np.ndarray:
         return np.searchsorted(ids, x)
 
@@ -281,15 +294,17 @@ def row_group(spec: CorpusSpec, names: _Names, split: str, start: int, stop: int
     rel_words = [names.relation_words[g["rel_for_text"]] for g in graphs]
     questions = [f"what {w} does {n} have" for w, n in zip(rel_words, topic_names.to_pylist())]
     a_entity = string_lists([a if not g["absent"] or g["h"].size == 0 else a[:0] for a, g in zip(answers, graphs)])
-    return pa.table({
-        "id": pa.array([f"{ID_PREFIX.get(split, split)}-{q}" for q in range(start, stop)]),
-        "question": pa.array(questions),
-        "answer": string_lists(answers),
-        "q_entity": string_lists(topics),
-        "a_entity": a_entity,
-        "graph": graph,
-        "choices": _list(np.zeros(stop - start + 1, np.int32), pa.array([], pa.string())),
-    })
+    return pa.table(
+        {
+            "id": pa.array([f"{ID_PREFIX.get(split, split)}-{q}" for q in range(start, stop)]),
+            "question": pa.array(questions),
+            "answer": string_lists(answers),
+            "q_entity": string_lists(topics),
+            "a_entity": a_entity,
+            "graph": graph,
+            "choices": _list(np.zeros(stop - start + 1, np.int32), pa.array([], pa.string())),
+        }
+    )
 
 
 def iter_row_groups(spec: CorpusSpec, split: str) -> Iterator[pa.Table]:
@@ -337,9 +352,13 @@ def write_corpus(spec: CorpusSpec, folder: str | Path) -> dict:
     with atomic_dir(folder) as tmp:
         (tmp / "data").mkdir()
         splits = {s: _write_split(spec, s, tmp / "data") for s in spec.questions}
-        summary = {"key": spec.key(), "spec": asdict(spec), "splits": splits,
-                   "triples": sum(s["triples"] for s in splits.values()),
-                   "questions": sum(s["questions"] for s in splits.values())}
+        summary = {
+            "key": spec.key(),
+            "spec": asdict(spec),
+            "splits": splits,
+            "triples": sum(s["triples"] for s in splits.values()),
+            "questions": sum(s["questions"] for s in splits.values()),
+        }
         write_json(tmp / SPEC_FILE, summary)
     log.info("generated %d questions, %d triple rows in %s", summary["questions"], summary["triples"], folder)
     return summary

@@ -17,20 +17,30 @@ parquet shard) raises :class:`~gsr_train.data.rows.DataFileError` naming it; a t
 JSONL.gz is an error at the line where it ends, or (``skip_invalid``) recorded as a truncated
 file in the report: its rows up to the cut are kept, the rest is lost, never "1 skipped row".
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gsr_train.data.rows import (TRIPLE_REASON, DataFileError, RowError, SkipReport, SplitNotFoundError, is_truncation,
-                                 split_files, validate_row)
 from gsr_train.data.arrow_files import arrow_batches, open_parquet  # noqa: F401  (re-exported)
+from gsr_train.data.rows import (
+    TRIPLE_REASON,
+    DataFileError,
+    RowError,
+    SkipReport,
+    SplitNotFoundError,
+    is_truncation,
+    split_files,
+    validate_row,
+)
 from gsr_train.io import file_digest, iter_jsonl
 
 log = logging.getLogger(__name__)
@@ -74,8 +84,13 @@ def _is_string(t: pa.DataType) -> bool:
 
 
 def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or \
-        pa.types.is_list_view(t) or pa.types.is_large_list_view(t)
+    return (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    )
 
 
 def _np(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -113,8 +128,10 @@ class _Checker:
         return self.batch.column(name) if name in self.batch.schema.names else None
 
     def errors(self) -> list[tuple[int, RowError]]:
-        return [(row, RowError(self.source, self.row_id(row), field, reason, category))
-                for row, field, reason, category in self.problem]
+        return [
+            (row, RowError(self.source, self.row_id(row), field, reason, category))
+            for row, field, reason, category in self.problem
+        ]
 
 
 def _check_string_list(chk: _Checker, name: str, allow_empty: bool = True) -> None:
@@ -144,8 +161,12 @@ def _check_graph(chk: _Checker) -> None:
         chk.flag(everyone, "graph", "missing")
         return
     if not (_is_list(col.type) and _is_list(col.type.value_type) and _is_string(col.type.value_type.value_type)):
-        chk.flag(everyone, "graph", f"expected a list of [head, relation, tail] string lists, got {col.type}",
-                 "expected a list of triples")
+        chk.flag(
+            everyone,
+            "graph",
+            f"expected a list of [head, relation, tail] string lists, got {col.type}",
+            "expected a list of triples",
+        )
         return
     chk.flag(_np(col.is_null()), "graph", "missing")
     triples = col.flatten()
@@ -174,16 +195,20 @@ def _check_graph(chk: _Checker) -> None:
     chk.flag(rows, "graph", reason, TRIPLE_REASON)
 
 
-def check_arrow_batch(batch: pa.RecordBatch, source: str, position0: int
-                      ) -> tuple[np.ndarray, list[tuple[int, RowError]]]:
+def check_arrow_batch(
+    batch: pa.RecordBatch, source: str, position0: int
+) -> tuple[np.ndarray, list[tuple[int, RowError]]]:
     """``(good row mask, [(row, error)] of the bad rows)`` of one Arrow batch."""
     chk = _Checker(batch, source, position0)
     ids = chk.column("id")
     if ids is None or not _is_string(ids.type):
         chk.flag(np.ones(chk.n, dtype=bool), "id", "missing or not a non-empty string")
     else:
-        chk.flag(_np(ids.is_null()) | (pc.utf8_length(ids).fill_null(0).to_numpy(zero_copy_only=False) == 0),
-                 "id", "missing or not a non-empty string")
+        chk.flag(
+            _np(ids.is_null()) | (pc.utf8_length(ids).fill_null(0).to_numpy(zero_copy_only=False) == 0),
+            "id",
+            "missing or not a non-empty string",
+        )
     question = chk.column("question")
     if question is None or not _is_string(question.type):
         chk.flag(np.ones(chk.n, dtype=bool), "question", "missing or empty")
@@ -278,7 +303,8 @@ class SplitSource:
                 raise SplitNotFoundError(
                     f"{self.source!r} is neither a local folder/file nor a loadable Hugging Face dataset "
                     f"(split {self.split!r}): {e}. Offline? Point data.dir at a local folder of RoG-format "
-                    "splits instead.") from e
+                    "splits instead."
+                ) from e
         return self._hub
 
     def fingerprint(self) -> str:
@@ -303,9 +329,14 @@ class SplitSource:
                 return None
         return total
 
-    def batches(self, batch_rows: int = 64, skip_invalid: bool = False, report: SkipReport | None = None,
-                seen_ids: set[str] | None = None, start: tuple[int, int] = (0, 0),
-                ) -> Iterator[tuple[int, int, RowBatch]]:
+    def batches(
+        self,
+        batch_rows: int = 64,
+        skip_invalid: bool = False,
+        report: SkipReport | None = None,
+        seen_ids: set[str] | None = None,
+        start: tuple[int, int] = (0, 0),
+    ) -> Iterator[tuple[int, int, RowBatch]]:
         """``(unit, rows of the unit read so far, batch)`` from unit/row ``start`` on.
 
         ``seen_ids``: ids of the split read so far (a repeated id is an error or a skip);
@@ -322,8 +353,9 @@ class SplitSource:
                 raw = _rebatch(iter(table.to_batches(max_chunksize=batch_rows)), batch_rows, skip)
                 yield from self._arrow(unit, name, raw, skip, skip_invalid, report, seen_ids)
             elif self.files[unit].suffix == ".parquet":
-                yield from self._arrow(unit, name, self._parquet(self.files[unit], batch_rows, skip), skip,
-                                       skip_invalid, report, seen_ids)
+                yield from self._arrow(
+                    unit, name, self._parquet(self.files[unit], batch_rows, skip), skip, skip_invalid, report, seen_ids
+                )
             elif self.files[unit].suffix == ".arrow":
                 raw = _rebatch(arrow_batches(self.files[unit]), batch_rows, skip)
                 yield from self._arrow(unit, name, raw, skip, skip_invalid, report, seen_ids)
@@ -341,18 +373,25 @@ class SplitSource:
         columns = [c for c in (*REQUIRED, "choices") if c in pf.schema_arrow.names] or None
         read = before
         try:
-            raw = pf.iter_batches(batch_size=batch_rows, row_groups=range(group, meta.num_row_groups),
-                                  columns=columns, use_threads=False)
+            raw = pf.iter_batches(
+                batch_size=batch_rows, row_groups=range(group, meta.num_row_groups), columns=columns, use_threads=False
+            )
             for batch in _rebatch(raw, batch_rows, skip - before):
                 read += batch.num_rows
                 yield batch
         except (pa.ArrowException, OSError) as e:
-            raise DataFileError(f"{path}: cannot be read after row {read}; it may be truncated or damaged "
-                                f"({e})") from e
+            raise DataFileError(f"{path}: cannot be read after row {read}; it may be truncated or damaged ({e})") from e
 
     @staticmethod
-    def _arrow(unit: int, name: str, raw: Iterator[pa.RecordBatch], skip: int, skip_invalid: bool,
-               report: SkipReport, seen_ids: set[str]) -> Iterator[tuple[int, int, RowBatch]]:
+    def _arrow(
+        unit: int,
+        name: str,
+        raw: Iterator[pa.RecordBatch],
+        skip: int,
+        skip_invalid: bool,
+        report: SkipReport,
+        seen_ids: set[str],
+    ) -> Iterator[tuple[int, int, RowBatch]]:
         position = skip
         for batch in raw:
             good, errors = check_arrow_batch(batch, name, position + 1)
@@ -376,8 +415,9 @@ class SplitSource:
             yield unit, position, _from_arrow(batch, name)
 
     @staticmethod
-    def _jsonl(unit: int, path: Path, batch_rows: int, skip: int, skip_invalid: bool, report: SkipReport,
-               seen_ids: set[str]) -> Iterator[tuple[int, int, RowBatch]]:
+    def _jsonl(
+        unit: int, path: Path, batch_rows: int, skip: int, skip_invalid: bool, report: SkipReport, seen_ids: set[str]
+    ) -> Iterator[tuple[int, int, RowBatch]]:
         rows, last = [], skip
         for lineno, record in iter_jsonl(path, skip_lines=skip):
             last = lineno
@@ -403,4 +443,3 @@ class SplitSource:
                 rows = []
         report.loaded += len(rows)
         yield unit, last, _from_rows(rows, str(path))
-

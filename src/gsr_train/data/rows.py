@@ -5,17 +5,22 @@ validated on load: a malformed row raises :class:`RowError` naming the file, the
 and the field, unless the caller asked to skip bad rows, in which case the skips are
 counted per reason in a :class:`SkipReport`.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from gsr_train.data.errors import (DataFileError, RowError, SplitFilesError,  # noqa: F401  (re-exported)
-                                   SplitNotFoundError)
+from gsr_train.data.errors import (
+    RowError,
+    SplitFilesError,  # noqa: F401  (re-exported)
+    SplitNotFoundError,
+)
 from gsr_train.io import iter_jsonl
 
 log = logging.getLogger(__name__)
@@ -65,16 +70,22 @@ class SkipReport:
         if entry in self.truncated:  # a resumed read meets the same cut again
             return
         self.truncated.append(entry)
-        log.warning("%s: truncated after line %d: the rest of the file is lost (how many rows it held is "
-                    "unknown)", path, after_line)
+        log.warning(
+            "%s: truncated after line %d: the rest of the file is lost (how many rows it held is unknown)",
+            path,
+            after_line,
+        )
 
     @property
     def skipped(self) -> int:
         return sum(self.counts.values())
 
     def summary(self) -> str:
-        text = f"{self.loaded} rows loaded, " + (f"{self.skipped} skipped (" + ", ".join(
-            f"{n} x {reason}" for reason, n in self.counts.most_common()) + ")" if self.counts else "none skipped")
+        text = f"{self.loaded} rows loaded, " + (
+            f"{self.skipped} skipped (" + ", ".join(f"{n} x {reason}" for reason, n in self.counts.most_common()) + ")"
+            if self.counts
+            else "none skipped"
+        )
         return text + "".join(f"; {truncated_text(t)}" for t in self.truncated)
 
 
@@ -89,16 +100,24 @@ def skip_figures(skips: dict, loaded: int | None = None) -> dict:
     skipped = {str(k): int(v) for k, v in (skips.get("skipped") or {}).items()}
     truncated = [dict(t) for t in skips.get("truncated") or []]
     n = sum(skipped.values())
-    return {"loaded": int(skips.get("loaded", loaded or 0)), "skipped_rows": n, "skipped": skipped,
-            "truncated_files": truncated, "rows_lost": n, "rows_lost_exact": not truncated,
-            "duplicate_triples_dropped": int(skips.get("duplicate_triples_dropped", 0))}
+    return {
+        "loaded": int(skips.get("loaded", loaded or 0)),
+        "skipped_rows": n,
+        "skipped": skipped,
+        "truncated_files": truncated,
+        "rows_lost": n,
+        "rows_lost_exact": not truncated,
+        "duplicate_triples_dropped": int(skips.get("duplicate_triples_dropped", 0)),
+    }
 
 
 def describe_skip_figures(split: str, fig: dict) -> str:
     """One clause for a log line: ``train: 95 loaded, 2 skipped (2 x graph: ...); ...``."""
     text = f"{split}: {fig['loaded']} loaded, " + (
         f"{fig['skipped_rows']} skipped (" + ", ".join(f"{n} x {r}" for r, n in fig["skipped"].items()) + ")"
-        if fig["skipped_rows"] else "none skipped")
+        if fig["skipped_rows"]
+        else "none skipped"
+    )
     return text + "".join(f", {truncated_text(t)}" for t in fig["truncated_files"])
 
 
@@ -143,8 +162,9 @@ def validate_row(raw: Any, source: str, position: int) -> Row:
             or len(triple) != 3
             or not all(isinstance(x, str) and x for x in triple)
         ):
-            raise RowError(source, row_id, "graph", f"triple #{k} is not three non-empty strings: {triple!r}",
-                           TRIPLE_REASON)
+            raise RowError(
+                source, row_id, "graph", f"triple #{k} is not three non-empty strings: {triple!r}", TRIPLE_REASON
+            )
         graph.append(tuple(triple))
     choices = raw.get("choices")
     if choices is None:
@@ -200,8 +220,9 @@ def split_files(folder: str | Path, split: str) -> list[Path]:
             f"and [data/]{split}-*.parquet)"
         )
     if len(groups) > 1:
-        names = ", ".join(str(g[0].relative_to(folder)) + (f" (+{len(g) - 1} shards)" if len(g) > 1 else "")
-                          for g in groups)
+        names = ", ".join(
+            str(g[0].relative_to(folder)) + (f" (+{len(g) - 1} shards)" if len(g) > 1 else "") for g in groups
+        )
         raise SplitFilesError(f"{folder}: more than one file for split {split!r}: {names}; keep one of them")
     return groups[0]
 

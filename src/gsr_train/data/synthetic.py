@@ -13,6 +13,7 @@ about other entities, two-topic questions and answers missing from the graph.
 The world is built in :mod:`synthetic_world`, the questions in :mod:`synthetic_questions`;
 this module cuts each question's graph out of the world and writes the files.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,7 +47,8 @@ class Subgrapher:
     Edges count as undirected for the neighbourhood; triples keep their direction. All
     triples touching a topic are kept, and so are all triples of ordinary 1-hop
     neighbours. A hub neighbour (an entity of a hub type: ``Male``, ``Actor``, ``United
-    States of America``, ``English Language``) keeps its edges to entities next to the topic or behind one of its mediator
+    States of America``, ``English Language``) keeps its edges to entities next to the topic or behind one of its
+    mediator
     nodes (these make the hub shortcuts: topic -> Male <- spouse) plus ``hub_fanout``
     others, preferring those that close a path to an entity already in the graph. If the
     result exceeds ``max_triples``, 2-hop triples are cut round-robin over neighbours, so
@@ -125,7 +127,8 @@ def _missing_choice(questions: list[Question], world: World, n: int, rng) -> dic
     ``Male`` would gut the graph instead of simulating one missing fact.
     """
     eligible = [
-        i for i, q in enumerate(questions)
+        i
+        for i, q in enumerate(questions)
         if all(world.types[a] not in HUB_TYPES and not world.is_mediator(a) for a in q.answers)
     ]
     picked = rng.choice(len(eligible), min(n, len(eligible)), replace=False) if eligible else []
@@ -157,8 +160,9 @@ def build(config: SyntheticConfig | dict | None = None) -> SyntheticBuild:
     for split_no, split in enumerate(SPLITS):
         qs = [questions[i] for i in order[start : start + sizes[split]]]
         start += sizes[split]
-        missing = _missing_choice(qs, world, int(round(len(qs) * cfg.missing_answer_fraction)),
-                                  np.random.default_rng([cfg.seed, 4, split_no]))
+        missing = _missing_choice(
+            qs, world, int(round(len(qs) * cfg.missing_answer_fraction)), np.random.default_rng([cfg.seed, 4, split_no])
+        )
         rows[split], meta[split] = [], []
         for k, q in enumerate(qs):
             qid = f"{ID_PREFIX[split]}-{k}"
@@ -172,22 +176,26 @@ def build(config: SyntheticConfig | dict | None = None) -> SyntheticBuild:
             in_graph = set(np.union1d(world.heads[tids], world.tails[tids]).tolist())
             answers = sorted(world.names[a] for a in q.answers)
             a_entity = sorted(world.names[a] for a in q.answers if a in in_graph)
-            rows[split].append({
-                "id": qid,
-                "question": q.text,
-                "answer": answers,
-                "q_entity": [world.names[t] for t in q.topics],
-                "a_entity": a_entity,
-                "graph": graph,
-                "choices": [],
-            })
-            meta[split].append({
-                "id": qid,
-                "family": q.family,
-                "hops": q.hops,
-                "chains": [{"topic": world.names[t], "relations": c} for t, c in zip(q.topics, q.chains)],
-                "missing_answers": sorted(world.names[a] for a in gone),
-            })
+            rows[split].append(
+                {
+                    "id": qid,
+                    "question": q.text,
+                    "answer": answers,
+                    "q_entity": [world.names[t] for t in q.topics],
+                    "a_entity": a_entity,
+                    "graph": graph,
+                    "choices": [],
+                }
+            )
+            meta[split].append(
+                {
+                    "id": qid,
+                    "family": q.family,
+                    "hops": q.hops,
+                    "chains": [{"topic": world.names[t], "relations": c} for t, c in zip(q.topics, q.chains)],
+                    "missing_answers": sorted(world.names[a] for a in gone),
+                }
+            )
     types = np.array(world.types, dtype=object)
     world_stats = {
         "entities": len(world.names),
@@ -264,12 +272,15 @@ def write_build(folder: str | Path, result: SyntheticBuild) -> Path:
         files[QUESTION_META_FILE] = None
         for name in files:
             files[name] = {"bytes": (tmp / name).stat().st_size, "sha256": file_digest(tmp / name)}
-        write_json(tmp / META_FILE, {
-            "generator_version": GENERATOR_VERSION,
-            "config": dataclasses.asdict(result.config),
-            "files": files,
-            "summary": summarize(result),
-        })
+        write_json(
+            tmp / META_FILE,
+            {
+                "generator_version": GENERATOR_VERSION,
+                "config": dataclasses.asdict(result.config),
+                "files": files,
+                "summary": summarize(result),
+            },
+        )
     return folder
 
 

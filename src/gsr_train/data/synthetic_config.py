@@ -1,5 +1,6 @@
 """Sizes and knobs of the embedded synthetic benchmark (its own module: the world, question and
 benchmark builders all read it, and none of them imports another's config)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,11 +55,15 @@ class SyntheticConfig:
             elif f.name != "seed" and value < (0 if f.name.startswith("num_") and f.name[4:] in SPLITS else 1):
                 raise SyntheticConfigError(f"SyntheticConfig.{f.name} must be positive, got {value}")
         if not 1 <= self.num_countries <= len(COUNTRIES):
-            raise SyntheticConfigError(f"SyntheticConfig.num_countries must be in 1..{len(COUNTRIES)}, got {self.num_countries}")
+            raise SyntheticConfigError(
+                f"SyntheticConfig.num_countries must be in 1..{len(COUNTRIES)}, got {self.num_countries}"
+            )
         if self.num_regions < self.num_countries or self.num_cities < self.num_countries:
-            raise SyntheticConfigError("SyntheticConfig: need at least one region and one city per country "
-                             f"(num_regions={self.num_regions}, num_cities={self.num_cities}, "
-                             f"num_countries={self.num_countries})")
+            raise SyntheticConfigError(
+                "SyntheticConfig: need at least one region and one city per country "
+                f"(num_regions={self.num_regions}, num_cities={self.num_cities}, "
+                f"num_countries={self.num_countries})"
+            )
         if self.min_cast > self.max_cast:
             raise SyntheticConfigError(f"SyntheticConfig.min_cast ({self.min_cast}) > max_cast ({self.max_cast})")
         if 2 * self.max_topic_degree > self.max_triples:
@@ -70,7 +75,7 @@ class SyntheticConfig:
             raise SyntheticConfigError(f"SyntheticConfig.num_people must be at least 20, got {self.num_people}")
 
     @classmethod
-    def from_any(cls, config: "SyntheticConfig | dict | None") -> "SyntheticConfig":
+    def from_any(cls, config: SyntheticConfig | dict | None) -> SyntheticConfig:
         """Accept a config, a plain dict (e.g. from Hydra) or None (defaults)."""
         if config is None:
             return cls()

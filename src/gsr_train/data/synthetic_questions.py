@@ -8,6 +8,7 @@ answer is the intersection of two chains (director + actor, two co-stars, two pa
 The draw fixes the share of two-topic and two-hop questions first, then picks families
 by weight and topics uniformly, without repeating a (family, topics) pair or a text.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ def _run_chain(world: World, topic: int, family: S.Family) -> list[int]:
     return [e for e in frontier if e != topic]
 
 
-def _family_pool(world: World, family: S.Family, cfg: "SyntheticConfig") -> _Pool:
+def _family_pool(world: World, family: S.Family, cfg: SyntheticConfig) -> _Pool:
     pool = _Pool(family.name, family.hops, family.weight, [list(family.chain)])
     for topic in world.by_type[family.topic_type]:
         if world.degree[topic] > cfg.max_topic_degree:
@@ -80,8 +81,8 @@ def _family_pool(world: World, family: S.Family, cfg: "SyntheticConfig") -> _Poo
     return pool
 
 
-def _character_pool(world: World, cfg: "SyntheticConfig") -> _Pool:
-    """"who played {c} in {x}": film -> performance (pinned by its character) -> actor."""
+def _character_pool(world: World, cfg: SyntheticConfig) -> _Pool:
+    """ "who played {c} in {x}": film -> performance (pinned by its character) -> actor."""
     pool = _Pool("character_actor", 2, 1.0, [[S.STARRING, S.PERF_ACTOR]])
     for film in world.by_type["film"]:
         if world.degree[film] > cfg.max_topic_degree:
@@ -95,7 +96,7 @@ def _character_pool(world: World, cfg: "SyntheticConfig") -> _Pool:
     return pool
 
 
-def _intersection_pools(world: World, cfg: "SyntheticConfig") -> list[_Pool]:
+def _intersection_pools(world: World, cfg: SyntheticConfig) -> list[_Pool]:
     """Two-topic questions: the answers are reached from both topics."""
     acted = [S.ACTOR_FILM, S.PERF_FILM]
     director_actor = _Pool("director_actor_film", 2, 1.0, [[S.DIRECTOR_FILM], acted])
@@ -164,7 +165,7 @@ def _draw(pools: list[_Pool], n: int, rng: np.random.Generator, used_texts: set[
     return out
 
 
-def sample_questions(world: World, cfg: "SyntheticConfig") -> list[Question]:
+def sample_questions(world: World, cfg: SyntheticConfig) -> list[Question]:
     """All questions of the benchmark, in draw order (the caller shuffles and splits)."""
     rng = np.random.default_rng([cfg.seed, 2])
     total = cfg.num_train + cfg.num_validation + cfg.num_test

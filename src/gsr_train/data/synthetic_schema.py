@@ -6,6 +6,7 @@ spouse question is phrased) can be read and extended without touching the sampli
 Everything here is plain data; changing it changes the generated files, so bump
 ``GENERATOR_VERSION`` in :mod:`gsr_train.data.synthetic_config` when you do.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,8 +57,7 @@ SYLLABLES = (
     "dral fir gren mal nim oss pra rin sten tam vor wil"
 ).split()
 CITY_SUFFIX = (
-    "ton ford burg ville field port haven wood bridge stead mouth dale brook wick more "
-    "cester by holm minster crest"
+    "ton ford burg ville field port haven wood bridge stead mouth dale brook wick more cester by holm minster crest"
 ).split()
 CITY_PREFIX = ("Port", "New", "East", "West", "North", "South", "Fort", "Lake", "Saint", "Mount")
 REGION_SUFFIX = ("Province", "State", "County", "Region", "Territory")
@@ -112,26 +112,58 @@ COUNTRIES = (
 EXTRA_LANGUAGES = ("Russian Language", "Mandarin Chinese", "Greek Language", "Turkish Language")
 GENDERS = ("Male", "Female")
 PROFESSIONS = (
-    "Actor", "Film director", "Screenwriter", "Film producer", "Composer", "Cinematographer",
-    "Film editor", "Businessperson", "Politician",
-    "Engineer", "Lawyer", "Physician", "Scientist", "Teacher", "Journalist", "Singer",
-    "Athlete", "Writer", "Musician",
+    "Actor",
+    "Film director",
+    "Screenwriter",
+    "Film producer",
+    "Composer",
+    "Cinematographer",
+    "Film editor",
+    "Businessperson",
+    "Politician",
+    "Engineer",
+    "Lawyer",
+    "Physician",
+    "Scientist",
+    "Teacher",
+    "Journalist",
+    "Singer",
+    "Athlete",
+    "Writer",
+    "Musician",
 )
 RELIGIONS = ("Christianity", "Islam", "Judaism", "Hinduism", "Buddhism", "Atheism")
 FILM_GENRES = (
-    "Drama", "Comedy", "Thriller", "Romance film", "Action film", "Science fiction",
-    "Horror", "Documentary film", "Crime fiction", "Adventure film", "Animation", "Musical",
+    "Drama",
+    "Comedy",
+    "Thriller",
+    "Romance film",
+    "Action film",
+    "Science fiction",
+    "Horror",
+    "Documentary film",
+    "Crime fiction",
+    "Adventure film",
+    "Animation",
+    "Musical",
 )
 DEGREES = ("Bachelor of Arts", "Bachelor of Science", "Master of Arts", "Master of Science", "PhD")
 JOB_TITLES = (
-    "Chief Executive Officer", "Software engineer", "Accountant", "Sales manager",
-    "Consultant", "Chief Financial Officer", "Researcher", "Designer",
+    "Chief Executive Officer",
+    "Software engineer",
+    "Accountant",
+    "Sales manager",
+    "Consultant",
+    "Chief Financial Officer",
+    "Researcher",
+    "Designer",
 )
 UNION_TYPES = ("Marriage", "Domestic partnership")
 # Entity types that hub relations point to; their entities join almost any two entities in
 # two hops, so per-question graphs keep only some of their edges (see Subgrapher).
-HUB_TYPES = frozenset({"gender", "country", "language", "profession", "religion", "genre", "degree",
-                       "job_title", "union_type"})
+HUB_TYPES = frozenset(
+    {"gender", "country", "language", "profession", "religion", "genre", "degree", "job_title", "union_type"}
+)
 
 # --------------------------------------------------------------------------- relations
 # Relation ids follow Freebase (type.property). ``INVERSES`` pairs properties whose
@@ -287,137 +319,351 @@ def _f(name, topic, chain, templates, filters=(), gendered=(), weight=1.0) -> Fa
 ANY = (None, None)
 FAMILIES: tuple[Family, ...] = (
     # ---- person, 1 hop
-    _f("birthplace", "person", [BIRTH], [
-        "where was {x} born", "what city was {x} born in", "where is {x} originally from",
-        "what city is {x} from", "what is the birthplace of {x}"]),
-    _f("deathplace", "person", [DEATH], [
-        "where did {x} die", "what city did {x} die in", "where did {x} pass away"]),
-    _f("nationality", "person", [NATIONALITY], [
-        "what country is {x} from", "what is {x}'s nationality", "what nationality is {x}",
-        "what is {x}'s citizenship"], weight=0.6),
-    _f("profession", "person", [PROFESSION], [
-        "what does {x} do for a living", "what is {x}'s profession", "what was {x}'s occupation",
-        "what did {x} do for work"], weight=0.6),
-    _f("religion", "person", [RELIGION], [
-        "what religion is {x}", "what is {x}'s religion", "what faith does {x} follow"], weight=0.5),
-    _f("languages", "person", [LANGUAGES], [
-        "what languages does {x} speak", "what language does {x} speak"], weight=0.6),
-    _f("parents", "person", [PARENTS], [
-        "who are {x}'s parents", "who were the parents of {x}", "who are the parents of {x}"],
-       gendered=(("Female", ("who is {x}'s mother",)), ("Male", ("who is {x}'s father",)))),
-    _f("mother", "person", [PARENTS], ["who is {x}'s mother", "who was the mother of {x}"],
-       filters=[("person", "Female")], weight=0.5),
-    _f("children", "person", [CHILDREN], [
-        "who are {x}'s children", "what are the names of {x}'s kids", "who are the children of {x}"],
-       gendered=(("Female", ("who is {x}'s daughter",)), ("Male", ("who is {x}'s son",)))),
-    _f("influences", "person", [INFLUENCED_BY], [
-        "who influenced {x}", "who were {x}'s influences", "who inspired {x}"], weight=0.6),
-    _f("influenced", "person", [INFLUENCED], ["who did {x} influence", "who was influenced by {x}"],
-       weight=0.5),
-    _f("films_directed", "person", [DIRECTOR_FILM], [
-        "what movies did {x} direct", "what films has {x} directed", "which movies were directed by {x}"]),
-    _f("films_written", "person", [WRITER_FILM], [
-        "what movies did {x} write", "what films did {x} write the screenplay for"], weight=0.7),
-    _f("orgs_founded", "person", [FOUNDED], [
-        "what companies did {x} found", "what company did {x} start", "what business did {x} create"]),
+    _f(
+        "birthplace",
+        "person",
+        [BIRTH],
+        [
+            "where was {x} born",
+            "what city was {x} born in",
+            "where is {x} originally from",
+            "what city is {x} from",
+            "what is the birthplace of {x}",
+        ],
+    ),
+    _f("deathplace", "person", [DEATH], ["where did {x} die", "what city did {x} die in", "where did {x} pass away"]),
+    _f(
+        "nationality",
+        "person",
+        [NATIONALITY],
+        [
+            "what country is {x} from",
+            "what is {x}'s nationality",
+            "what nationality is {x}",
+            "what is {x}'s citizenship",
+        ],
+        weight=0.6,
+    ),
+    _f(
+        "profession",
+        "person",
+        [PROFESSION],
+        [
+            "what does {x} do for a living",
+            "what is {x}'s profession",
+            "what was {x}'s occupation",
+            "what did {x} do for work",
+        ],
+        weight=0.6,
+    ),
+    _f(
+        "religion",
+        "person",
+        [RELIGION],
+        ["what religion is {x}", "what is {x}'s religion", "what faith does {x} follow"],
+        weight=0.5,
+    ),
+    _f(
+        "languages",
+        "person",
+        [LANGUAGES],
+        ["what languages does {x} speak", "what language does {x} speak"],
+        weight=0.6,
+    ),
+    _f(
+        "parents",
+        "person",
+        [PARENTS],
+        ["who are {x}'s parents", "who were the parents of {x}", "who are the parents of {x}"],
+        gendered=(("Female", ("who is {x}'s mother",)), ("Male", ("who is {x}'s father",))),
+    ),
+    _f(
+        "mother",
+        "person",
+        [PARENTS],
+        ["who is {x}'s mother", "who was the mother of {x}"],
+        filters=[("person", "Female")],
+        weight=0.5,
+    ),
+    _f(
+        "children",
+        "person",
+        [CHILDREN],
+        ["who are {x}'s children", "what are the names of {x}'s kids", "who are the children of {x}"],
+        gendered=(("Female", ("who is {x}'s daughter",)), ("Male", ("who is {x}'s son",))),
+    ),
+    _f(
+        "influences",
+        "person",
+        [INFLUENCED_BY],
+        ["who influenced {x}", "who were {x}'s influences", "who inspired {x}"],
+        weight=0.6,
+    ),
+    _f("influenced", "person", [INFLUENCED], ["who did {x} influence", "who was influenced by {x}"], weight=0.5),
+    _f(
+        "films_directed",
+        "person",
+        [DIRECTOR_FILM],
+        ["what movies did {x} direct", "what films has {x} directed", "which movies were directed by {x}"],
+    ),
+    _f(
+        "films_written",
+        "person",
+        [WRITER_FILM],
+        ["what movies did {x} write", "what films did {x} write the screenplay for"],
+        weight=0.7,
+    ),
+    _f(
+        "orgs_founded",
+        "person",
+        [FOUNDED],
+        ["what companies did {x} found", "what company did {x} start", "what business did {x} create"],
+    ),
     # ---- person, 2 hops through a mediator (CVT) node
-    _f("spouse", "person", [SPOUSE_S, MARRIAGE_SPOUSE], [
-        "who is {x} married to", "who was {x}'s spouse", "who did {x} marry"],
-       filters=[ANY, ("person", None)],
-       gendered=(("Female", ("who is {x}'s wife", "who was {x}'s wife")),
-                 ("Male", ("who is {x}'s husband", "who was {x}'s husband"))), weight=1.5),
-    _f("siblings", "person", [SIBLING_S, SIBLING], [
-        "who are {x}'s siblings", "who are the brothers and sisters of {x}"],
-       filters=[ANY, ("person", None)],
-       gendered=(("Female", ("who is {x}'s sister",)), ("Male", ("who is {x}'s brother",)))),
-    _f("education", "person", [EDUCATION, EDU_INSTITUTION], [
-        "where did {x} go to college", "what university did {x} attend", "where did {x} study",
-        "what school did {x} go to"], weight=1.5),
-    _f("employer", "person", [EMPLOYMENT, TENURE_COMPANY], [
-        "who does {x} work for", "what company did {x} work for", "where did {x} work",
-        "who employed {x}"], weight=1.5),
-    _f("places_lived", "person", [PLACES_LIVED, LIVED_LOCATION], [
-        "where did {x} live", "where has {x} lived", "what cities has {x} lived in"]),
-    _f("acted_in", "person", [ACTOR_FILM, PERF_FILM], [
-        "what movies has {x} been in", "what films did {x} star in", "what movies did {x} play in",
-        "what films has {x} acted in"], weight=1.5),
-    _f("wedding_place", "person", [SPOUSE_S, MARRIAGE_PLACE], [
-        "where did {x} get married", "where was {x}'s wedding"], weight=0.6),
+    _f(
+        "spouse",
+        "person",
+        [SPOUSE_S, MARRIAGE_SPOUSE],
+        ["who is {x} married to", "who was {x}'s spouse", "who did {x} marry"],
+        filters=[ANY, ("person", None)],
+        gendered=(
+            ("Female", ("who is {x}'s wife", "who was {x}'s wife")),
+            ("Male", ("who is {x}'s husband", "who was {x}'s husband")),
+        ),
+        weight=1.5,
+    ),
+    _f(
+        "siblings",
+        "person",
+        [SIBLING_S, SIBLING],
+        ["who are {x}'s siblings", "who are the brothers and sisters of {x}"],
+        filters=[ANY, ("person", None)],
+        gendered=(("Female", ("who is {x}'s sister",)), ("Male", ("who is {x}'s brother",))),
+    ),
+    _f(
+        "education",
+        "person",
+        [EDUCATION, EDU_INSTITUTION],
+        [
+            "where did {x} go to college",
+            "what university did {x} attend",
+            "where did {x} study",
+            "what school did {x} go to",
+        ],
+        weight=1.5,
+    ),
+    _f(
+        "employer",
+        "person",
+        [EMPLOYMENT, TENURE_COMPANY],
+        ["who does {x} work for", "what company did {x} work for", "where did {x} work", "who employed {x}"],
+        weight=1.5,
+    ),
+    _f(
+        "places_lived",
+        "person",
+        [PLACES_LIVED, LIVED_LOCATION],
+        ["where did {x} live", "where has {x} lived", "what cities has {x} lived in"],
+    ),
+    _f(
+        "acted_in",
+        "person",
+        [ACTOR_FILM, PERF_FILM],
+        [
+            "what movies has {x} been in",
+            "what films did {x} star in",
+            "what movies did {x} play in",
+            "what films has {x} acted in",
+        ],
+        weight=1.5,
+    ),
+    _f(
+        "wedding_place",
+        "person",
+        [SPOUSE_S, MARRIAGE_PLACE],
+        ["where did {x} get married", "where was {x}'s wedding"],
+        weight=0.6,
+    ),
     # ---- person, 2 hops through named entities
-    _f("grandparents", "person", [PARENTS, PARENTS], [
-        "who are {x}'s grandparents", "who were the grandparents of {x}"], weight=0.7),
-    _f("grandchildren", "person", [CHILDREN, CHILDREN], [
-        "who are {x}'s grandchildren", "who are the grandchildren of {x}"], weight=0.7),
-    _f("parents_birthplace", "person", [PARENTS, BIRTH], [
-        "where were {x}'s parents born", "where are {x}'s parents from"], weight=1.2),
-    _f("father_birthplace", "person", [PARENTS, BIRTH], [
-        "where was {x}'s father born", "what city is {x}'s father from"],
-       filters=[("person", "Male"), ANY]),
-    _f("birth_region", "person", [BIRTH, CONTAINEDBY], [
-        "what state was {x} born in", "what region was {x} born in", "what province is {x} from"],
-       filters=[ANY, ("region", None)], weight=1.2),
-    _f("birth_country", "person", [BIRTH, CONTAINEDBY], [
-        "what country was {x} born in", "in which country was {x} born"],
-       filters=[ANY, ("country", None)], weight=0.7),
+    _f(
+        "grandparents",
+        "person",
+        [PARENTS, PARENTS],
+        ["who are {x}'s grandparents", "who were the grandparents of {x}"],
+        weight=0.7,
+    ),
+    _f(
+        "grandchildren",
+        "person",
+        [CHILDREN, CHILDREN],
+        ["who are {x}'s grandchildren", "who are the grandchildren of {x}"],
+        weight=0.7,
+    ),
+    _f(
+        "parents_birthplace",
+        "person",
+        [PARENTS, BIRTH],
+        ["where were {x}'s parents born", "where are {x}'s parents from"],
+        weight=1.2,
+    ),
+    _f(
+        "father_birthplace",
+        "person",
+        [PARENTS, BIRTH],
+        ["where was {x}'s father born", "what city is {x}'s father from"],
+        filters=[("person", "Male"), ANY],
+    ),
+    _f(
+        "birth_region",
+        "person",
+        [BIRTH, CONTAINEDBY],
+        ["what state was {x} born in", "what region was {x} born in", "what province is {x} from"],
+        filters=[ANY, ("region", None)],
+        weight=1.2,
+    ),
+    _f(
+        "birth_country",
+        "person",
+        [BIRTH, CONTAINEDBY],
+        ["what country was {x} born in", "in which country was {x} born"],
+        filters=[ANY, ("country", None)],
+        weight=0.7,
+    ),
     # ---- film
-    _f("director", "film", [DIRECTED_BY], [
-        "who directed {x}", "who is the director of {x}", "who was the director of the movie {x}"],
-       weight=1.2),
+    _f(
+        "director",
+        "film",
+        [DIRECTED_BY],
+        ["who directed {x}", "who is the director of {x}", "who was the director of the movie {x}"],
+        weight=1.2,
+    ),
     _f("writer", "film", [WRITTEN_BY], ["who wrote {x}", "who wrote the screenplay for {x}"]),
     _f("producer", "film", [PRODUCED_BY], ["who produced {x}", "who was the producer of {x}"], weight=0.7),
-    _f("composer", "film", [MUSIC_BY], [
-        "who composed the music for {x}", "who wrote the music for {x}", "who did the score of {x}"],
-       weight=0.6),
-    _f("cinematographer", "film", [CINEMATOGRAPHY], [
-        "who was the cinematographer of {x}", "who shot {x}"], weight=0.4),
+    _f(
+        "composer",
+        "film",
+        [MUSIC_BY],
+        ["who composed the music for {x}", "who wrote the music for {x}", "who did the score of {x}"],
+        weight=0.6,
+    ),
+    _f("cinematographer", "film", [CINEMATOGRAPHY], ["who was the cinematographer of {x}", "who shot {x}"], weight=0.4),
     _f("editor", "film", [EDITED_BY], ["who edited {x}", "who was the film editor of {x}"], weight=0.4),
-    _f("genre", "film", [FILM_GENRE], [
-        "what genre is {x}", "what kind of movie is {x}", "what type of film is {x}"], weight=0.6),
+    _f(
+        "genre",
+        "film",
+        [FILM_GENRE],
+        ["what genre is {x}", "what kind of movie is {x}", "what type of film is {x}"],
+        weight=0.6,
+    ),
     _f("film_language", "film", [FILM_LANGUAGE], ["what language is {x} in"], weight=0.4),
-    _f("film_country", "film", [FILM_COUNTRY], ["what country is the movie {x} from", "where was {x} made"],
-       weight=0.4),
-    _f("studio", "film", [PRODUCTION_COMPANY], [
-        "what studio made {x}", "what company produced {x}", "which studio released {x}"], weight=0.8),
-    _f("cast", "film", [STARRING, PERF_ACTOR], [
-        "who starred in {x}", "who acted in {x}", "who is in the cast of {x}", "who played in {x}"],
-       filters=[ANY, ("person", None)], weight=1.5),
-    _f("director_birthplace", "film", [DIRECTED_BY, BIRTH], [
-        "where was the director of {x} born", "what city is the director of {x} from"], weight=1.2),
-    _f("director_other_films", "film", [DIRECTED_BY, DIRECTOR_FILM], [
-        "what other movies did the director of {x} make",
-        "what other films were made by the director of {x}"], weight=0.8),
-    _f("writer_nationality", "film", [WRITTEN_BY, NATIONALITY], [
-        "what nationality is the writer of {x}"], weight=0.4),
+    _f(
+        "film_country", "film", [FILM_COUNTRY], ["what country is the movie {x} from", "where was {x} made"], weight=0.4
+    ),
+    _f(
+        "studio",
+        "film",
+        [PRODUCTION_COMPANY],
+        ["what studio made {x}", "what company produced {x}", "which studio released {x}"],
+        weight=0.8,
+    ),
+    _f(
+        "cast",
+        "film",
+        [STARRING, PERF_ACTOR],
+        ["who starred in {x}", "who acted in {x}", "who is in the cast of {x}", "who played in {x}"],
+        filters=[ANY, ("person", None)],
+        weight=1.5,
+    ),
+    _f(
+        "director_birthplace",
+        "film",
+        [DIRECTED_BY, BIRTH],
+        ["where was the director of {x} born", "what city is the director of {x} from"],
+        weight=1.2,
+    ),
+    _f(
+        "director_other_films",
+        "film",
+        [DIRECTED_BY, DIRECTOR_FILM],
+        ["what other movies did the director of {x} make", "what other films were made by the director of {x}"],
+        weight=0.8,
+    ),
+    _f("writer_nationality", "film", [WRITTEN_BY, NATIONALITY], ["what nationality is the writer of {x}"], weight=0.4),
     # ---- places
-    _f("city_region", "city", [CONTAINEDBY], [
-        "what state is {x} in", "what region is {x} in", "what province is {x} located in"],
-       filters=[("region", None)]),
-    _f("city_country", "city", [CONTAINEDBY], ["what country is {x} in", "where is {x} located"],
-       filters=[("country", None)], weight=0.6),
-    _f("born_in_city", "city", [BORN_HERE], [
-        "who was born in {x}", "what famous people are from {x}"], weight=0.5),
-    _f("companies_in_city", "city", ["~" + ADDRESS_CITY, "~" + HEADQUARTERS], [
-        "what companies are based in {x}", "which companies have their headquarters in {x}"],
-       weight=0.5),
-    _f("region_country", "region", [CONTAINEDBY], ["what country is {x} in", "where is {x}"],
-       filters=[("country", None)], weight=0.5),
-    _f("region_cities", "region", [CONTAINS], ["what cities are in {x}", "what are the main cities in {x}"],
-       filters=[("city", None)], weight=0.4),
-    _f("capital", "country", [CAPITAL], ["what is the capital of {x}", "what is {x}'s capital city"],
-       weight=0.4),
-    _f("country_languages", "country", [LANGUAGES_SPOKEN], [
-        "what languages are spoken in {x}", "what language do they speak in {x}"], weight=0.4),
-    _f("university_city", "university", [CONTAINEDBY], [
-        "where is {x} located", "what city is {x} in"], filters=[("city", None)], weight=0.7),
+    _f(
+        "city_region",
+        "city",
+        [CONTAINEDBY],
+        ["what state is {x} in", "what region is {x} in", "what province is {x} located in"],
+        filters=[("region", None)],
+    ),
+    _f(
+        "city_country",
+        "city",
+        [CONTAINEDBY],
+        ["what country is {x} in", "where is {x} located"],
+        filters=[("country", None)],
+        weight=0.6,
+    ),
+    _f("born_in_city", "city", [BORN_HERE], ["who was born in {x}", "what famous people are from {x}"], weight=0.5),
+    _f(
+        "companies_in_city",
+        "city",
+        ["~" + ADDRESS_CITY, "~" + HEADQUARTERS],
+        ["what companies are based in {x}", "which companies have their headquarters in {x}"],
+        weight=0.5,
+    ),
+    _f(
+        "region_country",
+        "region",
+        [CONTAINEDBY],
+        ["what country is {x} in", "where is {x}"],
+        filters=[("country", None)],
+        weight=0.5,
+    ),
+    _f(
+        "region_cities",
+        "region",
+        [CONTAINS],
+        ["what cities are in {x}", "what are the main cities in {x}"],
+        filters=[("city", None)],
+        weight=0.4,
+    ),
+    _f("capital", "country", [CAPITAL], ["what is the capital of {x}", "what is {x}'s capital city"], weight=0.4),
+    _f(
+        "country_languages",
+        "country",
+        [LANGUAGES_SPOKEN],
+        ["what languages are spoken in {x}", "what language do they speak in {x}"],
+        weight=0.4,
+    ),
+    _f(
+        "university_city",
+        "university",
+        [CONTAINEDBY],
+        ["where is {x} located", "what city is {x} in"],
+        filters=[("city", None)],
+        weight=0.7,
+    ),
     # ---- organisations
     _f("founders", "org", [FOUNDERS], ["who founded {x}", "who started {x}", "who are the founders of {x}"]),
-    _f("headquarters", "org", [HEADQUARTERS, ADDRESS_CITY], [
-        "where is {x} headquartered", "where is {x} based", "what city is {x} located in"], weight=1.2),
-    _f("employees", "org", [EMPLOYEES, TENURE_PERSON], ["who works for {x}", "who has worked at {x}"],
-       filters=[ANY, ("person", None)], weight=0.8),
+    _f(
+        "headquarters",
+        "org",
+        [HEADQUARTERS, ADDRESS_CITY],
+        ["where is {x} headquartered", "where is {x} based", "what city is {x} located in"],
+        weight=1.2,
+    ),
+    _f(
+        "employees",
+        "org",
+        [EMPLOYEES, TENURE_PERSON],
+        ["who works for {x}", "who has worked at {x}"],
+        filters=[ANY, ("person", None)],
+        weight=0.8,
+    ),
     _f("founder_birthplace", "org", [FOUNDERS, BIRTH], ["where was the founder of {x} born"], weight=0.8),
-    _f("studio_films", "org", [COMPANY_FILMS], ["what movies did {x} produce", "what films did {x} make"],
-       weight=0.5),
+    _f("studio_films", "org", [COMPANY_FILMS], ["what movies did {x} produce", "what films did {x} make"], weight=0.5),
 )
 
 # A "~" prefix on a chain step means: walk the relation backwards (tail -> head); used only
@@ -426,13 +672,16 @@ FAMILIES: tuple[Family, ...] = (
 # Two-topic questions: the answer is the intersection of what two chains reach.
 CHARACTER_TEMPLATES = ("who played {c} in {x}", "who plays {c} in {x}", "who was {c} in {x}")
 DIRECTOR_ACTOR_TEMPLATES = (
-    "which film did {a} direct that starred {b}", "what movie directed by {a} starred {b}",
+    "which film did {a} direct that starred {b}",
+    "what movie directed by {a} starred {b}",
     "what film did {b} make with director {a}",
 )
 COSTAR_TEMPLATES = (
-    "what movie did {a} and {b} star in together", "which film starred both {a} and {b}",
+    "what movie did {a} and {b} star in together",
+    "which film starred both {a} and {b}",
     "what movies have {a} and {b} been in together",
 )
 COUPLE_CHILD_TEMPLATES = (
-    "who is the child of {a} and {b}", "what are the names of {a} and {b}'s children",
+    "who is the child of {a} and {b}",
+    "what are the names of {a} and {b}'s children",
 )

@@ -17,6 +17,7 @@ what matters for retrieval, so it copies Freebase where Freebase makes retrieval
 Everything is drawn from one seeded ``numpy`` generator per stage, entities are integers
 and no Python ``set`` of strings is ever iterated, so the same config gives the same world.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -168,7 +169,7 @@ def _zipf(n: int, a: float = 1.0) -> np.ndarray:
     return weights / weights.sum()
 
 
-def build_world(cfg: "SyntheticConfig") -> World:
+def build_world(cfg: SyntheticConfig) -> World:
     """Generate the global KG for ``cfg`` (deterministic in ``cfg.seed``)."""
     return _WorldBuilder(cfg).build()
 
@@ -176,7 +177,7 @@ def build_world(cfg: "SyntheticConfig") -> World:
 class _WorldBuilder:
     """Fills a :class:`World` stage by stage; the stages share places, hubs and people."""
 
-    def __init__(self, cfg: "SyntheticConfig") -> None:
+    def __init__(self, cfg: SyntheticConfig) -> None:
         self.cfg = cfg
         self.rng = np.random.default_rng([cfg.seed, 1])
         self.w = World(self.rng)
@@ -549,7 +550,9 @@ class _WorldBuilder:
             for g in dict.fromkeys(int(i) for i in rng.choice(len(self.genres), int(rng.integers(1, 3)), p=genre_p)):
                 w.add(f, S.FILM_GENRE, self.genres[g])
             local = [s for s in self.studios if self.org_country[s] == country]
-            w.add(f, S.PRODUCTION_COMPANY, self.pick(local) if local and rng.random() < 0.6 else self.pick(self.studios))
+            w.add(
+                f, S.PRODUCTION_COMPANY, self.pick(local) if local and rng.random() < 0.6 else self.pick(self.studios)
+            )
             for actor in draw("actor", int(rng.integers(cfg.min_cast, cfg.max_cast + 1)), tuple(directors)):
                 m = w.mediator("performance")
                 w.add(actor, S.ACTOR_FILM, m)

@@ -1,13 +1,15 @@
 """GSR retrieval data, question -> relation chains: chain-supervision rows (``webqsp_paths``),
 LLM-selected chains, the ``filtered`` heuristic, and the per-question chains of RoG datasets
 (from the KG supervision). See :mod:`gsr_train.datamodules.gsr_data` for the variants."""
+
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from gsr_train.data.rows import RowError, find_split_file
 from gsr_train.io import iter_jsonl
@@ -106,8 +108,9 @@ def load_llm_chains(path: str | Path) -> dict[str, list[Chain]]:
     return out
 
 
-def filter_chains(chains: Iterable[Chain], drop_repeats: bool = True,
-                  drop_prefixes: Sequence[str] = META_PREFIXES) -> list[Chain]:
+def filter_chains(
+    chains: Iterable[Chain], drop_repeats: bool = True, drop_prefixes: Sequence[str] = META_PREFIXES
+) -> list[Chain]:
     """The direction-free ``filtered`` heuristic (see the module docstring); empty chains dropped."""
     out = []
     prefixes = tuple(drop_prefixes or ())
@@ -137,9 +140,12 @@ class ChainQuestion:
     ground: list[Chain]
 
 
-def questions_from_paths(rows: Sequence[PathRow], variant: str = "raw",
-                         llm: Mapping[str, list[Chain]] | None = None,
-                         filter_options: Mapping[str, Any] | None = None) -> list[ChainQuestion]:
+def questions_from_paths(
+    rows: Sequence[PathRow],
+    variant: str = "raw",
+    llm: Mapping[str, list[Chain]] | None = None,
+    filter_options: Mapping[str, Any] | None = None,
+) -> list[ChainQuestion]:
     """ChainQuestions from path rows; ``llm`` (id -> chains) overrides the rows' own gpt/llm paths."""
     if variant not in VARIANTS:
         raise ValueError(f"retrieval variant must be one of {VARIANTS}, got {variant!r}")
@@ -162,8 +168,9 @@ def questions_from_paths(rows: Sequence[PathRow], variant: str = "raw",
     return out
 
 
-def questions_from_kg(index: KGIndex, split: str, supervision, variant: str = "raw",
-                      llm: Mapping[str, list[Chain]] | None = None) -> list[ChainQuestion]:
+def questions_from_kg(
+    index: KGIndex, split: str, supervision, variant: str = "raw", llm: Mapping[str, list[Chain]] | None = None
+) -> list[ChainQuestion]:
     """ChainQuestions of a RoG split from its shortest-path supervision (``kg.paths``)."""
     if variant not in VARIANTS:
         raise ValueError(f"retrieval variant must be one of {VARIANTS}, got {variant!r}")

@@ -25,24 +25,41 @@
   ``index_epochs`` epochs). A retrieval example holds *all* chains of its question as
   targets, so the encoder runs once per question, not once per chain.
 """
+
 from __future__ import annotations
 
 import logging
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 
 # the data jobs live in their own modules; re-exported so one import reaches all GSR data
 from gsr_train.datamodules.gsr_chains import (  # noqa: F401
-    META_PREFIXES, VARIANTS, Chain, ChainQuestion, PathRow, chain_relations, filter_chains, load_llm_chains,
-    load_path_rows, questions_from_kg, questions_from_paths)
+    META_PREFIXES,
+    VARIANTS,
+    Chain,
+    ChainQuestion,
+    PathRow,
+    chain_relations,
+    filter_chains,
+    load_llm_chains,
+    load_path_rows,
+    questions_from_kg,
+    questions_from_paths,
+)
 from gsr_train.datamodules.gsr_indexing import (  # noqa: F401
-    IndexExample, IndexSources, default_templates, load_index_file, pseudo_questions, relation_subjects)
-from gsr_train.io import stable_hash
+    IndexExample,
+    IndexSources,
+    default_templates,
+    load_index_file,
+    pseudo_questions,
+    relation_subjects,
+)
 from gsr_train.features.relation_tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
+from gsr_train.io import stable_hash
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +78,13 @@ class Seq2SeqItem:
     id: str = ""
 
 
-def retrieval_items(questions: Sequence[ChainQuestion], relations, max_targets: int | None = None,
-                    require_targets: bool = True, strict: bool = True) -> tuple[list[Seq2SeqItem], Counter]:
+def retrieval_items(
+    questions: Sequence[ChainQuestion],
+    relations,
+    max_targets: int | None = None,
+    require_targets: bool = True,
+    strict: bool = True,
+) -> tuple[list[Seq2SeqItem], Counter]:
     """Retrieval items in the model's relation-index space.
 
     ``strict``: a training chain with a relation outside the vocabulary is an error; otherwise
@@ -76,7 +98,9 @@ def retrieval_items(questions: Sequence[ChainQuestion], relations, max_targets: 
                 targets.append(tuple(relations.indices(c)))
             except KeyError as e:
                 if strict:
-                    raise KeyError(f"question {q.id!r}: chain {list(c)} uses a relation outside the model vocabulary: {e}") from None
+                    raise KeyError(
+                        f"question {q.id!r}: chain {list(c)} uses a relation outside the model vocabulary: {e}"
+                    ) from None
                 counts["chains_outside_vocab"] += 1
         if max_targets is not None and len(targets) > max_targets:
             counts["targets_capped"] += len(targets) - max_targets
@@ -101,8 +125,11 @@ def walk_items(examples, relations, prefix: str = RETRIEVAL_PREFIX) -> tuple[lis
 
 
 def index_items(examples: Sequence[IndexExample], relations) -> list[Seq2SeqItem]:
-    return [Seq2SeqItem(INDEX_PREFIX, e.text, [(relations.index(e.relation),)]) for e in examples
-            if e.relation in relations.lookup]
+    return [
+        Seq2SeqItem(INDEX_PREFIX, e.text, [(relations.index(e.relation),)])
+        for e in examples
+        if e.relation in relations.lookup
+    ]
 
 
 class GSRCollator:
@@ -116,11 +143,16 @@ class GSRCollator:
         enc = self.gsr.encode(texts, prefix=None)
         targets = [t for it in items for t in it.targets]
         owner = torch.tensor([i for i, it in enumerate(items) for _ in it.targets], dtype=torch.long)
-        batch = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-                 "labels": self.gsr.labels(targets) if targets else torch.zeros(0, 1, dtype=torch.long),
-                 "owner": owner, "ground": [it.ground for it in items], "ids": [it.id for it in items],
-                 "texts": [it.text for it in items],
-                 "is_retrieval": torch.tensor([it.prefix == RETRIEVAL_PREFIX for it in items])}
+        batch = {
+            "input_ids": enc["input_ids"],
+            "attention_mask": enc["attention_mask"],
+            "labels": self.gsr.labels(targets) if targets else torch.zeros(0, 1, dtype=torch.long),
+            "owner": owner,
+            "ground": [it.ground for it in items],
+            "ids": [it.id for it in items],
+            "texts": [it.text for it in items],
+            "is_retrieval": torch.tensor([it.prefix == RETRIEVAL_PREFIX for it in items]),
+        }
         return batch
 
 
@@ -131,12 +163,24 @@ class GSRDataModule:
     imports without Lightning; the runner uses ``GSRDataModule(...).as_lightning()``.
     """
 
-    def __init__(self, gsr, retrieval: Sequence[Seq2SeqItem], index_pool: Sequence[Seq2SeqItem],
-                 validation: Sequence[Seq2SeqItem], schedule: str = "joint", index_epochs: int = 0,
-                 index_ratio: float = 1.0, batch_size: int = 32, eval_batch_size: int = 64, seed: int = 0,
-                 max_targets: int | None = None, walk_pool: Sequence[Seq2SeqItem] = (),
-                 walk_ratio: float = 0.0, index_focus: Sequence[bool] | None = None,
-                 focus_share: float | None = None) -> None:
+    def __init__(
+        self,
+        gsr,
+        retrieval: Sequence[Seq2SeqItem],
+        index_pool: Sequence[Seq2SeqItem],
+        validation: Sequence[Seq2SeqItem],
+        schedule: str = "joint",
+        index_epochs: int = 0,
+        index_ratio: float = 1.0,
+        batch_size: int = 32,
+        eval_batch_size: int = 64,
+        seed: int = 0,
+        max_targets: int | None = None,
+        walk_pool: Sequence[Seq2SeqItem] = (),
+        walk_ratio: float = 0.0,
+        index_focus: Sequence[bool] | None = None,
+        focus_share: float | None = None,
+    ) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"gsr.schedule must be one of {SCHEDULES}, got {schedule!r}")
         if schedule.startswith("index_then") and index_epochs < 1:
@@ -215,7 +259,8 @@ class GSRDataModule:
         return max(1, -(-len(self.epoch_items(epoch)) // self.batch_size))
 
     def train_loader(self, epoch: int, skip_batches: int = 0, resume=None):
-        """``resume``: a :class:`~gsr_train.datamodules.triple_datamodule.ResumeSkip` read when the first pass starts."""
+        """``resume``: a :class:`~gsr_train.datamodules.triple_datamodule.ResumeSkip` read when the first
+        pass starts."""
         from torch.utils.data import DataLoader
 
         from gsr_train.datamodules.triple_datamodule import RankSampler
@@ -287,4 +332,4 @@ def make_lightning_datamodule(owner: GSRDataModule):
     """
     import sys
 
-    return getattr(sys.modules[__name__], "LightningGSRData")(owner)
+    return sys.modules[__name__].LightningGSRData(owner)

@@ -1,27 +1,26 @@
 """GSR indexing data, pseudo question -> relation: templates from a relation's name (or an LLM
 template file), filled with real subject entities of the relation taken from the KG index."""
+
 from __future__ import annotations
 
 import json
 import logging
 import random
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from gsr_train.data.rows import RowError
 from gsr_train.datamodules.gsr_chains import _jsonl_records
+from gsr_train.features.relation_tokens import relation_words
 from gsr_train.io import stable_hash
 from gsr_train.kg.index import KGIndex
-from gsr_train.features.relation_tokens import relation_words
 
 log = logging.getLogger(__name__)
-
-
 
 
 # ----------------------------------------------------------------------- indexing data
@@ -108,8 +107,13 @@ def load_index_file(path: str | Path) -> IndexSources:
     return src
 
 
-def relation_subjects(index: KGIndex | None, splits: Sequence[str] = ("train",), exclude: Iterable[str] = (),
-                      per_relation: int = 10, seed: int = 0) -> dict[str, list[str]]:
+def relation_subjects(
+    index: KGIndex | None,
+    splits: Sequence[str] = ("train",),
+    exclude: Iterable[str] = (),
+    per_relation: int = 10,
+    seed: int = 0,
+) -> dict[str, list[str]]:
     """Up to ``per_relation`` distinct named heads of every relation in the given splits' graphs.
 
     Raw Freebase ids (``m.xxx``) never serve as subjects; ``exclude`` (e.g. the topic
@@ -155,9 +159,14 @@ class IndexExample:
     relation: str
 
 
-def pseudo_questions(relations: Sequence[str], subjects: Mapping[str, Sequence[str]],
-                     sources: IndexSources | None = None, per_relation: int = 10, seed: int = 0,
-                     fallback_subject: bool = True) -> list[IndexExample]:
+def pseudo_questions(
+    relations: Sequence[str],
+    subjects: Mapping[str, Sequence[str]],
+    sources: IndexSources | None = None,
+    per_relation: int = 10,
+    seed: int = 0,
+    fallback_subject: bool = True,
+) -> list[IndexExample]:
     """``per_relation`` pseudo questions per relation (templates x subjects, seeded).
 
     LLM questions / templates for a relation are used when given, else the name templates.

@@ -12,12 +12,13 @@ is not an evaluation question's topic entity. They follow stored edge directions
 the given splits' graphs (duplicate triples counted once), never repeat a relation back to back,
 and skip Freebase meta relations; all walks advance together, one vectorised step per hop.
 """
+
 from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -54,12 +55,13 @@ def _relation_keep(index: KGIndex, drop_prefixes: Sequence[str]) -> torch.Tensor
     return torch.tensor([not (prefixes and r.startswith(prefixes)) for r in index.relations], dtype=torch.bool)
 
 
-def _union_graph(index: KGIndex, splits: Sequence[str], keep_rel: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _union_graph(
+    index: KGIndex, splits: Sequence[str], keep_rel: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """CSR over global entity ids of the distinct (head, relation, tail) triples of ``splits``:
     (offsets ``[E + 1]`` int64, relation ``[M]``, tail ``[M]``), edges sorted by head."""
     num_e, num_r = len(index.entities), len(index.relations)
-    if num_e * num_r * num_e >= 2 ** 63:  # one int64 key per triple (Freebase-sized KGs fit many times over)
+    if num_e * num_r * num_e >= 2**63:  # one int64 key per triple (Freebase-sized KGs fit many times over)
         raise ValueError(f"random walks: {num_e:,} entities x {num_r:,} relations do not fit one int64 triple key")
     parts = []
     for s in splits:
@@ -77,8 +79,9 @@ def _union_graph(index: KGIndex, splits: Sequence[str], keep_rel: torch.Tensor
     return offsets, rel, tail
 
 
-def _start_entities(index: KGIndex, splits: Sequence[str], starts: str, exclude: Iterable[str],
-                    out_degree: torch.Tensor) -> torch.Tensor:
+def _start_entities(
+    index: KGIndex, splits: Sequence[str], starts: str, exclude: Iterable[str], out_degree: torch.Tensor
+) -> torch.Tensor:
     if starts not in STARTS:
         raise ValueError(f"gsr.walks.starts must be one of {STARTS}, got {starts!r}")
     ok = index.entity_has_text().clone() & (out_degree > 0)
@@ -96,9 +99,18 @@ def _start_entities(index: KGIndex, splits: Sequence[str], starts: str, exclude:
     return torch.nonzero(ok).flatten()
 
 
-def sample_walks(index: KGIndex | None, splits: Sequence[str] = ("train",), count: int = 1000,
-                 min_hops: int = 2, max_hops: int = 4, starts: str = "topics", exclude: Iterable[str] = (),
-                 drop_prefixes: Sequence[str] = META_PREFIXES, seed: int = 0, graph=None) -> list[Walk]:
+def sample_walks(
+    index: KGIndex | None,
+    splits: Sequence[str] = ("train",),
+    count: int = 1000,
+    min_hops: int = 2,
+    max_hops: int = 4,
+    starts: str = "topics",
+    exclude: Iterable[str] = (),
+    drop_prefixes: Sequence[str] = META_PREFIXES,
+    seed: int = 0,
+    graph=None,
+) -> list[Walk]:
     """Up to ``count`` distinct (subject, chain) walks of ``min_hops..max_hops`` relations.
 
     Each walk draws its length uniformly, then takes a uniformly random outgoing edge per hop; a
@@ -117,7 +129,7 @@ def sample_walks(index: KGIndex | None, splits: Sequence[str] = ("train",), coun
     if len(start_ids) == 0 or len(rel) == 0:
         log.warning("random walks: no start entity with an outgoing edge in %s", list(splits))
         return []
-    gen = torch.Generator().manual_seed(int(stable_hash("gsr-walks", seed), 16) % (2 ** 63))
+    gen = torch.Generator().manual_seed(int(stable_hash("gsr-walks", seed), 16) % (2**63))
     n = 2 * int(count)
     start = start_ids[torch.randint(len(start_ids), (n,), generator=gen)]
     cur = start.clone()
@@ -144,7 +156,8 @@ def sample_walks(index: KGIndex | None, splits: Sequence[str] = ("train",), coun
         return []
     uniq, inverse = torch.unique(rows, dim=0, return_inverse=True)
     first = torch.full((len(uniq),), len(rows), dtype=torch.long).scatter_reduce_(
-        0, inverse, torch.arange(len(rows)), reduce="amin")  # distinct walks in the order drawn
+        0, inverse, torch.arange(len(rows)), reduce="amin"
+    )  # distinct walks in the order drawn
     order = torch.argsort(first)[: int(count)]
     uniq = uniq[order]
     subjects = index.entities.take(uniq[:, 0].tolist())
@@ -185,5 +198,8 @@ def walk_examples(walks: Sequence[Walk], seed: int = 0) -> list[WalkExample]:
 
 def walk_summary(walks: Sequence[Walk]) -> dict:
     lengths = np.bincount([len(w.chain) for w in walks]) if walks else np.zeros(0, dtype=int)
-    return {"walks": len(walks), "walk_relations": len({r for w in walks for r in w.chain}),
-            "walks_by_hops": {str(h): int(c) for h, c in enumerate(lengths) if c}}
+    return {
+        "walks": len(walks),
+        "walk_relations": len({r for w in walks for r in w.chain}),
+        "walks_by_hops": {str(h): int(c) for h, c in enumerate(lengths) if c},
+    }

@@ -9,9 +9,10 @@ and a "leave relations out" split that makes many of them.
   validation question whose ground or LLM chains use one, so the test questions that need them
   measure transfer.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from gsr_train.io import stable_hash
 
@@ -33,8 +34,7 @@ def uses_any(chains: Iterable[Sequence[str]], relations: set[str]) -> bool:
 def drop_questions_using(questions: Sequence, held: set[str], extra_chains: dict | None = None) -> tuple[list, int]:
     """The questions none of whose chains (training, ground and ``extra_chains[id]``) use a held-out
     relation, and how many were dropped."""
-    kept = [q for q in questions
-            if not uses_any([*q.chains, *q.ground, *((extra_chains or {}).get(q.id) or [])], held)]
+    kept = [q for q in questions if not uses_any([*q.chains, *q.ground, *((extra_chains or {}).get(q.id) or [])], held)]
     return kept, len(questions) - len(kept)
 
 

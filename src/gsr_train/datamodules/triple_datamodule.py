@@ -15,19 +15,20 @@ epoch Lightning sets), so a run resumed from ``last.ckpt`` sees the same order a
 uninterrupted one. Under DDP the same order is sharded by rank (:class:`RankSampler`):
 W processes with ``graphs_per_batch`` B take the same graphs per step as one with W * B.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
 from gsr_train.arrays import segment_sum
-from gsr_train.kg.index import KGIndex, SplitGraphs
-from gsr_train.features.triple_batch import TripleBatch, make_batch
 from gsr_train.features.structure import NodeFeatures, node_features
+from gsr_train.features.triple_batch import TripleBatch, make_batch
+from gsr_train.kg.index import KGIndex, SplitGraphs
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,18 @@ class RankSampler(DistributedSampler):
     in its own (which would shuffle again); in a single process it is the plain order.
     """
 
-    def __init__(self, n: int, seed: int = 0, shuffle: bool = True, num_replicas: int | None = None,
-                 rank: int | None = None) -> None:
+    def __init__(
+        self, n: int, seed: int = 0, shuffle: bool = True, num_replicas: int | None = None, rank: int | None = None
+    ) -> None:
         world, me = _world()
-        super().__init__(range(int(n)), num_replicas=num_replicas or world, rank=me if rank is None else rank,
-                         shuffle=shuffle, seed=seed, drop_last=False)
+        super().__init__(
+            range(int(n)),
+            num_replicas=num_replicas or world,
+            rank=me if rank is None else rank,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=False,
+        )
         self.n = int(n)
         self.skip = 0  # items of this rank's shard to leave out of the next pass only (mid-epoch resume)
         self.resume: Callable[[], int] | None = None  # adds to ``skip`` when the first pass starts
@@ -71,7 +79,7 @@ class RankSampler(DistributedSampler):
         if self.num_replicas > 1 and order:
             pad = self.total_size - len(order)
             order = order + (order * (pad // len(order) + 1))[:pad]
-        mine = order[self.rank:self.total_size:self.num_replicas]
+        mine = order[self.rank : self.total_size : self.num_replicas]
         skip, self.skip = self.skip, 0
         if self.resume is not None:
             resume, self.resume = self.resume, None
@@ -120,8 +128,7 @@ class ResumeSkip:
     def __call__(self) -> int:
         done = resume_offset(self.trainer, self.batches_per_epoch)
         if done:
-            log.info("resuming mid-epoch: skipping the first %d batches of epoch %d", done,
-                     self.trainer.current_epoch)
+            log.info("resuming mid-epoch: skipping the first %d batches of epoch %d", done, self.trainer.current_epoch)
         return done * self.batch_size
 
 
@@ -132,16 +139,31 @@ class EpochShuffleSampler(RankSampler):
 class GraphCollate:
     """Turns a list of question positions into one :class:`TripleBatch` of a split."""
 
-    def __init__(self, split: SplitGraphs, features: NodeFeatures, question_emb: torch.Tensor,
-                 entity_emb: torch.Tensor, entity_has_text: torch.Tensor, relation_emb: torch.Tensor,
-                 labels: torch.Tensor | None = None) -> None:
+    def __init__(
+        self,
+        split: SplitGraphs,
+        features: NodeFeatures,
+        question_emb: torch.Tensor,
+        entity_emb: torch.Tensor,
+        entity_has_text: torch.Tensor,
+        relation_emb: torch.Tensor,
+        labels: torch.Tensor | None = None,
+    ) -> None:
         self.split, self.features, self.labels = split, features, labels
         self.question_emb, self.entity_emb = question_emb, entity_emb
         self.entity_has_text, self.relation_emb = entity_has_text, relation_emb
 
     def __call__(self, questions: Sequence[int]) -> TripleBatch:
-        return make_batch(self.split, list(questions), self.features, self.question_emb, self.entity_emb,
-                          self.entity_has_text, self.relation_emb, self.labels)
+        return make_batch(
+            self.split,
+            list(questions),
+            self.features,
+            self.question_emb,
+            self.entity_emb,
+            self.entity_has_text,
+            self.relation_emb,
+            self.labels,
+        )
 
 
 def trainable_questions(split: SplitGraphs, labels: torch.Tensor) -> tuple[torch.Tensor, dict[str, int]]:
@@ -162,14 +184,27 @@ class TripleDataModule(pl.LightningDataModule):
     :class:`~gsr_train.kg.paths.Supervision`.
     """
 
-    def __init__(self, index: KGIndex, embeddings, supervision: Mapping[str, object], structure: str = "dde",
-                 dde_forward: int = 2, dde_reverse: int = 2, train_split: str = "train",
-                 val_split: str | None = "validation", graphs_per_batch: int = 1, eval_graphs_per_batch: int = 64,
-                 seed: int = 0, num_workers: int = 0) -> None:
+    def __init__(
+        self,
+        index: KGIndex,
+        embeddings,
+        supervision: Mapping[str, object],
+        structure: str = "dde",
+        dde_forward: int = 2,
+        dde_reverse: int = 2,
+        train_split: str = "train",
+        val_split: str | None = "validation",
+        graphs_per_batch: int = 1,
+        eval_graphs_per_batch: int = 64,
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
         super().__init__()
         if graphs_per_batch < 1 or eval_graphs_per_batch < 1:
-            raise ValueError(f"graphs_per_batch and eval_graphs_per_batch must be >= 1 "
-                             f"(got {graphs_per_batch}, {eval_graphs_per_batch})")
+            raise ValueError(
+                f"graphs_per_batch and eval_graphs_per_batch must be >= 1 "
+                f"(got {graphs_per_batch}, {eval_graphs_per_batch})"
+            )
         for split in [train_split, val_split]:
             if split is not None and split not in supervision:
                 raise KeyError(f"no supervision for split {split!r} (have {sorted(supervision)})")
@@ -187,8 +222,7 @@ class TripleDataModule(pl.LightningDataModule):
     # ---------------------------------------------------------------- state
     def split_features(self, split: str) -> NodeFeatures:
         if split not in self.features:
-            self.features[split] = node_features(self.index[split], self.structure, self.dde_forward,
-                                                 self.dde_reverse)
+            self.features[split] = node_features(self.index[split], self.structure, self.dde_forward, self.dde_reverse)
         return self.features[split]
 
     def labels(self, split: str) -> torch.Tensor:
@@ -207,16 +241,28 @@ class TripleDataModule(pl.LightningDataModule):
                 raise ValueError(f"split {self.train_split!r} has no question with an edge and a positive triple")
             self.train_questions = keep
             if self.skipped["no_edges"] or self.skipped["no_positive"]:
-                log.info("training on %d graphs of %r; skipped %d without edges and %d without a positive triple",
-                         keep.numel(), self.train_split, self.skipped["no_edges"], self.skipped["no_positive"])
+                log.info(
+                    "training on %d graphs of %r; skipped %d without edges and %d without a positive triple",
+                    keep.numel(),
+                    self.train_split,
+                    self.skipped["no_edges"],
+                    self.skipped["no_positive"],
+                )
         for split in (self.train_split, self.val_split):
             if split is not None:
                 self.split_features(split)
 
     def collate(self, split: str, with_labels: bool = True) -> GraphCollate:
         emb = self.embeddings
-        return GraphCollate(self.index[split], self.split_features(split), emb.question[split], emb.entity,
-                            emb.entity_has_text, emb.relation, self.labels(split) if with_labels else None)
+        return GraphCollate(
+            self.index[split],
+            self.split_features(split),
+            emb.question[split],
+            emb.entity,
+            emb.entity_has_text,
+            emb.relation,
+            self.labels(split) if with_labels else None,
+        )
 
     # ---------------------------------------------------------------- loaders
     def train_dataloader(self) -> DataLoader:
@@ -228,13 +274,23 @@ class TripleDataModule(pl.LightningDataModule):
         if trainer is not None:
             sampler.set_epoch(int(trainer.current_epoch))
             sampler.resume = ResumeSkip(trainer, FixedBatches(batches), self.graphs_per_batch)
-        return DataLoader(questions, batch_size=self.graphs_per_batch, sampler=sampler,
-                          collate_fn=self.collate(self.train_split), num_workers=self.num_workers)
+        return DataLoader(
+            questions,
+            batch_size=self.graphs_per_batch,
+            sampler=sampler,
+            collate_fn=self.collate(self.train_split),
+            num_workers=self.num_workers,
+        )
 
     def eval_dataloader(self, split: str, with_labels: bool = False) -> DataLoader:
         """All questions of ``split`` in order (nothing skipped)."""
-        return DataLoader(list(range(len(self.index[split]))), batch_size=self.eval_graphs_per_batch, shuffle=False,
-                          collate_fn=self.collate(split, with_labels), num_workers=self.num_workers)
+        return DataLoader(
+            list(range(len(self.index[split]))),
+            batch_size=self.eval_graphs_per_batch,
+            shuffle=False,
+            collate_fn=self.collate(split, with_labels),
+            num_workers=self.num_workers,
+        )
 
     def val_dataloader(self) -> DataLoader | list:
         if self.val_split is None:

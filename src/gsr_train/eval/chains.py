@@ -18,18 +18,20 @@
   entities (all beams, and the top-n beams), and the share of questions left with at
   least one valid chain.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
 Chain = tuple[str, ...]
 
 
-def chain_match(beams: Sequence[Sequence[Chain | None]], ground: Sequence[Iterable[Chain]],
-                ns: Sequence[int] = (1, 3)) -> dict:
+def chain_match(
+    beams: Sequence[Sequence[Chain | None]], ground: Sequence[Iterable[Chain]], ns: Sequence[int] = (1, 3)
+) -> dict:
     """``{"questions": q, "match@n": share}`` over questions with >= 1 ground chain."""
     if len(beams) != len(ground):
         raise ValueError(f"chain_match: {len(beams)} beam lists for {len(ground)} questions")
@@ -38,8 +40,9 @@ def chain_match(beams: Sequence[Sequence[Chain | None]], ground: Sequence[Iterab
     return _hit_shares(flags, [bool(g) for g in grounds], ns, "match")
 
 
-def end_match(equivalent: Sequence[Sequence[bool]], ground: Sequence[Iterable[Chain]],
-              ns: Sequence[int] = (1, 3)) -> dict:
+def end_match(
+    equivalent: Sequence[Sequence[bool]], ground: Sequence[Iterable[Chain]], ns: Sequence[int] = (1, 3)
+) -> dict:
     """``{"questions": q, "end_match@n": share}``: ``equivalent[i][j]`` says beam ``j`` of question
     ``i`` names a ground chain or reaches exactly a ground chain's end entities."""
     if len(equivalent) != len(ground):
@@ -82,8 +85,13 @@ def answer_coverage(retrieved: Sequence[Iterable[str]], answers: Sequence[Iterab
     if not rows:
         return {"questions": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "hits": 0.0}
     arr = np.asarray(rows, dtype=float)
-    return {"questions": len(rows), "precision": float(arr[:, 0].mean()), "recall": float(arr[:, 1].mean()),
-            "f1": float(arr[:, 2].mean()), "hits": float(arr[:, 3].mean())}
+    return {
+        "questions": len(rows),
+        "precision": float(arr[:, 0].mean()),
+        "recall": float(arr[:, 1].mean()),
+        "f1": float(arr[:, 2].mean()),
+        "hits": float(arr[:, 3].mean()),
+    }
 
 
 def paper_coverage(end_entities: Sequence[Iterable[str]], answers: Sequence[Iterable[str]]) -> dict:
@@ -101,8 +109,14 @@ def paper_coverage(end_entities: Sequence[Iterable[str]], answers: Sequence[Iter
     if not ps:
         return {"questions": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "macro_f1": 0.0, "hits": 0.0}
     mp, mr = float(np.mean(ps)), float(np.mean(rs))
-    return {"questions": len(ps), "precision": mp, "recall": mr, "f1": float(np.mean(fs)),
-            "macro_f1": 2 * mp * mr / (mp + mr) if mp + mr > 0 else 0.0, "hits": float(np.mean(hs))}
+    return {
+        "questions": len(ps),
+        "precision": mp,
+        "recall": mr,
+        "f1": float(np.mean(fs)),
+        "macro_f1": 2 * mp * mr / (mp + mr) if mp + mr > 0 else 0.0,
+        "hits": float(np.mean(hs)),
+    }
 
 
 def validity(valid_flags: Sequence[Sequence[bool]], top_n: int) -> dict:
@@ -131,9 +145,16 @@ class ChainReport:
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"split": self.split, "chain_match": self.match, "answer_coverage": self.coverage,
-                "paper_coverage": self.paper, "validity": self.valid, "match_by_group": self.groups,
-                "end_match": self.ends, **self.extra}
+        return {
+            "split": self.split,
+            "chain_match": self.match,
+            "answer_coverage": self.coverage,
+            "paper_coverage": self.paper,
+            "validity": self.valid,
+            "match_by_group": self.groups,
+            "end_match": self.ends,
+            **self.extra,
+        }
 
     def flat(self) -> dict:
         out = {}

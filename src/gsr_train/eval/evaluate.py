@@ -5,14 +5,15 @@ the results file onto the split's edges, computes recall at every K (overall, by
 by number of topic entities), prints the tables and writes the metrics as JSON. The same
 core, :func:`evaluate_results`, is what training runs call.
 """
+
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.results import MatchStats, TripleFileError, read_results
@@ -41,8 +42,6 @@ def index_splits(data_dir: str | Path, split: str) -> tuple[str, ...]:
         except FileNotFoundError:
             pass
     return tuple(present) if split in present else (*present, split)
-
-
 
 
 def load_supervision(index: KGIndex, split: str, cache_dir: str | Path):
@@ -81,9 +80,18 @@ def evaluate_results(
     label_stats = None
     if labels_path is not None:
         labelled, labelled_questions, label_stats = load_labelled_triples(
-            labels_path, index, split, skip_unknown=skip_unknown)
-    report = retrieval_metrics(graphs, scores, ks, sp_label=sup.triple_label, labelled=labelled,
-                               labelled_questions=labelled_questions, hops=sup.hops, device=device)
+            labels_path, index, split, skip_unknown=skip_unknown
+        )
+    report = retrieval_metrics(
+        graphs,
+        scores,
+        ks,
+        sp_label=sup.triple_label,
+        labelled=labelled,
+        labelled_questions=labelled_questions,
+        hops=sup.hops,
+        device=device,
+    )
     report.meta.update(
         results=str(results_path),
         results_sha256=file_digest(results_path),
@@ -107,14 +115,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ks", type=int, nargs="+", default=list(DEFAULT_KS))
     p.add_argument("--out", default=None, help="write the metrics JSON here")
     p.add_argument("--cache", default=None, help=f"cache folder (default {default_cache_dir()})")
-    p.add_argument("--skip-unknown", action="store_true",
-                   help="count and skip unknown ids / triples not in the graph instead of failing")
+    p.add_argument(
+        "--skip-unknown",
+        action="store_true",
+        help="count and skip unknown ids / triples not in the graph instead of failing",
+    )
     p.add_argument("--device", default=None, help="torch device for the metrics (default cpu)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        report = evaluate_results(args.results, args.data, args.split, args.labels, args.ks, args.cache,
-                                  skip_unknown=args.skip_unknown, device=args.device)
+        report = evaluate_results(
+            args.results,
+            args.data,
+            args.split,
+            args.labels,
+            args.ks,
+            args.cache,
+            skip_unknown=args.skip_unknown,
+            device=args.device,
+        )
     except (TripleFileError, FileNotFoundError, KeyError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ an empty list means "no label": that question is left out of labelled-triple rec
 is a split question without a row. Triples are matched to edges with the same vectorised
 matcher as retrieval results (:class:`gsr_train.eval.results.EdgeMatcher`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,8 +56,9 @@ def load_labelled_triples(
         labelled_edges=int(labelled.sum()),
     )
     if stats.missing_questions:
-        log.info("%s: %d questions of split %r have no row (treated as unlabelled)",
-                 path, stats.missing_questions, split)
+        log.info(
+            "%s: %d questions of split %r have no row (treated as unlabelled)", path, stats.missing_questions, split
+        )
     if stats.unknown_ids or stats.unmatched_triples:
         log.warning("%s", stats.summary())
     return labelled, has_edge, out

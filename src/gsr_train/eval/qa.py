@@ -23,13 +23,14 @@ The "-sub" view keeps the questions whose answer entity is in the graph. Reports
 every metric down by hop count (-1 = no path). Everything is per-question numpy arrays, so
 the full-set, -sub and per-hop views are masks over the same arrays.
 """
+
 from __future__ import annotations
 
 import re
 import string
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -61,11 +62,11 @@ class QAExample:
     """What the metrics need of one question."""
 
     id: str
-    predictions: list[str]          # parsed answers, in the reader's order
-    gold: list[str]                 # gold answer names
-    response: str = ""              # raw reader output (Hit looks here)
-    in_kg: bool = True              # some answer entity occurs in the question's graph
-    hops: int = -1                  # shortest topic -> answer hop count, -1 none
+    predictions: list[str]  # parsed answers, in the reader's order
+    gold: list[str]  # gold answer names
+    response: str = ""  # raw reader output (Hit looks here)
+    in_kg: bool = True  # some answer entity occurs in the question's graph
+    hops: int = -1  # shortest topic -> answer hop count, -1 none
     retrieved_entities: Sequence[str] = ()  # entities of the evidence shown (Score_h, absent answers)
 
 
@@ -115,8 +116,18 @@ def score_question(ex: QAExample) -> dict[str, float]:
     else:
         shown = set(normalize_set(ex.retrieved_entities))
         s = sum(-1.0 if p in shown else -1.5 for p in pred) / len(pred)
-    return {"hit": hit, "hit@1": hit1, "f1": f1, "precision": precision, "recall": recall, "h": s,
-            "n_pred": len(pred), "n_correct": n_correct, "n_gold": len(gold), "n_found": found}
+    return {
+        "hit": hit,
+        "hit@1": hit1,
+        "f1": f1,
+        "precision": precision,
+        "recall": recall,
+        "h": s,
+        "n_pred": len(pred),
+        "n_correct": n_correct,
+        "n_gold": len(gold),
+        "n_found": found,
+    }
 
 
 def _aggregate(a: Mapping[str, np.ndarray], in_kg: np.ndarray, mask: np.ndarray) -> dict:
@@ -129,10 +140,18 @@ def _aggregate(a: Mapping[str, np.ndarray], in_kg: np.ndarray, mask: np.ndarray)
     micro = 2 * p_micro * r_micro / (p_micro + r_micro) if p_micro + r_micro else 0.0
     lo = np.where(in_kg[mask], -1.0, -1.5).mean()
     score_h = 100.0 * (m["h"].mean() - lo) / (1.0 - lo)
-    return {"n": n, "metrics": {
-        "hit": float(m["hit"].mean()), "hit@1": float(m["hit@1"].mean()), "macro_f1": float(m["f1"].mean()),
-        "micro_f1": float(micro), "precision": float(m["precision"].mean()), "recall": float(m["recall"].mean()),
-        "score_h": float(score_h)}}
+    return {
+        "n": n,
+        "metrics": {
+            "hit": float(m["hit"].mean()),
+            "hit@1": float(m["hit@1"].mean()),
+            "macro_f1": float(m["f1"].mean()),
+            "micro_f1": float(micro),
+            "precision": float(m["precision"].mean()),
+            "recall": float(m["recall"].mean()),
+            "score_h": float(score_h),
+        },
+    }
 
 
 def qa_metrics(examples: Sequence[QAExample]) -> QAReport:

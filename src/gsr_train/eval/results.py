@@ -10,22 +10,23 @@ Mapping string triples back onto the edges of a split is shared with the label l
 (question, entity) keys find the question's local nodes, then packed (head node, relation,
 tail node) keys find the edge, both with one sort + searchsorted over the whole split.
 """
-from __future__ import annotations
 
-from gsr_train.data.errors import UserError
+from __future__ import annotations
 
 import json
 import logging
 import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch_geometric.utils import scatter
 
+from gsr_train.data.errors import UserError
 from gsr_train.eval.retrieval import edge_ranks
 from gsr_train.io import iter_jsonl, write_jsonl
 from gsr_train.kg.index import KGIndex, SplitGraphs
@@ -105,8 +106,9 @@ class EdgeMatcher:
         e_h, e_t = sp.edge_index[0] + offsets, sp.edge_index[1] + offsets
         num_edges = e_h.numel()
         qh, qr, qt = h_node[found], r[known][found], t_node[found]
-        keys = _pack([torch.cat([e_h, qh]), torch.cat([sp.edge_rel, qr]), torch.cat([e_t, qt])],
-                     [num_nodes, num_r, num_nodes])
+        keys = _pack(
+            [torch.cat([e_h, qh]), torch.cat([sp.edge_rel, qr]), torch.cat([e_t, qt])], [num_nodes, num_r, num_nodes]
+        )
         edge = _lookup(keys[:num_edges], keys[num_edges:])
         out = torch.full((m,), -1, dtype=torch.long)
         inner = torch.full((n_known,), -1, dtype=torch.long)
@@ -140,9 +142,11 @@ class MatchStats:
         return dict(self.__dict__)
 
     def summary(self) -> str:
-        return (f"{self.path}: {self.rows} rows, {self.matched}/{self.triples} triples matched, "
-                f"{self.unknown_ids} unknown ids, {self.unmatched_triples} triples not in the graph, "
-                f"{self.missing_questions} split questions missing from the file")
+        return (
+            f"{self.path}: {self.rows} rows, {self.matched}/{self.triples} triples matched, "
+            f"{self.unknown_ids} unknown ids, {self.unmatched_triples} triples not in the graph, "
+            f"{self.missing_questions} split questions missing from the file"
+        )
 
 
 @dataclass
@@ -179,7 +183,10 @@ def _score_ranks(scores: Sequence[float]) -> list[int]:
 
 
 def read_triple_rows(
-    path: str | Path, split: SplitGraphs, stats: MatchStats, skip_unknown: bool = False,
+    path: str | Path,
+    split: SplitGraphs,
+    stats: MatchStats,
+    skip_unknown: bool = False,
     check_scores: bool = False,
 ) -> TripleRows:
     """Read and validate ``{"id", "triples", ...}`` rows of one split (results or labels)."""
@@ -201,14 +208,21 @@ def read_triple_rows(
         order = range(len(trips))
         if check_scores and "scores" in raw:
             sc = raw["scores"]
-            if not isinstance(sc, list) or len(sc) != len(trips) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in sc
+            if (
+                not isinstance(sc, list)
+                or len(sc) != len(trips)
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sc)
             ):
                 raise _bad(path, lineno, qid, f"'scores' must be {len(trips)} numbers, one per triple")
             bad = [i for i, v in enumerate(sc) if not math.isfinite(v)]
             if bad:
-                raise _bad(path, lineno, qid, f"'scores' must be finite: triple #{bad[0]} "
-                                              f"{trips[bad[0]]!r} has score {sc[bad[0]]} ({len(bad)} such)")
+                raise _bad(
+                    path,
+                    lineno,
+                    qid,
+                    f"'scores' must be finite: triple #{bad[0]} "
+                    f"{trips[bad[0]]!r} has score {sc[bad[0]]} ({len(bad)} such)",
+                )
             order = _score_ranks(sc)
         q = position.get(qid)
         if q is None:
@@ -228,8 +242,9 @@ def read_triple_rows(
         lines.extend([lineno] * len(trips))
     stats.triples += len(triples)
     stats.missing_questions = len(split) - len(rows)
-    return TripleRows(torch.tensor(question, dtype=torch.long), torch.tensor(rank, dtype=torch.long),
-                      triples, lines, rows)
+    return TripleRows(
+        torch.tensor(question, dtype=torch.long), torch.tensor(rank, dtype=torch.long), triples, lines, rows
+    )
 
 
 def match_rows(
@@ -244,8 +259,10 @@ def match_rows(
     split = matcher.split
     for j in missing[: 10 if skip_unknown else 1]:
         q = int(parsed.question[j])
-        msg = (f"{stats.path}: line {parsed.line[j]} (id {split.ids[q]!r}): triple "
-               f"{list(parsed.triples[j])!r} is not in the question's graph")
+        msg = (
+            f"{stats.path}: line {parsed.line[j]} (id {split.ids[q]!r}): triple "
+            f"{list(parsed.triples[j])!r} is not in the question's graph"
+        )
         if not skip_unknown:
             more = f" ({len(missing)} such triples in the file; pass skip_unknown to count and skip them)"
             raise TripleFileError(msg + more)
@@ -308,8 +325,11 @@ def write_results(
     per_q = torch.bincount(owner[order], minlength=num_q).tolist()
     trip = split.global_edges_at(chosen).numpy()
     # names of the written triples only (the vocabularies are memory-mapped, millions long)
-    heads, rels, tails = (index.entities.take(trip[:, 0]), index.relations.take(trip[:, 1]),
-                          index.entities.take(trip[:, 2]))
+    heads, rels, tails = (
+        index.entities.take(trip[:, 0]),
+        index.relations.take(trip[:, 1]),
+        index.entities.take(trip[:, 2]),
+    )
     names = [list(t) for t in zip(heads, rels, tails)]
     values = scores.detach().double().cpu()[chosen].tolist()
 
@@ -364,8 +384,13 @@ def read_results(
             raise TripleFileError(f"{stats.path}: id {split.ids[q]!r}: 'chains' must be a list")
         chains[q] = c
     if stats.missing_questions:
-        log.warning("%s: %d of %d questions of split %r are missing; they count as retrieving nothing",
-                    path, stats.missing_questions, len(split), split_name)
+        log.warning(
+            "%s: %d of %d questions of split %r are missing; they count as retrieving nothing",
+            path,
+            stats.missing_questions,
+            len(split),
+            split_name,
+        )
     if stats.unknown_ids or stats.unmatched_triples:
         log.warning("%s", stats.summary())
     return scores, chains

@@ -19,13 +19,15 @@ Metrics, averaged per question (a question that has nothing to find is left out)
 Breakdowns by shortest-path hop count and by number of topic entities come with the
 question count of every group.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import weakref
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch_geometric.utils import scatter
@@ -163,7 +165,11 @@ def _layout(split: SplitGraphs, dev: torch.device, chunk_size: int, max_cells: i
 
 
 def _top_ranks(
-    split: SplitGraphs, scores: torch.Tensor, dev: torch.device, chunk_size: int, max_cells: int,
+    split: SplitGraphs,
+    scores: torch.Tensor,
+    dev: torch.device,
+    chunk_size: int,
+    max_cells: int,
     max_rank: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``ranks`` (as :func:`edge_ranks`) and the ids of the ranked edges."""
@@ -277,7 +283,7 @@ class RetrievalReport:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "RetrievalReport":
+    def from_dict(cls, d: Mapping) -> RetrievalReport:
         def grp(x):
             return GroupMetrics(x["questions"], _k_int(x["overall"]), dict(x["counts"]))
 
@@ -293,18 +299,14 @@ class RetrievalReport:
 
     def flat(self, prefix: str = "") -> dict[str, float]:
         """``{"sp_recall@100": v, ...}`` for loggers and early-stopping monitors."""
-        return {
-            f"{prefix}{m}@{k}": v
-            for m, by_k in self.overall.items()
-            for k, v in by_k.items()
-            if v is not None
-        }
+        return {f"{prefix}{m}@{k}": v for m, by_k in self.overall.items() for k, v in by_k.items() if v is not None}
 
     def table(self, title: str | None = None, breakdowns: bool = False, digits: int = 4) -> str:
         """A markdown table: one row per metric, one column per K (plus the question count)."""
         headers = ["metric", "n"] + [f"@{k}" for k in self.ks]
-        rows = [[m, str(self.counts[m])] + [_fmt(self.overall[m].get(k), digits) for k in self.ks]
-                for m in self.metrics]
+        rows = [
+            [m, str(self.counts[m])] + [_fmt(self.overall[m].get(k), digits) for k in self.ks] for m in self.metrics
+        ]
         out = [_markdown(headers, rows, title)]
         if breakdowns:
             for name, groups in (("hops", self.by_hops), ("topic entities", self.by_topics)):
@@ -314,8 +316,10 @@ class RetrievalReport:
                 rows = []
                 for g, gm in groups.items():
                     for m in self.metrics:
-                        rows.append([g, str(gm.questions), m, str(gm.counts[m])]
-                                    + [_fmt(gm.overall[m].get(k), digits) for k in self.ks])
+                        rows.append(
+                            [g, str(gm.questions), m, str(gm.counts[m])]
+                            + [_fmt(gm.overall[m].get(k), digits) for k in self.ks]
+                        )
                 out.append(_markdown(headers, rows, f"by {name}"))
         return "\n\n".join(out)
 
@@ -488,8 +492,7 @@ def retrieval_metrics(
         return overall, counts
 
     overall, counts = summarise(None)
-    report = RetrievalReport(ks, num_q, overall, counts, meta=meta,
-                             per_question={m: v.cpu() for m, v in per_q.items()})
+    report = RetrievalReport(ks, num_q, overall, counts, meta=meta, per_question={m: v.cpu() for m, v in per_q.items()})
 
     def breakdown(group_ids: torch.Tensor, names: Sequence[str]) -> dict[str, GroupMetrics]:
         sizes = torch.bincount(group_ids, minlength=len(names)).tolist()
@@ -566,8 +569,14 @@ def reference_metrics(
 
     everyone = list(range(len(split)))
     top = summarise(everyone)
-    out = {"ks": ks, "questions": len(split), "overall": top["overall"], "counts": top["counts"],
-           "by_hops": {}, "by_topics": {}}
+    out = {
+        "ks": ks,
+        "questions": len(split),
+        "overall": top["overall"],
+        "counts": top["counts"],
+        "by_hops": {},
+        "by_topics": {},
+    }
     if hops is not None:
         h = hops.tolist()
         name = {0: "0", 1: "1", 2: "2"}
@@ -576,7 +585,7 @@ def reference_metrics(
             members = [i for i in everyone if groups[i] == g]
             if members:
                 out["by_hops"][g] = summarise(members)
-    n_topics = [sum(topic[nptr[i]:nptr[i + 1]]) for i in everyone]
+    n_topics = [sum(topic[nptr[i] : nptr[i + 1]]) for i in everyone]
     for g in TOPIC_GROUPS:
         members = [i for i in everyone if {0: "0", 1: "1"}.get(n_topics[i], ">=2") == g]
         if members:

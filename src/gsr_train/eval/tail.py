@@ -13,11 +13,13 @@ method, so a sweep's table (``runs/aggregate.py``) reads nothing else:
 The runner's own details (training, timings, per-K tables, statistics) follow the header in the
 same file.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from gsr_train.io import write_json
 
@@ -40,18 +42,37 @@ def _value(v: Any) -> Any:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
 
 
-def metrics_row(method: str, split: str | None, k: int | None, metrics: Mapping[str, Any],
-                checkpoint: str | None = None, results: str | Path | None = None, **labels: Any) -> dict:
+def metrics_row(
+    method: str,
+    split: str | None,
+    k: int | None,
+    metrics: Mapping[str, Any],
+    checkpoint: str | None = None,
+    results: str | Path | None = None,
+    **labels: Any,
+) -> dict:
     """One row of the tail: ``metrics`` at cut-off ``k`` of ``method`` on ``split``; ``labels`` are
     extra string columns that tell rows of one run apart (mode, variant, perturbation, level)."""
-    return {"method": str(method), "split": split, "k": None if k is None else int(k),
-            "checkpoint": None if checkpoint is None else str(checkpoint),
-            "results": None if results is None else str(results),
-            "metrics": {str(n): _value(v) for n, v in metrics.items()}, **labels}
+    return {
+        "method": str(method),
+        "split": split,
+        "k": None if k is None else int(k),
+        "checkpoint": None if checkpoint is None else str(checkpoint),
+        "results": None if results is None else str(results),
+        "metrics": {str(n): _value(v) for n, v in metrics.items()},
+        **labels,
+    }
 
 
-def retrieval_row(method: str, report: Any, split: str, k: int, checkpoint: str | None = None,
-                  results: str | Path | None = None, **labels: Any) -> dict:
+def retrieval_row(
+    method: str,
+    report: Any,
+    split: str,
+    k: int,
+    checkpoint: str | None = None,
+    results: str | Path | None = None,
+    **labels: Any,
+) -> dict:
     """A row from a :class:`~gsr_train.eval.retrieval.RetrievalReport`: each recall at ``k``, or at
     the largest evaluated K below it (the row's ``k`` says which)."""
     overall = report.overall
@@ -62,8 +83,14 @@ def retrieval_row(method: str, report: Any, split: str, k: int, checkpoint: str 
     return metrics_row(method, split, at, values, checkpoint, results, **labels)
 
 
-def write_metrics(folder: str | Path, experiment: str | None, data_name: str | None, fingerprint: str | None,
-                  rows: Iterable[Mapping[str, Any]], details: Mapping[str, Any] | None = None) -> Path:
+def write_metrics(
+    folder: str | Path,
+    experiment: str | None,
+    data_name: str | None,
+    fingerprint: str | None,
+    rows: Iterable[Mapping[str, Any]],
+    details: Mapping[str, Any] | None = None,
+) -> Path:
     """Write ``folder/metrics.json`` (atomically): the common header, then the runner's ``details``."""
     rows = [dict(r) for r in rows]
     for i, r in enumerate(rows):
@@ -74,8 +101,13 @@ def write_metrics(folder: str | Path, experiment: str | None, data_name: str | N
     clash = set(details) & set(HEADER)
     if clash:
         raise ValueError(f"run details may not use the header keys {sorted(clash)}")
-    doc = {"schema": SCHEMA, "experiment": experiment,
-           "dataset": {"name": data_name, "fingerprint": fingerprint}, "rows": rows, **details}
+    doc = {
+        "schema": SCHEMA,
+        "experiment": experiment,
+        "dataset": {"name": data_name, "fingerprint": fingerprint},
+        "rows": rows,
+        **details,
+    }
     path = Path(folder) / METRICS_FILE
     write_json(path, doc)
     return path
@@ -90,8 +122,10 @@ def read_metrics(path: str | Path) -> dict:
         raise MetricsFileError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise MetricsFileError(f"{path}: not a {SCHEMA} metrics file (schema: {found!r}); "
-                               "re-score the run with `python eval.py ckpt_path=<run folder>`")
+        raise MetricsFileError(
+            f"{path}: not a {SCHEMA} metrics file (schema: {found!r}); "
+            "re-score the run with `python eval.py ckpt_path=<run folder>`"
+        )
     if not isinstance(doc.get("rows"), list) or not all(isinstance(r, dict) and "metrics" in r for r in doc["rows"]):
         raise MetricsFileError(f"{path}: 'rows' must be a list of rows with metrics")
     return doc

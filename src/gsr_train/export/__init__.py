@@ -3,6 +3,7 @@
 ``export_model(run_or_ckpt, out)`` -> Hub-ready folder; ``publish(out, repo_id, dry_run=...)``
 uploads it; ``SubgraphRAGScorer.from_pretrained(folder)`` loads an exported SubgraphRAG scorer.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -5,12 +5,14 @@ the metrics of the run and how to load the folder. It is built only from the exp
 (never from the environment), and every value of a secret-looking environment variable
 (``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``) is redacted before it is written.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from huggingface_hub import ModelCard, ModelCardData
 
@@ -45,12 +47,12 @@ tokenizer = AutoTokenizer.from_pretrained("{where}")
 
 DESCRIBE = {
     "subgraphrag": "SubgraphRAG triple scorer: an MLP that scores every triple of a question's subgraph from "
-                   "frozen text embeddings of the question, head, relation and tail plus directional distance "
-                   "encoding (DDE). The top-K triples go to a reader.",
+    "frozen text embeddings of the question, head, relation and tail plus directional distance "
+    "encoding (DDE). The top-K triples go to a reader.",
     "gsr": "GSR generative subgraph retriever: a seq2seq model whose vocabulary has one token per KG relation; "
-           "it generates relation chains that are executed from the topic entity to fetch a subgraph.",
+    "it generates relation chains that are executed from the topic entity to fetch a subgraph.",
     "reader": "KG-RAG reader: a causal LM fine-tuned with (Q)LoRA to answer questions from retrieved "
-              "knowledge-graph evidence; this folder is the peft adapter.",
+    "knowledge-graph evidence; this folder is the peft adapter.",
 }
 
 
@@ -88,15 +90,20 @@ def build_card(info: Mapping[str, Any], where: str = "path/or/org-name") -> Mode
     card_data = ModelCardData(
         library_name="peft" if kind == "reader" else "gsr-train",
         tags=["knowledge-graph", "kgqa", "retrieval-augmented-generation", kind],
-        datasets=datasets, base_model=base if isinstance(base, str) and "/" in base and not os.path.isabs(base)
-        else None, license=info.get("license"))
+        datasets=datasets,
+        base_model=base if isinstance(base, str) and "/" in base and not os.path.isabs(base) else None,
+        license=info.get("license"),
+    )
     config = json.dumps(info.get("config") or {}, indent=2, sort_keys=True, default=str)
     files = "\n".join(f"- `{f}`" for f in info.get("files", []))
-    load = LOAD[kind].format(where=where, encoder=info.get("encoder", "see config"),
-                             base=base or "see adapter_config.json",
-                             auto_class=info.get("auto_class", "transformers.AutoModelForSeq2SeqLM"))
+    load = LOAD[kind].format(
+        where=where,
+        encoder=info.get("encoder", "see config"),
+        base=base or "see adapter_config.json",
+        auto_class=info.get("auto_class", "transformers.AutoModelForSeq2SeqLM"),
+    )
     body = f"""
-# {info.get('name') or kind}
+# {info.get("name") or kind}
 
 {DESCRIBE[kind]}
 
@@ -105,14 +112,14 @@ Trained with gsr-train (PyTorch Lightning + Hydra); the loading code below needs
 ## Data
 
 - dataset: `{data}`{f" (Hugging Face: `{datasets[0]}`)" if datasets else ""}
-- evaluation split: `{info.get('split', 'test')}`
-{info.get('data_note', '')}
+- evaluation split: `{info.get("split", "test")}`
+{info.get("data_note", "")}
 
 ## Metrics
 
-{info.get('metrics_note', 'Figures of the training run on the evaluation split.')}
+{info.get("metrics_note", "Figures of the training run on the evaluation split.")}
 
-{_metrics_table(info.get('metrics') or {})}
+{_metrics_table(info.get("metrics") or {})}
 
 ## How to load
 
@@ -130,7 +137,7 @@ Trained with gsr-train (PyTorch Lightning + Hydra); the loading code below needs
 
 ## Provenance
 
-- source: `{info.get('source', '')}`
+- source: `{info.get("source", "")}`
 - exported by: `gsr-train export`
 """
     return ModelCard(redact(f"---\n{card_data.to_yaml()}\n---\n{body}"))

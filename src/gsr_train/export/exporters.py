@@ -14,14 +14,16 @@ Every export also gets ``README.md`` (model card: data, config, metrics, how to 
 ``gsr_train_export.json`` (kind, source, metrics). The folder is built under a temporary
 name and renamed into place, so an interrupted export never leaves a half folder.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from gsr_train.io import atomic_dir, write_json
 
@@ -38,8 +40,11 @@ def _read_json(path: Path) -> dict:
 
 
 def _floats(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    return {f"{prefix}{k}": round(float(v), 4) for k, v in d.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v}
+    return {
+        f"{prefix}{k}": round(float(v), 4)
+        for k, v in d.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+    }
 
 
 def _run_config(run: Path) -> dict:
@@ -99,21 +104,35 @@ def export_subgraphrag(src: Path, folder: Path) -> dict:
     name = (results.get("model") or {}).get("name") or "subgraphrag"
     metrics: dict[str, float] = {}
     if results:
-        metrics.update(_floats({k: v for k, v in (results.get("at_k") or {}).items() if k != "k"},
-                               f"{results.get('split', 'test')}/"))
+        metrics.update(
+            _floats(
+                {k: v for k, v in (results.get("at_k") or {}).items() if k != "k"}, f"{results.get('split', 'test')}/"
+            )
+        )
         if metrics and results.get("at_k"):
             metrics = {f"{k}@{results['at_k']['k']}": v for k, v in metrics.items()}
         overall = ((results.get("metrics") or {}).get(name) or {}).get("overall") or {}
         for m, per_k in overall.items():
             metrics.update(_floats(per_k, f"{results.get('split', 'test')}/{m}@"))
-    config = {"scorer": scorer.config.to_dict(), "train": (results.get("model") or {}).get("train"),
-              "optim": hparams.get("optim"), "loss": hparams.get("loss")}
-    return {"kind": "subgraphrag", "name": name, "data": meta.get("data") or results.get("data"),
-            "split": results.get("split", "test"), "encoder": meta.get("encoder_name"), "config": config,
-            "metrics": metrics, "source": str(ckpt),
-            "data_note": f"- text encoder (frozen; use the same one at inference): `{meta.get('encoder_name')}`, "
-                         f"{meta.get('dim')}-d\n- entity vocabulary hash: `{meta.get('entity_vocab_hash')}`"
-                         f"\n- training data fingerprint (KG index key): `{meta.get('index_key')}`"}
+    config = {
+        "scorer": scorer.config.to_dict(),
+        "train": (results.get("model") or {}).get("train"),
+        "optim": hparams.get("optim"),
+        "loss": hparams.get("loss"),
+    }
+    return {
+        "kind": "subgraphrag",
+        "name": name,
+        "data": meta.get("data") or results.get("data"),
+        "split": results.get("split", "test"),
+        "encoder": meta.get("encoder_name"),
+        "config": config,
+        "metrics": metrics,
+        "source": str(ckpt),
+        "data_note": f"- text encoder (frozen; use the same one at inference): `{meta.get('encoder_name')}`, "
+        f"{meta.get('dim')}-d\n- entity vocabulary hash: `{meta.get('entity_vocab_hash')}`"
+        f"\n- training data fingerprint (KG index key): `{meta.get('index_key')}`",
+    }
 
 
 # ---------------------------------------------------------------------- GSR
@@ -143,8 +162,11 @@ def export_gsr(src: Path, folder: Path) -> dict:
     model_path = _gsr_model_path(src)
     gsr = load_gsr(model_path)
     gsr.save_pretrained(folder)
-    run = src if src.is_dir() and (src / "metrics.json").exists() else (
-        src.parent if (src.parent / "metrics.json").exists() else None)
+    run = (
+        src
+        if src.is_dir() and (src / "metrics.json").exists()
+        else (src.parent if (src.parent / "metrics.json").exists() else None)
+    )
     fig = _read_json(run / "metrics.json") if run else {}
     metrics: dict[str, float] = {}
     for mode in ("unconstrained", "constrained"):
@@ -152,14 +174,27 @@ def export_gsr(src: Path, folder: Path) -> dict:
         metrics.update(_floats(r.get("chain_match") or {}, f"{mode}/"))
         metrics.update(_floats(r.get("answer_coverage") or {}, f"{mode}/coverage_"))
     family = gsr.spec.get("family")
-    config = {"spec": gsr.spec, "num_relations": len(gsr.relations), "variant": fig.get("variant"),
-              "schedule": fig.get("schedule"), **({"run": _run_config(run)} if run else {})}
+    config = {
+        "spec": gsr.spec,
+        "num_relations": len(gsr.relations),
+        "variant": fig.get("variant"),
+        "schedule": fig.get("schedule"),
+        **({"run": _run_config(run)} if run else {}),
+    }
     data = ((config.get("run") or {}).get("data") or {}).get("name")
-    return {"kind": "gsr", "name": gsr.spec.get("name") or "gsr", "data": data, "config": config,
-            "metrics": metrics, "source": str(model_path), "base_model": gsr.spec.get("pretrained"),
-            "auto_class": "transformers.EncoderDecoderModel" if family == "minilm"
-            else "transformers.T5ForConditionalGeneration",
-            "data_note": f"- {len(gsr.relations)} relation tokens (`relations.txt`, one added token each)"}
+    return {
+        "kind": "gsr",
+        "name": gsr.spec.get("name") or "gsr",
+        "data": data,
+        "config": config,
+        "metrics": metrics,
+        "source": str(model_path),
+        "base_model": gsr.spec.get("pretrained"),
+        "auto_class": "transformers.EncoderDecoderModel"
+        if family == "minilm"
+        else "transformers.T5ForConditionalGeneration",
+        "data_note": f"- {len(gsr.relations)} relation tokens (`relations.txt`, one added token each)",
+    }
 
 
 # ---------------------------------------------------------------------- readers (peft adapters)
@@ -188,11 +223,16 @@ def export_reader(src: Path, folder: Path) -> dict:
         view = (summary or {}).get("all") or {}
         metrics.update(_floats(view.get("metrics") or {}, f"{variant}/"))
     base = meta.get("base_model") or acfg.get("base_model_name_or_path")
-    return {"kind": "reader", "name": (fig.get("reader") or {}).get("name") or "reader",
-            "data": ((_run_config(run).get("data") or {}).get("name") if run else None),
-            "config": {"adapter": acfg, "reader": meta, "qa": fig.get("qa")}, "metrics": metrics,
-            "source": str(adapter), "base_model": base,
-            "data_note": f"- evidence per prompt: K = {meta.get('k', fig.get('k'))}, format `{meta.get('format')}`"}
+    return {
+        "kind": "reader",
+        "name": (fig.get("reader") or {}).get("name") or "reader",
+        "data": ((_run_config(run).get("data") or {}).get("name") if run else None),
+        "config": {"adapter": acfg, "reader": meta, "qa": fig.get("qa")},
+        "metrics": metrics,
+        "source": str(adapter),
+        "base_model": base,
+        "data_note": f"- evidence per prompt: K = {meta.get('k', fig.get('k'))}, format `{meta.get('format')}`",
+    }
 
 
 @dataclass
@@ -216,9 +256,11 @@ def detect_kind(src: str | Path) -> str:
     for kind, ex in EXPORTERS.items():
         if ex.detect(src):
             return kind
-    raise ValueError(f"{src}: not a SubgraphRAG / GSR / reader run folder, checkpoint or model folder "
-                     f"(looked for metrics.json with a scorer, checkpoints/*.ckpt, model/gsr_config.json, "
-                     f"adapter/adapter_config.json)")
+    raise ValueError(
+        f"{src}: not a SubgraphRAG / GSR / reader run folder, checkpoint or model folder "
+        f"(looked for metrics.json with a scorer, checkpoints/*.ckpt, model/gsr_config.json, "
+        f"adapter/adapter_config.json)"
+    )
 
 
 def export_model(src: str | Path, out: str | Path, kind: str | None = None, repo_id: str | None = None) -> dict:

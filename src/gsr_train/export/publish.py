@@ -7,6 +7,7 @@ Before anything is uploaded every file of the folder is checked not to contain t
 ``dry_run`` prints what would be uploaded (files, sizes, the model card) and touches no
 network.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,10 @@ class PublishPlan:
     url: str | None = None
 
     def describe(self) -> str:
-        lines = [f"repo: {self.repo_id} ({'private' if self.private else 'public'}) <- {self.folder}",
-                 f"{len(self.files)} files, {sum(s for _, s in self.files):,} bytes:"]
+        lines = [
+            f"repo: {self.repo_id} ({'private' if self.private else 'public'}) <- {self.folder}",
+            f"{len(self.files)} files, {sum(s for _, s in self.files):,} bytes:",
+        ]
         lines += [f"  {name}  ({size:,} bytes)" for name, size in self.files]
         lines += ["", "model card (README.md):", "-" * 60, self.card, "-" * 60]
         return "\n".join(lines)
@@ -75,9 +78,16 @@ def check_no_secrets(folder: Path, secrets: list[str]) -> None:
             raise RuntimeError(f"{p}: contains the value of a secret environment variable; refusing to publish")
 
 
-def publish(folder: str | Path, repo_id: str, private: bool = False, dry_run: bool = False,
-            token_env: str = "HF_TOKEN", api: Any = None, commit_message: str | None = None,
-            out=print) -> PublishPlan:
+def publish(
+    folder: str | Path,
+    repo_id: str,
+    private: bool = False,
+    dry_run: bool = False,
+    token_env: str = "HF_TOKEN",
+    api: Any = None,
+    commit_message: str | None = None,
+    out=print,
+) -> PublishPlan:
     """Create ``repo_id`` (if needed) and upload ``folder``; ``dry_run``: only print the plan."""
     p = plan(folder, repo_id, private)
     token = os.environ.get(token_env) or None
@@ -95,9 +105,14 @@ def publish(folder: str | Path, repo_id: str, private: bool = False, dry_run: bo
 
         api = HfApi()
     api.create_repo(repo_id=repo_id, private=private, exist_ok=True, repo_type="model", token=token)
-    commit = api.upload_folder(folder_path=str(p.folder), repo_id=repo_id, repo_type="model", token=token,
-                               commit_message=commit_message or f"gsr-train export ({len(p.files)} files)",
-                               ignore_patterns=list(IGNORE))
+    commit = api.upload_folder(
+        folder_path=str(p.folder),
+        repo_id=repo_id,
+        repo_type="model",
+        token=token,
+        commit_message=commit_message or f"gsr-train export ({len(p.files)} files)",
+        ignore_patterns=list(IGNORE),
+    )
     p.url = str(getattr(commit, "commit_url", None) or commit)
     out(f"uploaded {len(p.files)} files to {repo_id}: {p.url}")
     return p

@@ -13,11 +13,12 @@ domains (``music``), types (``music.artist``) and relations (``music.artist.genr
 ``keep="relations"`` keeps only names with 3+ dot-separated parts (the relations; 25,714
 of the 26,282 lines), ``keep="all"`` keeps every line.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import torch
 
@@ -87,7 +88,7 @@ def relation_token(name: str):
     return AddedToken(name, single_word=False, lstrip=False, rstrip=False, normalized=False, special=False)
 
 
-def add_relation_tokens(tokenizer, relations: Sequence[str]) -> "RelationTokens":
+def add_relation_tokens(tokenizer, relations: Sequence[str]) -> RelationTokens:
     """Add the task prefixes and one token per relation; returns the name <-> id map.
 
     Names already in the tokenizer as single tokens are reused. The caller must resize
@@ -96,8 +97,9 @@ def add_relation_tokens(tokenizer, relations: Sequence[str]) -> "RelationTokens"
     from tokenizers import AddedToken
 
     relations = merge_vocab(relations)
-    prefixes = [AddedToken(p, single_word=False, lstrip=False, rstrip=False, normalized=False, special=True)
-                for p in PREFIXES]
+    prefixes = [
+        AddedToken(p, single_word=False, lstrip=False, rstrip=False, normalized=False, special=True) for p in PREFIXES
+    ]
     tokenizer.add_tokens(prefixes, special_tokens=True)
     tokenizer.add_tokens([relation_token(r) for r in relations])
     return RelationTokens(tokenizer, relations)

@@ -13,6 +13,7 @@ entity with no incoming edge in a direction gets zeros for that round. Everythin
 the graphs of a :class:`~gsr_train.kg.index.SplitGraphs` are already concatenated, so
 shifting local ids by ``ent_ptr`` makes them one disjoint graph.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,9 @@ def topic_one_hot(topic_mask: torch.Tensor) -> torch.Tensor:
     return torch.stack([t, ~t], dim=1).float()
 
 
-def dde(edge_index: torch.Tensor, topic_mask: torch.Tensor, forward_rounds: int = 2,
-        reverse_rounds: int = 2) -> torch.Tensor:
+def dde(
+    edge_index: torch.Tensor, topic_mask: torch.Tensor, forward_rounds: int = 2, reverse_rounds: int = 2
+) -> torch.Tensor:
     """``[N, 2 * (1 + F + R)]`` DDE of every node of a (possibly batched) graph.
 
     ``edge_index``: ``[2, E]`` (head, tail) node ids in ``[0, N)`` where ``N`` is
@@ -103,8 +105,13 @@ def structure_channels(structure: str, forward_rounds: int = 2, reverse_rounds: 
     raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}")
 
 
-def graph_structure(edge_index: torch.Tensor, topic_mask: torch.Tensor, structure: str = "dde",
-                    forward_rounds: int = 2, reverse_rounds: int = 2) -> torch.Tensor:
+def graph_structure(
+    edge_index: torch.Tensor,
+    topic_mask: torch.Tensor,
+    structure: str = "dde",
+    forward_rounds: int = 2,
+    reverse_rounds: int = 2,
+) -> torch.Tensor:
     """``[N, C]`` structural features of the nodes of one (possibly batched) graph.
 
     ``structure``: ``dde`` (full DDE), ``topic`` (only the topic one-hot: the paper's
@@ -118,8 +125,9 @@ def graph_structure(edge_index: torch.Tensor, topic_mask: torch.Tensor, structur
     return torch.zeros(topic_mask.numel(), channels)
 
 
-def structure_features(split: SplitGraphs, structure: str = "dde", forward_rounds: int = 2,
-                       reverse_rounds: int = 2) -> torch.Tensor:
+def structure_features(
+    split: SplitGraphs, structure: str = "dde", forward_rounds: int = 2, reverse_rounds: int = 2
+) -> torch.Tensor:
     """``[sum N, C]`` :func:`graph_structure` of every local entity of a split (all graphs at once)."""
     return graph_structure(batched_edge_index(split), split.topic_mask, structure, forward_rounds, reverse_rounds)
 
@@ -136,7 +144,7 @@ class NodeFeatures:
     rows: torch.Tensor  # [sum N] int32 (long beyond 2**31 distinct rows)
 
     @classmethod
-    def from_dense(cls, features: torch.Tensor) -> "NodeFeatures":
+    def from_dense(cls, features: torch.Tensor) -> NodeFeatures:
         if features.shape[1] == 0 or features.shape[0] == 0:
             return cls(torch.zeros(1, features.shape[1]), torch.zeros(features.shape[0], dtype=torch.long))
         # exact dedup on the rows' bytes (numpy sorts fixed-size byte strings far faster
@@ -150,8 +158,13 @@ class NodeFeatures:
         return self.table[self.rows]
 
 
-def node_features(split: SplitGraphs, structure: str = "dde", forward_rounds: int = 2,
-                  reverse_rounds: int = 2, max_edges: int = 2_000_000) -> NodeFeatures:
+def node_features(
+    split: SplitGraphs,
+    structure: str = "dde",
+    forward_rounds: int = 2,
+    reverse_rounds: int = 2,
+    max_edges: int = 2_000_000,
+) -> NodeFeatures:
     """:func:`structure_features` of a split, stored as distinct rows (:class:`NodeFeatures`).
 
     Graphs are disjoint, so the features are computed over runs of whole graphs of at most
@@ -167,15 +180,16 @@ def node_features(split: SplitGraphs, structure: str = "dde", forward_rounds: in
     if not tables:
         tables, rows = [torch.zeros(1, structure_channels(structure, forward_rounds, reverse_rounds))], []
     if len(tables) == 1:
-        return NodeFeatures(tables[0], rows[0].to(_row_dtype(tables[0].shape[0])) if rows
-                            else torch.zeros(0, dtype=torch.int32))
+        return NodeFeatures(
+            tables[0], rows[0].to(_row_dtype(tables[0].shape[0])) if rows else torch.zeros(0, dtype=torch.int32)
+        )
     merged = NodeFeatures.from_dense(torch.cat(tables))
     dtype = _row_dtype(merged.table.shape[0])
     offsets = np.cumsum([0] + [t.shape[0] for t in tables[:-1]])
     out = torch.empty(sum(r.numel() for r in rows), dtype=dtype)
     at = 0
     for off, r in zip(offsets, rows):
-        out[at:at + r.numel()] = merged.rows[r + int(off)]
+        out[at : at + r.numel()] = merged.rows[r + int(off)]
         at += r.numel()
     return NodeFeatures(merged.table, out)
 

@@ -17,15 +17,16 @@ that say which row each node / triple uses:
 
 Only the rows a batch needs are gathered from the (memory-mapped) embedding tables.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
-from gsr_train.kg.index import SplitGraphs
 from gsr_train.features.structure import NodeFeatures
+from gsr_train.kg.index import SplitGraphs
 
 
 @dataclass

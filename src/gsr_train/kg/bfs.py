@@ -13,6 +13,7 @@ sources ("instances") advance together, one vectorised frontier expansion per BF
   edge on a shortest source->target path (the per-pair test
   ``dist_s[h] + 1 + dist_to_t[t] == d`` evaluated for all targets of an instance at once).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ class Adjacency:
     far: np.ndarray  # [num_edges] node at the other end
 
     @classmethod
-    def build(cls, near: np.ndarray, far: np.ndarray, num_nodes: int) -> "Adjacency":
+    def build(cls, near: np.ndarray, far: np.ndarray, num_nodes: int) -> Adjacency:
         """Group edges by their ``near`` end (order within a node is irrelevant: quicksort)."""
         near = np.asarray(near, dtype=np.int64)
         far = np.asarray(far, dtype=np.int64)

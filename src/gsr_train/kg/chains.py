@@ -9,10 +9,11 @@ than ``max_chains`` distinct prefixes, only the ``max_chains`` smallest (by rela
 go on, and no more than ``max_chains`` chains are returned. Chains come out shortest first,
 then in relation-id order, so the result is deterministic.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 Chain = tuple[int, ...]
 

@@ -14,6 +14,7 @@ made per triple: at RoG-CWQ size that is 300M names.
 The caller guarantees capacity before each call (table at most half full after the call,
 vocabulary buffers large enough), so the kernels never reallocate.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -85,8 +86,26 @@ def intern_strings(offs, data, stride, phase, count, table, id_hash, v_off, v_da
 
 
 @njit(cache=True)
-def intern_rows(t_offs, t_data, triple_ptr, q_offs, q_data, q_ptr, a_offs, a_data, a_ptr,
-                table, id_hash, v_off, v_data, state, heads, tails, topics, answers):
+def intern_rows(
+    t_offs,
+    t_data,
+    triple_ptr,
+    q_offs,
+    q_data,
+    q_ptr,
+    a_offs,
+    a_data,
+    a_ptr,
+    table,
+    id_hash,
+    v_off,
+    v_data,
+    state,
+    heads,
+    tails,
+    topics,
+    answers,
+):
     """Entity ids of a batch of rows, interned row by row in the order heads, tails, topics,
     answers (the order the in-memory builder used, so both give the same vocabulary).
 
@@ -143,8 +162,24 @@ def lookup(offs, data, table, id_hash, v_off, v_data, out):
 
 
 @njit(cache=True)
-def encode_rows(triple_ptr, heads, rels, tails, q_ptr, topics, a_ptr, answers,
-                ent_out, topic_out, answer_out, ent_count, head_out, tail_out, rel_out, edge_count):
+def encode_rows(
+    triple_ptr,
+    heads,
+    rels,
+    tails,
+    q_ptr,
+    topics,
+    a_ptr,
+    answers,
+    ent_out,
+    topic_out,
+    answer_out,
+    ent_count,
+    head_out,
+    tail_out,
+    rel_out,
+    edge_count,
+):
     """Local graphs of a batch of rows (see the module docstring); returns duplicates dropped.
 
     Outputs are written consecutively: ``ent_out`` / ``topic_out`` / ``answer_out`` get

@@ -17,10 +17,11 @@ which is the retrieved triple set. Frontiers are memoised per (question, prefix)
 KG-constrained decoder asks "which relations can follow this prefix?" in O(E) once per
 distinct prefix.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 

@@ -16,6 +16,7 @@ pages. A folder that is stale, truncated or altered (sizes + checksums in ``meta
 is rebuilt, never trusted. Stages that must not hold a whole split work on
 :meth:`SplitGraphs.chunks` (question ranges, zero-copy views).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,17 +25,18 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from gsr_train.config import default_cache_dir  # noqa: F401  (re-exported: kg.index.default_cache_dir)
 from gsr_train.arrays import file_check, open_array
+from gsr_train.config import default_cache_dir  # noqa: F401  (re-exported: kg.index.default_cache_dir)
 from gsr_train.data.errors import SplitNotFoundError, UserError, cache_write_error
 from gsr_train.data.rows import describe_skip_figures, skip_figures
 from gsr_train.io import stable_hash
@@ -180,17 +182,22 @@ class SplitGraphs:
         for _q0, _q1, part in self.chunks(max_edges):
             yield part.global_edges()
 
-    def slice(self, start: int, stop: int) -> "SplitGraphs":
+    def slice(self, start: int, stop: int) -> SplitGraphs:
         """Questions ``start:stop`` as a SplitGraphs of views (no copy of the id arrays)."""
         start, stop = max(0, int(start)), min(len(self), int(stop))
         stop = max(stop, start)
         n0, n1 = int(self.ent_ptr[start]), int(self.ent_ptr[stop])
         e0, e1 = int(self.edge_ptr[start]), int(self.edge_ptr[stop])
         return SplitGraphs(
-            ids=self.ids[start:stop], questions=self.questions[start:stop], answers=self.answers[start:stop],
-            ent_ptr=self.ent_ptr[start:stop + 1] - n0, entity_ids=self.entity_ids[n0:n1],
-            topic_mask=self.topic_mask[n0:n1], answer_mask=self.answer_mask[n0:n1],
-            edge_ptr=self.edge_ptr[start:stop + 1] - e0, edge_index=self.edge_index[:, e0:e1],
+            ids=self.ids[start:stop],
+            questions=self.questions[start:stop],
+            answers=self.answers[start:stop],
+            ent_ptr=self.ent_ptr[start : stop + 1] - n0,
+            entity_ids=self.entity_ids[n0:n1],
+            topic_mask=self.topic_mask[n0:n1],
+            answer_mask=self.answer_mask[n0:n1],
+            edge_ptr=self.edge_ptr[start : stop + 1] - e0,
+            edge_index=self.edge_index[:, e0:e1],
             edge_rel=self.edge_rel[e0:e1],
         )
 
@@ -205,13 +212,13 @@ class SplitGraphs:
             q0 = q1
         return bounds
 
-    def chunks(self, max_edges: int = DEFAULT_CHUNK_EDGES) -> Iterator[tuple[int, int, "SplitGraphs"]]:
+    def chunks(self, max_edges: int = DEFAULT_CHUNK_EDGES) -> Iterator[tuple[int, int, SplitGraphs]]:
         """``(start, stop, view)`` over the split in question ranges of at most ``max_edges``
         edges: stages that must not hold per-edge arrays of a whole split loop over these."""
         for q0, q1 in self.chunk_bounds(max_edges):
             yield q0, q1, self.slice(q0, q1)
 
-    def subset(self, indices: Sequence[int]) -> "SplitGraphs":
+    def subset(self, indices: Sequence[int]) -> SplitGraphs:
         """A new SplitGraphs with only the given questions (in that order)."""
         parts = [self.graph(i) for i in indices]
         return _concat(parts)
@@ -371,32 +378,46 @@ def open_index(folder: str | Path, key: str | None = None, verify: bool = True) 
         return open_array(folder / f"{rel}.bin", info["dtype"], tuple(info["shape"]))
 
     try:
-        vocabs = {name: StringVocab(array(f"vocab/{name}.offsets"), array(f"vocab/{name}.data"),
-                                    array(f"vocab/{name}.table"), array(f"vocab/{name}.hashes"))
-                  for name in ("entities", "relations")}
+        vocabs = {
+            name: StringVocab(
+                array(f"vocab/{name}.offsets"),
+                array(f"vocab/{name}.data"),
+                array(f"vocab/{name}.table"),
+                array(f"vocab/{name}.hashes"),
+            )
+            for name in ("entities", "relations")
+        }
         splits = {}
         for s in meta["splits"]:
             ids, questions, answers = _read_questions(folder / s / "questions.jsonl")
-            t = {name: torch.from_numpy(array(f"{s}/{name}")) for name in
-                 ("ent_ptr", "entity_ids", "topic_mask", "answer_mask", "edge_ptr", "edge_index", "edge_rel")}
+            t = {
+                name: torch.from_numpy(array(f"{s}/{name}"))
+                for name in ("ent_ptr", "entity_ids", "topic_mask", "answer_mask", "edge_ptr", "edge_index", "edge_rel")
+            }
             splits[s] = SplitGraphs(ids, questions, answers, **t)
             if len(ids) + 1 != t["ent_ptr"].numel():
                 raise ValueError(f"{s}: {len(ids)} questions but {t['ent_ptr'].numel() - 1} graphs")
     except (KeyError, ValueError, OSError, json.JSONDecodeError) as e:  # a damaged file that kept its size
         raise StaleCache(f"{folder}: cannot be read ({type(e).__name__}: {e})") from e
-    return KGIndex(vocabs["entities"], vocabs["relations"], splits, meta.get("skips", {}), meta.get("key", ""),
-                   {**meta, "folder": str(folder)})
+    return KGIndex(
+        vocabs["entities"],
+        vocabs["relations"],
+        splits,
+        meta.get("skips", {}),
+        meta.get("key", ""),
+        {**meta, "folder": str(folder)},
+    )
 
 
-def build_index(source: str | Path, splits: Sequence[str], skip_invalid: bool = False,
-                batch_rows: int = 64) -> KGIndex:
+def build_index(source: str | Path, splits: Sequence[str], skip_invalid: bool = False, batch_rows: int = 64) -> KGIndex:
     """Build an index without a cache (a temporary folder, mapped then removed)."""
     from gsr_train.kg.index_build import build_index_folder
 
     tmp = Path(tempfile.mkdtemp(prefix="gsr-kg-index-"))
     try:
-        build_index_folder(source, splits, tmp / "index", skip_invalid=skip_invalid, batch_rows=batch_rows,
-                           show_progress=False)
+        build_index_folder(
+            source, splits, tmp / "index", skip_invalid=skip_invalid, batch_rows=batch_rows, show_progress=False
+        )
         index = open_index(tmp / "index", verify=False)  # the maps outlive the files' names
         index.action = "built"
         return index
@@ -442,8 +463,17 @@ def get_index(
     index = try_open()
     if index is None:
         try:
-            index = _build_locked(source, splits, folder, key, try_open, damaged, skip_invalid=skip_invalid,
-                                  batch_rows=batch_rows, show_progress=show_progress)
+            index = _build_locked(
+                source,
+                splits,
+                folder,
+                key,
+                try_open,
+                damaged,
+                skip_invalid=skip_invalid,
+                batch_rows=batch_rows,
+                show_progress=show_progress,
+            )
         except OSError as e:
             error = cache_write_error(e, cache_dir, "the KG index")
             if error is None:
@@ -453,8 +483,9 @@ def get_index(
     return index
 
 
-def _build_locked(source: str | Path, splits: Sequence[str], folder: Path, key: str, try_open, damaged: list,
-                  **options: Any) -> KGIndex:
+def _build_locked(
+    source: str | Path, splits: Sequence[str], folder: Path, key: str, try_open, damaged: list, **options: Any
+) -> KGIndex:
     """Build under the folder's lock, unless another builder finished it while this one waited."""
     from gsr_train.kg.index_build import build_index_folder, build_lock
 

@@ -30,6 +30,7 @@ Folder layout (every array a raw little-endian file; dtypes and shapes in ``meta
 ids, or whole rows, present in two splits); :func:`gsr_train.kg.index.get_index` refuses
 such an index unless ``allow_overlap`` is set.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +42,8 @@ import shutil
 import time
 import zlib
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -61,11 +62,27 @@ INDEX_FORMAT = 4  # 4: truncated files in the skip records, checksummed resume
 PROGRESS_FILE = "progress.json"
 VOCABS = ("entities", "relations")
 # split arrays: name -> dtype (edge_index is [2, E]: heads then tails)
-SPLIT_ARRAYS = {"ent_ptr": "int64", "entity_ids": "int32", "topic_mask": "bool", "answer_mask": "bool",
-                "edge_ptr": "int64", "edge_index": "int32", "edge_rel": "int32", "row_hash": "uint64"}
-_GROWING = {"row_hash": "uint64", "entity_ids": "int32", "topic_mask": "bool", "answer_mask": "bool",
-            "ent_count": "int64", "edge_head": "int32", "edge_tail": "int32", "edge_rel": "int32",
-            "edge_count": "int64"}
+SPLIT_ARRAYS = {
+    "ent_ptr": "int64",
+    "entity_ids": "int32",
+    "topic_mask": "bool",
+    "answer_mask": "bool",
+    "edge_ptr": "int64",
+    "edge_index": "int32",
+    "edge_rel": "int32",
+    "row_hash": "uint64",
+}
+_GROWING = {
+    "row_hash": "uint64",
+    "entity_ids": "int32",
+    "topic_mask": "bool",
+    "answer_mask": "bool",
+    "ent_count": "int64",
+    "edge_head": "int32",
+    "edge_tail": "int32",
+    "edge_rel": "int32",
+    "edge_count": "int64",
+}
 
 
 class IndexBuildError(UserError, RuntimeError):
@@ -109,8 +126,10 @@ class _SplitWriter:
     def __init__(self, folder: Path, counts: dict | None = None) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        self.files = {name: AppendFile(folder / f"{name}.part", dtype, None if counts is None else counts[name])
-                      for name, dtype in _GROWING.items()}
+        self.files = {
+            name: AppendFile(folder / f"{name}.part", dtype, None if counts is None else counts[name])
+            for name, dtype in _GROWING.items()
+        }
         qpath = folder / "questions.jsonl"
         if counts is None:
             self.questions = open(qpath, "wb")
@@ -122,16 +141,22 @@ class _SplitWriter:
         self.crc = {name: 0 for name in (*_GROWING, "questions")} if counts is None else dict(counts["crc"])
 
     def counts(self) -> dict:
-        return {**{name: f.count for name, f in self.files.items()},
-                "questions_bytes": self.questions.tell(), "questions": self.num_questions, "crc": dict(self.crc)}
+        return {
+            **{name: f.count for name, f in self.files.items()},
+            "questions_bytes": self.questions.tell(),
+            "questions": self.num_questions,
+            "crc": dict(self.crc),
+        }
 
     def append(self, batch: RowBatch, out: dict) -> None:
         for name, dtype in _GROWING.items():
             values = np.ascontiguousarray(out[name], dtype=dtype)
             self.files[name].append(values)
             self.crc[name] = _crc(values, self.crc[name])
-        lines = b"".join((json.dumps([qid, question, answers], ensure_ascii=False) + "\n").encode("utf-8")
-                         for qid, question, answers in zip(batch.ids, batch.questions, batch.answers))
+        lines = b"".join(
+            (json.dumps([qid, question, answers], ensure_ascii=False) + "\n").encode("utf-8")
+            for qid, question, answers in zip(batch.ids, batch.questions, batch.answers)
+        )
         self.questions.write(lines)
         self.crc["questions"] = zlib.crc32(lines, self.crc["questions"])
         self.num_questions += len(batch)
@@ -162,8 +187,16 @@ class _SplitWriter:
             os.replace(d / f"{name}.part", d / f"{name}.bin")
         n_nodes = self.files["entity_ids"].count
         n_edges = self.files["edge_rel"].count
-        return {"ent_ptr": [n_q + 1], "entity_ids": [n_nodes], "topic_mask": [n_nodes], "answer_mask": [n_nodes],
-                "edge_ptr": [n_q + 1], "edge_index": [2, n_edges], "edge_rel": [n_edges], "row_hash": [n_q]}
+        return {
+            "ent_ptr": [n_q + 1],
+            "entity_ids": [n_nodes],
+            "topic_mask": [n_nodes],
+            "answer_mask": [n_nodes],
+            "edge_ptr": [n_q + 1],
+            "edge_index": [2, n_edges],
+            "edge_rel": [n_edges],
+            "row_hash": [n_q],
+        }
 
 
 def _check_current(partial: Path, cur: dict) -> None:
@@ -208,8 +241,8 @@ class _VocabWriter:
         """Append the names interned since the last call."""
         n, b = len(self.interner), self.interner.num_bytes
         if n > self.written:
-            offsets = np.ascontiguousarray(self.interner.offsets[self.written + 1: n + 1], dtype=np.int64)
-            data = np.ascontiguousarray(self.interner.data[self.data.count: b], dtype=np.uint8)
+            offsets = np.ascontiguousarray(self.interner.offsets[self.written + 1 : n + 1], dtype=np.int64)
+            data = np.ascontiguousarray(self.interner.data[self.data.count : b], dtype=np.uint8)
             self.offsets.append(offsets)
             self.data.append(data)
             self.crc = {"offsets": _crc(offsets, self.crc["offsets"]), "data": _crc(data, self.crc["data"])}
@@ -230,8 +263,12 @@ class _VocabWriter:
         n = len(it)
         it.table.tofile(folder / f"{self.name}.table.bin")
         it.hashes[:n].tofile(folder / f"{self.name}.hashes.bin")
-        return {f"{self.name}.offsets": [n + 1], f"{self.name}.data": [it.num_bytes],
-                f"{self.name}.table": [it.table.size], f"{self.name}.hashes": [n]}
+        return {
+            f"{self.name}.offsets": [n + 1],
+            f"{self.name}.data": [it.num_bytes],
+            f"{self.name}.table": [it.table.size],
+            f"{self.name}.hashes": [n],
+        }
 
 
 def encode_batch(batch: RowBatch, ents: StringInterner, rels: StringInterner) -> tuple[dict, int]:
@@ -243,26 +280,68 @@ def encode_batch(batch: RowBatch, ents: StringInterner, rels: StringInterner) ->
     q_offs, q_data = string_buffers(batch.topics)
     a_offs, a_data = string_buffers(batch.answer_entities)
     n_topics, n_answers = int(batch.topic_ptr[-1]), int(batch.answer_ptr[-1])
-    ents.reserve(2 * n_trip + n_topics + n_answers,
-                 int(t_offs[-1] - t_offs[0]) + int(q_offs[-1] - q_offs[0]) + int(a_offs[-1] - a_offs[0]))
+    ents.reserve(
+        2 * n_trip + n_topics + n_answers,
+        int(t_offs[-1] - t_offs[0]) + int(q_offs[-1] - q_offs[0]) + int(a_offs[-1] - a_offs[0]),
+    )
     heads, tails = np.empty(n_trip, np.int64), np.empty(n_trip, np.int64)
     topics, answers = np.empty(n_topics, np.int64), np.empty(n_answers, np.int64)
-    K.intern_rows(t_offs, t_data, batch.triple_ptr, q_offs, q_data, batch.topic_ptr, a_offs, a_data,
-                  batch.answer_ptr, ents.table, ents.hashes, ents.offsets, ents.data, ents.state,
-                  heads, tails, topics, answers)
+    K.intern_rows(
+        t_offs,
+        t_data,
+        batch.triple_ptr,
+        q_offs,
+        q_data,
+        batch.topic_ptr,
+        a_offs,
+        a_data,
+        batch.answer_ptr,
+        ents.table,
+        ents.hashes,
+        ents.offsets,
+        ents.data,
+        ents.state,
+        heads,
+        tails,
+        topics,
+        answers,
+    )
     relations = rels.intern(batch.triples, stride=3, phase=1) if n_trip else np.zeros(0, np.int64)
     max_nodes = 2 * n_trip + n_topics + n_answers
-    out = {"entity_ids": np.empty(max_nodes, np.int32), "topic_mask": np.empty(max_nodes, np.bool_),
-           "answer_mask": np.empty(max_nodes, np.bool_), "ent_count": np.empty(n_rows, np.int64),
-           "edge_head": np.empty(n_trip, np.int32), "edge_tail": np.empty(n_trip, np.int32),
-           "edge_rel": np.empty(n_trip, np.int32), "edge_count": np.empty(n_rows, np.int64)}
-    dups = K.encode_rows(batch.triple_ptr, heads, relations, tails, batch.topic_ptr, topics, batch.answer_ptr,
-                         answers, out["entity_ids"], out["topic_mask"], out["answer_mask"], out["ent_count"],
-                         out["edge_head"], out["edge_tail"], out["edge_rel"], out["edge_count"])
+    out = {
+        "entity_ids": np.empty(max_nodes, np.int32),
+        "topic_mask": np.empty(max_nodes, np.bool_),
+        "answer_mask": np.empty(max_nodes, np.bool_),
+        "ent_count": np.empty(n_rows, np.int64),
+        "edge_head": np.empty(n_trip, np.int32),
+        "edge_tail": np.empty(n_trip, np.int32),
+        "edge_rel": np.empty(n_trip, np.int32),
+        "edge_count": np.empty(n_rows, np.int64),
+    }
+    dups = K.encode_rows(
+        batch.triple_ptr,
+        heads,
+        relations,
+        tails,
+        batch.topic_ptr,
+        topics,
+        batch.answer_ptr,
+        answers,
+        out["entity_ids"],
+        out["topic_mask"],
+        out["answer_mask"],
+        out["ent_count"],
+        out["edge_head"],
+        out["edge_tail"],
+        out["edge_rel"],
+        out["edge_count"],
+    )
     if dups < 0:
         row = -dups - 1
-        raise IndexBuildError(f"{batch.source}: row {batch.ids[row]!r}: field 'graph': more than "
-                              f"{1 << K.LOCAL_BITS} distinct entities or relation ids in one graph")
+        raise IndexBuildError(
+            f"{batch.source}: row {batch.ids[row]!r}: field 'graph': more than "
+            f"{1 << K.LOCAL_BITS} distinct entities or relation ids in one graph"
+        )
     n_nodes, n_edges = int(out["ent_count"].sum()), int(out["edge_count"].sum())
     for name in ("entity_ids", "topic_mask", "answer_mask"):
         out[name] = out[name][:n_nodes]
@@ -290,15 +369,28 @@ def row_fingerprints(batch: RowBatch, out: dict) -> np.ndarray:
     the same example twice."""
     import hashlib
 
-    text = np.fromiter((int.from_bytes(hashlib.blake2b(
-        (q + "\x1f" + "\x1e".join(sorted(a))).encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-        for q, a in zip(batch.questions, batch.answers)), dtype=np.uint64, count=len(batch))
+    text = np.fromiter(
+        (
+            int.from_bytes(
+                hashlib.blake2b(
+                    (q + "\x1f" + "\x1e".join(sorted(a))).encode("utf-8", "surrogatepass"), digest_size=8
+                ).digest(),
+                "little",
+            )
+            for q, a in zip(batch.questions, batch.answers)
+        ),
+        dtype=np.uint64,
+        count=len(batch),
+    )
     node_start = np.concatenate([np.zeros(1, np.int64), np.cumsum(out["ent_count"])])[:-1]
     base = np.repeat(node_start, out["edge_count"])
     ids = out["entity_ids"].astype(np.uint64)
     with np.errstate(over="ignore"):
-        edge = _mix64(ids[base + out["edge_head"]] * _MIX[0] ^ (out["edge_rel"].astype(np.uint64) + np.uint64(1))
-                      * _MIX[1] ^ ids[base + out["edge_tail"]] * _MIX[2])
+        edge = _mix64(
+            ids[base + out["edge_head"]] * _MIX[0]
+            ^ (out["edge_rel"].astype(np.uint64) + np.uint64(1)) * _MIX[1]
+            ^ ids[base + out["edge_tail"]] * _MIX[2]
+        )
         total = np.concatenate([np.zeros(1, np.uint64), np.cumsum(edge, dtype=np.uint64)])
         ptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(out["edge_count"])])
         graph = total[ptr[1:]] - total[ptr[:-1]]  # order-independent sum per row
@@ -315,9 +407,17 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def build_index_folder(source: str | Path, splits: Sequence[str], folder: str | Path, key: str = "",
-                       skip_invalid: bool = False, batch_rows: int = 64, checkpoint_seconds: float = 5.0,
-                       show_progress: bool | None = None, stop_after_batches: int | None = None) -> dict:
+def build_index_folder(
+    source: str | Path,
+    splits: Sequence[str],
+    folder: str | Path,
+    key: str = "",
+    skip_invalid: bool = False,
+    batch_rows: int = 64,
+    checkpoint_seconds: float = 5.0,
+    show_progress: bool | None = None,
+    stop_after_batches: int | None = None,
+) -> dict:
     """Build the index of ``source``'s ``splits`` into ``folder`` (resuming a killed build).
 
     Returns the build summary (also in ``meta.json``; its ``build`` entry says whether the build
@@ -326,8 +426,9 @@ def build_index_folder(source: str | Path, splits: Sequence[str], folder: str | 
     """
     folder = Path(folder)
     sources = {split: SplitSource(source, split) for split in splits}  # missing splits fail here
-    build = _Build(folder.with_name(f".{folder.name}.partial"), key, list(splits), checkpoint_seconds,
-                   stop_after_batches)
+    build = _Build(
+        folder.with_name(f".{folder.name}.partial"), key, list(splits), checkpoint_seconds, stop_after_batches
+    )
     for split in build.order():
         if not build.run_split(source, split, sources[split], batch_rows, skip_invalid, show_progress):
             return {"stopped": True}
@@ -342,8 +443,9 @@ class _Build:
     written when it finished. What does not match is rebuilt (and logged), never used.
     """
 
-    def __init__(self, partial: Path, key: str, splits: list[str], checkpoint_seconds: float,
-                 stop_after_batches: int | None) -> None:
+    def __init__(
+        self, partial: Path, key: str, splits: list[str], checkpoint_seconds: float, stop_after_batches: int | None
+    ) -> None:
         self.partial, self.checkpoint_seconds, self.stop_after = partial, checkpoint_seconds, stop_after_batches
         self.t0 = self.last_checkpoint = time.perf_counter()
         self.batches_done = 0
@@ -368,8 +470,15 @@ class _Build:
         write_json(self.partial / PROGRESS_FILE, self.saved)
         self.last_checkpoint = time.perf_counter()
 
-    def run_split(self, source: str | Path, split: str, src: SplitSource, batch_rows: int, skip_invalid: bool,
-                  show_progress: bool | None) -> bool:
+    def run_split(
+        self,
+        source: str | Path,
+        split: str,
+        src: SplitSource,
+        batch_rows: int,
+        skip_invalid: bool,
+        show_progress: bool | None,
+    ) -> bool:
         """Encode one split (from its checkpoint, if any); False when stopped early (tests)."""
         saved = self.saved
         cur = saved["current"] if saved["current"] and saved["current"]["split"] == split else None
@@ -378,8 +487,13 @@ class _Build:
         seen_ids = set(_question_ids(self.partial / split / "questions.jsonl")) if cur else set()
         dups = int(cur["dups"]) if cur else 0
         start = (int(cur["unit"]), int(cur["rows"])) if cur else (0, 0)
-        with progress(src.num_rows() or 0, f"KG index [{split}]", show_progress, threshold=2000,
-                      done=report.loaded + report.skipped) as advance:
+        with progress(
+            src.num_rows() or 0,
+            f"KG index [{split}]",
+            show_progress,
+            threshold=2000,
+            done=report.loaded + report.skipped,
+        ) as advance:
             read = report.loaded + report.skipped
             for unit, rows, batch in src.batches(batch_rows, skip_invalid, report, seen_ids, start):
                 out, d = encode_batch(batch, self.vocabs["entities"].interner, self.vocabs["relations"].interner)
@@ -391,25 +505,38 @@ class _Build:
                 stop = self.stop_after is not None and self.batches_done >= self.stop_after
                 if stop or time.perf_counter() - self.last_checkpoint >= self.checkpoint_seconds:
                     writer.flush()
-                    self.checkpoint({"split": split, "unit": unit, "rows": rows, "counts": writer.counts(),
-                                     "skips": _skips_record(report), "dups": dups})
+                    self.checkpoint(
+                        {
+                            "split": split,
+                            "unit": unit,
+                            "rows": rows,
+                            "counts": writer.counts(),
+                            "skips": _skips_record(report),
+                            "dups": dups,
+                        }
+                    )
                     if stop:
                         return False
         self.finish_split(source, split, writer, report, dups)
         return True
 
-    def finish_split(self, source: str | Path, split: str, writer: _SplitWriter, report: SkipReport,
-                     dups: int) -> None:
+    def finish_split(self, source: str | Path, split: str, writer: _SplitWriter, report: SkipReport, dups: int) -> None:
         """Final arrays of the split, their checksums into the progress record, a checkpoint."""
         shapes = writer.finish()
         if report.skipped or report.truncated:
             log.warning("%s[%s]: %s", source, split, report.summary())
         self.saved["done"][split] = {
-            "skips": {"loaded": report.loaded, "skipped": dict(report.counts), "skip_examples": report.examples,
-                      "truncated": list(report.truncated), "duplicate_triples_dropped": dups},
+            "skips": {
+                "loaded": report.loaded,
+                "skipped": dict(report.counts),
+                "skip_examples": report.examples,
+                "truncated": list(report.truncated),
+                "duplicate_triples_dropped": dups,
+            },
             "shapes": {f"{split}/{k}": v for k, v in shapes.items()},
             "files": _split_checks(self.partial, split, shapes),
-            "questions": writer.num_questions, "triples": shapes["edge_rel"][0],
+            "questions": writer.num_questions,
+            "triples": shapes["edge_rel"][0],
         }
         log.info("%s[%s]: %s; %d duplicate triples dropped", source, split, report.summary(), dups)
         self.checkpoint(None)
@@ -430,13 +557,21 @@ def _skip_report(cur: dict | None) -> SkipReport:
     if not cur:
         return SkipReport()
     skips = cur["skips"]
-    return SkipReport(counts=Counter(skips["counts"]), examples=list(skips["examples"]), loaded=int(skips["loaded"]),
-                      truncated=list(skips.get("truncated") or []))
+    return SkipReport(
+        counts=Counter(skips["counts"]),
+        examples=list(skips["examples"]),
+        loaded=int(skips["loaded"]),
+        truncated=list(skips.get("truncated") or []),
+    )
 
 
 def _skips_record(report: SkipReport) -> dict:
-    return {"counts": dict(report.counts), "examples": report.examples, "loaded": report.loaded,
-            "truncated": list(report.truncated)}
+    return {
+        "counts": dict(report.counts),
+        "examples": report.examples,
+        "loaded": report.loaded,
+        "truncated": list(report.truncated),
+    }
 
 
 def _split_checks(partial: Path, split: str, shapes: dict) -> dict:
@@ -454,22 +589,42 @@ def _start(partial: Path, key: str, splits: list[str]) -> tuple[dict, dict, dict
         try:
             vocabs = _resume_vocabs(partial, saved["vocab"])
         except (_Damaged, KeyError, TypeError) as e:
-            log.warning("not resuming the KG index build in %s: vocabulary %s; building again from the start",
-                        partial, e)
+            log.warning(
+                "not resuming the KG index build in %s: vocabulary %s; building again from the start", partial, e
+            )
             resume = {"resumed": False, "discarded": f"vocabulary: {e}"}
             saved = None
     if saved is None:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        saved = {"format": INDEX_FORMAT, "key": key, "splits": list(splits), "done": {}, "current": None,
-                 "vocab": None, "seconds": 0.0}
+        saved = {
+            "format": INDEX_FORMAT,
+            "key": key,
+            "splits": list(splits),
+            "done": {},
+            "current": None,
+            "vocab": None,
+            "seconds": 0.0,
+        }
         return saved, {name: _VocabWriter(partial / "vocab", name) for name in VOCABS}, resume
     rebuilt = _verify_resumed(partial, saved)
-    log.info("resuming the KG index build in %s: %d of %d splits done and verified%s", partial,
-             len(saved["done"]), len(splits),
-             f", continuing {saved['current']['split']!r} from its checkpoint" if saved["current"] else "")
-    return saved, vocabs, {"resumed": True, "splits_reused": [s for s in splits if s in saved["done"]],
-                           "continued": saved["current"]["split"] if saved["current"] else None, "rebuilt": rebuilt}
+    log.info(
+        "resuming the KG index build in %s: %d of %d splits done and verified%s",
+        partial,
+        len(saved["done"]),
+        len(splits),
+        f", continuing {saved['current']['split']!r} from its checkpoint" if saved["current"] else "",
+    )
+    return (
+        saved,
+        vocabs,
+        {
+            "resumed": True,
+            "splits_reused": [s for s in splits if s in saved["done"]],
+            "continued": saved["current"]["split"] if saved["current"] else None,
+            "rebuilt": rebuilt,
+        },
+    )
 
 
 def _resume_vocabs(partial: Path, states: dict) -> dict:
@@ -525,8 +680,9 @@ def _done_split_problem(partial: Path, split: str, info: dict) -> str | None:
     return None
 
 
-def _finish(partial: Path, folder: Path, saved: dict, shapes: dict, vocabs: dict, seconds: float,
-            resume: dict | None = None) -> dict:
+def _finish(
+    partial: Path, folder: Path, saved: dict, shapes: dict, vocabs: dict, seconds: float, resume: dict | None = None
+) -> dict:
     """Checksums, ``meta.json``, then the rename that publishes the folder. The checksums of the
     splits are the ones written (and, on resume, verified) when each split finished."""
     files = {}
@@ -538,15 +694,20 @@ def _finish(partial: Path, folder: Path, saved: dict, shapes: dict, vocabs: dict
         check = files.get(f"{rel}.bin") or {"bytes": path.stat().st_size, "check": file_check(path)}
         files[f"{rel}.bin"] = {"dtype": _dtype_of(name), "shape": shape, **check}
     meta = {
-        "format": INDEX_FORMAT, "key": saved["key"], "splits": saved["splits"], "files": dict(sorted(files.items())),
+        "format": INDEX_FORMAT,
+        "key": saved["key"],
+        "splits": saved["splits"],
+        "files": dict(sorted(files.items())),
         "overlap": split_overlap(partial, saved["splits"]),
         "skips": {s: saved["done"][s]["skips"] for s in saved["splits"]},
-        "num_entities": len(vocabs["entities"].interner), "num_relations": len(vocabs["relations"].interner),
+        "num_entities": len(vocabs["entities"].interner),
+        "num_relations": len(vocabs["relations"].interner),
         "entity_fingerprint": vocabs["entities"].interner.vocab().fingerprint(),
         "relation_fingerprint": vocabs["relations"].interner.vocab().fingerprint(),
         "questions": {s: saved["done"][s]["questions"] for s in saved["splits"]},
         "triples": {s: saved["done"][s]["triples"] for s in saved["splits"]},
-        "build_seconds": round(seconds, 3), "build_peak_rss_mb": round(_peak_rss_mb(), 1),
+        "build_seconds": round(seconds, 3),
+        "build_peak_rss_mb": round(_peak_rss_mb(), 1),
         "build": resume or {"resumed": False},
     }
     write_json(partial / "meta.json", meta)
@@ -568,7 +729,7 @@ def split_overlap(folder: Path, splits: Sequence[str], examples: int = 10) -> di
     hashes = {s: np.fromfile(folder / s / "row_hash.bin", dtype=np.uint64) for s in splits}
     found: dict = {"ids": {}, "rows": {}}
     for i, a in enumerate(splits):
-        for b in splits[i + 1:]:
+        for b in splits[i + 1 :]:
             common = sorted(set(ids[a]) & set(ids[b]))
             if common:
                 found["ids"][f"{a}|{b}"] = {"count": len(common), "examples": common[:examples]}
@@ -602,7 +763,12 @@ def _read_progress(partial: Path, key: str, splits: list[str]) -> dict | None:
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         log.warning("%s: unreadable (%s); building the KG index again from the start", partial / PROGRESS_FILE, e)
         return None
-    if not isinstance(saved, dict) or saved.get("format") != INDEX_FORMAT or saved.get("key") != key \
-            or saved.get("splits") != splits or not isinstance(saved.get("done"), dict):
+    if (
+        not isinstance(saved, dict)
+        or saved.get("format") != INDEX_FORMAT
+        or saved.get("key") != key
+        or saved.get("splits") != splits
+        or not isinstance(saved.get("done"), dict)
+    ):
         return None
     return saved

@@ -5,9 +5,10 @@ It loads every row of every split as Python objects (:func:`~gsr_train.data.rows
 and interns names with a dict: simple and obviously right, but about 0.3 GB of memory per
 million triples, so it only serves small data, tests and the side-by-side benchmark.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch

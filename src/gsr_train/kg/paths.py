@@ -27,25 +27,26 @@ capped at ``max_chains`` per question.
 connection is a topic entity that is itself an answer; -1 when no pair has a path
 (``num_no_path`` counts these questions).
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from gsr_train.arrays import segment_sum
-from gsr_train.progress import progress
 from gsr_train.io import atomic_write, file_digest, stable_hash, write_json
 from gsr_train.kg.bfs import Adjacency, batched_bfs, dag_sweep, instance_shift
 from gsr_train.kg.chains import Chain, merge_chains, walk_chains
 from gsr_train.kg.index import KGIndex, SplitGraphs, default_cache_dir
+from gsr_train.progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,11 @@ def build_supervision(
     num_no_path = int((hop < 0).sum())
     log.info(
         "supervision: %d questions, %d without a path, %d positives, %d hit the chain cap (%.2fs)",
-        len(split), num_no_path, int(label.sum()), capped, time.perf_counter() - t0,
+        len(split),
+        num_no_path,
+        int(label.sum()),
+        capped,
+        time.perf_counter() - t0,
     )
     return Supervision(
         triple_label=torch.from_numpy(label),
@@ -233,8 +238,15 @@ def _supervise(ent_ptr, head, tail, rel, topic_mask, answer_mask, max_chains):
     label[b_edge] = True
 
     chains_raw, chains_filtered, capped = _chains(
-        num_q, inst_question, topics, head, tail, rel,
-        (f_inst, f_edge, *fwd), (b_inst, b_edge, *bwd), max_chains,
+        num_q,
+        inst_question,
+        topics,
+        head,
+        tail,
+        rel,
+        (f_inst, f_edge, *fwd),
+        (b_inst, b_edge, *bwd),
+        max_chains,
     )
     return label, hops, chains_raw, chains_filtered, capped
 
@@ -310,9 +322,14 @@ def save_supervision(sup: Supervision, path: str | Path, key: str) -> None:
         torch.save(sup.to_state(), f)
     write_json(
         path.with_suffix(".json"),
-        {"format": SUPERVISION_FORMAT, "key": key, "bytes": path.stat().st_size,
-         "sha256": file_digest(path), "num_questions": int(sup.hops.numel()),
-         "num_edges": int(sup.triple_label.numel())},
+        {
+            "format": SUPERVISION_FORMAT,
+            "key": key,
+            "bytes": path.stat().st_size,
+            "sha256": file_digest(path),
+            "num_questions": int(sup.hops.numel()),
+            "num_edges": int(sup.triple_label.numel()),
+        },
     )
 
 
@@ -337,9 +354,7 @@ def load_supervision(path: str | Path, key: str | None = None, split: SplitGraph
         sup = Supervision(**torch.load(path, weights_only=True, mmap=True))
     except Exception as e:
         raise StaleSupervision(f"{path}: cannot be read ({e})") from e
-    if split is not None and (
-        sup.triple_label.numel() != int(split.edge_ptr[-1]) or sup.hops.numel() != len(split)
-    ):
+    if split is not None and (sup.triple_label.numel() != int(split.edge_ptr[-1]) or sup.hops.numel() != len(split)):
         raise StaleSupervision(f"{path}: sizes do not match the split")
     return sup
 

@@ -5,11 +5,12 @@ pair in both directions, as the SubgraphRAG public code does, except that every 
 edge between consecutive path nodes is labelled (the public code's ``DiGraph`` keeps one).
 Needs ``networkx`` (a test extra, not a runtime dependency).
 """
+
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -77,7 +78,9 @@ def oracle_question(split: SplitGraphs, i: int, chains: bool = False):
     return label, hops, raw, filtered
 
 
-def oracle_supervision(split: SplitGraphs, questions: Sequence[int] | None = None, chains: bool = False) -> OracleResult:
+def oracle_supervision(
+    split: SplitGraphs, questions: Sequence[int] | None = None, chains: bool = False
+) -> OracleResult:
     """Reference labels / hops (/ uncapped chains) for the given questions of ``split``."""
     questions = range(len(split)) if questions is None else questions
     labels, hops, raws, filts = [], [], [], []

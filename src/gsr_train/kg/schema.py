@@ -29,11 +29,12 @@ boolean matrix products up to ``max_distance`` (larger = unreachable, stored as
 ``max_distance + 1``). SAFE only ever asks "within delta?" for small delta, so the cap keeps
 it cheap on any number of types.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -73,9 +74,13 @@ def _unique_pairs(a: torch.Tensor, b: torch.Tensor, nb: int) -> tuple[torch.Tens
     return key // nb, key % nb
 
 
-def infer_entity_types(entities: Sequence[str], relations: Sequence[str], triples: torch.Tensor,
-                       type_relations: Sequence[str] = ("type.object.type",),
-                       min_range_share: float = 0.5) -> EntityTypes:
+def infer_entity_types(
+    entities: Sequence[str],
+    relations: Sequence[str],
+    triples: torch.Tensor,
+    type_relations: Sequence[str] = ("type.object.type",),
+    min_range_share: float = 0.5,
+) -> EntityTypes:
     """Types of every entity from ``triples`` (``[M, 3]`` global h, r, t); see the module doc."""
     triples = triples.long()
     h, r, t = triples[:, 0], triples[:, 1], triples[:, 2]
@@ -151,8 +156,10 @@ class SchemaGraph:
 
     def edge_texts(self, relations: Sequence[str]) -> list[str]:
         """``"c r c'"`` composite text of every edge (SAFE embeds these)."""
-        return [f"{self.types[a]} {relations[r]} {self.types[b]}"
-                for a, r, b in zip(self.head.tolist(), self.relation.tolist(), self.tail.tolist())]
+        return [
+            f"{self.types[a]} {relations[r]} {self.types[b]}"
+            for a, r, b in zip(self.head.tolist(), self.relation.tolist(), self.tail.tolist())
+        ]
 
 
 def type_distances(num_types: int, a: torch.Tensor, b: torch.Tensor, max_distance: int) -> torch.Tensor:
@@ -175,9 +182,14 @@ def type_distances(num_types: int, a: torch.Tensor, b: torch.Tensor, max_distanc
     return dist
 
 
-def build_schema(entity_types: EntityTypes, triples: torch.Tensor, min_support: int = 1,
-                 min_confidence: float = 0.0, max_distance: int = 3,
-                 relations: Sequence[str] | None = None) -> SchemaGraph:
+def build_schema(
+    entity_types: EntityTypes,
+    triples: torch.Tensor,
+    min_support: int = 1,
+    min_confidence: float = 0.0,
+    max_distance: int = 3,
+    relations: Sequence[str] | None = None,
+) -> SchemaGraph:
     """Count ``(head type, relation, tail type)`` over ``triples`` (``[M, 3]``) and prune.
 
     ``relations`` (the relation names) drops bookkeeping-domain relations (see module doc).
@@ -187,11 +199,13 @@ def build_schema(entity_types: EntityTypes, triples: torch.Tensor, min_support: 
     ptr = et.ptr()
     triples = triples.long()
     if triples.numel():  # a KG is a set of triples
-        triples = _unique_triples(triples, max(et.num_entities, int(triples[:, [0, 2]].max()) + 1),
-                                  int(triples[:, 1].max()) + 1)
+        triples = _unique_triples(
+            triples, max(et.num_entities, int(triples[:, [0, 2]].max()) + 1), int(triples[:, 1].max()) + 1
+        )
     if relations is not None and triples.numel():
-        generic = torch.tensor([relation_domain(x) is None and _FB_RELATION.match(x) is not None
-                                for x in relations], dtype=torch.bool)
+        generic = torch.tensor(
+            [relation_domain(x) is None and _FB_RELATION.match(x) is not None for x in relations], dtype=torch.bool
+        )
         triples = triples[~generic[triples[:, 1]]]
     h, r, t = triples[:, 0], triples[:, 1], triples[:, 2]
     nh, nt = ptr[h + 1] - ptr[h], ptr[t + 1] - ptr[t]

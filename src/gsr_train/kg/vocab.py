@@ -11,11 +11,11 @@ index folder, so DDP ranks share one copy and lookups cost no load time.
 ``take`` (ids -> names), and ``to_arrow()`` for zero-copy Arrow compute.
 :class:`StringInterner` builds one (see :mod:`gsr_train.kg.encode_kernels`).
 """
+
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -40,8 +40,9 @@ def _as_strings(names: Iterable[str] | pa.Array) -> pa.Array:
 class StringVocab(Sequence):
     """Read-only vocabulary over ``offsets`` / ``data`` (and optionally a hash table)."""
 
-    def __init__(self, offsets: np.ndarray, data: np.ndarray, table: np.ndarray | None = None,
-                 hashes: np.ndarray | None = None) -> None:
+    def __init__(
+        self, offsets: np.ndarray, data: np.ndarray, table: np.ndarray | None = None, hashes: np.ndarray | None = None
+    ) -> None:
         self.offsets = offsets
         self.data = data
         self._table, self._hashes = table, hashes
@@ -49,7 +50,7 @@ class StringVocab(Sequence):
 
     # ------------------------------------------------------------ construction
     @classmethod
-    def from_list(cls, names: Iterable[str]) -> "StringVocab":
+    def from_list(cls, names: Iterable[str]) -> StringVocab:
         """An in-memory vocabulary of distinct ``names`` (in that order)."""
         interner = StringInterner()
         arr = _as_strings(names)
@@ -60,7 +61,7 @@ class StringVocab(Sequence):
         return interner.vocab()
 
     @classmethod
-    def coerce(cls, names) -> "StringVocab":
+    def coerce(cls, names) -> StringVocab:
         return names if isinstance(names, StringVocab) else cls.from_list(names)
 
     # ------------------------------------------------------------ sequence protocol
@@ -68,7 +69,7 @@ class StringVocab(Sequence):
         return int(self.offsets.size - 1)
 
     def _one(self, i: int) -> str:
-        return bytes(self.data[self.offsets[i]:self.offsets[i + 1]]).decode("utf-8")
+        return bytes(self.data[self.offsets[i] : self.offsets[i + 1]]).decode("utf-8")
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -82,16 +83,19 @@ class StringVocab(Sequence):
     def __iter__(self) -> Iterator[str]:
         arr = self.to_arrow()
         for start in range(0, len(arr), 65536):
-            yield from arr[start:start + 65536].to_pylist()
+            yield from arr[start : start + 65536].to_pylist()
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StringVocab):
-            return len(self) == len(other) and np.array_equal(self.offsets - self.offsets[0],
-                                                               other.offsets - other.offsets[0]) and \
-                bytes(self.data[self.offsets[0]:self.offsets[-1]]) == bytes(other.data[other.offsets[0]:other.offsets[-1]])
+            return (
+                len(self) == len(other)
+                and np.array_equal(self.offsets - self.offsets[0], other.offsets - other.offsets[0])
+                and bytes(self.data[self.offsets[0] : self.offsets[-1]])
+                == bytes(other.data[other.offsets[0] : other.offsets[-1]])
+            )
         if isinstance(other, (list, tuple)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
@@ -114,8 +118,10 @@ class StringVocab(Sequence):
         if self._arrow is None:
             n = len(self)
             self._arrow = pa.LargeStringArray.from_buffers(
-                n, pa.py_buffer(np.ascontiguousarray(self.offsets, dtype=np.int64)),
-                pa.py_buffer(self.data if self.data.size else np.zeros(1, np.uint8)))
+                n,
+                pa.py_buffer(np.ascontiguousarray(self.offsets, dtype=np.int64)),
+                pa.py_buffer(self.data if self.data.size else np.zeros(1, np.uint8)),
+            )
         return self._arrow
 
     def take(self, ids) -> list[str]:
@@ -156,14 +162,14 @@ class StringVocab(Sequence):
         found = int(self.lookup([name])[0])
         return default if found < 0 else found
 
-    def mapping(self) -> "NameIds":
+    def mapping(self) -> NameIds:
         return NameIds(self)
 
     def fingerprint(self) -> str:
         """SHA-256 (16 hex digits) of the names in order; equal for equal vocabularies."""
         h = hashlib.sha256(f"vocab:{len(self)}\0".encode())
         h.update(np.ascontiguousarray(self.offsets - self.offsets[0], dtype=np.int64).tobytes())
-        h.update(memoryview(np.ascontiguousarray(self.data[self.offsets[0]:self.offsets[-1]])))
+        h.update(memoryview(np.ascontiguousarray(self.data[self.offsets[0] : self.offsets[-1]])))
         return h.hexdigest()[:16]
 
     @property
@@ -212,7 +218,7 @@ class StringInterner:
             n, size = int(offsets.size - 1), int(offsets[-1] - offsets[0])
             self.reserve(n, size)
             self.offsets[: n + 1] = offsets - offsets[0]
-            self.data[:size] = data[int(offsets[0]):int(offsets[-1])]
+            self.data[:size] = data[int(offsets[0]) : int(offsets[-1])]
             K.rehash_strings(self.offsets, self.data, n, self.hashes)
             K.rehash(self.hashes, n, self.table)
             self.state[:] = (n, size)
@@ -249,13 +255,18 @@ class StringInterner:
         out = np.empty(count, dtype=np.int64)
         if count:
             self.reserve(count, int(offs[-1] - offs[0]))
-            K.intern_strings(offs, data, stride, phase, count, self.table, self.hashes, self.offsets, self.data,
-                             self.state, out)
+            K.intern_strings(
+                offs, data, stride, phase, count, self.table, self.hashes, self.offsets, self.data, self.state, out
+            )
         return out
 
     def vocab(self) -> StringVocab:
         """A snapshot of the names so far (copies; the interner keeps growing)."""
         n, b = int(self.state[0]), int(self.state[1])
         table = self.table.copy() if 2 * n <= self.table.size else None
-        return StringVocab(self.offsets[: n + 1].copy(), self.data[:b].copy(), table,
-                           self.hashes[:n].copy() if table is not None else None)
+        return StringVocab(
+            self.offsets[: n + 1].copy(),
+            self.data[:b].copy(),
+            table,
+            self.hashes[:n].copy() if table is not None else None,
+        )

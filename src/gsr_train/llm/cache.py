@@ -6,6 +6,7 @@ database consistent and several processes can share it). The key is a hash of wh
 the answer: the endpoint's base URL, the model, the messages and the sampling parameters.
 The API key is not part of it and is never stored.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -13,8 +14,9 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 CACHE_FORMAT = 1
 
@@ -55,7 +57,9 @@ class ResponseCache:
             )
             self._db.commit()
         except sqlite3.DatabaseError as e:
-            raise RuntimeError(f"{self.path}: not a usable response cache ({e}); move it away to start a new one") from e
+            raise RuntimeError(
+                f"{self.path}: not a usable response cache ({e}); move it away to start a new one"
+            ) from e
 
     def get(self, key: str) -> dict | None:
         with self._lock:
@@ -68,8 +72,14 @@ class ResponseCache:
             self._db.execute(
                 "INSERT OR REPLACE INTO responses (key, request_id, model, request, response, created)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (key, request_id, request.get("model", ""), json.dumps(request, ensure_ascii=False),
-                 json.dumps(response, ensure_ascii=False), time.time()),
+                (
+                    key,
+                    request_id,
+                    request.get("model", ""),
+                    json.dumps(request, ensure_ascii=False),
+                    json.dumps(response, ensure_ascii=False),
+                    time.time(),
+                ),
             )
             self._db.commit()
 
@@ -85,7 +95,7 @@ class ResponseCache:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> "ResponseCache":
+    def __enter__(self) -> ResponseCache:
         return self
 
     def __exit__(self, *exc) -> None:

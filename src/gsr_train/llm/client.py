@@ -15,6 +15,7 @@ What a data-building job needs from a client, and what this one does:
   cache key, a log line or a file;
 * count tokens and cost (:class:`~gsr_train.llm.usage.UsageStats`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,9 +25,10 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import httpx
 
@@ -76,7 +78,7 @@ class LLMConfig:
     autostart: str | None = None
 
     @classmethod
-    def from_mapping(cls, cfg: Mapping[str, Any] | "LLMConfig") -> "LLMConfig":
+    def from_mapping(cls, cfg: Mapping[str, Any] | LLMConfig) -> LLMConfig:
         """Build from a dict / OmegaConf node; unknown keys are an error (typos cost money)."""
         if isinstance(cfg, LLMConfig):
             return cfg
@@ -161,8 +163,13 @@ def _retry_after(headers: httpx.Headers) -> float | None:
 class ChatClient:
     """Runs chat requests through the cache and the endpoint; see the module docstring."""
 
-    def __init__(self, config: LLMConfig | Mapping[str, Any], stats: UsageStats | None = None,
-                 cache: ResponseCache | None = None, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        config: LLMConfig | Mapping[str, Any],
+        stats: UsageStats | None = None,
+        cache: ResponseCache | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
         self.config = LLMConfig.from_mapping(config)
         self.base_url = normalise_base_url(self.config.base_url)
         self.stats = stats or UsageStats(self.config.price_input_per_m, self.config.price_output_per_m)
@@ -173,8 +180,9 @@ class ChatClient:
         env = self.config.api_key_env
         self.__key = os.environ.get(env) if env else None
         if env and not self.__key and not _is_local(self.base_url):
-            log.warning("environment variable %s is not set: sending requests to %s without an API key",
-                        env, self.base_url)
+            log.warning(
+                "environment variable %s is not set: sending requests to %s without an API key", env, self.base_url
+            )
 
     def __repr__(self) -> str:  # never show the key
         return f"ChatClient(base_url={self.base_url!r}, model={self.config.model!r})"
@@ -198,7 +206,7 @@ class ChatClient:
         return headers
 
     def _backoff(self, attempt: int) -> float:
-        cap = min(self.config.backoff_max, self.config.backoff_base * (2 ** attempt))
+        cap = min(self.config.backoff_max, self.config.backoff_base * (2**attempt))
         return cap / 2 + random.uniform(0, cap / 2)
 
     # ------------------------------------------------------------------ one request
@@ -221,11 +229,16 @@ class ChatClient:
                         text = body["choices"][0]["message"]["content"]
                     except (ValueError, KeyError, IndexError, TypeError) as e:
                         raise LLMRequestError(
-                            request.id, f"{self.base_url} answered 200 with an unexpected body "
-                            f"({type(e).__name__}): {self._scrub(resp.text[:300])!r}") from None
+                            request.id,
+                            f"{self.base_url} answered 200 with an unexpected body "
+                            f"({type(e).__name__}): {self._scrub(resp.text[:300])!r}",
+                        ) from None
                     if not isinstance(text, str):
-                        raise LLMRequestError(request.id, f"{self.base_url} returned no message content "
-                                                          f"(finish_reason={body['choices'][0].get('finish_reason')})")
+                        raise LLMRequestError(
+                            request.id,
+                            f"{self.base_url} returned no message content "
+                            f"(finish_reason={body['choices'][0].get('finish_reason')})",
+                        )
                     return body
                 detail = self._scrub(resp.text[:500])
                 last = f"HTTP {resp.status_code} from {self.base_url}: {detail}"
@@ -237,13 +250,15 @@ class ChatClient:
             if attempt == cfg.max_retries:
                 break
             delay = wait if wait is not None else self._backoff(attempt)
-            log.info("request %s: %s; retry %d/%d in %.2fs", request.id, last[:200], attempt + 1,
-                     cfg.max_retries, delay)
+            log.info(
+                "request %s: %s; retry %d/%d in %.2fs", request.id, last[:200], attempt + 1, cfg.max_retries, delay
+            )
             await asyncio.sleep(delay)
         raise LLMRequestError(request.id, f"failed after {cfg.max_retries + 1} attempts; last error: {last}")
 
-    async def _one(self, http: httpx.AsyncClient, sem: asyncio.Semaphore, request: ChatRequest, key: str,
-                   stop: asyncio.Event) -> ChatResult:
+    async def _one(
+        self, http: httpx.AsyncClient, sem: asyncio.Semaphore, request: ChatRequest, key: str, stop: asyncio.Event
+    ) -> ChatResult:
         if self.cache is not None:
             body = self.cache.get(key)
             if body is not None:
@@ -252,8 +267,12 @@ class ChatClient:
         async with sem:
             if stop.is_set():
                 return ChatResult(request.id, key, None, None, "not_run", error="job stopped after a failure")
-            payload = {"model": self.config.model, "messages": request.messages, **self.params(request),
-                       "stream": False}
+            payload = {
+                "model": self.config.model,
+                "messages": request.messages,
+                **self.params(request),
+                "stream": False,
+            }
             t0 = time.perf_counter()
             try:
                 body = await self._post(http, request, payload)
@@ -267,15 +286,23 @@ class ChatClient:
                 raise
             seconds = time.perf_counter() - t0
         if self.cache is not None:
-            cached_request = {"model": self.config.model, "endpoint": self.base_url, "messages": request.messages,
-                              "params": self.params(request)}
+            cached_request = {
+                "model": self.config.model,
+                "endpoint": self.base_url,
+                "messages": request.messages,
+                "params": self.params(request),
+            }
             self.cache.put(key, cached_request, body, request.id)
         self.stats.add_response(body, "fresh", seconds)
         return ChatResult(request.id, key, body["choices"][0]["message"]["content"], body, "fresh", seconds)
 
     # ------------------------------------------------------------------ many requests
-    async def arun(self, requests: Sequence[ChatRequest], on_result: Callable[[ChatResult], None] | None = None,
-                   reuse: Mapping[str, str] | None = None) -> list[ChatResult]:
+    async def arun(
+        self,
+        requests: Sequence[ChatRequest],
+        on_result: Callable[[ChatResult], None] | None = None,
+        reuse: Mapping[str, str] | None = None,
+    ) -> list[ChatResult]:
         """Answer all requests (same order); ``reuse`` maps a request key to a known answer text."""
         reuse = reuse or {}
         keys = [self.key(r) for r in requests]
@@ -295,9 +322,12 @@ class ChatClient:
                 todo.append(i)
         sem = asyncio.Semaphore(self.config.concurrency)
         stop = asyncio.Event()
-        limits = httpx.Limits(max_connections=self.config.concurrency, max_keepalive_connections=self.config.concurrency)
+        limits = httpx.Limits(
+            max_connections=self.config.concurrency, max_keepalive_connections=self.config.concurrency
+        )
         done = 0
         async with httpx.AsyncClient(timeout=self.config.timeout, limits=limits, transport=self._transport) as http:
+
             async def task(i: int) -> None:
                 nonlocal done
                 res = await self._one(http, sem, requests[i], keys[i], stop)
@@ -329,8 +359,12 @@ class ChatClient:
                     on_result(results[i])
         return results  # type: ignore[return-value]
 
-    def run(self, requests: Iterable[ChatRequest], on_result: Callable[[ChatResult], None] | None = None,
-            reuse: Mapping[str, str] | None = None) -> list[ChatResult]:
+    def run(
+        self,
+        requests: Iterable[ChatRequest],
+        on_result: Callable[[ChatResult], None] | None = None,
+        reuse: Mapping[str, str] | None = None,
+    ) -> list[ChatResult]:
         """Synchronous :meth:`arun`."""
         return asyncio.run(self.arun(list(requests), on_result, reuse))
 
@@ -342,7 +376,7 @@ class ChatClient:
         if self.cache is not None:
             self.cache.close()
 
-    def __enter__(self) -> "ChatClient":
+    def __enter__(self) -> ChatClient:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,10 +7,10 @@ ships a single GGUF file (the package has no importable module; its folder is fo
 keyed by the GGUF file's digest, and later starts load it in well under a second.
 Any HF model folder (``config.json`` + weights + a tokenizer with a chat template) works too.
 """
+
 from __future__ import annotations
 
 import contextlib
-
 import importlib.util
 import logging
 import threading
@@ -96,8 +96,13 @@ class TransformersBackend:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, model: str | Path = "smollm2", cache_dir: str | Path | None = None, dtype: str = "float32",
-             threads: int | None = None) -> "TransformersBackend":
+    def load(
+        cls,
+        model: str | Path = "smollm2",
+        cache_dir: str | Path | None = None,
+        dtype: str = "float32",
+        threads: int | None = None,
+    ) -> TransformersBackend:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -117,16 +122,24 @@ class TransformersBackend:
     def generate(self, messages: list[dict], params: dict) -> Generation:
         import torch
 
-        enc = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                                 return_dict=True)
+        enc = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         n_prompt = int(enc["input_ids"].shape[1])
         max_new = int(params.get("max_tokens") or 256)
         if n_prompt + max_new > self.max_positions:
-            raise RequestError(400, f"prompt ({n_prompt} tokens) + max_tokens ({max_new}) exceeds the model's "
-                                    f"context of {self.max_positions} tokens")
+            raise RequestError(
+                400,
+                f"prompt ({n_prompt} tokens) + max_tokens ({max_new}) exceeds the model's "
+                f"context of {self.max_positions} tokens",
+            )
         temperature = float(params.get("temperature") or 0.0)
-        kwargs = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id
-                  if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id}
+        kwargs = {
+            "max_new_tokens": max_new,
+            "pad_token_id": self.tokenizer.pad_token_id
+            if self.tokenizer.pad_token_id is not None
+            else self.tokenizer.eos_token_id,
+        }
         if temperature > 0:
             kwargs.update(do_sample=True, temperature=temperature, top_p=params.get("top_p") or 1.0)
         else:

@@ -7,21 +7,29 @@ candidates offered in the prompt is strict: a chain or triple that was not offer
 where a line holds nothing but numbers, so prose such as "I found 2 chains" selects nothing.
 Callers keep the raw response next to the parsed result for audit.
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 # Freebase relation ids: domain.type.property (at least two dots), letters, digits, _ and -.
 RELATION_TOKEN = re.compile(r"[A-Za-z_][\w-]*(?:\.[\w-]+){2,}")
 _FENCE = re.compile(r"```[\w-]*\s*\n?(.*?)```", re.S)
 _MARKER = re.compile(r"^\s*(?:[-*\u2022+]\s+|(?:#|no\.?\s*)?\(?(\d+)\s*[.):\]]\s*|(?:#)(\d+)\s+)")
-_LABEL = re.compile(r"^\s*(?:(?:the\s+)?(?:final\s+|correct\s+)?answer\s+is\s*:?|(?:selected|relevant|answer|answers|"
-                    r"chains?|evidence|ans|output|result)\s*(?:chains?)?\s*:)\s*", re.I)
-_NUMBERS_ONLY = re.compile(r"^(?:(?:chains?|candidates?|numbers?|#|no\.?)\s*)?#?\d+"
-                           r"(?:\s*(?:,|;|/|&|and|\s)\s*#?\d+)*\s*\.?$", re.I)
+_LABEL = re.compile(
+    r"^\s*(?:(?:the\s+)?(?:final\s+|correct\s+)?answer\s+is\s*:?|(?:selected|relevant|answer|answers|"
+    r"chains?|evidence|ans|output|result)\s*(?:chains?)?\s*:)\s*",
+    re.I,
+)
+_NUMBERS_ONLY = re.compile(
+    r"^(?:(?:chains?|candidates?|numbers?|#|no\.?)\s*)?#?\d+"
+    r"(?:\s*(?:,|;|/|&|and|\s)\s*#?\d+)*\s*\.?$",
+    re.I,
+)
 _TEMPLATE_LABEL = re.compile(r"^\s*(?:pseudo[\s-]*)?(?:question|template|q)\s*\d*\s*[:.)-]\s*", re.I)
 _SLOT = "[SUBJECT]"
 _SLOT_LOOSE = re.compile(r"\[\s*subject\s*\]", re.I)
@@ -59,7 +67,7 @@ def split_marker(line: str) -> tuple[int | None, str]:
     if not m:
         return None, line.strip()
     num = m.group(1) or m.group(2)
-    return (int(num) if num else None), line[m.end():].strip()
+    return (int(num) if num else None), line[m.end() :].strip()
 
 
 def list_items(text: str) -> list[str]:
@@ -225,14 +233,15 @@ def parse_triple(text: str, relations: Iterable[str] | None = None) -> tuple[str
         if known is not None and rel not in known:
             continue
         head = s[: m.start()].rstrip().rstrip(",;").strip().strip("\"'")
-        tail = s[m.end():].lstrip().lstrip(",;").strip().strip("\"'")
+        tail = s[m.end() :].lstrip().lstrip(",;").strip().strip("\"'")
         if head and tail:
             return head, rel, tail
     return None
 
 
-def parse_triple_selection(text: str, candidates: Sequence[Sequence[str]], limit: int | None = None,
-                           numbered: bool = True) -> Selection:
+def parse_triple_selection(
+    text: str, candidates: Sequence[Sequence[str]], limit: int | None = None, numbered: bool = True
+) -> Selection:
     """Which candidate triples the answer lists (``evidence:`` lines, JSON, or numbered lines).
 
     A triple that is not among the candidates (after trimming quotes, spaces and case) is
@@ -272,8 +281,9 @@ def parse_triple_selection(text: str, candidates: Sequence[Sequence[str]], limit
         items = lists[0] if lists else None
     elif isinstance(obj, list):
         items = obj
-    if items is not None and not (len(items) == 3 and all(isinstance(x, str) for x in items)
-                                  and RELATION_TOKEN.fullmatch(str(items[1]))):
+    if items is not None and not (
+        len(items) == 3 and all(isinstance(x, str) for x in items) and RELATION_TOKEN.fullmatch(str(items[1]))
+    ):
         sel.method = "json"
         for item in items:
             if isinstance(item, bool):
@@ -329,8 +339,13 @@ def parse_templates(text: str) -> list[str]:
     return out
 
 
-def check_templates(candidates: Sequence[str], max_templates: int | None = None, slot: str = _SLOT,
-                    prompt: str | None = None, require_question_mark: bool = False) -> TemplateCheck:
+def check_templates(
+    candidates: Sequence[str],
+    max_templates: int | None = None,
+    slot: str = _SLOT,
+    prompt: str | None = None,
+    require_question_mark: bool = False,
+) -> TemplateCheck:
     """Keep templates with the slot exactly once, other words, no duplicate (normalised), not
     copied from the ``prompt`` (small models echo instruction lines), optionally ending in '?'."""
     res = TemplateCheck()

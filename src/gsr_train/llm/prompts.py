@@ -5,6 +5,7 @@ code so they can be read, reviewed and changed without touching Python. Their te
 every request, so changing a prompt changes the cache keys: old answers are not reused for
 the new prompt.
 """
+
 from __future__ import annotations
 
 import importlib.resources
@@ -19,8 +20,9 @@ def load_prompt(name_or_path: str | Path) -> str:
         return path.read_text(encoding="utf-8")
     res = importlib.resources.files("gsr_train") / "prompts" / f"{name_or_path}.txt"
     if not res.is_file():
-        raise FileNotFoundError(f"prompt {str(name_or_path)!r}: no such file, and no packaged prompt "
-                                f"gsr_train/prompts/{name_or_path}.txt")
+        raise FileNotFoundError(
+            f"prompt {str(name_or_path)!r}: no such file, and no packaged prompt gsr_train/prompts/{name_or_path}.txt"
+        )
     return res.read_text(encoding="utf-8")
 
 
@@ -36,5 +38,7 @@ def render(template: str, where: str = "prompt", **values) -> str:
 
 def messages(system: str, user: str, where: str = "prompt", **values) -> list[dict]:
     """Chat messages from a system and a user template."""
-    return [{"role": "system", "content": render(system, f"{where} (system)", **values)},
-            {"role": "user", "content": render(user, f"{where} (user)", **values)}]
+    return [
+        {"role": "system", "content": render(system, f"{where} (system)", **values)},
+        {"role": "user", "content": render(user, f"{where} (user)", **values)},
+    ]

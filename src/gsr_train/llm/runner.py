@@ -10,14 +10,16 @@ A step turns its inputs into :class:`~gsr_train.llm.client.ChatRequest` s, lets
   loses nothing and never leaves a half-written file), rows deterministic given the answers;
 * a JSON summary next to the output and a printed table of counts, tokens, cost and time.
 """
+
 from __future__ import annotations
 
 import gzip
 import json
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -72,15 +74,25 @@ def previous_answers(path: str | Path | None) -> dict[str, str]:
     except (OSError, EOFError, ValueError, gzip.BadGzipFile) as e:
         log.warning("ignoring previous output %s: %s", path, e)
         return {}
-    return {r["request_key"]: r["raw_response"] for r in rows
-            if isinstance(r, dict) and isinstance(r.get("request_key"), str) and isinstance(r.get("raw_response"), str)}
+    return {
+        r["request_key"]: r["raw_response"]
+        for r in rows
+        if isinstance(r, dict) and isinstance(r.get("request_key"), str) and isinstance(r.get("raw_response"), str)
+    }
 
 
 class StepRun:
     """One run of a data step: client, reuse of earlier answers, timing, summary."""
 
-    def __init__(self, name: str, llm_cfg: Mapping[str, Any] | None, output: str | Path,
-                 reuse_from: str | Path | None = None, reuse_output: bool = True, client: ChatClient | None = None):
+    def __init__(
+        self,
+        name: str,
+        llm_cfg: Mapping[str, Any] | None,
+        output: str | Path,
+        reuse_from: str | Path | None = None,
+        reuse_output: bool = True,
+        client: ChatClient | None = None,
+    ):
         self.name = name
         self.output = Path(output)
         self.client = client or ChatClient(llm_cfg or {})
@@ -91,15 +103,22 @@ class StepRun:
 
     def ask(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         t = time.perf_counter()
-        log.info("%s: %d requests (%d answers known from the previous output)", self.name, len(requests),
-                 len(self.reuse))
+        log.info(
+            "%s: %d requests (%d answers known from the previous output)", self.name, len(requests), len(self.reuse)
+        )
         try:
             return self.client.run(requests, reuse=self.reuse)
         finally:
             self.ask_seconds += time.perf_counter() - t
 
-    def finish(self, rows: Sequence[dict], counts: Mapping[str, Any], extra_outputs: Mapping[Path, Sequence[dict]] = (),
-               config: Mapping[str, Any] | None = None, console: Console | None = None) -> dict:
+    def finish(
+        self,
+        rows: Sequence[dict],
+        counts: Mapping[str, Any],
+        extra_outputs: Mapping[Path, Sequence[dict]] = (),
+        config: Mapping[str, Any] | None = None,
+        console: Console | None = None,
+    ) -> dict:
         """Write the rows (and companion files) atomically, then the summary; print both tables."""
         for path, extra in dict(extra_outputs).items():
             write_jsonl(path, extra)
@@ -110,8 +129,11 @@ class StepRun:
             "output": str(self.output),
             "rows": len(rows),
             "counts": dict(counts),
-            "llm": {"base_url": self.client.base_url, "model": self.client.config.model,
-                    "sampling": self.client.config.sampling()},
+            "llm": {
+                "base_url": self.client.base_url,
+                "model": self.client.config.model,
+                "sampling": self.client.config.sampling(),
+            },
             "usage": usage,
             "seconds": round(time.perf_counter() - self.t0, 3),
             "llm_seconds": round(self.ask_seconds, 3),
@@ -127,7 +149,9 @@ class StepRun:
             if not isinstance(v, (list, dict)):
                 table.add_row(k, str(v))
         console.print(table)
-        self.client.stats.print(console, f"{self.name}: LLM usage ({self.client.config.model} at {self.client.base_url})")
+        self.client.stats.print(
+            console, f"{self.name}: LLM usage ({self.client.config.model} at {self.client.base_url})"
+        )
         console.print(f"summary: {summary_path}")
         return summary
 
@@ -135,7 +159,7 @@ class StepRun:
         if self._own_client:
             self.client.close()
 
-    def __enter__(self) -> "StepRun":
+    def __enter__(self) -> StepRun:
         return self
 
     def __exit__(self, *exc) -> None:

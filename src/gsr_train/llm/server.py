@@ -12,6 +12,7 @@ chat template) and :class:`ScriptedBackend` (canned answers and injected faults 
     python data_prep/serve_local_llm.py --port 8000                  # SmolLM2-135M-Instruct, offline
     python data_prep/serve_local_llm.py --model /path/to/hf_model_folder --name my-model
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,9 +21,10 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +44,7 @@ class Backend(Protocol):
 class RequestError(Exception):
     """An invalid request: answered with ``status`` and an OpenAI-style error body."""
 
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 headers: dict | None = None):
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", headers: dict | None = None):
         super().__init__(message)
         self.status, self.type, self.headers = status, type_, headers or {}
 
@@ -60,9 +61,13 @@ class ScriptedBackend:
     :attr:`gate` (to kill a client mid-job); :meth:`release` lets them through.
     """
 
-    def __init__(self, respond: Callable[[list[dict], dict], str] | str = "ok",
-                 faults: Sequence[int | tuple[int, dict]] = (), block_after: int | None = None,
-                 delay: float = 0.0):
+    def __init__(
+        self,
+        respond: Callable[[list[dict], dict], str] | str = "ok",
+        faults: Sequence[int | tuple[int, dict]] = (),
+        block_after: int | None = None,
+        delay: float = 0.0,
+    ):
         self.respond = respond if callable(respond) else (lambda m, p, _r=respond: _r)
         self.faults = list(faults)
         self.block_after = block_after
@@ -111,17 +116,21 @@ def _validate(body: Any, model_name: str, max_tokens_limit: int) -> dict:
     if not isinstance(body, dict):
         raise RequestError(400, "request body must be a JSON object")
     if body.get("stream"):
-        raise RequestError(400, "streaming is not supported by this server: send \"stream\": false")
+        raise RequestError(400, 'streaming is not supported by this server: send "stream": false')
     model = body.get("model")
     if model is not None and model != model_name:
-        raise RequestError(404, f"model {model!r} is not served here (this server serves {model_name!r})",
-                           "model_not_found")
+        raise RequestError(
+            404, f"model {model!r} is not served here (this server serves {model_name!r})", "model_not_found"
+        )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError(400, "'messages' must be a non-empty list")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") \
-                or not isinstance(m.get("content"), str):
+        if (
+            not isinstance(m, dict)
+            or m.get("role") not in ("system", "user", "assistant")
+            or not isinstance(m.get("content"), str)
+        ):
             raise RequestError(400, f"messages[{i}] must be {{'role': system|user|assistant, 'content': str}}")
     if body.get("n", 1) != 1:
         raise RequestError(400, "only n=1 is supported")
@@ -139,8 +148,13 @@ def _validate(body: Any, model_name: str, max_tokens_limit: int) -> dict:
     seed = body.get("seed")
     if seed is not None and not isinstance(seed, int):
         raise RequestError(400, "seed must be an integer")
-    return {"max_tokens": max_tokens, "temperature": float(temperature), "top_p": body.get("top_p"),
-            "seed": seed, "stop": stop}
+    return {
+        "max_tokens": max_tokens,
+        "temperature": float(temperature),
+        "top_p": body.get("top_p"),
+        "seed": seed,
+        "stop": stop,
+    }
 
 
 def _apply_stop(gen: Generation, stop: list[str] | None) -> Generation:
@@ -155,8 +169,9 @@ def _apply_stop(gen: Generation, stop: list[str] | None) -> Generation:
 class ChatServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, backend: Backend, model_name: str, api_key: str | None = None,
-                 max_tokens_limit: int = 4096):
+    def __init__(
+        self, address, backend: Backend, model_name: str, api_key: str | None = None, max_tokens_limit: int = 4096
+    ):
         super().__init__(address, _Handler)
         self.backend = backend
         self.model_name = model_name
@@ -202,8 +217,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
-            self._send(200, {"object": "list", "data": [
-                {"id": self.server.model_name, "object": "model", "created": 0, "owned_by": "local"}]})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": self.server.model_name, "object": "model", "created": 0, "owned_by": "local"}],
+                },
+            )
         elif self.path.rstrip("/") in ("", "/health"):
             self._send(200, {"status": "ok", "model": self.server.model_name})
         else:
@@ -240,20 +260,37 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(RequestError(500, f"generation failed: {type(e).__name__}: {e}", "server_error"))
             return
         srv.stats.note(200)
-        self._send(200, {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": srv.model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": gen.text},
-                         "finish_reason": gen.finish_reason}],
-            "usage": {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
-                      "total_tokens": gen.prompt_tokens + gen.completion_tokens},
-        })
+        self._send(
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": srv.model_name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": gen.text},
+                        "finish_reason": gen.finish_reason,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": gen.prompt_tokens,
+                    "completion_tokens": gen.completion_tokens,
+                    "total_tokens": gen.prompt_tokens + gen.completion_tokens,
+                },
+            },
+        )
 
 
-def make_server(backend: Backend, model_name: str, host: str = "127.0.0.1", port: int = 0,
-                api_key: str | None = None, max_tokens_limit: int = 4096) -> ChatServer:
+def make_server(
+    backend: Backend,
+    model_name: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    api_key: str | None = None,
+    max_tokens_limit: int = 4096,
+) -> ChatServer:
     """A server bound to ``host:port`` (port 0 = any free port); call ``serve_forever``."""
     return ChatServer((host, port), backend, model_name, api_key, max_tokens_limit)
 

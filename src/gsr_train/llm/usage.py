@@ -3,6 +3,7 @@
 Fresh requests cost money; cached ones (from the response cache or from a previous output
 file) cost nothing but their tokens are shown too, so a user sees what the cache saved.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -69,17 +70,24 @@ class UsageStats:
         spr = self.seconds_per_request
         return {
             "requests": self.fresh + self.cached + self.reused + self.failed + self.skipped,
-            "fresh": self.fresh, "cached": self.cached, "reused_from_output": self.reused,
-            "failed": self.failed, "skipped": self.skipped, "retries": self.retries,
-            "truncated": self.truncated, "usage_missing": self.usage_missing,
-            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "fresh": self.fresh,
+            "cached": self.cached,
+            "reused_from_output": self.reused,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "retries": self.retries,
+            "truncated": self.truncated,
+            "usage_missing": self.usage_missing,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
             "cached_prompt_tokens": self.cached_prompt_tokens,
             "cached_completion_tokens": self.cached_completion_tokens,
             "cost": round(self.cost(self.prompt_tokens, self.completion_tokens), 6),
             "cost_saved": round(self.cost(self.cached_prompt_tokens, self.cached_completion_tokens), 6),
             "seconds_per_fresh_request": None if spr is None else round(spr, 4),
             "median_seconds_per_fresh_request": (
-                round(statistics.median(self.fresh_seconds), 4) if self.fresh_seconds else None),
+                round(statistics.median(self.fresh_seconds), 4) if self.fresh_seconds else None
+            ),
         }
 
     def table(self, title: str = "LLM usage") -> Table:
@@ -88,14 +96,24 @@ class UsageStats:
         for col in ("", "requests", "prompt tokens", "completion tokens", "cost"):
             t.add_column(col, justify="right" if col else "left")
         t.add_row("fresh", str(d["fresh"]), str(d["prompt_tokens"]), str(d["completion_tokens"]), f"{d['cost']:.4f}")
-        t.add_row("cached / reused", f"{d['cached']} / {d['reused_from_output']}", str(d["cached_prompt_tokens"]),
-                  str(d["cached_completion_tokens"]), f"saved {d['cost_saved']:.4f}")
+        t.add_row(
+            "cached / reused",
+            f"{d['cached']} / {d['reused_from_output']}",
+            str(d["cached_prompt_tokens"]),
+            str(d["cached_completion_tokens"]),
+            f"saved {d['cost_saved']:.4f}",
+        )
         t.add_row("failed / skipped", f"{d['failed']} / {d['skipped']}", "", "", "")
         spr = d["seconds_per_fresh_request"]
-        t.caption = (f"retries {d['retries']}, truncated (finish=length) {d['truncated']}, "
-                     f"usage missing {d['usage_missing']}, "
-                     + (f"{spr:.3f} s per fresh request (median {d['median_seconds_per_fresh_request']:.3f})"
-                        if spr is not None else "no fresh requests"))
+        t.caption = (
+            f"retries {d['retries']}, truncated (finish=length) {d['truncated']}, "
+            f"usage missing {d['usage_missing']}, "
+            + (
+                f"{spr:.3f} s per fresh request (median {d['median_seconds_per_fresh_request']:.3f})"
+                if spr is not None
+                else "no fresh requests"
+            )
+        )
         return t
 
     def print(self, console: Console | None = None, title: str = "LLM usage") -> None:

@@ -5,6 +5,7 @@ A :class:`~gsr_train.patterns.pattern.Pattern` is a small graph whose nodes are 
 Patterns come from an LLM (``patterns.llm``), from GSR chains or gold chains
 (``patterns.sources``); ``patterns.search`` finds the top-k KG subgraphs matching one.
 """
+
 from gsr_train.patterns.pattern import Pattern, PatternEdge, PatternNode, path_pattern
 
 __all__ = ["Pattern", "PatternEdge", "PatternNode", "path_pattern"]

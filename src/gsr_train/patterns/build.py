@@ -1,18 +1,26 @@
 """Patterns per question from a source block (``patterns=gold|gsr|llm``): the one place that
 turns a pattern configuration into query graphs, for the SimGRAG / SAFE runs and for the
 registered pattern retrievers alike."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from gsr_train.kg.index import KGIndex
 
 SOURCES = ("gold", "gsr", "llm")
 
 
-def build_patterns(index: KGIndex, split: str, source: Mapping[str, Any], kind: str, cache_dir: str | Path,
-                   llm: Mapping[str, Any] | None = None) -> tuple[list, dict]:
+def build_patterns(
+    index: KGIndex,
+    split: str,
+    source: Mapping[str, Any],
+    kind: str,
+    cache_dir: str | Path,
+    llm: Mapping[str, Any] | None = None,
+) -> tuple[list, dict]:
     """``patterns[q]`` for every question of ``split`` (best first) and the statistics of their source.
 
     ``source``: ``{source: gold, chains: filtered|raw, max_chains}``, ``{source: gsr, results,
@@ -33,8 +41,14 @@ def build_patterns(index: KGIndex, split: str, source: Mapping[str, Any], kind: 
         if not source.get("results"):
             raise ValueError("patterns source 'gsr' needs results: a GSR results file (results_<split>.jsonl)")
         st = SourceStats()
-        pats = chain_patterns_from_results(source["results"], index, split, int(source.get("max_chains", 3)), st,
-                                           skip_unknown=bool(source.get("skip_unknown", False)))
+        pats = chain_patterns_from_results(
+            source["results"],
+            index,
+            split,
+            int(source.get("max_chains", 3)),
+            st,
+            skip_unknown=bool(source.get("skip_unknown", False)),
+        )
         return pats, st.to_dict()
     if name == "llm":
         from rich.console import Console
@@ -48,8 +62,14 @@ def build_patterns(index: KGIndex, split: str, source: Mapping[str, Any], kind: 
         n = len(sp) if source.get("limit") is None else min(int(source["limit"]), len(sp))
         st = LLMPatternStats()
         with ChatClient(dict(llm)) as client:
-            pats = llm_patterns(client, list(zip(sp.ids[:n], sp.questions[:n])), source.get("kind") or kind,
-                                source.get("system"), source.get("user"), st)
+            pats = llm_patterns(
+                client,
+                list(zip(sp.ids[:n], sp.questions[:n])),
+                source.get("kind") or kind,
+                source.get("system"),
+                source.get("user"),
+                st,
+            )
             Console().print(client.stats.table("LLM usage (patterns)"))
         return pats + [[] for _ in range(len(sp) - n)], st.to_dict()
     raise ValueError(f"patterns.source must be one of {SOURCES}, got {name!r}")

@@ -12,13 +12,15 @@ SimGRAG format: ``{"divided": [...], "triples": [[h, r, t], ...]}``; names start
 SAFE format: ``{"plan", "nodes": {name: type}, "edges": [[s, p, t], ...]}``; ``unk1``... are
 unknown nodes, ``p1||p2`` is a two-hop relation through an unknown intermediate (CVT) node.
 """
+
 from __future__ import annotations
 
 import ast
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from gsr_train.kg.schema import relation_domain
 from gsr_train.llm.parsing import extract_json
@@ -45,7 +47,7 @@ def _load_object(text: str) -> Any:
     a, b = text.find("{"), text.rfind("}")
     if a >= 0 and b > a:
         try:
-            return ast.literal_eval(text[a:b + 1])
+            return ast.literal_eval(text[a : b + 1])
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             pass
     raise PatternParseError("no JSON object", text[:80])
@@ -56,11 +58,16 @@ def _triples(value: Any) -> list[tuple[str, str, str]]:
         raise PatternParseError("no triples")
     out = []
     for item in value:
-        if (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], (list, tuple))
-                and len(item[0]) == 3):  # [[s, p, t], "description"]
+        if (
+            isinstance(item, (list, tuple))
+            and len(item) == 2
+            and isinstance(item[0], (list, tuple))
+            and len(item[0]) == 3
+        ):  # [[s, p, t], "description"]
             item = item[0]
-        if not (isinstance(item, (list, tuple)) and len(item) == 3 and all(isinstance(x, str) and x.strip()
-                                                                            for x in item)):
+        if not (
+            isinstance(item, (list, tuple)) and len(item) == 3 and all(isinstance(x, str) and x.strip() for x in item)
+        ):
             raise PatternParseError("malformed triple", repr(item)[:80])
         out.append(tuple(x.strip() for x in item))
     return out
@@ -70,8 +77,9 @@ def _build(nodes: dict[str, PatternNode], edges: list[tuple[str, str | None, str
     names = list(nodes)
     pos = {n: i for i, n in enumerate(names)}
     try:
-        return Pattern(tuple(nodes[n] for n in names),
-                       tuple(PatternEdge(pos[h], pos[t], r) for h, r, t in edges), source=source)
+        return Pattern(
+            tuple(nodes[n] for n in names), tuple(PatternEdge(pos[h], pos[t], r) for h, r, t in edges), source=source
+        )
     except ValueError as e:
         reason = "disconnected" if "not connected" in str(e) else "self-loop" if "self-loop" in str(e) else "invalid"
         raise PatternParseError(reason, str(e)) from None
@@ -145,8 +153,9 @@ class LLMPatternStats:
         return d
 
 
-def pattern_requests(questions: Sequence[tuple[str, str]], kind: str, system: str | None = None,
-                     user: str | None = None):
+def pattern_requests(
+    questions: Sequence[tuple[str, str]], kind: str, system: str | None = None, user: str | None = None
+):
     """One chat request per ``(id, question)`` with the kind's few-shot prompt."""
     from gsr_train.llm.client import ChatRequest
 
@@ -157,8 +166,14 @@ def pattern_requests(questions: Sequence[tuple[str, str]], kind: str, system: st
     return [ChatRequest(qid, messages(sys_t, user_t, f"{kind} prompt", question=q)) for qid, q in questions]
 
 
-def llm_patterns(client, questions: Sequence[tuple[str, str]], kind: str, system: str | None = None,
-                 user: str | None = None, stats: LLMPatternStats | None = None) -> list[list[Pattern]]:
+def llm_patterns(
+    client,
+    questions: Sequence[tuple[str, str]],
+    kind: str,
+    system: str | None = None,
+    user: str | None = None,
+    stats: LLMPatternStats | None = None,
+) -> list[list[Pattern]]:
     """Ask the LLM once per question; ``[pattern]`` where the answer parses, ``[]`` otherwise."""
     stats = stats if stats is not None else LLMPatternStats()
     parse = PARSERS[kind] if kind in PARSERS else None

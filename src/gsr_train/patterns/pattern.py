@@ -7,10 +7,12 @@ cost, SAFE scores them by their expected ``type``). Relations are known (``relat
 / ``relation_id``) or unknown (``None``, zero cost). Edge direction is kept for display and
 SAFE's schema alignment but ignored by matching, as in both papers.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -69,22 +71,33 @@ class Pattern:
             raise ValueError(f"pattern is not connected (nodes {sorted(set(range(n)) - seen)} unreachable)")
 
     def to_dict(self) -> dict:
-        return {"nodes": [{k: v for k, v in vars(x).items() if v is not None} for x in self.nodes],
-                "edges": [[e.head, e.relation, e.tail] for e in self.edges],
-                "source": self.source, "score": self.score}
+        return {
+            "nodes": [{k: v for k, v in vars(x).items() if v is not None} for x in self.nodes],
+            "edges": [[e.head, e.relation, e.tail] for e in self.edges],
+            "source": self.source,
+            "score": self.score,
+        }
 
     def describe(self) -> str:
         """``(Jamaica)-[location.country.languages_spoken]-(?1)`` style one-liner."""
+
         def node(i: int) -> str:
             x = self.nodes[i]
             name = x.text if x.text is not None else f"?{i}"
             return f"({name}{':' + x.type if x.type else ''})"
+
         return ", ".join(f"{node(e.head)}-[{e.relation or '?'}]->{node(e.tail)}" for e in self.edges)
 
 
-def path_pattern(topic: str, chain: Sequence[str], topic_id: int | None = None,
-                 relation_ids: Sequence[int | None] | None = None, types: Sequence[str | None] | None = None,
-                 source: str = "", score: float = 0.0) -> Pattern:
+def path_pattern(
+    topic: str,
+    chain: Sequence[str],
+    topic_id: int | None = None,
+    relation_ids: Sequence[int | None] | None = None,
+    types: Sequence[str | None] | None = None,
+    source: str = "",
+    score: float = 0.0,
+) -> Pattern:
     """``topic -r1-> ?x1 -r2-> ?x2 ...``: the pattern of a relation chain read from the topic.
 
     ``types`` optionally gives the expected type of every node (``len(chain) + 1``).

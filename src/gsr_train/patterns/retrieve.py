@@ -8,13 +8,14 @@ The merged list becomes per-edge scores (``-rank`` of the first subgraph holding
 so readers and metrics see the triples in subgraph order) and one results row per question
 with the subgraphs and patterns kept as extra fields.
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -48,22 +49,32 @@ class PatternRun:
 
     def summary(self) -> dict:
         n = len(self.seconds)
-        return {"questions": n, "no_pattern": self.no_pattern, "no_match": self.no_match,
-                "truncated_searches": self.truncated,
-                "ms_per_question": round(1000 * sum(self.seconds) / max(n, 1), 3),
-                "partial_matches": self.stats.partial_matches, "pruned": self.stats.pruned,
-                "mean_subgraphs": round(sum(len(s) for s in self.subgraphs) / max(n, 1), 2),
-                "mean_triples": round(sum(len({e for g in s for e in g.edges}) for s in self.subgraphs)
-                                      / max(n, 1), 2)}
+        return {
+            "questions": n,
+            "no_pattern": self.no_pattern,
+            "no_match": self.no_match,
+            "truncated_searches": self.truncated,
+            "ms_per_question": round(1000 * sum(self.seconds) / max(n, 1), 3),
+            "partial_matches": self.stats.partial_matches,
+            "pruned": self.stats.pruned,
+            "mean_subgraphs": round(sum(len(s) for s in self.subgraphs) / max(n, 1), 2),
+            "mean_triples": round(sum(len({e for g in s for e in g.edges}) for s in self.subgraphs) / max(n, 1), 2),
+        }
 
 
 def local_graph(g: QuestionGraph) -> LocalGraph:
     return LocalGraph.from_edges(g.edge_index.numpy(), g.edge_rel.numpy(), g.num_entities)
 
 
-def retrieve_split(split: SplitGraphs, patterns: Sequence[Sequence[Pattern]], cost_fn: CostFn, k: int,
-                   prune: bool = True, max_partial: int | None = 2_000_000,
-                   extra_distance: Callable[[int, int], float] | None = None) -> PatternRun:
+def retrieve_split(
+    split: SplitGraphs,
+    patterns: Sequence[Sequence[Pattern]],
+    cost_fn: CostFn,
+    k: int,
+    prune: bool = True,
+    max_partial: int | None = 2_000_000,
+    extra_distance: Callable[[int, int], float] | None = None,
+) -> PatternRun:
     """Top-``k`` distinct subgraphs per question over all its patterns.
 
     ``extra_distance(q, j)`` adds a per-pattern offset to every match of pattern ``j``
@@ -85,8 +96,16 @@ def retrieve_split(split: SplitGraphs, patterns: Sequence[Sequence[Pattern]], co
                 node_cost, rel_cost = cost_fn(q, g, pat)
                 before = run.stats.partial_matches
                 stats = SearchStats()
-                matches = topk_matches(lg, [(e.head, e.tail) for e in pat.edges], node_cost, rel_cost, k,
-                                       prune=prune, stats=stats, max_partial=max_partial)
+                matches = topk_matches(
+                    lg,
+                    [(e.head, e.tail) for e in pat.edges],
+                    node_cost,
+                    rel_cost,
+                    k,
+                    prune=prune,
+                    stats=stats,
+                    max_partial=max_partial,
+                )
                 run.stats.partial_matches = before + stats.partial_matches
                 run.stats.pruned += stats.pruned
                 run.stats.complete += stats.complete
@@ -126,8 +145,7 @@ def subgraph_scores(split: SplitGraphs, subgraphs: Sequence[Sequence[Subgraph]])
     return scores
 
 
-def write_pattern_results(path: str | Path, index: KGIndex, split_name: str, run: PatternRun,
-                          method: str) -> int:
+def write_pattern_results(path: str | Path, index: KGIndex, split_name: str, run: PatternRun, method: str) -> int:
     """The project result file, plus ``subgraphs`` (distance, pattern, triples) and ``patterns``."""
     from gsr_train.eval.results import write_results
 
@@ -140,10 +158,21 @@ def write_pattern_results(path: str | Path, index: KGIndex, split_name: str, run
         rows = []
         for s in subs:
             t = split.global_edges_at(torch.tensor([base + e for e in s.edges], dtype=torch.long)).tolist()
-            rows.append({"distance": round(s.distance, 6), "pattern": s.pattern,
-                         "triples": [[ents[h], rels[r], ents[tl]] for h, r, tl in t]})
+            rows.append(
+                {
+                    "distance": round(s.distance, 6),
+                    "pattern": s.pattern,
+                    "triples": [[ents[h], rels[r], ents[tl]] for h, r, tl in t],
+                }
+            )
         subs_field.append(rows)
         pats_field.append([p.to_dict() for p in run.patterns[q]])
     k = max(1, max((sum(len(s.edges) for s in subs) for subs in run.subgraphs), default=1))
-    return write_results(path, index, split_name, scores, k,
-                         extra={"method": [method] * len(split), "subgraphs": subs_field, "patterns": pats_field})
+    return write_results(
+        path,
+        index,
+        split_name,
+        scores,
+        k,
+        extra={"method": [method] * len(split), "subgraphs": subs_field, "patterns": pats_field},
+    )

@@ -24,13 +24,14 @@ slices of precomputed per-edge cost arrays); only the DFS itself is a Python loo
 Results are distinct subgraphs (edge sets): two mappings yielding the same edges keep the
 cheaper one. :func:`brute_force_matches` enumerates everything, for tests.
 """
+
 from __future__ import annotations
 
 import bisect
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -53,8 +54,9 @@ class LocalGraph:
     rels: np.ndarray  # [E]
 
     @classmethod
-    def from_edges(cls, edge_index: torch.Tensor | np.ndarray, edge_rel: torch.Tensor | np.ndarray,
-                   num_nodes: int) -> "LocalGraph":
+    def from_edges(
+        cls, edge_index: torch.Tensor | np.ndarray, edge_rel: torch.Tensor | np.ndarray, num_nodes: int
+    ) -> LocalGraph:
         ei = np.asarray(edge_index, dtype=np.int64).reshape(2, -1)
         er = np.asarray(edge_rel, dtype=np.int64).reshape(-1)
         num_e = er.shape[0]
@@ -151,13 +153,22 @@ class _TopK:
 
 def _distance(node_cost, rel_cost, rels, nodes, edges) -> float:
     """Canonical summation order, shared with the brute force (exact tie comparisons)."""
-    return float(sum(float(node_cost[p][v]) for p, v in enumerate(nodes))
-                 + sum(float(rel_cost[i][rels[e]]) for i, e in enumerate(edges)))
+    return float(
+        sum(float(node_cost[p][v]) for p, v in enumerate(nodes))
+        + sum(float(rel_cost[i][rels[e]]) for i, e in enumerate(edges))
+    )
 
 
-def topk_matches(graph: LocalGraph, pattern_edges: Sequence[tuple[int, int]], node_cost: Sequence[np.ndarray],
-                 rel_cost: Sequence[np.ndarray], k: int, prune: bool = True,
-                 stats: SearchStats | None = None, max_partial: int | None = None) -> list[Match]:
+def topk_matches(
+    graph: LocalGraph,
+    pattern_edges: Sequence[tuple[int, int]],
+    node_cost: Sequence[np.ndarray],
+    rel_cost: Sequence[np.ndarray],
+    k: int,
+    prune: bool = True,
+    stats: SearchStats | None = None,
+    max_partial: int | None = None,
+) -> list[Match]:
     """The ``k`` matches (distinct edge sets) of smallest distance, best first.
 
     ``pattern_edges``: (head, tail) pattern-node pairs; ``node_cost``: one ``[N]`` array per
@@ -186,7 +197,7 @@ def topk_matches(graph: LocalGraph, pattern_edges: Sequence[tuple[int, int]], no
     # cost of every adjacency row for every planned step: relation + (new) node cost
     step_cost = []
     rem = [0.0] * (len(plan) + 1)
-    for s, (i, _, v, new) in enumerate(plan):
+    for i, _, v, new in plan:
         rc = rel_cost[i]
         if rc.shape[0] <= int(graph.nbr.size and graph.rel.max()):
             raise ValueError(f"rel_cost[{i}] has {rc.shape[0]} entries; the graph uses relation id {graph.rel.max()}")
@@ -262,8 +273,13 @@ def topk_matches(graph: LocalGraph, pattern_edges: Sequence[tuple[int, int]], no
     return top.result()
 
 
-def brute_force_matches(graph: LocalGraph, pattern_edges: Sequence[tuple[int, int]],
-                        node_cost: Sequence[np.ndarray], rel_cost: Sequence[np.ndarray], k: int) -> list[Match]:
+def brute_force_matches(
+    graph: LocalGraph,
+    pattern_edges: Sequence[tuple[int, int]],
+    node_cost: Sequence[np.ndarray],
+    rel_cost: Sequence[np.ndarray],
+    k: int,
+) -> list[Match]:
     """Every injective node mapping x every choice of parallel edges, sorted; for tests only."""
     num_p = len(node_cost)
     between: dict[tuple[int, int], list[int]] = {}
@@ -278,8 +294,7 @@ def brute_force_matches(graph: LocalGraph, pattern_edges: Sequence[tuple[int, in
             continue
         options = []
         for i, (h, t) in enumerate(pattern_edges):
-            opts = [e for e in between.get((mapping[h], mapping[t]), [])
-                    if math.isfinite(rel_cost[i][graph.rels[e]])]
+            opts = [e for e in between.get((mapping[h], mapping[t]), []) if math.isfinite(rel_cost[i][graph.rels[e]])]
             if not opts:
                 break
             options.append(opts)

@@ -6,12 +6,13 @@ are the shortest-path relation chains of the weak supervision (``Supervision.cha
 read from the topic entity; ``raw`` adds the answer-to-topic ones), so matching them gives
 an upper bound for pattern-based retrieval with perfect patterns.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from gsr_train.io import iter_jsonl
 from gsr_train.kg.index import KGIndex
@@ -35,8 +36,14 @@ class SourceStats:
         return dict(self.__dict__)
 
 
-def chain_patterns_from_results(path: str | Path, index: KGIndex, split_name: str, max_chains: int = 3,
-                                stats: SourceStats | None = None, skip_unknown: bool = False) -> list[list[Pattern]]:
+def chain_patterns_from_results(
+    path: str | Path,
+    index: KGIndex,
+    split_name: str,
+    max_chains: int = 3,
+    stats: SourceStats | None = None,
+    skip_unknown: bool = False,
+) -> list[list[Pattern]]:
     """Per question of the split, path patterns from a results file's ``chains`` (best first).
 
     Rows for ids outside the split are an error naming file and line (``skip_unknown``:
@@ -76,16 +83,22 @@ def chain_patterns_from_results(path: str | Path, index: KGIndex, split_name: st
             if None in ids:
                 stats.skip("unknown relation", f"{where}: chain {c['chain']!r}")
                 continue
-            out[q].append(path_pattern(topic, c["chain"], ent[topic], ids, source="gsr",
-                                       score=float(c.get("score", 0.0))))
+            out[q].append(
+                path_pattern(topic, c["chain"], ent[topic], ids, source="gsr", score=float(c.get("score", 0.0)))
+            )
     stats.questions += len(split)
     stats.patterns += sum(len(p) for p in out)
     stats.no_pattern += sum(not p for p in out)
     return out
 
 
-def gold_patterns(index: KGIndex, split_name: str, chains: Sequence[Sequence[Sequence[int]]],
-                  max_chains: int = 3, stats: SourceStats | None = None) -> list[list[Pattern]]:
+def gold_patterns(
+    index: KGIndex,
+    split_name: str,
+    chains: Sequence[Sequence[Sequence[int]]],
+    max_chains: int = 3,
+    stats: SourceStats | None = None,
+) -> list[list[Pattern]]:
     """Oracle path patterns: ``chains[q]`` (relation-id tuples, e.g. ``Supervision.chains_filtered``)
     read from each topic entity of question ``q`` (at most ``max_chains`` patterns per question)."""
     split = index[split_name]
@@ -101,8 +114,9 @@ def gold_patterns(index: KGIndex, split_name: str, chains: Sequence[Sequence[Seq
             if not chain:
                 continue
             for t in topics:
-                pats.append(path_pattern(index.entities[t], [index.relations[r] for r in chain], t, list(chain),
-                                         source="gold"))
+                pats.append(
+                    path_pattern(index.entities[t], [index.relations[r] for r in chain], t, list(chain), source="gold")
+                )
         out.append(pats[:max_chains])
     stats.questions += len(split)
     stats.patterns += sum(len(p) for p in out)

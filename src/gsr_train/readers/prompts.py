@@ -18,10 +18,12 @@ prompt: the template overhead is measured once, every evidence line of every que
 tokenised in one batched call, and per question the longest best-first prefix that fits is
 kept, so the lowest-scored evidence is dropped first.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,17 +32,26 @@ from gsr_train.eval.qa import normalize_answer
 FORMATS = ("paths", "triples", "subgraphrag")
 
 INSTRUCTIONS = {
-    "paths": ("Based on the reasoning paths, please answer the given question. Please keep the answer as simple "
-              "as possible and return all the possible answers as a list, one per line."),
-    "triples": ("Based on the triples, please answer the given question. Please keep the answer as simple as "
-                "possible and return all the possible answers as a list, one per line."),
-    "subgraphrag": ("Based on the triples retrieved from a knowledge graph, please answer the question. Please "
-                    "return formatted answers as a list, each prefixed with \"ans:\"."),
+    "paths": (
+        "Based on the reasoning paths, please answer the given question. Please keep the answer as simple "
+        "as possible and return all the possible answers as a list, one per line."
+    ),
+    "triples": (
+        "Based on the triples, please answer the given question. Please keep the answer as simple as "
+        "possible and return all the possible answers as a list, one per line."
+    ),
+    "subgraphrag": (
+        "Based on the triples retrieved from a knowledge graph, please answer the question. Please "
+        'return formatted answers as a list, each prefixed with "ans:".'
+    ),
 }
-CLOSED_BOOK = ("Please answer the given question. Please keep the answer as simple as possible and return all the "
-               "possible answers as a list, one per line.")
-CLOSED_BOOK_SUBGRAPHRAG = ("Please answer the question. Please return formatted answers as a list, each prefixed "
-                           "with \"ans:\".")
+CLOSED_BOOK = (
+    "Please answer the given question. Please keep the answer as simple as possible and return all the "
+    "possible answers as a list, one per line."
+)
+CLOSED_BOOK_SUBGRAPHRAG = (
+    'Please answer the question. Please return formatted answers as a list, each prefixed with "ans:".'
+)
 HEADERS = {"paths": "Reasoning Paths", "triples": "Triples", "subgraphrag": "Triples"}
 
 # SubgraphRAG's prompt carries one worked example (a user turn and an assistant turn).
@@ -53,10 +64,12 @@ ICL_TRIPLES = [
     ("San Francisco Giants", "sports.sports_team.team_mascot", "Crazy Crab"),
 ]
 ICL_QUESTION = "What year did the team with mascot named Lou Seal win the World Series?"
-ICL_ANSWER = ("To answer the question, we have to find the team whose mascot is Lou Seal and the World Series it won. "
-              "From the triples we can see that Lou Seal is the mascot of the San Francisco Giants, which won the "
-              "2010, 2012 and 2014 World Series. Therefore, the answers are:\n"
-              "ans: 2014 World Series\nans: 2012 World Series\nans: 2010 World Series")
+ICL_ANSWER = (
+    "To answer the question, we have to find the team whose mascot is Lou Seal and the World Series it won. "
+    "From the triples we can see that Lou Seal is the mascot of the San Francisco Giants, which won the "
+    "2010, 2012 and 2014 World Series. Therefore, the answers are:\n"
+    "ans: 2014 World Series\nans: 2012 World Series\nans: 2010 World Series"
+)
 
 
 @dataclass
@@ -124,8 +137,9 @@ def format_target(answers: Sequence[str], fmt: str) -> str:
     return "\n".join(answers)
 
 
-def build_messages(question: str, lines: Sequence[str], fmt: str, with_evidence: bool = True,
-                   icl: bool = True) -> list[dict]:
+def build_messages(
+    question: str, lines: Sequence[str], fmt: str, with_evidence: bool = True, icl: bool = True
+) -> list[dict]:
     """Chat messages of one question; ``with_evidence=False`` asks closed-book."""
     if not with_evidence:
         system = CLOSED_BOOK_SUBGRAPHRAG if fmt == "subgraphrag" else CLOSED_BOOK
@@ -151,8 +165,9 @@ def fit_budget(tokenizer, line_lists: Sequence[Sequence[str]], budgets: Sequence
     flat = [line for lines in line_lists for line in lines]
     if not flat:
         return np.zeros(len(line_lists), dtype=np.int64)
-    lengths = np.asarray([len(ids) for ids in tokenizer(flat, add_special_tokens=False)["input_ids"]],
-                         dtype=np.int64) + 1  # + the newline joining lines
+    lengths = (
+        np.asarray([len(ids) for ids in tokenizer(flat, add_special_tokens=False)["input_ids"]], dtype=np.int64) + 1
+    )  # + the newline joining lines
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     cum = np.cumsum(lengths)
     before = np.where(starts > 0, cum[np.maximum(starts - 1, 0)], 0)
@@ -192,10 +207,20 @@ def build_examples(
     for q, lines, ents, n in zip(questions, lines_per_q, ents_per_q, keep.tolist()):
         shown = lines[:n]
         entities = list(dict.fromkeys(e for es in ents[:n] for e in es))
-        out.append(ReaderExample(
-            id=q["id"], question=q["question"], messages=build_messages(q["question"], shown, fmt, with_evidence, icl),
-            target=format_target(q["answers"], fmt), answers=list(q["answers"]), in_kg=bool(q.get("in_kg", True)),
-            hops=int(q.get("hops", -1)), evidence_shown=len(shown), evidence_total=len(lines), entities=entities))
+        out.append(
+            ReaderExample(
+                id=q["id"],
+                question=q["question"],
+                messages=build_messages(q["question"], shown, fmt, with_evidence, icl),
+                target=format_target(q["answers"], fmt),
+                answers=list(q["answers"]),
+                in_kg=bool(q.get("in_kg", True)),
+                hops=int(q.get("hops", -1)),
+                evidence_shown=len(shown),
+                evidence_total=len(lines),
+                entities=entities,
+            )
+        )
     return out
 
 

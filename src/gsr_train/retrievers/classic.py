@@ -23,12 +23,14 @@ retrieved) so results go through the common results format and metrics; for ``pa
 first; breadth-first from the tree's best node), so every top-K prefix of a PCST tree is
 connected.
 """
+
 from __future__ import annotations
 
 import copy
 import logging
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch_geometric.utils import scatter
@@ -46,8 +48,16 @@ TIE = 1e-3  # weight of the raw similarity used to break prize ties
 DEFAULTS: dict[str, Any] = {
     "prizes": {"topk_nodes": 10, "topk_edges": 10},
     "triplets": {"edge_prize": "rank"},
-    "paths": {"edge_prize": "rank", "starts": "topic", "num_starts": 5, "max_len": 3, "beam": 20,
-              "max_paths": 50, "edge_cost": 1.0, "chunk_questions": 16},
+    "paths": {
+        "edge_prize": "rank",
+        "starts": "topic",
+        "num_starts": 5,
+        "max_len": 3,
+        "beam": 20,
+        "max_paths": 50,
+        "edge_cost": 1.0,
+        "chunk_questions": 16,
+    },
     "pcst": {"edge_prize": "split", "edge_cost": 0.5, "budget": 200, "pruning": "gw"},
     "ppr": {"enabled": False, "top_nodes": 200, "alpha": 0.15, "iters": 30},
 }
@@ -71,7 +81,9 @@ def merge_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
 # --------------------------------------------------------------------------- ranks and prizes
 
 
-def similarities(split: SplitGraphs, question_emb: torch.Tensor, emb) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def similarities(
+    split: SplitGraphs, question_emb: torch.Tensor, emb
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(node_sim [sum N], node_has_text [sum N], edge_sim [sum E])``: cosine to the question."""
     node_sim = segment_cosine(question_emb, split.ent_ptr, split.entity_ids, emb.entity)
     has_text = emb.entity_has_text[split.entity_ids].bool()
@@ -140,8 +152,16 @@ def _undirected_csr(split: SplitGraphs):
     return ptr, dst[order], eid[order]
 
 
-def path_scores(split: SplitGraphs, node_value: torch.Tensor, edge_value: torch.Tensor, start: torch.Tensor,
-                max_len: int = 3, beam: int = 20, max_paths: int = 50, chunk_questions: int = 16) -> torch.Tensor:
+def path_scores(
+    split: SplitGraphs,
+    node_value: torch.Tensor,
+    edge_value: torch.Tensor,
+    start: torch.Tensor,
+    max_len: int = 3,
+    beam: int = 20,
+    max_paths: int = 50,
+    chunk_questions: int = 16,
+) -> torch.Tensor:
     """Best-first prize-cost paths (see the module docstring); ``node_value`` / ``edge_value``
     are prizes (edge cost already subtracted), ``start`` marks start entities (``[sum N]``)."""
     num_e = int(split.edge_ptr[-1]) if len(split) else 0
@@ -192,8 +212,14 @@ def path_scores(split: SplitGraphs, node_value: torch.Tensor, edge_value: torch.
     return scores
 
 
-def classic_scores(split: SplitGraphs, question_emb: torch.Tensor, emb, method: str,
-                   options: Mapping[str, Any] | None = None, max_edges: int = DEFAULT_CHUNK_EDGES) -> torch.Tensor:
+def classic_scores(
+    split: SplitGraphs,
+    question_emb: torch.Tensor,
+    emb,
+    method: str,
+    options: Mapping[str, Any] | None = None,
+    max_edges: int = DEFAULT_CHUNK_EDGES,
+) -> torch.Tensor:
     """``FloatTensor[sum E]`` scores of a classic retriever (``-inf`` = not retrieved).
 
     Every question is scored on its own graph, so a big split is scored in runs of at most
@@ -210,7 +236,9 @@ def classic_scores(split: SplitGraphs, question_emb: torch.Tensor, emb, method: 
         out = torch.empty(num_e)
         for q0, q1 in bounds:
             e0, e1 = int(split.edge_ptr[q0]), int(split.edge_ptr[q1])
-            out[e0:e1] = classic_scores(split.slice(q0, q1), question_emb[q0:q1], emb, method, opts, max_edges=num_e + 1)
+            out[e0:e1] = classic_scores(
+                split.slice(q0, q1), question_emb[q0:q1], emb, method, opts, max_edges=num_e + 1
+            )
         return out
     if opts["ppr"]["enabled"]:
         from gsr_train.retrievers.ppr import ppr_keep
@@ -233,24 +261,45 @@ def classic_scores(split: SplitGraphs, question_emb: torch.Tensor, emb, method: 
         edge_value = e_prize + TIE * edge_sim - float(m["edge_cost"])
         start = torch.zeros(node_sim.numel(), dtype=torch.bool)
         if m["starts"] in ("prize", "both"):
-            start |= (segment_rank(torch.where(has_text, node_value, torch.full_like(node_value, -math.inf)),
-                                   split.ent_ptr) < int(m["num_starts"])) & has_text
+            start |= (
+                segment_rank(torch.where(has_text, node_value, torch.full_like(node_value, -math.inf)), split.ent_ptr)
+                < int(m["num_starts"])
+            ) & has_text
         if m["starts"] in ("topic", "both"):
             start |= split.topic_mask
         if m["starts"] not in ("prize", "topic", "both"):
             raise ValueError(f"classic.paths.starts must be prize | topic | both, got {m['starts']!r}")
-        return path_scores(split, node_value, edge_value, start, int(m["max_len"]), int(m["beam"]),
-                           int(m["max_paths"]), int(m["chunk_questions"]))
+        return path_scores(
+            split,
+            node_value,
+            edge_value,
+            start,
+            int(m["max_len"]),
+            int(m["beam"]),
+            int(m["max_paths"]),
+            int(m["chunk_questions"]),
+        )
     from gsr_train.retrievers.pcst import pcst_scores
 
-    return pcst_scores(split, node_prize + TIE * node_sim.clamp(min=0), e_prize, float(m["edge_cost"]),
-                       m.get("budget"), m["pruning"])
+    return pcst_scores(
+        split, node_prize + TIE * node_sim.clamp(min=0), e_prize, float(m["edge_cost"]), m.get("budget"), m["pruning"]
+    )
 
 
 def masked_split(split: SplitGraphs, keep: torch.Tensor) -> tuple[SplitGraphs, torch.Tensor]:
     """The split with only the ``keep`` edges, and the original id of every kept edge."""
     ptr = torch.zeros(len(split) + 1, dtype=torch.long)
     ptr[1:] = segment_count(keep, split.edge_ptr).cumsum(0)
-    sub = SplitGraphs(split.ids, split.questions, split.answers, split.ent_ptr, split.entity_ids, split.topic_mask,
-                      split.answer_mask, ptr, split.edge_index[:, keep], split.edge_rel[keep])
+    sub = SplitGraphs(
+        split.ids,
+        split.questions,
+        split.answers,
+        split.ent_ptr,
+        split.entity_ids,
+        split.topic_mask,
+        split.answer_mask,
+        ptr,
+        split.edge_index[:, keep],
+        split.edge_rel[keep],
+    )
     return sub, keep.nonzero().flatten()

@@ -15,13 +15,15 @@ similarities are blocked matmuls over the distinct items of a block of questions
 
 CLI: ``python -m gsr_train.retrievers.cosine --data DIR --split test --labels FILE``.
 """
+
 from __future__ import annotations
 
 import argparse
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -49,8 +51,14 @@ def _unique_inverse(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, tor
     return unique, position[ids]
 
 
-def segment_cosine(queries: torch.Tensor, seg_ptr: torch.Tensor, item_ids: torch.Tensor, table: torch.Tensor,
-                   max_cells: int = 1 << 24, device: torch.device | str = "cpu") -> torch.Tensor:
+def segment_cosine(
+    queries: torch.Tensor,
+    seg_ptr: torch.Tensor,
+    item_ids: torch.Tensor,
+    table: torch.Tensor,
+    max_cells: int = 1 << 24,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
     """``cos(queries[s], table[item_ids[j]])`` for every item ``j`` of every segment ``s``.
 
     Segments are questions (``seg_ptr`` CSR offsets) and items their local entities or
@@ -134,8 +142,9 @@ def cosine_scores(
     return out
 
 
-def _parts_scores(split: SplitGraphs, question_emb: torch.Tensor, emb: KGEmbeddings, max_cells: int,
-                  device: torch.device) -> torch.Tensor:
+def _parts_scores(
+    split: SplitGraphs, question_emb: torch.Tensor, emb: KGEmbeddings, max_cells: int, device: torch.device
+) -> torch.Tensor:
     """``cos(q,h) + cos(q,r) + cos(q,t)`` of every edge: one similarity per local entity and
     per (question, relation), then gathers."""
     ent_score = segment_cosine(question_emb, split.ent_ptr, split.entity_ids, emb.entity, max_cells, device)
@@ -147,10 +156,17 @@ def _parts_scores(split: SplitGraphs, question_emb: torch.Tensor, emb: KGEmbeddi
     return ent_score[heads] + rel_score + ent_score[tails]
 
 
-def cosine_report(index, split: str, encoder: TextEncoder | str | Mapping = "minilm",
-                  cache_dir: str | Path | None = None, mode: str = "parts", ks: Sequence[int] = DEFAULT_KS,
-                  labels_path: str | Path | None = None, relation_text: str | None = None,
-                  timings: dict | None = None) -> tuple[torch.Tensor, Any, dict[str, Any]]:
+def cosine_report(
+    index,
+    split: str,
+    encoder: TextEncoder | str | Mapping = "minilm",
+    cache_dir: str | Path | None = None,
+    mode: str = "parts",
+    ks: Sequence[int] = DEFAULT_KS,
+    labels_path: str | Path | None = None,
+    relation_text: str | None = None,
+    timings: dict | None = None,
+) -> tuple[torch.Tensor, Any, dict[str, Any]]:
     """Score one split of an opened index: ``(scores, report, figures)`` (the metrics at ``ks``)."""
     from gsr_train.eval.labels import load_labelled_triples
     from gsr_train.eval.retrieval import retrieval_metrics
@@ -173,13 +189,28 @@ def cosine_report(index, split: str, encoder: TextEncoder | str | Mapping = "min
     labelled = labelled_questions = label_stats = None
     if labels_path:
         labelled, labelled_questions, label_stats = load_labelled_triples(labels_path, index, split)
-    report = retrieval_metrics(graphs, scores, sorted({int(k) for k in ks}), sp_label=sup.triple_label,
-                               labelled=labelled, labelled_questions=labelled_questions, hops=sup.hops)
+    report = retrieval_metrics(
+        graphs,
+        scores,
+        sorted({int(k) for k in ks}),
+        sp_label=sup.triple_label,
+        labelled=labelled,
+        labelled_questions=labelled_questions,
+        hops=sup.hops,
+    )
     timings["metrics_s"] = time.perf_counter() - t0
-    figures = {"method": f"cosine-{mode}", "encoder": enc.describe(), "split": split,
-               "data_fingerprint": index.key, "questions": len(graphs), "edges": int(graphs.edge_rel.numel()),
-               "relation_text": emb.meta["relation_text"], "labels": label_stats, "metrics": report.to_dict(),
-               "timings": {n: round(v, 3) for n, v in timings.items()}}
+    figures = {
+        "method": f"cosine-{mode}",
+        "encoder": enc.describe(),
+        "split": split,
+        "data_fingerprint": index.key,
+        "questions": len(graphs),
+        "edges": int(graphs.edge_rel.numel()),
+        "relation_text": emb.meta["relation_text"],
+        "labels": label_stats,
+        "metrics": report.to_dict(),
+        "timings": {n: round(v, 3) for n, v in timings.items()},
+    }
     return scores, report, figures
 
 
@@ -215,8 +246,9 @@ def run_cosine(
     t0 = time.perf_counter()
     index = get_index(data_dir, splits=index_splits(data_dir, split), cache_dir=cache_dir)
     timings["index_s"] = time.perf_counter() - t0
-    scores, report, result = cosine_report(index, split, encoder, cache_dir, mode, [*ks, k], labels_path,
-                                           relation_text, timings)
+    scores, report, result = cosine_report(
+        index, split, encoder, cache_dir, mode, [*ks, k], labels_path, relation_text, timings
+    )
     result = {**result, "data": str(data_dir), "k": k}
     if out_dir is not None:
         from gsr_train.eval.results import write_results
@@ -227,14 +259,21 @@ def run_cosine(
         write_results(results_path, index, split, scores, k)
         result["results_path"] = str(results_path)
         name = data_name or Path(str(data_dir)).name
-        write_metrics(out_dir, experiment, name, index.key,
-                      [retrieval_row(result["method"], report, split, k, results=results_path)],
-                      {**result, "data": name, "data_dir": str(data_dir)})
+        write_metrics(
+            out_dir,
+            experiment,
+            name,
+            index.key,
+            [retrieval_row(result["method"], report, split, k, results=results_path)],
+            {**result, "data": name, "data_dir": str(data_dir)},
+        )
     if print_table:
         from rich.console import Console
 
-        Console().print(f"[bold]cosine ({mode}, {result['encoder']['encoder']})[/bold] on {data_dir} [{split}]: "
-                        f"{result['questions']} questions, {result['edges']} triples")
+        Console().print(
+            f"[bold]cosine ({mode}, {result['encoder']['encoder']})[/bold] on {data_dir} [{split}]: "
+            f"{result['questions']} questions, {result['edges']} triples"
+        )
         print(report.table(f"{result['method']} on {split}", breakdowns=True))
     return result
 
@@ -256,8 +295,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     encoder = {"name": args.encoder, "device": args.device, "batch_size": args.batch_size}
-    return run_cosine(args.data, args.split, encoder, args.cache_dir, args.k, args.labels, args.out, args.mode,
-                      ks=[int(x) for x in args.ks.split(",") if x], relation_text=args.relation_text)
+    return run_cosine(
+        args.data,
+        args.split,
+        encoder,
+        args.cache_dir,
+        args.k,
+        args.labels,
+        args.out,
+        args.mode,
+        ks=[int(x) for x in args.ks.split(",") if x],
+        relation_text=args.relation_text,
+    )
 
 
 if __name__ == "__main__":

@@ -15,19 +15,19 @@ Results go to the project's results format (:func:`gsr_train.eval.results.write_
 and ``beams`` (every beam with its score, validity and, given the ground chains, ``same_ends``: it
 reaches exactly a ground chain's end entities) as extra fields.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import torch
 
-from gsr_train.eval.chains import (ChainReport, answer_coverage, chain_match, end_match, paper_coverage,
-                                   validity)
+from gsr_train.eval.chains import ChainReport, answer_coverage, chain_match, end_match, paper_coverage, validity
 from gsr_train.kg.execution import ChainExecutor, verbalize_path
 from gsr_train.kg.index import KGIndex, SplitGraphs
 from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
@@ -55,9 +55,16 @@ class GSRRetriever:
         self.decode = DecodeConfig.from_any(decode)
         self.max_paths = int(max_paths)
 
-    def retrieve(self, ids: Sequence[str], questions: Sequence[str], graphs: SplitGraphs | None,
-                 rows: Sequence[int], entities: Sequence[str], relations: Sequence[str],
-                 ground: Sequence[Sequence[Sequence[str]]] | None = None) -> list[QuestionRetrieval]:
+    def retrieve(
+        self,
+        ids: Sequence[str],
+        questions: Sequence[str],
+        graphs: SplitGraphs | None,
+        rows: Sequence[int],
+        entities: Sequence[str],
+        relations: Sequence[str],
+        ground: Sequence[Sequence[Sequence[str]]] | None = None,
+    ) -> list[QuestionRetrieval]:
         """``rows[i]``: graph of question ``i`` in ``graphs`` (``-1``: no graph, nothing is valid).
 
         ``ground`` (chains of relation names per question) marks every beam with ``same_ends``:
@@ -84,8 +91,13 @@ class GSRRetriever:
             for b in per_q:
                 kg = constraint.to_kg(b.chain)
                 ok = row >= 0 and kg is not None and executor.is_valid(row, kg)
-                res.beams.append({"chain": list(self.gsr.chain_names(b.chain)) if b.chain is not None else None,
-                                  "score": b.score, "valid": bool(ok)})
+                res.beams.append(
+                    {
+                        "chain": list(self.gsr.chain_names(b.chain)) if b.chain is not None else None,
+                        "score": b.score,
+                        "valid": bool(ok),
+                    }
+                )
                 if ends is not None:
                     front = executor.frontier(row, kg) if ok else None
                     res.beams[-1]["same_ends"] = front is not None and any(torch.equal(front, e) for e in ends)
@@ -105,8 +117,9 @@ class GSRRetriever:
                         res.edge_scores.append(b.score)
                 n0 = int(graphs.ent_ptr[row])
                 res.ends.extend(entities[int(graphs.entity_ids[n0 + x])] for x in walk.ends.tolist())
-                res.paths.extend(verbalize_path(p, walk, graphs, entities, relations)
-                                 for p in executor.paths(walk, self.max_paths))
+                res.paths.extend(
+                    verbalize_path(p, walk, graphs, entities, relations) for p in executor.paths(walk, self.max_paths)
+                )
             if res.edges:
                 e = torch.tensor(res.edges)
                 g = graphs.entity_ids[graphs.edge_index[:, e] + graphs.ent_ptr[row]]
@@ -115,8 +128,9 @@ class GSRRetriever:
         return out
 
 
-def _ground_ends(executor: ChainExecutor, row: int, chains: Sequence[Sequence[str]],
-                 lookup: Mapping[str, int]) -> list[torch.Tensor]:
+def _ground_ends(
+    executor: ChainExecutor, row: int, chains: Sequence[Sequence[str]], lookup: Mapping[str, int]
+) -> list[torch.Tensor]:
     """End-entity masks of the ground chains that execute in the question's graph."""
     if row < 0:
         return []
@@ -130,9 +144,18 @@ def _ground_ends(executor: ChainExecutor, row: int, chains: Sequence[Sequence[st
 
 def _empty_split() -> SplitGraphs:
     z = torch.zeros(1, dtype=torch.long)
-    return SplitGraphs([], [], [], z, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.bool),
-                       torch.zeros(0, dtype=torch.bool), z.clone(), torch.zeros(2, 0, dtype=torch.long),
-                       torch.zeros(0, dtype=torch.long))
+    return SplitGraphs(
+        [],
+        [],
+        [],
+        z,
+        torch.zeros(0, dtype=torch.long),
+        torch.zeros(0, dtype=torch.bool),
+        torch.zeros(0, dtype=torch.bool),
+        z.clone(),
+        torch.zeros(2, 0, dtype=torch.long),
+        torch.zeros(0, dtype=torch.long),
+    )
 
 
 def edge_scores(graphs: SplitGraphs, results: Sequence[QuestionRetrieval], rows: Sequence[int]) -> torch.Tensor:
@@ -145,9 +168,15 @@ def edge_scores(graphs: SplitGraphs, results: Sequence[QuestionRetrieval], rows:
     return scores
 
 
-def evaluate(results: Sequence[QuestionRetrieval], ground: Sequence[Sequence[tuple[str, ...]]],
-             answers: Sequence[Sequence[str] | None], top_n: int, split: str = "test",
-             ns: Sequence[int] = (1, 3, 5, 10), groups: Mapping[str, Sequence[int]] | None = None) -> ChainReport:
+def evaluate(
+    results: Sequence[QuestionRetrieval],
+    ground: Sequence[Sequence[tuple[str, ...]]],
+    answers: Sequence[Sequence[str] | None],
+    top_n: int,
+    split: str = "test",
+    ns: Sequence[int] = (1, 3, 5, 10),
+    groups: Mapping[str, Sequence[int]] | None = None,
+) -> ChainReport:
     """All chain metrics; ``answers[i] is None`` leaves question ``i`` out of answer coverage;
     ``groups`` (name -> question positions) adds chain match over each subset."""
     beams = [[tuple(b["chain"]) if b["chain"] is not None else None for b in r.beams] for r in results]
@@ -156,8 +185,10 @@ def evaluate(results: Sequence[QuestionRetrieval], ground: Sequence[Sequence[tup
     report.match = chain_match(beams, ground, ns)
     if results and all("same_ends" in b for r in results for b in r.beams):
         names = [{tuple(c) for c in g} for g in ground]
-        flags = [[b["same_ends"] or (c is not None and c in names[i]) for b, c in zip(r.beams, beams[i])]
-                 for i, r in enumerate(results)]
+        flags = [
+            [b["same_ends"] or (c is not None and c in names[i]) for b, c in zip(r.beams, beams[i])]
+            for i, r in enumerate(results)
+        ]
         report.ends = end_match(flags, ground, ns)
     for name, rows in (groups or {}).items():
         report.groups[name] = chain_match([beams[i] for i in rows], [ground[i] for i in rows], ns)
@@ -166,15 +197,19 @@ def evaluate(results: Sequence[QuestionRetrieval], ground: Sequence[Sequence[tup
     report.paper = paper_coverage([results[i].ends for i in has], [answers[i] for i in has])
     report.valid = validity([[b["valid"] for b in results[i].beams] for i in has], top_n)
     sizes = [len(results[i].edges) for i in has]
-    report.extra = {"mean_triples": float(sum(sizes) / len(sizes)) if sizes else 0.0,
-                    "mean_kept_chains": float(sum(len({tuple(c["chain"]) for c in results[i].chains}) for i in has)
-                                              / max(len(has), 1)),
-                    "questions_with_graph": len(has)}
+    report.extra = {
+        "mean_triples": float(sum(sizes) / len(sizes)) if sizes else 0.0,
+        "mean_kept_chains": float(
+            sum(len({tuple(c["chain"]) for c in results[i].chains}) for i in has) / max(len(has), 1)
+        ),
+        "questions_with_graph": len(has),
+    }
     return report
 
 
-def write_gsr_results(path: str | Path, index: KGIndex, split_name: str, results: Sequence[QuestionRetrieval],
-                      rows: Sequence[int]) -> int:
+def write_gsr_results(
+    path: str | Path, index: KGIndex, split_name: str, results: Sequence[QuestionRetrieval], rows: Sequence[int]
+) -> int:
     """Write results in the project format; ``index[split_name]`` must hold the questions' graphs in order."""
     from gsr_train.eval.results import write_results
 

@@ -4,21 +4,22 @@ a results file's ``beams``) and only *executed* on the graphs they are scored ag
 perturbed version of a split): the first ``top_n`` executable chains give the triples (scored by
 their chain score), and the share of executable chains is reported as chain validity.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
 from gsr_train.kg.index import SplitGraphs
+from gsr_train.retrievers.interface import Scores
 
 log = logging.getLogger(__name__)
-
-from gsr_train.retrievers.interface import Scores
 
 
 class GSRChains:
@@ -31,8 +32,13 @@ class GSRChains:
         self.top_n = int(top_n)
 
     @classmethod
-    def decode(cls, model_path: str | Path, questions: Sequence[str], relations: Sequence[str],
-               decode: Mapping[str, Any] | None = None) -> "GSRChains":
+    def decode(
+        cls,
+        model_path: str | Path,
+        questions: Sequence[str],
+        relations: Sequence[str],
+        decode: Mapping[str, Any] | None = None,
+    ) -> GSRChains:
         """Unconstrained beam search with a saved GSR model (``save_pretrained`` folder or .ckpt)."""
         from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
         from gsr_train.models.gsr.modeling import load_gsr
@@ -46,7 +52,7 @@ class GSRChains:
         return cls([[(mapping.to_kg(b.chain), b.score) for b in per_q] for per_q in decoded], cfg.top_n)
 
     @classmethod
-    def from_results(cls, path: str | Path, split: SplitGraphs, relations: Sequence[str], top_n: int = 3) -> "GSRChains":
+    def from_results(cls, path: str | Path, split: SplitGraphs, relations: Sequence[str], top_n: int = 3) -> GSRChains:
         """Beams from a GSR results file (``beams`` field: ``{"chain": [names], "score"}``), matched by id."""
         from gsr_train.io import iter_jsonl
 
@@ -59,7 +65,9 @@ class GSRChains:
             if row["id"] not in pos:
                 continue
             if "beams" not in row:
-                raise ValueError(f"{path}: line {line}: id {row['id']!r} has no 'beams' field (not a GSR results file?)")
+                raise ValueError(
+                    f"{path}: line {line}: id {row['id']!r} has no 'beams' field (not a GSR results file?)"
+                )
             out = []
             for b in row["beams"]:
                 chain = b.get("chain")
@@ -94,5 +102,7 @@ class GSRChains:
             total_top += len(top)
             any_valid += any(flags)
             ex.clear_cache()
-        return scores, {f"valid@{self.top_n}": valid_top / total_top if total_top else 0.0,
-                        "questions_with_valid_chain": any_valid / len(self.beams) if self.beams else 0.0}
+        return scores, {
+            f"valid@{self.top_n}": valid_top / total_top if total_top else 0.0,
+            "questions_with_valid_chain": any_valid / len(self.beams) if self.beams else 0.0,
+        }

@@ -15,10 +15,12 @@ Add a method: write a class with ``name`` and ``score``, decorate its factory wi
 inputs)`` then makes it, and the robustness command takes it by name
 (``robustness.retrievers.my-method: {...}``).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -56,9 +58,11 @@ REGISTRY: dict[str, Factory] = {}
 
 def register(name: str) -> Callable[[Factory], Factory]:
     """Decorator: make ``factory(options, inputs) -> Retriever`` buildable as ``name``."""
+
     def add(factory: Factory) -> Factory:
         if name in REGISTRY and REGISTRY[name] is not factory:
             raise ValueError(f"a retriever named {name!r} is already registered")
         REGISTRY[name] = factory
         return factory
+
     return add

@@ -2,9 +2,11 @@
 served split (from gold chains, a GSR results file or an LLM), then matched against whatever
 graphs ``score`` is given (the split itself or a perturbed copy); an edge scores by the rank of
 the first retrieved subgraph that holds it."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.retrievers.interface import RetrievalInputs, Scores
@@ -24,17 +26,19 @@ class PatternRetriever:
         if method not in METHODS:
             raise ValueError(f"pattern retriever must be one of {METHODS}, got {method!r}")
         if inputs.split_name is None:
-            raise ValueError(f"retriever {method!r} needs the split's name (RetrievalInputs.split_name): "
-                             "its patterns come from that split's questions")
+            raise ValueError(
+                f"retriever {method!r} needs the split's name (RetrievalInputs.split_name): "
+                "its patterns come from that split's questions"
+            )
         options = dict(options)
         source = dict(options.pop("patterns", None) or {"source": "gold"})
         llm = options.pop("llm", None)
         self.name, self.method, self.inputs = method, method, inputs
         self.config = self._config(options)  # checked before the patterns are built
-        self.encoder = (load_encoder(inputs.encoder) if isinstance(inputs.encoder, (str, Mapping))
-                        else inputs.encoder)
-        self.patterns, self.source_stats = build_patterns(inputs.index, inputs.split_name, source, method,
-                                                         inputs.cache_dir, llm)
+        self.encoder = load_encoder(inputs.encoder) if isinstance(inputs.encoder, (str, Mapping)) else inputs.encoder
+        self.patterns, self.source_stats = build_patterns(
+            inputs.index, inputs.split_name, source, method, inputs.cache_dir, llm
+        )
         ids = inputs.index[inputs.split_name].ids
         self._row = {qid: i for i, qid in enumerate(ids)}
         self.run = None  # the last PatternRun (subgraphs, search statistics)
@@ -53,8 +57,10 @@ class PatternRetriever:
         of the served split keeps its ids)."""
         missing = [qid for qid in split.ids if qid not in self._row]
         if missing:
-            raise ValueError(f"retriever {self.method!r}: {len(missing)} questions are not in split "
-                             f"{self.inputs.split_name!r} its patterns were built for, e.g. {missing[:3]}")
+            raise ValueError(
+                f"retriever {self.method!r}: {len(missing)} questions are not in split "
+                f"{self.inputs.split_name!r} its patterns were built for, e.g. {missing[:3]}"
+            )
         return [self.patterns[self._row[qid]] for qid in split.ids]
 
     def score(self, split: SplitGraphs) -> Scores:

@@ -12,6 +12,7 @@ connected within budget and its top-K are connected too.
 
 The solver is one C++ call per question; inputs are sliced from split-level tensors.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,6 @@ import numpy as np
 import torch
 
 from gsr_train.kg.index import SplitGraphs
-
 
 _SOLVER = None
 
@@ -34,11 +34,20 @@ def solver():
     if _SOLVER is None:
         import pcst_fast
 
-        verts, edges = pcst_fast.pcst_fast(np.array([[0, 1], [1, 2], [2, 3]], dtype=np.int64),
-                                           np.array([5.0, 0.0, 0.0, 5.0]), np.array([0.5, 0.5, 0.5]), -1, 1, "gw", 0)
+        verts, edges = pcst_fast.pcst_fast(
+            np.array([[0, 1], [1, 2], [2, 3]], dtype=np.int64),
+            np.array([5.0, 0.0, 0.0, 5.0]),
+            np.array([0.5, 0.5, 0.5]),
+            -1,
+            1,
+            "gw",
+            0,
+        )
         if sorted(np.asarray(verts).tolist()) != [0, 1, 2, 3] or sorted(np.asarray(edges).tolist()) != [0, 1, 2]:
-            raise RuntimeError("the installed pcst_fast returns wrong ids (pcst_fast 1.0.10 with numpy >= 2, "
-                               "fraenkel-lab/pcst_fast#16): `pip uninstall pcst_fast && pip install pcst-fast2`")
+            raise RuntimeError(
+                "the installed pcst_fast returns wrong ids (pcst_fast 1.0.10 with numpy >= 2, "
+                "fraenkel-lab/pcst_fast#16): `pip uninstall pcst_fast && pip install pcst-fast2`"
+            )
         _SOLVER = pcst_fast.pcst_fast
     return _SOLVER
 
@@ -66,9 +75,16 @@ def _bfs_order(nodes_h: np.ndarray, nodes_t: np.ndarray, root: int) -> list[int]
     return [i for _, _, i in keyed]
 
 
-def pcst_question(num_nodes: int, heads: np.ndarray, tails: np.ndarray, node_prize: np.ndarray,
-                  edge_prize: np.ndarray, edge_cost: float, budget: int | None = None,
-                  pruning: str = "gw") -> list[int]:
+def pcst_question(
+    num_nodes: int,
+    heads: np.ndarray,
+    tails: np.ndarray,
+    node_prize: np.ndarray,
+    edge_prize: np.ndarray,
+    edge_cost: float,
+    budget: int | None = None,
+    pruning: str = "gw",
+) -> list[int]:
     """Local edge ids of one question's PCST subgraph, in connected (BFS) order, at most ``budget``."""
     num_e = heads.size
     if num_e == 0 or num_nodes == 0:
@@ -79,11 +95,13 @@ def pcst_question(num_nodes: int, heads: np.ndarray, tails: np.ndarray, node_pri
     normal = np.flatnonzero(~virtual)
     virt = np.flatnonzero(virtual)
     vid = num_nodes + np.arange(virt.size)
-    pairs = np.concatenate([
-        np.stack([heads[normal], tails[normal]], 1),
-        np.stack([heads[virt], vid], 1),
-        np.stack([vid, tails[virt]], 1),
-    ]).astype(np.int64)
+    pairs = np.concatenate(
+        [
+            np.stack([heads[normal], tails[normal]], 1),
+            np.stack([heads[virt], vid], 1),
+            np.stack([vid, tails[virt]], 1),
+        ]
+    ).astype(np.int64)
     costs = np.concatenate([cost - edge_prize[normal], np.zeros(2 * virt.size)]).astype(np.float64)
     prizes = np.concatenate([node_prize, edge_prize[virt] - cost]).astype(np.float64)
     verts, sel = solver()(pairs, prizes, costs, -1, 1, pruning, 0)
@@ -102,8 +120,14 @@ def pcst_question(num_nodes: int, heads: np.ndarray, tails: np.ndarray, node_pri
     return order.tolist()
 
 
-def pcst_scores(split: SplitGraphs, node_prize: torch.Tensor, edge_prize: torch.Tensor, edge_cost: float = 0.5,
-                budget: int | None = 200, pruning: str = "gw") -> torch.Tensor:
+def pcst_scores(
+    split: SplitGraphs,
+    node_prize: torch.Tensor,
+    edge_prize: torch.Tensor,
+    edge_cost: float = 0.5,
+    budget: int | None = 200,
+    pruning: str = "gw",
+) -> torch.Tensor:
     """``FloatTensor[sum E]``: minus the BFS position of every edge of each question's tree, ``-inf`` elsewhere."""
     num_e = int(split.edge_ptr[-1]) if len(split) else 0
     scores = torch.full((num_e,), -math.inf)

@@ -10,6 +10,7 @@ kept together with the edges between them.
 All questions are iterated at once: the split's graphs form one block-diagonal graph, so
 an iteration is one ``torch_geometric.utils.scatter`` over the edges.
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,9 @@ def ppr_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) -> torc
     node_q = torch.repeat_interleave(torch.arange(len(split)), split.num_entities)
     topic = split.topic_mask.double()
     per_q = scatter(topic, node_q, 0, dim_size=len(split), reduce="sum")
-    restart = torch.where(per_q[node_q] > 0, topic / per_q[node_q].clamp(min=1),
-                          1.0 / split.num_entities[node_q].clamp(min=1).double())
+    restart = torch.where(
+        per_q[node_q] > 0, topic / per_q[node_q].clamp(min=1), 1.0 / split.num_entities[node_q].clamp(min=1).double()
+    )
     q = split.edge_question()
     off = split.ent_ptr[:-1][q]
     src = torch.cat([split.edge_index[0] + off, split.edge_index[1] + off])

@@ -2,9 +2,11 @@
 (a trained checkpoint), the classic ones (triplets, paths, PCST; PPR pruning as an option), PPR
 on its own, GSR (chains decoded once, executed on any version of the graphs) and the pattern
 retrievers SimGRAG and SAFE (patterns built once, matched on any version of the graphs)."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.retrievers.interface import RetrievalInputs, Scores, register
@@ -50,8 +52,9 @@ class ClassicRetriever:
     def score(self, split: SplitGraphs) -> Scores:
         from gsr_train.retrievers.classic import classic_scores
 
-        return classic_scores(split, self.inputs.question_emb, self.inputs.embeddings, self.method,
-                              self.options or None), {}
+        return classic_scores(
+            split, self.inputs.question_emb, self.inputs.embeddings, self.method, self.options or None
+        ), {}
 
 
 @register("cosine")
@@ -67,6 +70,7 @@ def _subgraphrag(options: Mapping[str, Any], inputs: RetrievalInputs) -> Subgrap
 
 
 for _method in ("triplets", "paths", "pcst"):
+
     def _classic(options: Mapping[str, Any], inputs: RetrievalInputs, _m: str = _method) -> ClassicRetriever:
         return ClassicRetriever(_m, inputs, options)
 

@@ -1,8 +1,10 @@
 """Build a retriever by name: the built-in ones (:mod:`gsr_train.retrievers.registered`) and any
 other registered with :func:`gsr_train.retrievers.interface.register`."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gsr_train.retrievers import registered  # noqa: F401  (registers the built-in retrievers)
 from gsr_train.retrievers.interface import REGISTRY, RetrievalInputs, Retriever

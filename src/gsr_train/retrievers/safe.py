@@ -33,13 +33,14 @@
    ``k_rel`` nearest graph relations. A subgraph's final distance adds its query graph's join
    distance, and the subgraphs of all query graphs are merged.
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -71,7 +72,7 @@ class SAFEConfig:
     max_partial: int | None = 2_000_000
 
     @classmethod
-    def from_mapping(cls, cfg: Mapping | "SAFEConfig | None") -> "SAFEConfig":
+    def from_mapping(cls, cfg: Mapping | SAFEConfig | None) -> SAFEConfig:
         out = dataclass_from_mapping(cls, cfg, "safe", ("k", "k_schema", "k_qg", "k_ent", "k_rel", "k_type"))
         if out.delta < 0 or out.delta > out.max_distance:
             raise ValueError(f"safe config: delta must be in 0..max_distance ({out.max_distance}), got {out.delta}")
@@ -90,8 +91,9 @@ class SchemaResources:
     seconds: float = 0.0
 
     @classmethod
-    def build(cls, index: KGIndex, splits: Sequence[str], encoder, cache_dir: str | Path | None,
-              cfg: SAFEConfig) -> "SchemaResources":
+    def build(
+        cls, index: KGIndex, splits: Sequence[str], encoder, cache_dir: str | Path | None, cfg: SAFEConfig
+    ) -> SchemaResources:
         from gsr_train.text.embeddings import embed_texts
 
         t0 = time.perf_counter()
@@ -99,8 +101,7 @@ class SchemaResources:
         et = infer_entity_types(index.entities, index.relations, triples)
         schema = build_schema(et, triples, cfg.min_support, cfg.min_confidence, cfg.max_distance, index.relations)
         type_emb = embed_texts(schema.types, encoder, cache_dir, kind="schema_types").float()
-        return cls(et, schema, type_emb, et.ptr(), {t: i for i, t in enumerate(schema.types)},
-                   time.perf_counter() - t0)
+        return cls(et, schema, type_emb, et.ptr(), {t: i for i, t in enumerate(schema.types)}, time.perf_counter() - t0)
 
 
 # ----------------------------------------------------------------------------- typing chains
@@ -124,8 +125,10 @@ def type_path_pattern(p: Pattern, res: SchemaResources, relations: Sequence[str]
         if t is None and in_edge is not None and in_edge.relation_id is not None and in_edge.relation_id in rng:
             t = res.schema.types[rng[in_edge.relation_id]]
         if node.entity is not None:
-            own = [res.schema.types[x] for x in
-                   res.entity_types.type[res.type_ptr[node.entity]:res.type_ptr[node.entity + 1]].tolist()]
+            own = [
+                res.schema.types[x]
+                for x in res.entity_types.type[res.type_ptr[node.entity] : res.type_ptr[node.entity + 1]].tolist()
+            ]
             if t not in own:
                 t = own[0] if own else t
         types.append(t if t is not None else node.type)
@@ -155,8 +158,15 @@ class _Vectors:
     def __init__(self, res: SchemaResources, emb: KGEmbeddings, index: KGIndex, patterns, encoder, cache_dir):
         self.res, self.emb = res, emb
         self.rel_lookup = index.relation_lookup()
-        todo = sorted({x.type for pats in patterns for p in pats for x in p.nodes
-                       if x.type is not None and x.type not in res.type_lookup})
+        todo = sorted(
+            {
+                x.type
+                for pats in patterns
+                for p in pats
+                for x in p.nodes
+                if x.type is not None and x.type not in res.type_lookup
+            }
+        )
         self.extra: dict[str, torch.Tensor] = {}
         self.memo: dict = {}
         if todo:
@@ -174,8 +184,9 @@ class _Vectors:
         return self.res.type_emb[i] if i is not None else self.extra[name]
 
 
-def candidate_schema_edges(p: Pattern, res: SchemaResources, vectors: _Vectors, rel_vec, k_schema: int
-                           ) -> list[list[Candidate]]:
+def candidate_schema_edges(
+    p: Pattern, res: SchemaResources, vectors: _Vectors, rel_vec, k_schema: int
+) -> list[list[Candidate]]:
     """The ``k_schema`` nearest schema edges of every pseudo edge (either orientation)."""
     sg = res.schema
     num_t = len(sg.types)
@@ -186,10 +197,9 @@ def candidate_schema_edges(p: Pattern, res: SchemaResources, vectors: _Vectors, 
         key = ("type", node.type, node.entity)
         if key not in tdist:
             v = vectors.type_vec(node.type)
-            d = torch.zeros(num_t, dtype=torch.float32) if v is None else \
-                l2_to_rows(v, res.type_emb) ** 2
+            d = torch.zeros(num_t, dtype=torch.float32) if v is None else l2_to_rows(v, res.type_emb) ** 2
             if node.entity is not None:  # a linked entity keeps its own types only
-                own = res.entity_types.type[res.type_ptr[node.entity]:res.type_ptr[node.entity + 1]]
+                own = res.entity_types.type[res.type_ptr[node.entity] : res.type_ptr[node.entity + 1]]
                 if own.numel():
                     mask = torch.ones(num_t, dtype=torch.bool)
                     mask[own] = False
@@ -202,8 +212,11 @@ def candidate_schema_edges(p: Pattern, res: SchemaResources, vectors: _Vectors, 
         key = ("rel", e.relation, e.relation_id)
         if key not in tdist:
             rv = rel_vec(p, j)
-            rd = torch.zeros(int(sg.relation.max()) + 1 if len(sg) else 1) if rv is None else \
-                l2_to_rows(rv, vectors.emb.relation) ** 2
+            rd = (
+                torch.zeros(int(sg.relation.max()) + 1 if len(sg) else 1)
+                if rv is None
+                else l2_to_rows(rv, vectors.emb.relation) ** 2
+            )
             tdist[key] = rd[sg.relation] if len(sg) else torch.zeros(0)
         r_part = tdist[key]
         th, tt = type_d2(e.head), type_d2(e.tail)
@@ -224,8 +237,9 @@ def _node_type(c: Candidate, sg: SchemaGraph, pseudo_is_head: bool) -> int:
     return int(sg.head[c.edge]) if head_side else int(sg.tail[c.edge])
 
 
-def distance_join(p: Pattern, cands: Sequence[Sequence[Candidate]], sg: SchemaGraph, delta: int,
-                  k_qg: int) -> list[Alignment]:
+def distance_join(
+    p: Pattern, cands: Sequence[Sequence[Candidate]], sg: SchemaGraph, delta: int, k_qg: int
+) -> list[Alignment]:
     """Top-``k_qg`` assignments of one candidate per pseudo edge such that every pseudo node
     shared by two edges gets schema types at most ``delta`` hops apart (SAFE Algorithm 1)."""
     n = len(p.edges)
@@ -267,7 +281,7 @@ def instantiate(p: Pattern, a: Alignment, sg: SchemaGraph, relations: Sequence[s
     nodes = list(p.nodes)
     first_type: dict[int, int] = {}
     edges: list[PatternEdge] = []
-    for i, (e, c) in enumerate(zip(p.edges, a.edges)):
+    for e, c in zip(p.edges, a.edges):
         ends = []
         for node, is_head in ((e.head, True), (e.tail, False)):
             ty = _node_type(c, sg, is_head)
@@ -291,8 +305,9 @@ def instantiate(p: Pattern, a: Alignment, sg: SchemaGraph, relations: Sequence[s
             ends.append(prev)
         r = int(sg.relation[c.edge])
         edges.append(PatternEdge(ends[0], ends[1], relations[r], r))
-    return Pattern(tuple(nodes), tuple(edges), source=f"{p.source}+adj", score=p.score,
-                   meta={"join_distance": a.distance})
+    return Pattern(
+        tuple(nodes), tuple(edges), source=f"{p.source}+adj", score=p.score, meta={"join_distance": a.distance}
+    )
 
 
 # ----------------------------------------------------------------------------- matching
@@ -301,8 +316,15 @@ def instantiate(p: Pattern, a: Alignment, sg: SchemaGraph, relations: Sequence[s
 class SAFECosts:
     """SemDist cost tables of one aligned pattern on one question graph."""
 
-    def __init__(self, index: KGIndex, emb: KGEmbeddings, res: SchemaResources, vectors: PatternVectors,
-                 tvec: _Vectors, cfg: SAFEConfig):
+    def __init__(
+        self,
+        index: KGIndex,
+        emb: KGEmbeddings,
+        res: SchemaResources,
+        vectors: PatternVectors,
+        tvec: _Vectors,
+        cfg: SAFEConfig,
+    ):
         self.num_relations = len(index.relations)
         self.emb, self.res, self.vectors, self.tvec, self.cfg = emb, res, vectors, tvec, cfg
         self._pairs: tuple[int, torch.Tensor, torch.Tensor] | None = None
@@ -331,8 +353,9 @@ class SAFECosts:
                 if x.entity is not None:
                     out[(g.entity_ids == x.entity).numpy()] = 0.0
                 return out
-            return nearest_costs(self.emb.entity[g.entity_ids], vec, self.emb.entity_has_text[g.entity_ids],
-                                 self.cfg.k_ent)
+            return nearest_costs(
+                self.emb.entity[g.entity_ids], vec, self.emb.entity_has_text[g.entity_ids], self.cfg.k_ent
+            )
         tv = self.tvec.type_vec(x.type)
         if tv is None:
             return np.zeros(n)
@@ -363,8 +386,9 @@ class SAFECosts:
         for i, e in enumerate(p.edges):
             key = ("r", e.relation, e.relation_id)
             if key not in self._memo:
-                self._memo[key] = relation_cost(self.num_relations, g, self.vectors.relation(p, i), self.emb,
-                                                self.cfg.k_rel)
+                self._memo[key] = relation_cost(
+                    self.num_relations, g, self.vectors.relation(p, i), self.emb, self.cfg.k_rel
+                )
             rels.append(self._memo[key])
         return nodes, rels
 
@@ -384,9 +408,15 @@ class AlignStats:
         return d
 
 
-def align_patterns(index: KGIndex, emb: KGEmbeddings, res: SchemaResources, patterns: Sequence[Sequence[Pattern]],
-                   cfg: SAFEConfig, vectors: PatternVectors, tvec: _Vectors
-                   ) -> tuple[list[list[Pattern]], list[list[float]], AlignStats]:
+def align_patterns(
+    index: KGIndex,
+    emb: KGEmbeddings,
+    res: SchemaResources,
+    patterns: Sequence[Sequence[Pattern]],
+    cfg: SAFEConfig,
+    vectors: PatternVectors,
+    tvec: _Vectors,
+) -> tuple[list[list[Pattern]], list[list[float]], AlignStats]:
     """ADJ for every pattern of every question: aligned patterns and their join distances."""
     stats = AlignStats()
     out, offsets = [], []
@@ -414,10 +444,18 @@ def align_patterns(index: KGIndex, emb: KGEmbeddings, res: SchemaResources, patt
     return out, offsets, stats
 
 
-def safe_retrieve(index: KGIndex, split_name: str | SplitGraphs, emb: KGEmbeddings, patterns: Sequence[Sequence[Pattern]],
-                  cfg: SAFEConfig | Mapping | None = None, encoder=None, cache_dir: str | Path | None = None,
-                  resources: SchemaResources | None = None, schema_splits: Sequence[str] | None = None,
-                  type_chains: bool = True) -> tuple[PatternRun, AlignStats]:
+def safe_retrieve(
+    index: KGIndex,
+    split_name: str | SplitGraphs,
+    emb: KGEmbeddings,
+    patterns: Sequence[Sequence[Pattern]],
+    cfg: SAFEConfig | Mapping | None = None,
+    encoder=None,
+    cache_dir: str | Path | None = None,
+    resources: SchemaResources | None = None,
+    schema_splits: Sequence[str] | None = None,
+    type_chains: bool = True,
+) -> tuple[PatternRun, AlignStats]:
     """SAFE over a split. ``patterns[q]``: typed pseudo query graphs (chain patterns are typed
     with :func:`type_path_pattern` when ``type_chains``); the schema is built over
     ``schema_splits`` (default: every split of the index) unless ``resources`` is given."""
@@ -427,8 +465,10 @@ def safe_retrieve(index: KGIndex, split_name: str | SplitGraphs, emb: KGEmbeddin
             raise ValueError("safe_retrieve needs the encoder (type names are embedded) or prebuilt resources")
         resources = SchemaResources.build(index, list(schema_splits or index.splits), encoder, cache_dir, cfg)
     if type_chains:
-        patterns = [[type_path_pattern(p, resources, index.relations) if p.source in ("gsr", "gold") else p
-                     for p in pats] for pats in patterns]
+        patterns = [
+            [type_path_pattern(p, resources, index.relations) if p.source in ("gsr", "gold") else p for p in pats]
+            for pats in patterns
+        ]
     vectors = PatternVectors(index, emb, patterns, encoder, cache_dir)
     tvec = _Vectors(resources, emb, index, patterns, encoder, cache_dir)
     aligned, offsets, astats = align_patterns(index, emb, resources, patterns, cfg, vectors, tvec)
@@ -436,7 +476,8 @@ def safe_retrieve(index: KGIndex, split_name: str | SplitGraphs, emb: KGEmbeddin
     tvec = _Vectors(resources, emb, index, aligned, encoder, cache_dir)
     costs = SAFECosts(index, emb, resources, vectors, tvec, cfg)
     graphs = index[split_name] if isinstance(split_name, str) else split_name  # e.g. perturbed graphs
-    run = retrieve_split(graphs, aligned, costs, cfg.k, cfg.prune, cfg.max_partial,
-                         extra_distance=lambda q, j: offsets[q][j])
+    run = retrieve_split(
+        graphs, aligned, costs, cfg.k, cfg.prune, cfg.max_partial, extra_distance=lambda q, j: offsets[q][j]
+    )
     run.seconds = [a + b for a, b in zip(run.seconds, astats.seconds)]
     return run, astats

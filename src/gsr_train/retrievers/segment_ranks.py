@@ -1,4 +1,5 @@
 """Ranks inside segments (a question's nodes or edges): shared by the classic retrievers and PPR pruning."""
+
 from __future__ import annotations
 
 import torch

@@ -16,12 +16,13 @@ Pattern texts that are KG names reuse the KG embedding row; other texts (an LLM'
 "UNKNOWN"-free node "Jamaica", relation "languages spoken") are embedded once with the same
 encoder (cached) in :class:`PatternVectors`.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -42,7 +43,7 @@ class SimGRAGConfig:
     max_partial: int | None = 2_000_000  # per-pattern safety stop (counted when hit)
 
     @classmethod
-    def from_mapping(cls, cfg: Mapping | "SimGRAGConfig | None") -> "SimGRAGConfig":
+    def from_mapping(cls, cfg: Mapping | SimGRAGConfig | None) -> SimGRAGConfig:
         out = dataclass_from_mapping(cls, cfg, "simgrag", ("k", "k_node", "k_rel"))
         return out
 
@@ -50,8 +51,14 @@ class SimGRAGConfig:
 class PatternVectors:
     """Embedding of every pattern node / relation text (KG rows reused, others encoded once)."""
 
-    def __init__(self, index: KGIndex, emb: KGEmbeddings, patterns: Sequence[Sequence[Pattern]],
-                 encoder=None, cache_dir: str | Path | None = None):
+    def __init__(
+        self,
+        index: KGIndex,
+        emb: KGEmbeddings,
+        patterns: Sequence[Sequence[Pattern]],
+        encoder=None,
+        cache_dir: str | Path | None = None,
+    ):
         self.emb = emb
         ent = index.entity_lookup()
         rel = index.relation_lookup()
@@ -76,8 +83,10 @@ class PatternVectors:
         todo = sorted(set(todo))
         if todo:
             if encoder is None:
-                raise ValueError(f"{len(todo)} pattern texts are not KG names (e.g. {todo[0][1]!r}); "
-                                 "pass the encoder that made the KG embeddings")
+                raise ValueError(
+                    f"{len(todo)} pattern texts are not KG names (e.g. {todo[0][1]!r}); "
+                    "pass the encoder that made the KG embeddings"
+                )
             from gsr_train.text.embeddings import embed_texts
 
             rows = embed_texts([t for _, t in todo], encoder, cache_dir, kind="pattern_texts")
@@ -119,8 +128,9 @@ def nearest_costs(table: torch.Tensor, query: torch.Tensor, allowed: torch.Tenso
     return out.numpy()
 
 
-def relation_cost(num_relations: int, g: QuestionGraph, vec: torch.Tensor | None, emb: KGEmbeddings,
-                  k: int) -> np.ndarray:
+def relation_cost(
+    num_relations: int, g: QuestionGraph, vec: torch.Tensor | None, emb: KGEmbeddings, k: int
+) -> np.ndarray:
     """``[num_relations]`` costs: 0 for an unknown relation, else the k nearest graph relations."""
     if vec is None:
         return np.zeros(num_relations)
@@ -153,14 +163,22 @@ class SimGRAGCosts:
 
     def __call__(self, q: int, g: QuestionGraph, p: Pattern):
         nodes = [self.node_cost(g, p, i) for i in range(len(p.nodes))]
-        rels = [relation_cost(self.num_relations, g, self.vectors.relation(p, i), self.emb, self.cfg.k_rel)
-                for i in range(len(p.edges))]
+        rels = [
+            relation_cost(self.num_relations, g, self.vectors.relation(p, i), self.emb, self.cfg.k_rel)
+            for i in range(len(p.edges))
+        ]
         return nodes, rels
 
 
-def simgrag_retrieve(index: KGIndex, split_name: str | SplitGraphs, emb: KGEmbeddings, patterns: Sequence[Sequence[Pattern]],
-                     cfg: SimGRAGConfig | Mapping | None = None, encoder=None,
-                     cache_dir: str | Path | None = None) -> PatternRun:
+def simgrag_retrieve(
+    index: KGIndex,
+    split_name: str | SplitGraphs,
+    emb: KGEmbeddings,
+    patterns: Sequence[Sequence[Pattern]],
+    cfg: SimGRAGConfig | Mapping | None = None,
+    encoder=None,
+    cache_dir: str | Path | None = None,
+) -> PatternRun:
     """SimGRAG over a split: ``patterns[q]`` are question ``q``'s patterns (best first)."""
     cfg = SimGRAGConfig.from_mapping(cfg)
     vectors = PatternVectors(index, emb, patterns, encoder, cache_dir)

@@ -19,24 +19,26 @@ time, a fraction of a millisecond each; a split is spread over ``workers`` threa
 the same numbers as one thread); ``serving="torch"`` forces the batched torch path (the
 only one on CUDA).
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
-from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
-from gsr_train.features.triple_batch import make_batch, question_batch
 from gsr_train.features.structure import NodeFeatures, graph_structure, node_features
+from gsr_train.features.triple_batch import make_batch, question_batch
+from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.models.subgraphrag.perf import keep_freed_memory
-from gsr_train.progress import batches
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
 from gsr_train.models.subgraphrag.serving import CompiledQuestionScorer
+from gsr_train.progress import batches
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +71,22 @@ def check_compatible(hparams: Mapping[str, Any], emb) -> None:
     meta = hparams.get("meta") or {}
     trained = meta.get("encoder_name")
     if trained and trained != emb.encoder_name:
-        raise ValueError(f"checkpoint was trained with encoder {trained!r}, the embeddings come from {emb.encoder_name!r}")
+        raise ValueError(
+            f"checkpoint was trained with encoder {trained!r}, the embeddings come from {emb.encoder_name!r}"
+        )
 
 
 class SubgraphRAGRetriever:
     """Scores splits with a trained :class:`TripleScorer` (eval mode, no gradients)."""
 
-    def __init__(self, scorer: TripleScorer, device: str | torch.device = "cpu",
-                 max_projection_bytes: int = DEFAULT_MAX_PROJECTION_BYTES, serving: str = "auto",
-                 workers: int | None = None) -> None:
+    def __init__(
+        self,
+        scorer: TripleScorer,
+        device: str | torch.device = "cpu",
+        max_projection_bytes: int = DEFAULT_MAX_PROJECTION_BYTES,
+        serving: str = "auto",
+        workers: int | None = None,
+    ) -> None:
         if serving not in SERVING_MODES:
             raise ValueError(f"serving must be one of {SERVING_MODES}, got {serving!r}")
         keep_freed_memory()  # scoring allocates MB-sized temporaries per call: reuse them, do not page-fault
@@ -99,7 +108,11 @@ class SubgraphRAGRetriever:
     @property
     def uses_compiled(self) -> bool:
         """Whether scoring goes through the compiled CPU kernels (see the module docstring)."""
-        return self.serving != "torch" and self.device.type == "cpu" and not CompiledQuestionScorer.unsupported(self.scorer)
+        return (
+            self.serving != "torch"
+            and self.device.type == "cpu"
+            and not CompiledQuestionScorer.unsupported(self.scorer)
+        )
 
     def compiled(self, emb, split: SplitGraphs | None = None) -> CompiledQuestionScorer:
         """The compiled scorer over the current projections (built once per projection table)."""
@@ -112,7 +125,9 @@ class SubgraphRAGRetriever:
         return self._compiled
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: str | Path, device: str | torch.device = "cpu", **kwargs) -> "SubgraphRAGRetriever":
+    def from_checkpoint(
+        cls, checkpoint: str | Path, device: str | torch.device = "cpu", **kwargs
+    ) -> SubgraphRAGRetriever:
         scorer, hparams = load_scorer(checkpoint, map_location=device)
         retriever = cls(scorer, device, **kwargs)
         retriever.hparams = hparams
@@ -134,13 +149,18 @@ class SubgraphRAGRetriever:
         key = (id(emb.entity), id(emb.relation)) if whole else (id(emb.entity), id(split))
         if self._proj is None or self._proj_key != key:
             t0 = time.perf_counter()
-            self._proj = self.scorer.precompute(emb.entity, emb.entity_has_text, emb.relation,
-                                                None if whole else split.entity_ids)
+            self._proj = self.scorer.precompute(
+                emb.entity, emb.entity_has_text, emb.relation, None if whole else split.entity_ids
+            )
             self._proj_key = key
             self.timings["precompute_s"] = time.perf_counter() - t0
-            log.log(logging.INFO if whole else logging.DEBUG,  # per-run tables: summed up by score_split
-                    "projected %d entities and %d relations in %.2fs", self._proj.ent.shape[0] - 1,
-                     self._proj.rel.shape[0], self.timings["precompute_s"])
+            log.log(
+                logging.INFO if whole else logging.DEBUG,  # per-run tables: summed up by score_split
+                "projected %d entities and %d relations in %.2fs",
+                self._proj.ent.shape[0] - 1,
+                self._proj.rel.shape[0],
+                self.timings["precompute_s"],
+            )
         return self._proj
 
     def parts(self, emb, split: SplitGraphs) -> list[tuple[int, int]]:
@@ -161,8 +181,14 @@ class SubgraphRAGRetriever:
 
     # ---------------------------------------------------------------- scoring
     @torch.no_grad()
-    def score_split(self, split: SplitGraphs, question_emb: torch.Tensor, emb, graphs_per_batch: int = 128,
-                    features: NodeFeatures | None = None) -> torch.Tensor:
+    def score_split(
+        self,
+        split: SplitGraphs,
+        question_emb: torch.Tensor,
+        emb,
+        graphs_per_batch: int = 128,
+        features: NodeFeatures | None = None,
+    ) -> torch.Tensor:
         """``FloatTensor[sum E]`` scores (logits) of every triple of ``split`` (CPU).
 
         ``features``: the split's structural features when the caller has them (torch path).
@@ -179,19 +205,32 @@ class SubgraphRAGRetriever:
             proj = self.projections(emb, part)
             timings["precompute_s"] += time.perf_counter() - t0
             part_features = features if len(bounds) == 1 else None
-            self._score_part(part, question_emb[q0:q1], emb, proj, graphs_per_batch, part_features,
-                             scores[e0:e1], timings)
+            self._score_part(
+                part, question_emb[q0:q1], emb, proj, graphs_per_batch, part_features, scores[e0:e1], timings
+            )
         if len(bounds) > 1:
             # a run's table is of no use to the next call
             self._proj = self._proj_key = self._compiled = self._compiled_for = None
-            log.info("scored %d questions in %d runs of bounded projection tables (%.2fs projecting)",
-                     len(split), len(bounds), timings["precompute_s"])
+            log.info(
+                "scored %d questions in %d runs of bounded projection tables (%.2fs projecting)",
+                len(split),
+                len(bounds),
+                timings["precompute_s"],
+            )
         self.timings.update(timings)
         return scores
 
-    def _score_part(self, split: SplitGraphs, question_emb: torch.Tensor, emb, proj: Projections,
-                    graphs_per_batch: int, features: NodeFeatures | None, out: torch.Tensor,
-                    timings: dict[str, float]) -> None:
+    def _score_part(
+        self,
+        split: SplitGraphs,
+        question_emb: torch.Tensor,
+        emb,
+        proj: Projections,
+        graphs_per_batch: int,
+        features: NodeFeatures | None,
+        out: torch.Tensor,
+        timings: dict[str, float],
+    ) -> None:
         if self.uses_compiled:  # one question at a time; DDE inside the kernels (``features`` not needed)
             compiled = self._compiled_over(proj, emb)
             t0 = time.perf_counter()
@@ -206,8 +245,9 @@ class SubgraphRAGRetriever:
         t1 = time.perf_counter()
         for s, e in batches(len(split), graphs_per_batch, None, "SubgraphRAG: scoring", threshold=16):
             qs = torch.arange(s, e)
-            batch = make_batch(split, qs, features, question_emb, emb.entity, emb.entity_has_text, emb.relation,
-                               global_ids=True)
+            batch = make_batch(
+                split, qs, features, question_emb, emb.entity, emb.entity_has_text, emb.relation, global_ids=True
+            )
             edge_ids = batch.edge_ids
             if self.device.type != "cpu":
                 batch = _to(batch, self.device)
@@ -227,8 +267,15 @@ class SubgraphRAGRetriever:
             batch = _to(batch, self.device)
         return self.scorer.forward_projected(self.projections(emb), batch).float().cpu()
 
-    def retrieve(self, index: KGIndex, split_name: str, emb, path: str | Path | None = None, k: int = 500,
-                 graphs_per_batch: int = 128) -> torch.Tensor:
+    def retrieve(
+        self,
+        index: KGIndex,
+        split_name: str,
+        emb,
+        path: str | Path | None = None,
+        k: int = 500,
+        graphs_per_batch: int = 128,
+    ) -> torch.Tensor:
         """Score ``index[split_name]``, write the top-``k`` triples per question to ``path`` (if given)."""
         split = index[split_name]
         if split_name not in emb.question:
@@ -244,8 +291,14 @@ class SubgraphRAGRetriever:
 def _to(batch, device):
     from dataclasses import fields, replace
 
-    return replace(batch, **{f.name: getattr(batch, f.name).to(device) for f in fields(batch)
-                             if isinstance(getattr(batch, f.name), torch.Tensor)})
+    return replace(
+        batch,
+        **{
+            f.name: getattr(batch, f.name).to(device)
+            for f in fields(batch)
+            if isinstance(getattr(batch, f.name), torch.Tensor)
+        },
+    )
 
 
 def top_k_per_question(scores: torch.Tensor, edge_ptr: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

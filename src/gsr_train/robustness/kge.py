@@ -10,14 +10,16 @@ on each positive and one corrupted triple from the model's own ``random_sample``
 result does not depend on the machine's speed) and the model is cached under a key made
 from the triples and the settings.
 """
+
 from __future__ import annotations
 
 import hashlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -41,7 +43,7 @@ class KGEConfig:
     seed: int = 0
 
     @classmethod
-    def from_any(cls, cfg: Mapping[str, Any] | "KGEConfig" | None) -> "KGEConfig":
+    def from_any(cls, cfg: Mapping[str, Any] | KGEConfig | None) -> KGEConfig:
         if cfg is None:
             return cls()
         if isinstance(cfg, cls):
@@ -57,16 +59,23 @@ def _model_class(name: str):
 
     cls = getattr(kge, name, None)
     if cls is None or not isinstance(cls, type) or not issubclass(cls, kge.KGEModel) or cls is kge.KGEModel:
-        raise ValueError(f"kge.model {name!r} is not a model of torch_geometric.nn.kge "
-                         f"(try DistMult, TransE, ComplEx, RotatE)")
+        raise ValueError(
+            f"kge.model {name!r} is not a model of torch_geometric.nn.kge (try DistMult, TransE, ComplEx, RotatE)"
+        )
     return cls
 
 
 class PlausibilityScorer:
     """``P(triple exists)`` for global-id triples, from a trained PyG KGE model."""
 
-    def __init__(self, model, node_of_entity: torch.Tensor, known_relations: torch.Tensor, config: KGEConfig,
-                 meta: dict | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        node_of_entity: torch.Tensor,
+        known_relations: torch.Tensor,
+        config: KGEConfig,
+        meta: dict | None = None,
+    ) -> None:
         self.model = model.eval()
         self.node_of_entity = node_of_entity  # [max entity id + 1] -> model node id (-1 unknown)
         self.known_relations = known_relations  # sorted global relation ids seen in training
@@ -75,7 +84,9 @@ class PlausibilityScorer:
 
     def _nodes(self, ents: torch.Tensor) -> torch.Tensor:
         ents = ents.long()
-        if ents.numel() and (int(ents.max()) >= self.node_of_entity.numel() or bool((self.node_of_entity[ents] < 0).any())):
+        if ents.numel() and (
+            int(ents.max()) >= self.node_of_entity.numel() or bool((self.node_of_entity[ents] < 0).any())
+        ):
             raise ValueError("triple scorer: entity not in the graph it was trained on")
         return self.node_of_entity[ents]
 
@@ -84,15 +95,16 @@ class PlausibilityScorer:
         hn, tn = self._nodes(h), self._nodes(t)
         out = torch.empty(hn.numel())
         for s in range(0, hn.numel(), chunk):
-            out[s:s + chunk] = self.model(hn[s:s + chunk], r[s:s + chunk].long(), tn[s:s + chunk]).float()
+            out[s : s + chunk] = self.model(hn[s : s + chunk], r[s : s + chunk].long(), tn[s : s + chunk]).float()
         return out
 
     def probability(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.logits(h, r, t))
 
     @torch.no_grad()
-    def least_plausible_relation(self, h: torch.Tensor, t: torch.Tensor, exclude: torch.Tensor | None = None,
-                                 chunk: int = 4096) -> torch.Tensor:
+    def least_plausible_relation(
+        self, h: torch.Tensor, t: torch.Tensor, exclude: torch.Tensor | None = None, chunk: int = 4096
+    ) -> torch.Tensor:
         """``argmin_{r' != exclude} score(h, r', t)`` over the relations seen in training."""
         hn, tn = self._nodes(h), self._nodes(t)
         rels = self.known_relations
@@ -101,17 +113,18 @@ class PlausibilityScorer:
         out = torch.empty(hn.numel(), dtype=torch.long)
         fast = type(self.model).__name__ == "DistMult"
         for s in range(0, hn.numel(), chunk):
-            hh, tt = hn[s:s + chunk], tn[s:s + chunk]
+            hh, tt = hn[s : s + chunk], tn[s : s + chunk]
             if fast:  # bilinear: one matmul over all relations
                 ht = self.model.node_emb(hh) * self.model.node_emb(tt)
                 scores = ht @ self.model.rel_emb(rels).T
             else:
                 n = hh.numel()
-                scores = self.model(hh.repeat_interleave(rels.numel()), rels.repeat(n),
-                                    tt.repeat_interleave(rels.numel())).view(n, rels.numel())
+                scores = self.model(
+                    hh.repeat_interleave(rels.numel()), rels.repeat(n), tt.repeat_interleave(rels.numel())
+                ).view(n, rels.numel())
             if exclude is not None:
-                scores = scores.masked_fill(rels.unsqueeze(0) == exclude[s:s + chunk].unsqueeze(1), float("inf"))
-            out[s:s + chunk] = rels[scores.argmin(1)]
+                scores = scores.masked_fill(rels.unsqueeze(0) == exclude[s : s + chunk].unsqueeze(1), float("inf"))
+            out[s : s + chunk] = rels[scores.argmin(1)]
         return out
 
 
@@ -119,8 +132,9 @@ def _triples(split: SplitGraphs) -> torch.Tensor:
     return torch.unique(split.global_edges(), dim=0)
 
 
-def train_scorer(split: SplitGraphs, num_relations: int, config: KGEConfig | Mapping | None = None
-                 ) -> PlausibilityScorer:
+def train_scorer(
+    split: SplitGraphs, num_relations: int, config: KGEConfig | Mapping | None = None
+) -> PlausibilityScorer:
     """Fit the KGE model on the split's unique triples (CPU, fixed epochs)."""
     cfg = KGEConfig.from_any(config)
     triples = _triples(split)
@@ -140,11 +154,12 @@ def train_scorer(split: SplitGraphs, num_relations: int, config: KGEConfig | Map
         perm = torch.randperm(h.numel(), generator=gen)
         total, batches = 0.0, 0
         for s in range(0, perm.numel(), cfg.batch_size):
-            b = perm[s:s + cfg.batch_size]
+            b = perm[s : s + cfg.batch_size]
             pos = model(h[b], r[b], t[b])
             neg = model(*model.random_sample(h[b], r[b], t[b]))
-            loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos))
-                    + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg)))
+            loss = F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) + F.binary_cross_entropy_with_logits(
+                neg, torch.zeros_like(neg)
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -154,8 +169,13 @@ def train_scorer(split: SplitGraphs, num_relations: int, config: KGEConfig | Map
     seconds = time.perf_counter() - t0
     node_of = torch.full((int(ents.max()) + 1,), -1, dtype=torch.long)
     node_of[ents] = torch.arange(ents.numel())
-    meta = {"triples": int(h.numel()), "entities": int(ents.numel()), "final_loss": last,
-            "train_seconds": round(seconds, 2), "config": asdict(cfg)}
+    meta = {
+        "triples": int(h.numel()),
+        "entities": int(ents.numel()),
+        "final_loss": last,
+        "train_seconds": round(seconds, 2),
+        "config": asdict(cfg),
+    }
     log.info("triple scorer %s trained on %d triples in %.1fs (loss %.4f)", cfg.model, h.numel(), seconds, last)
     return PlausibilityScorer(model, node_of, torch.unique(r), cfg, meta)
 
@@ -165,8 +185,12 @@ def scorer_key(split: SplitGraphs, num_relations: int, config: KGEConfig) -> str
     return stable_hash("kge", KGE_FORMAT, digest, num_relations, asdict(config))
 
 
-def get_scorer(split: SplitGraphs, num_relations: int, config: KGEConfig | Mapping | None = None,
-               cache_dir: str | Path | None = None) -> PlausibilityScorer:
+def get_scorer(
+    split: SplitGraphs,
+    num_relations: int,
+    config: KGEConfig | Mapping | None = None,
+    cache_dir: str | Path | None = None,
+) -> PlausibilityScorer:
     """The cached scorer of ``split`` (trained and saved on first use)."""
     cfg = KGEConfig.from_any(config)
     if cache_dir is None:
@@ -184,8 +208,15 @@ def get_scorer(split: SplitGraphs, num_relations: int, config: KGEConfig | Mappi
             log.warning("retraining triple scorer (%s: %s)", path, e)
     scorer = train_scorer(split, num_relations, cfg)
     with atomic_dir(folder) as tmp:
-        torch.save({"model": scorer.model.state_dict(), "num_nodes": int(scorer.model.num_nodes),
-                    "node_of_entity": scorer.node_of_entity, "known_relations": scorer.known_relations,
-                    "meta": scorer.meta}, tmp / "scorer.pt")
+        torch.save(
+            {
+                "model": scorer.model.state_dict(),
+                "num_nodes": int(scorer.model.num_nodes),
+                "node_of_entity": scorer.node_of_entity,
+                "known_relations": scorer.known_relations,
+                "meta": scorer.meta,
+            },
+            tmp / "scorer.pt",
+        )
         write_json(tmp / "meta.json", scorer.meta)
     return scorer

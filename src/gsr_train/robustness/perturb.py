@@ -26,6 +26,7 @@ Everything is vectorised over the whole split; a perturbed edge keeps its positi
 for deletion, where ``origin`` maps each kept edge to its original id), so ``touched`` /
 ``changed`` masks line up with the original split's per-edge labels.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,10 +71,16 @@ class Perturbed:
 
     def summary(self) -> dict:
         total = int(self.touched.numel())
-        return {"method": self.method, "level": self.level, "seed": self.seed, "edges": total,
-                "requested": int(self.requested.sum()), "touched": int(self.touched.sum()),
-                "changed": int(self.changed.sum()),
-                "changed_fraction": float(self.changed.sum()) / total if total else 0.0}
+        return {
+            "method": self.method,
+            "level": self.level,
+            "seed": self.seed,
+            "edges": total,
+            "requested": int(self.requested.sum()),
+            "touched": int(self.touched.sum()),
+            "changed": int(self.changed.sum()),
+            "changed_fraction": float(self.changed.sum()) / total if total else 0.0,
+        }
 
 
 def requested_counts(split: SplitGraphs, level: float) -> torch.Tensor:
@@ -83,8 +90,9 @@ def requested_counts(split: SplitGraphs, level: float) -> torch.Tensor:
     return torch.floor(split.num_edges.double() * float(level) + 0.5).long()
 
 
-def select_edges(split: SplitGraphs, level: float, seed: int, blocked: torch.Tensor | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def select_edges(
+    split: SplitGraphs, level: float, seed: int, blocked: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(chosen [E] bool, requested [Q], chosen per question [Q])``.
 
     Edges are ranked within their question by one random key per edge (from ``seed``);
@@ -135,7 +143,7 @@ def _swap(split: SplitGraphs, chosen: torch.Tensor) -> torch.Tensor:
     return new_rel
 
 
-def _replace(split: SplitGraphs, chosen: torch.Tensor, scorer: "PlausibilityScorer") -> torch.Tensor:
+def _replace(split: SplitGraphs, chosen: torch.Tensor, scorer: PlausibilityScorer) -> torch.Tensor:
     new_rel = split.edge_rel.to(torch.long, copy=True)
     sel = chosen.nonzero().flatten()
     if sel.numel():
@@ -202,12 +210,28 @@ def _rewire(split: SplitGraphs, chosen: torch.Tensor, seed: int) -> torch.Tensor
 
 
 def _with_edges(split: SplitGraphs, edge_ptr, edge_index, edge_rel) -> SplitGraphs:
-    return SplitGraphs(split.ids, split.questions, split.answers, split.ent_ptr, split.entity_ids, split.topic_mask,
-                       split.answer_mask, edge_ptr, edge_index, edge_rel)
+    return SplitGraphs(
+        split.ids,
+        split.questions,
+        split.answers,
+        split.ent_ptr,
+        split.entity_ids,
+        split.topic_mask,
+        split.answer_mask,
+        edge_ptr,
+        edge_index,
+        edge_rel,
+    )
 
 
-def perturb(split: SplitGraphs, method: str, level: float, seed: int = 0, protect: torch.Tensor | None = None,
-            scorer: "PlausibilityScorer | None" = None) -> Perturbed:
+def perturb(
+    split: SplitGraphs,
+    method: str,
+    level: float,
+    seed: int = 0,
+    protect: torch.Tensor | None = None,
+    scorer: PlausibilityScorer | None = None,
+) -> Perturbed:
     """Perturb ``level`` of each question's edges with ``method`` (see the module docstring)."""
     if method not in METHODS:
         raise ValueError(f"perturbation method must be one of {METHODS}, got {method!r}")

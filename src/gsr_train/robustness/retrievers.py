@@ -1,8 +1,10 @@
 """The retrievers of the robustness study, built by name through :mod:`gsr_train.retrievers.registry`:
 each maps a (perturbed) split to per-edge scores plus extra figures. Nothing is trained here."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -11,9 +13,17 @@ from gsr_train.retrievers.interface import RetrievalInputs, Scores
 from gsr_train.retrievers.registry import build
 
 
-def build_retrievers(cfg: Mapping[str, Any], index: KGIndex, split: SplitGraphs, question_emb: torch.Tensor, emb,
-                     classic_options: Mapping[str, Any] | None = None, split_name: str | None = None,
-                     encoder: Any = None, cache_dir: Any = None) -> dict[str, Callable[[SplitGraphs], Scores]]:
+def build_retrievers(
+    cfg: Mapping[str, Any],
+    index: KGIndex,
+    split: SplitGraphs,
+    question_emb: torch.Tensor,
+    emb,
+    classic_options: Mapping[str, Any] | None = None,
+    split_name: str | None = None,
+    encoder: Any = None,
+    cache_dir: Any = None,
+) -> dict[str, Callable[[SplitGraphs], Scores]]:
     """The retrievers named in ``cfg`` (the ``robustness.retrievers`` block: ``name: options`` for
     any registered retriever; ``classic: [methods]`` as a shorthand); unset artefacts are skipped."""
     inputs = RetrievalInputs(index, question_emb, emb, split, split_name, encoder, cache_dir)

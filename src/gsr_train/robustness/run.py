@@ -21,13 +21,15 @@ all destroyed are left out of that average). Questions whose gold evidence was c
 Writes ``robustness.md`` (tables), ``metrics.json`` (every figure) and one PNG per metric
 (recall against level, one panel per perturbation) into the run folder.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -47,24 +49,35 @@ def _nanmean_cols(values: torch.Tensor, rows: torch.Tensor) -> tuple[list[float 
     return ([float(x) for x in sel[ok].mean(0).tolist()] if n else [None] * values.shape[1]), n
 
 
-def score_condition(split: SplitGraphs, scores: torch.Tensor, ks: Sequence[int], sp_label: torch.Tensor,
-                    touched_q: torch.Tensor) -> dict:
+def score_condition(
+    split: SplitGraphs, scores: torch.Tensor, ks: Sequence[int], sp_label: torch.Tensor, touched_q: torch.Tensor
+) -> dict:
     """Recall at every K, overall and for questions with / without touched gold evidence."""
     rep = retrieval_metrics(split, scores, list(ks), sp_label=sp_label)
     out: dict[str, Any] = {}
     for m in ("answer_recall", "sp_recall"):
         per_q = rep.per_question[m]
-        for group, rows in (("all", torch.ones(len(split), dtype=torch.bool)), ("touched", touched_q),
-                            ("untouched", ~touched_q)):
+        for group, rows in (
+            ("all", torch.ones(len(split), dtype=torch.bool)),
+            ("touched", touched_q),
+            ("untouched", ~touched_q),
+        ):
             means, n = _nanmean_cols(per_q, rows)
             out.setdefault(m, {})[group] = {"n": n, **{str(k): v for k, v in zip(rep.ks, means)}}
     return out
 
 
-def evaluate_robustness(split: SplitGraphs, retrievers: Mapping[str, Callable], gold: torch.Tensor,
-                        methods: Sequence[str] = METHODS, levels: Sequence[float] = (0.2, 0.4, 0.6, 0.8, 1.0),
-                        ks: Sequence[int] = (10, 20, 50, 100, 200), seed: int = 0, protect_gold: bool = False,
-                        scorer=None) -> dict:
+def evaluate_robustness(
+    split: SplitGraphs,
+    retrievers: Mapping[str, Callable],
+    gold: torch.Tensor,
+    methods: Sequence[str] = METHODS,
+    levels: Sequence[float] = (0.2, 0.4, 0.6, 0.8, 1.0),
+    ks: Sequence[int] = (10, 20, 50, 100, 200),
+    seed: int = 0,
+    protect_gold: bool = False,
+    scorer=None,
+) -> dict:
     """Every figure of the robustness study (see the module docstring) as a JSON-ready dict."""
     for m in methods:
         if m not in METHODS:
@@ -83,20 +96,42 @@ def evaluate_robustness(split: SplitGraphs, retrievers: Mapping[str, Callable], 
         sp_label = pert.surviving(gold)
         key = f"perturb+similarity {method}"
         timings[key] = timings.get(key, 0.0) + time.perf_counter() - t0
-        sims.append({**pert.summary(), "method": method, "level": level, **sim.to_dict(),
-                     "questions_gold_touched": int(touched_q.sum()), "questions": len(split)})
-        log.info("%s@%.1f: changed %.3f of edges, SC2D %.4f SD2 %.4f ATS %s, gold touched in %d questions", method,
-                 level, sims[-1]["changed_fraction"], sim.sc2d, sim.sd2,
-                 "-" if sim.ats is None else f"{sim.ats:.4f}", int(touched_q.sum()))
+        sims.append(
+            {
+                **pert.summary(),
+                "method": method,
+                "level": level,
+                **sim.to_dict(),
+                "questions_gold_touched": int(touched_q.sum()),
+                "questions": len(split),
+            }
+        )
+        log.info(
+            "%s@%.1f: changed %.3f of edges, SC2D %.4f SD2 %.4f ATS %s, gold touched in %d questions",
+            method,
+            level,
+            sims[-1]["changed_fraction"],
+            sim.sc2d,
+            sim.sd2,
+            "-" if sim.ats is None else f"{sim.ats:.4f}",
+            int(touched_q.sum()),
+        )
         for name, fn in retrievers.items():
             t0 = time.perf_counter()
             scores, extra = fn(pert.split)
             figures = score_condition(pert.split, scores, ks, sp_label, touched_q)
             timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
             rows.append({"retriever": name, "method": method, "level": level, **figures, "extra": extra})
-    return {"ks": list(ks), "methods": list(methods), "levels": [float(x) for x in levels], "seed": seed,
-            "protect_gold": bool(protect_gold), "similarity": sims, "results": rows,
-            "timings": {k: round(v, 2) for k, v in timings.items()}}
+    return {
+        "ks": list(ks),
+        "methods": list(methods),
+        "levels": [float(x) for x in levels],
+        "seed": seed,
+        "protect_gold": bool(protect_gold),
+        "similarity": sims,
+        "results": rows,
+        "timings": {k: round(v, 2) for k, v in timings.items()},
+    }
 
 
 # --------------------------------------------------------------------------- report
@@ -118,11 +153,25 @@ def report_tables(figures: Mapping[str, Any], report_k: int = 100) -> str:
     """Markdown: KG similarity per condition, recall per retriever x condition, touched vs untouched."""
     ks = [str(k) for k in figures["ks"]]
     rk = str(report_k) if str(report_k) in ks else ks[-1]
-    sim_rows = [[s["method"], f"{s['level']:.1f}", _f(s["changed_fraction"], 3),
-                 f"{s['questions_gold_touched']}/{s['questions']}", _f(s["sc2d"]), _f(s["sd2"]), _f(s["ats"])]
-                for s in figures["similarity"]]
-    out = [_md(["perturbation", "level", "edges changed", "questions gold touched", "SC2D", "SD2", "ATS"], sim_rows,
-               "KG similarity to the original")]
+    sim_rows = [
+        [
+            s["method"],
+            f"{s['level']:.1f}",
+            _f(s["changed_fraction"], 3),
+            f"{s['questions_gold_touched']}/{s['questions']}",
+            _f(s["sc2d"]),
+            _f(s["sd2"]),
+            _f(s["ats"]),
+        ]
+        for s in figures["similarity"]
+    ]
+    out = [
+        _md(
+            ["perturbation", "level", "edges changed", "questions gold touched", "SC2D", "SD2", "ATS"],
+            sim_rows,
+            "KG similarity to the original",
+        )
+    ]
     has_valid = any(r["extra"] for r in figures["results"])
     head = ["retriever", "perturbation", "level"] + [f"ans@{k}" for k in ks] + [f"sp@{k}" for k in ks] + ["sp n"]
     extra_keys = sorted({k for r in figures["results"] for k in r["extra"]}) if has_valid else []
@@ -130,23 +179,53 @@ def report_tables(figures: Mapping[str, Any], report_k: int = 100) -> str:
     rows = []
     for r in figures["results"]:
         a, s = r["answer_recall"]["all"], r["sp_recall"]["all"]
-        rows.append([r["retriever"], r["method"], f"{r['level']:.1f}"] + [_f(a[k]) for k in ks]
-                    + [_f(s[k]) for k in ks] + [str(s["n"])] + [_f(r["extra"].get(k)) for k in extra_keys])
-    out.append(_md(head, rows, "Answer recall@K and shortest-path triple recall@K (all questions; sp over the "
-                               "surviving gold edges of `sp n` questions)"))
-    head = ["retriever", "perturbation", "level", "n touched", f"ans@{rk} touched", f"ans@{rk} untouched",
-            f"sp@{rk} touched", f"sp@{rk} untouched"]
+        rows.append(
+            [r["retriever"], r["method"], f"{r['level']:.1f}"]
+            + [_f(a[k]) for k in ks]
+            + [_f(s[k]) for k in ks]
+            + [str(s["n"])]
+            + [_f(r["extra"].get(k)) for k in extra_keys]
+        )
+    out.append(
+        _md(
+            head,
+            rows,
+            "Answer recall@K and shortest-path triple recall@K (all questions; sp over the "
+            "surviving gold edges of `sp n` questions)",
+        )
+    )
+    head = [
+        "retriever",
+        "perturbation",
+        "level",
+        "n touched",
+        f"ans@{rk} touched",
+        f"ans@{rk} untouched",
+        f"sp@{rk} touched",
+        f"sp@{rk} untouched",
+    ]
     rows = []
     for r in figures["results"]:
         a, s = r["answer_recall"], r["sp_recall"]
-        rows.append([r["retriever"], r["method"], f"{r['level']:.1f}", str(a["touched"]["n"]), _f(a["touched"][rk]),
-                     _f(a["untouched"][rk]), _f(s["touched"][rk]), _f(s["untouched"][rk])])
+        rows.append(
+            [
+                r["retriever"],
+                r["method"],
+                f"{r['level']:.1f}",
+                str(a["touched"]["n"]),
+                _f(a["touched"][rk]),
+                _f(a["untouched"][rk]),
+                _f(s["touched"][rk]),
+                _f(s["untouched"][rk]),
+            ]
+        )
     out.append(_md(head, rows, f"Questions whose gold shortest-path evidence was changed (touched) vs not, K={rk}"))
     return "\n\n".join(out)
 
 
-def plot(figures: Mapping[str, Any], path: str | Path, metric: str = "answer_recall", k: int = 100,
-         title: str | None = None) -> Path:
+def plot(
+    figures: Mapping[str, Any], path: str | Path, metric: str = "answer_recall", k: int = 100, title: str | None = None
+) -> Path:
     """Recall@k against level, one panel per perturbation, one line per retriever (PNG)."""
     import matplotlib
 
@@ -161,8 +240,11 @@ def plot(figures: Mapping[str, Any], path: str | Path, metric: str = "answer_rec
     fig, axes = plt.subplots(1, len(methods), figsize=(4 * len(methods), 3.6), sharey=True, squeeze=False)
     for ax, m in zip(axes[0], methods):
         for name in names:
-            pts = sorted((r["level"], r[metric]["all"][kk]) for r in figures["results"]
-                         if r["retriever"] == name and r["method"] == m)
+            pts = sorted(
+                (r["level"], r[metric]["all"][kk])
+                for r in figures["results"]
+                if r["retriever"] == name and r["method"] == m
+            )
             xs = [0.0] + [p[0] for p in pts]
             ys = [base.get(name)] + [p[1] for p in pts]
             ax.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", label=name)
@@ -189,8 +271,10 @@ def render(folder: str | Path, report_k: int = 100) -> str:
     figures = read_metrics(folder / METRICS_FILE)
     figures["data"] = (figures.get("dataset") or {}).get("name")
     tables = report_tables(figures, report_k)
-    title = (f"{figures.get('data')} [{figures.get('split')}], {figures.get('questions')} questions, "
-             f"seed {figures.get('seed')}" + (", gold protected" if figures.get("protect_gold") else ""))
+    title = (
+        f"{figures.get('data')} [{figures.get('split')}], {figures.get('questions')} questions, "
+        f"seed {figures.get('seed')}" + (", gold protected" if figures.get("protect_gold") else "")
+    )
     with atomic_write(folder / "robustness.md", "w") as f:
         f.write(f"# Robustness: {title}\n\n{tables}\n")
     for m in ("answer_recall", "sp_recall"):

@@ -21,6 +21,7 @@ higher-ranked end (rank = degree, then id); a triangle is found exactly once as 
 out-edges ``u -> v``, ``u -> w`` of its lowest-ranked vertex plus the edge ``v - w``, looked
 up by binary search. The wedge count is bounded by ``O(E^1.5)`` and processed in chunks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -87,7 +88,7 @@ def relation_profiles(split: SplitGraphs) -> tuple[torch.Tensor, torch.Tensor]:
         num_rel = torch.bincount(qr // (int(r.max()) + 1), minlength=len(split))
         # one vertex per (relation, entity): the relation subgraphs become disjoint components
         gkey, ginv = torch.unique(torch.cat([r * total_n + h, r * total_n + t]), return_inverse=True)
-        gh, gt = ginv[: h.numel()], ginv[h.numel():]
+        gh, gt = ginv[: h.numel()], ginv[h.numel() :]
         keep = gh != gt
         n = gkey.numel()
         pair = torch.unique(torch.minimum(gh, gt)[keep] * n + torch.maximum(gh, gt)[keep])
@@ -142,5 +143,10 @@ def ats(scorer, split: SplitGraphs) -> float:
 
 def similarity(original: SplitGraphs, perturbed: SplitGraphs, scorer=None) -> Similarity:
     sc, sd = structural_similarity(original, perturbed)
-    return Similarity(float(sc.mean()) if len(sc) else 1.0, float(sd.mean()) if len(sd) else 1.0,
-                      ats(scorer, perturbed) if scorer is not None else None, sc, sd)
+    return Similarity(
+        float(sc.mean()) if len(sc) else 1.0,
+        float(sd.mean()) if len(sd) else 1.0,
+        ats(scorer, perturbed) if scorer is not None else None,
+        sc,
+        sd,
+    )

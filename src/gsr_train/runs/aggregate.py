@@ -11,13 +11,15 @@ and returns the rows. Hydra calls it at the end of every multirun through
 :class:`AggregateCallback` (registered in ``conf/config.yaml``); by hand:
 ``gsr-train aggregate multirun/<experiment>/<time>``.
 """
+
 from __future__ import annotations
 
 import csv
 import io
 import logging
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
 from gsr_train.io import atomic_write
@@ -75,8 +77,10 @@ def collect(root: str | Path) -> list[dict]:
     # swept = overrides whose value differs between runs (constant ones are in every job's config)
     keys = list(dict.fromkeys(k for o in overrides for k in o))
     swept = [k for k in keys if len({o.get(k) for o in overrides}) > 1]
-    return [{"job": r["job"], **{k: o.get(k) for k in swept}, **{k: v for k, v in r.items() if k != "job"}}
-            for r, o in zip(rows, overrides)]
+    return [
+        {"job": r["job"], **{k: o.get(k) for k in swept}, **{k: v for k, v in r.items() if k != "job"}}
+        for r, o in zip(rows, overrides)
+    ]
 
 
 def columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -100,8 +104,14 @@ def to_markdown(rows: list[dict], cols: list[str] | None = None) -> str:
             return ""
         return f"{v:.4f}" if isinstance(v, float) else str(v)
 
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---:" if all(
-        isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows) else "---" for c in cols) + "|"]
+    lines = [
+        "| " + " | ".join(cols) + " |",
+        "|"
+        + "|".join(
+            "---:" if all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows) else "---" for c in cols
+        )
+        + "|",
+    ]
     lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ It also honours stop signals (:mod:`gsr_train.runs.interrupts`): a signal receiv
 training stops it at the next of those states, after writing ``last.ckpt`` there.
 :func:`gsr_train.runs.common.make_trainer` adds one to every Trainer (``callbacks.step_checkpoint``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,14 @@ class LastCheckpoint(ModelCheckpoint):
     def __init__(self, dirpath: str, every_n_train_steps: int | None = None, **kwargs: Any) -> None:
         kwargs.pop("save_top_k", None)
         kwargs.pop("save_last", None)
-        super().__init__(dirpath=dirpath, every_n_train_steps=every_n_train_steps or None, save_top_k=0,
-                         save_last=True, enable_version_counter=False, **kwargs)
+        super().__init__(
+            dirpath=dirpath,
+            every_n_train_steps=every_n_train_steps or None,
+            save_top_k=0,
+            save_last=True,
+            enable_version_counter=False,
+            **kwargs,
+        )
         self.stopped_early = False
         self._restored_stopped = False
         self._saved_at: tuple | None = None
@@ -119,8 +126,11 @@ class LastCheckpoint(ModelCheckpoint):
         if trainer.world_size > 1:
             import torch
 
-            signum = int(trainer.strategy.reduce(torch.tensor([signum], device=trainer.strategy.root_device),
-                                                 reduce_op="max").item())
+            signum = int(
+                trainer.strategy.reduce(
+                    torch.tensor([signum], device=trainer.strategy.root_device), reduce_op="max"
+                ).item()
+            )
         return signum
 
     def _stop_on_signal(self, trainer, where: str) -> None:
@@ -128,6 +138,9 @@ class LastCheckpoint(ModelCheckpoint):
         if not signum:
             return
         self._write(trainer, where)
-        log.warning("stopped at step %d (epoch %d) with checkpoints/last.ckpt written; continue with resume=auto",
-                    trainer.global_step, trainer.current_epoch)
+        log.warning(
+            "stopped at step %d (epoch %d) with checkpoints/last.ckpt written; continue with resume=auto",
+            trainer.global_step,
+            trainer.current_epoch,
+        )
         raise RunInterrupted(signum, str(self.path))

@@ -5,20 +5,21 @@ only (:func:`is_rank_zero`); checkpoints are written atomically (:class:`AtomicC
 a kill mid-write leaves the previous ``last.ckpt`` intact); ``resume: auto`` continues from
 the run folder's ``checkpoints/last.ckpt`` (:func:`resume_path`).
 """
-from __future__ import annotations
 
-from gsr_train.data.errors import UserError
+from __future__ import annotations
 
 import logging
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import hydra
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from gsr_train.data.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +94,19 @@ def _run_and_mark(cfg: DictConfig, out: Path, experiment: Any) -> Any:
         if not is_rank_zero():
             raise SystemExit(stop.exit_code) from None
         last = out / "checkpoints" / "last.ckpt"
-        mark(out, "interrupted", experiment, signal=signal_name(stop.signum),
-             checkpoint=str(last) if last.exists() else None)
-        print(f"\n{signal_name(stop.signum)}: {experiment} stopped"
-              + (f" with {last} written" if last.exists() else "")
-              + f"; continue it with: python {Path(sys.argv[0]).name} {_resume_command(cfg, out)}", file=sys.stderr)
+        mark(
+            out,
+            "interrupted",
+            experiment,
+            signal=signal_name(stop.signum),
+            checkpoint=str(last) if last.exists() else None,
+        )
+        print(
+            f"\n{signal_name(stop.signum)}: {experiment} stopped"
+            + (f" with {last} written" if last.exists() else "")
+            + f"; continue it with: python {Path(sys.argv[0]).name} {_resume_command(cfg, out)}",
+            file=sys.stderr,
+        )
         requeued = requeue_slurm_job(stop.signum, slurm_job_tag())
         if requeued:
             mark(out, "interrupted", experiment, requeue=requeued)
@@ -123,8 +132,11 @@ def _resume_command(cfg: DictConfig, out: Path) -> str:
     try:
         from hydra.core.hydra_config import HydraConfig
 
-        overrides = [o for o in HydraConfig.get().overrides.task
-                     if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
+        overrides = [
+            o
+            for o in HydraConfig.get().overrides.task
+            if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))
+        ]
     except ValueError:  # called outside Hydra
         overrides = []
     try:
@@ -186,8 +198,9 @@ def resolve_data_dir(cfg: DictConfig) -> str:
 _LOADED_DATA: dict[str, dict] = {}
 
 
-def load_kg_index(cfg: DictConfig, evaluate: Sequence[str] = (), source: Any = None,
-                  splits: Sequence[str] | None = None):
+def load_kg_index(
+    cfg: DictConfig, evaluate: Sequence[str] = (), source: Any = None, splits: Sequence[str] | None = None
+):
     """The run's KG index, the one way every runner opens its data: ``data.skip_invalid`` and
     ``data.allow_overlap`` honoured, the rows each split skipped logged (and written into the
     run's metrics.json by :func:`save_metrics`), and each ``evaluate`` split checked to give the
@@ -205,8 +218,9 @@ def load_kg_index(cfg: DictConfig, evaluate: Sequence[str] = (), source: Any = N
     )
     summary = index.skip_summary()
     _LOADED_DATA[folder] = {"index": index.key, "action": index.action, "splits": summary}
-    skipped = any(fig.get("skipped_rows") or fig.get("rows_lost") or fig.get("truncated_files")
-                  for fig in summary.values())
+    skipped = any(
+        fig.get("skipped_rows") or fig.get("rows_lost") or fig.get("truncated_files") for fig in summary.values()
+    )
     (log.warning if skipped else log.info)("data %s (%s index): %s", folder, index.action, index.describe_skips())
     for split in evaluate:
         require_split(index, split, "evaluation", str(cfg.data.name))
@@ -243,8 +257,13 @@ class PreflightError(UserError, ValueError):
     """Inputs a run needs are missing or wrong: found before any long work starts."""
 
 
-def preflight(cfg: DictConfig, splits: Sequence[str] = (), label_splits: Sequence[str] = (),
-              checkpoints: dict[str, Any] | None = None, encoder: Any = None) -> None:
+def preflight(
+    cfg: DictConfig,
+    splits: Sequence[str] = (),
+    label_splits: Sequence[str] = (),
+    checkpoints: dict[str, Any] | None = None,
+    encoder: Any = None,
+) -> None:
     """Check every input the run will need, before the index, embeddings or training.
 
     ``splits``: splits the run reads (each must be in ``data.splits`` and, for a local
@@ -286,8 +305,7 @@ def preflight(cfg: DictConfig, splits: Sequence[str] = (), label_splits: Sequenc
         from gsr_train.text.encoders import load_encoder
 
         try:
-            load_encoder(OmegaConf.to_container(encoder, resolve=True) if isinstance(encoder, DictConfig)
-                         else encoder)
+            load_encoder(OmegaConf.to_container(encoder, resolve=True) if isinstance(encoder, DictConfig) else encoder)
         except Exception as e:  # unknown name or option, model folder missing, hub offline
             problems.append(f"encoder: {e}")
     if problems:
@@ -324,13 +342,17 @@ def require_split(index: Any, split: str, role: str, data: str, labels: Any = No
     if len(graphs) == 0:
         raise PreflightError(f"{where} is empty" + (f"; {hint}" if hint else ""))
     if not _answer_in_some_graph(graphs):
-        raise PreflightError(f"{where}: none of its {len(graphs)} questions has an answer entity in its graph, "
-                             "so nothing can be found or scored" + (f"; {hint}" if hint else ""))
+        raise PreflightError(
+            f"{where}: none of its {len(graphs)} questions has an answer entity in its graph, "
+            "so nothing can be found or scored" + (f"; {hint}" if hint else "")
+        )
     if labels is not None:
         positives = segment_sum(labels.numpy().astype("int64"), graphs.edge_ptr.numpy())
         if not (positives > 0).any():
-            raise PreflightError(f"{where}: none of its {len(graphs)} questions has a path from a topic to an "
-                                 "answer entity (no positive triple)" + (f"; {hint}" if hint else ""))
+            raise PreflightError(
+                f"{where}: none of its {len(graphs)} questions has a path from a topic to an "
+                "answer entity (no positive triple)" + (f"; {hint}" if hint else "")
+            )
 
 
 def planned_world_size(cfg: DictConfig) -> int:
@@ -361,9 +383,11 @@ def rank_batch(cfg: DictConfig, batch: int, key: str) -> int:
     if scope == "per_device" or world == 1:
         return int(batch)
     if batch % world:
-        raise PreflightError(f"{key}={batch} is the global batch (batch_scope=global) and does not split over "
-                             f"{world} processes: use a multiple of {world}, or batch_scope=per_device (each "
-                             f"process takes {batch}, a global batch of {batch * world})")
+        raise PreflightError(
+            f"{key}={batch} is the global batch (batch_scope=global) and does not split over "
+            f"{world} processes: use a multiple of {world}, or batch_scope=per_device (each "
+            f"process takes {batch}, a global batch of {batch * world})"
+        )
     log.info("%s=%d over %d processes: %d each (batch_scope=global)", key, batch, world, batch // world)
     return int(batch) // world
 
@@ -373,8 +397,9 @@ def one_setting(cfg: DictConfig, used: str, other: str = "trainer.max_epochs") -
     thing (epochs) are the user's mistake, reported instead of one silently winning."""
     a, b = OmegaConf.select(cfg, used, default=None), OmegaConf.select(cfg, other, default=None)
     if a is not None and b is not None and a != b:
-        raise PreflightError(f"two settings for one thing: {other}={b} and {used}={a}; this experiment reads "
-                             f"{used}, set that one")
+        raise PreflightError(
+            f"two settings for one thing: {other}={b} and {used}={a}; this experiment reads {used}, set that one"
+        )
 
 
 def require_family(cfg: DictConfig, families: Sequence[str], runner: str) -> None:
@@ -382,8 +407,10 @@ def require_family(cfg: DictConfig, families: Sequence[str], runner: str) -> Non
     family = OmegaConf.select(cfg, "model.family", default=None)
     if family not in families:
         name = OmegaConf.select(cfg, "model.name", default="?")
-        raise PreflightError(f"model={name} is a {family or 'unknown'} model; the {runner} runner needs a "
-                             f"{' / '.join(families)} model (model=...)")
+        raise PreflightError(
+            f"model={name} is a {family or 'unknown'} model; the {runner} runner needs a "
+            f"{' / '.join(families)} model (model=...)"
+        )
 
 
 def is_rank_zero() -> bool:
@@ -431,8 +458,10 @@ def check_readable_checkpoint(path: str | Path) -> None:
     except (OSError, zipfile.BadZipFile) as e:
         others = sorted(p.name for p in path.parent.glob("*.ckpt") if p != path)
         hint = f"resume={path.parent / others[-1]} continues from another of its checkpoints; " if others else ""
-        raise PreflightError(f"{path} cannot be read ({e}): it is damaged or cut short. {hint}move it away to "
-                             "start the run over in its folder") from None
+        raise PreflightError(
+            f"{path} cannot be read ({e}): it is damaged or cut short. {hint}move it away to "
+            "start the run over in its folder"
+        ) from None
 
 
 def check_resume_target(cfg: DictConfig) -> None:
@@ -446,8 +475,10 @@ def check_resume_target(cfg: DictConfig) -> None:
     run = path.resolve().parent.parent if path.parent.name == "checkpoints" else path.resolve().parent
     out = Path(cfg.paths.output_dir).resolve()
     if run != out:
-        raise PreflightError(f"resume={want} belongs to the run folder {run}, but this run writes to {out}: "
-                             f"continue that run in its own folder with hydra.run.dir={run} resume=auto")
+        raise PreflightError(
+            f"resume={want} belongs to the run folder {run}, but this run writes to {out}: "
+            f"continue that run in its own folder with hydra.run.dir={run} resume=auto"
+        )
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -479,8 +510,9 @@ def make_trainer(cfg: DictConfig, callbacks: Sequence[Any] = (), **overrides):
     from gsr_train.runs.checkpoints import LastCheckpoint
 
     if not any(isinstance(c, LastCheckpoint) for c in [*callbacks, *extra]):  # last.ckpt = newest state, always
-        extra.append(LastCheckpoint(str(Path(cfg.paths.output_dir) / "checkpoints"),
-                                    cfg.get("checkpoint_every_n_steps")))
+        extra.append(
+            LastCheckpoint(str(Path(cfg.paths.output_dir) / "checkpoints"), cfg.get("checkpoint_every_n_steps"))
+        )
     if not sys.stderr.isatty():  # a log file: progress and ETA lines instead of a live bar
         from gsr_train.runs.log_progress import TrainingLogProgress
 
@@ -502,7 +534,11 @@ def make_trainer(cfg: DictConfig, callbacks: Sequence[Any] = (), **overrides):
     trainer = hydra.utils.instantiate(
         # the runner's callbacks first: trainer.checkpoint_callback (whose best path DDP spawn
         # sends back to the main process) is then the runner's monitored checkpoint
-        cfg.trainer, logger=loggers or False, callbacks=[*callbacks, *extra], plugins=plugins, **overrides
+        cfg.trainer,
+        logger=loggers or False,
+        callbacks=[*callbacks, *extra],
+        plugins=plugins,
+        **overrides,
     )
     for lg in loggers:
         log_hyperparams(lg, cfg)
@@ -517,9 +553,12 @@ def fit_state(trainer: Any, checkpoint_cb: Any = None) -> dict:
     """
     import torch
 
-    state = {"global_step": int(trainer.global_step), "epochs_run": int(trainer.current_epoch),
-             "best_path": getattr(checkpoint_cb, "best_model_path", "") or None,
-             "best_score": None}
+    state = {
+        "global_step": int(trainer.global_step),
+        "epochs_run": int(trainer.current_epoch),
+        "best_path": getattr(checkpoint_cb, "best_model_path", "") or None,
+        "best_score": None,
+    }
     score = getattr(checkpoint_cb, "best_model_score", None)
     if score is not None:
         state["best_score"] = float(score)
@@ -584,8 +623,11 @@ def log_final_metrics(trainer: Any, metrics: dict[str, Any], prefix: str = "fina
     """Flat numeric ``metrics`` to every logger of ``trainer`` (rank 0), then flush them."""
     if trainer is None or not is_rank_zero():
         return
-    flat = {f"{prefix}/{k}": float(v) for k, v in metrics.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v}
+    flat = {
+        f"{prefix}/{k}": float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+    }
     for lg in trainer.loggers:
         try:
             _adopt_csv_header(lg)
@@ -597,8 +639,9 @@ def log_final_metrics(trainer: Any, metrics: dict[str, Any], prefix: str = "fina
             log.warning("could not log final metrics to %s: %s", type(lg).__name__, e)
 
 
-def save_metrics(cfg: DictConfig, fingerprint: str | None, rows: Sequence[Mapping[str, Any]],
-                 details: Mapping[str, Any]) -> Path:
+def save_metrics(
+    cfg: DictConfig, fingerprint: str | None, rows: Sequence[Mapping[str, Any]], details: Mapping[str, Any]
+) -> Path:
     """The run's ``metrics.json`` (:mod:`gsr_train.eval.tail`: the header every method shares, then
     ``details``), atomically, rank 0 only."""
     from gsr_train.eval.tail import METRICS_FILE, write_metrics

@@ -1,4 +1,5 @@
 """Runner for the structure-free cosine baseline: the bar every trained retriever must clear."""
+
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
@@ -17,13 +18,22 @@ def run(cfg: DictConfig) -> dict:
     preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)
     k = int(cfg.get("top_k", 500))
     index = load_kg_index(cfg, evaluate=[split])
-    scores, report, figures = cosine_report(index, split, OmegaConf.to_container(cfg.encoder, resolve=True),
-                                            cache_dir(cfg), cfg.get("cosine_mode", "parts"), [*cfg.eval_ks, k],
-                                            label_path(cfg, split))
+    scores, report, figures = cosine_report(
+        index,
+        split,
+        OmegaConf.to_container(cfg.encoder, resolve=True),
+        cache_dir(cfg),
+        cfg.get("cosine_mode", "parts"),
+        [*cfg.eval_ks, k],
+        label_path(cfg, split),
+    )
     results_path = results_file(output_dir(cfg), split)
     write_results(results_path, index, split, scores, k)
     figures = {**figures, "data": str(cfg.data.name), "k": k, "results_path": str(results_path)}
     save_metrics(cfg, index.key, [retrieval_row(figures["method"], report, split, k, results=results_path)], figures)
-    print(report.table(f"{figures['method']} ({figures['encoder']['encoder']}) on {cfg.data.name} [{split}]",
-                       breakdowns=True))
+    print(
+        report.table(
+            f"{figures['method']} ({figures['encoder']['encoder']}) on {cfg.data.name} [{split}]", breakdowns=True
+        )
+    )
     return figures

@@ -12,6 +12,7 @@ Which checkpoint of a run: SubgraphRAG, the best one (``metrics.json``, else the
 ``best-*.ckpt``); GSR, the saved ``model/`` folder; readers, the ``adapter/`` folder. A
 ``.ckpt`` or folder given directly is used as it is.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,11 @@ from gsr_train.runs.common import PreflightError, is_rank_zero, output_dir
 
 log = logging.getLogger(__name__)
 
-RUNNERS = {"gsr_train.runs.subgraphrag.run": "subgraphrag", "gsr_train.runs.gsr.run": "gsr",
-           "gsr_train.runs.reader.run": "reader"}
+RUNNERS = {
+    "gsr_train.runs.subgraphrag.run": "subgraphrag",
+    "gsr_train.runs.gsr.run": "gsr",
+    "gsr_train.runs.reader.run": "reader",
+}
 EVAL_KEYS = ("ckpt_path", "split", "k")
 # options of a run that name its own data; dropped when eval reads other data (unless given again)
 DATA_BOUND = {"reader": ("qa.retrieval.results",), "gsr": ("gsr.llm_chains", "data.graphs")}
@@ -50,8 +54,9 @@ def _run_folder_of(path: Path) -> Path:
     for candidate in (path, *path.parents):
         if (candidate / ".hydra" / "config.yaml").is_file():
             return candidate
-    raise PreflightError(f"ckpt_path={path}: no run folder around it (a folder with .hydra/config.yaml, "
-                         "written by python train.py)")
+    raise PreflightError(
+        f"ckpt_path={path}: no run folder around it (a folder with .hydra/config.yaml, written by python train.py)"
+    )
 
 
 def _experiment_of(folder: Path, config: DictConfig) -> str:
@@ -94,8 +99,10 @@ def find_source(ckpt_path: str | Path) -> RunSource:
     runner = str(config.get("runner"))
     method = RUNNERS.get(runner)
     if method is None:
-        raise PreflightError(f"{folder}: a {runner} run has nothing trained to evaluate; score that method on "
-                             f"new data with python eval.py +experiment={_experiment_of(folder, config)} data.dir=...")
+        raise PreflightError(
+            f"{folder}: a {runner} run has nothing trained to evaluate; score that method on "
+            f"new data with python eval.py +experiment={_experiment_of(folder, config)} data.dir=..."
+        )
     if path.resolve() != folder:
         checkpoint = str(path)
     elif method == "subgraphrag":
@@ -119,9 +126,12 @@ def _say_what_is_scored(source: RunSource) -> str | None:
     status = run_status(source.folder)
     print(f"evaluating {source.checkpoint} ({source.experiment} run in {source.folder})", file=sys.stderr)
     if status not in (None, "finished"):
-        print(f"warning: that run did not finish (status: {status}); its checkpoints hold only what it trained "
-              f"before it stopped. Continue it first with: python train.py hydra.run.dir={source.folder} "
-              "resume=auto (plus its own overrides)", file=sys.stderr)
+        print(
+            f"warning: that run did not finish (status: {status}); its checkpoints hold only what it trained "
+            f"before it stopped. Continue it first with: python train.py hydra.run.dir={source.folder} "
+            "resume=auto (plus its own overrides)",
+            file=sys.stderr,
+        )
     return status
 
 
@@ -258,18 +268,36 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
     if composed.get("ckpt_path"):
         source = find_source(composed.ckpt_path)
         cfg = eval_config(source, composed, _task_overrides() if overrides is None else overrides)
-        note = {"source_run": str(source.folder), "checkpoint": source.checkpoint, "method": source.method,
-                "experiment": source.experiment, "source_status": _say_what_is_scored(source)}
-    elif OmegaConf.select(composed, "runner", default=None) not in (None, "???") and \
-            OmegaConf.select(composed, "runner") not in RUNNERS:
+        note = {
+            "source_run": str(source.folder),
+            "checkpoint": source.checkpoint,
+            "method": source.method,
+            "experiment": source.experiment,
+            "source_status": _say_what_is_scored(source),
+        }
+    elif (
+        OmegaConf.select(composed, "runner", default=None) not in (None, "???")
+        and OmegaConf.select(composed, "runner") not in RUNNERS
+    ):
         cfg = untrained_config(composed)
-        note = {"source_run": None, "checkpoint": None, "method": str(composed.runner).rsplit(".", 1)[0],
-                "experiment": cfg.experiment_name}
+        note = {
+            "source_run": None,
+            "checkpoint": None,
+            "method": str(composed.runner).rsplit(".", 1)[0],
+            "experiment": cfg.experiment_name,
+        }
     else:
-        raise PreflightError("give ckpt_path=<run folder or checkpoint> (a trained run), or +experiment=NAME for an "
-                             "untrained retriever (cosine_baseline, classic_*, simgrag, safe)")
-    note.update({"data": OmegaConf.select(cfg, "data.name"), "data_dir": OmegaConf.select(cfg, "data.dir"),
-                 "split": str(composed.split)})
+        raise PreflightError(
+            "give ckpt_path=<run folder or checkpoint> (a trained run), or +experiment=NAME for an "
+            "untrained retriever (cosine_baseline, classic_*, simgrag, safe)"
+        )
+    note.update(
+        {
+            "data": OmegaConf.select(cfg, "data.name"),
+            "data_dir": OmegaConf.select(cfg, "data.dir"),
+            "split": str(composed.split),
+        }
+    )
     log.info("evaluating %s", note)
     hydra.utils.get_method(cfg.runner)  # an unknown runner fails here, before any work
     if is_rank_zero():  # first, so the run's closing summary lists it (run.json marks success)

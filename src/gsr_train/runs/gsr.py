@@ -16,21 +16,36 @@ Every run writes into its Hydra folder: ``checkpoints/*.ckpt`` (best on ``gsr.mo
 [_constrained].jsonl`` (project results format) and ``metrics.json`` (all figures, the
 data summary and wall times).
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import (PreflightError, cache_dir, fit_state, is_rank_zero, log_final_metrics, make_trainer,
-                                   one_setting, output_dir, preflight, rank_batch, require_family, resolve_data_dir, resume_path,
-                                   save_metrics)
+from gsr_train.runs.common import (
+    PreflightError,
+    cache_dir,
+    fit_state,
+    is_rank_zero,
+    log_final_metrics,
+    make_trainer,
+    one_setting,
+    output_dir,
+    preflight,
+    rank_batch,
+    require_family,
+    resolve_data_dir,
+    resume_path,
+    save_metrics,
+)
 
 log = logging.getLogger(__name__)
 GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
@@ -102,11 +117,17 @@ def _questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[lis
             f"in data.graphs={cfg.data.graphs} (splits {', '.join(gidx.splits)}; e.g. {examples}): point "
             "data.graphs at the RoG-format folder holding these question ids, or set "
             "data.questions_without_graph=skip (evaluate only the questions that have one) or =keep (score them "
-            "as misses wherever a graph is needed)")
+            "as misses wherever a graph is needed)"
+        )
     if lost:
-        log.warning("%d of %d evaluation questions have no graph in %s: %s (data.questions_without_graph=%s)",
-                    lost, len(evaluation), cfg.data.graphs,
-                    "left out" if policy == "skip" else "misses in constrained decoding and coverage", policy)
+        log.warning(
+            "%d of %d evaluation questions have no graph in %s: %s (data.questions_without_graph=%s)",
+            lost,
+            len(evaluation),
+            cfg.data.graphs,
+            "left out" if policy == "skip" else "misses in constrained decoding and coverage",
+            policy,
+        )
     if not kept:
         raise PreflightError(f"no evaluation question of {cfg.data.name} has a graph in data.graphs={cfg.data.graphs}")
     return (kept if policy == "skip" else evaluation), lost
@@ -128,15 +149,26 @@ def _gather_graphs(index, ids: list[str]):
         else:
             missing += 1
             z = torch.zeros(0, dtype=torch.long)
-            parts.append(QuestionGraph(qid, "", [], z, torch.zeros(2, 0, dtype=torch.long), z,
-                                       torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.bool)))
+            parts.append(
+                QuestionGraph(
+                    qid,
+                    "",
+                    [],
+                    z,
+                    torch.zeros(2, 0, dtype=torch.long),
+                    z,
+                    torch.zeros(0, dtype=torch.bool),
+                    torch.zeros(0, dtype=torch.bool),
+                )
+            )
     merged = _concat(parts)
     has_graph = [qid in where for qid in ids]
     return KGIndex(index.entities, index.relations, {"eval": merged}, {}), has_graph, missing
 
 
-def apply_holdout(cfg: DictConfig, train: list, validation: list, extra_chains: dict | None = None
-                  ) -> tuple[list, list, dict]:
+def apply_holdout(
+    cfg: DictConfig, train: list, validation: list, extra_chains: dict | None = None
+) -> tuple[list, list, dict]:
     """``gsr.holdout.fraction`` of the training chains' relations held out (by name hash); every
     training and validation question whose ground, training or LLM chains use one is dropped."""
     from gsr_train.datamodules.gsr_data import chain_relations
@@ -152,10 +184,17 @@ def apply_holdout(cfg: DictConfig, train: list, validation: list, extra_chains: 
     validation, dropped_val = drop_questions_using(validation, held, extra_chains)
     if not train:
         raise PreflightError(f"gsr.holdout.fraction={fraction}: no training question is left")
-    info = {"fraction": fraction, "seed": int(h.get("seed", 0)), "relations_held_out": len(held),
-            "train_kept": len(train), "train_dropped": dropped_train, "validation_dropped": dropped_val}
-    log.info("leave relations out: %d relations held out; %d of %d training questions kept", len(held),
-             len(train), before)
+    info = {
+        "fraction": fraction,
+        "seed": int(h.get("seed", 0)),
+        "relations_held_out": len(held),
+        "train_kept": len(train),
+        "train_dropped": dropped_train,
+        "validation_dropped": dropped_val,
+    }
+    log.info(
+        "leave relations out: %d relations held out; %d of %d training questions kept", len(held), len(train), before
+    )
     return train, validation, info
 
 
@@ -174,9 +213,17 @@ def random_walks(cfg: DictConfig, index, splits: tuple, default_starts: str, exc
     w = walk_options(cfg)
     if w.count <= 0:
         return []
-    walks = sample_walks(index, splits, count=w.count, min_hops=w.min_hops, max_hops=w.max_hops,
-                         starts=default_starts if w.starts == "auto" else w.starts, exclude=exclude,
-                         drop_prefixes=tuple(cfg.gsr.filter.get("drop_prefixes") or ()), seed=int(cfg.seed))
+    walks = sample_walks(
+        index,
+        splits,
+        count=w.count,
+        min_hops=w.min_hops,
+        max_hops=w.max_hops,
+        starts=default_starts if w.starts == "auto" else w.starts,
+        exclude=exclude,
+        drop_prefixes=tuple(cfg.gsr.filter.get("drop_prefixes") or ()),
+        seed=int(cfg.seed),
+    )
     return walk_examples(walks, seed=int(cfg.seed))
 
 
@@ -195,8 +242,10 @@ def check_walks(cfg: DictConfig) -> None:
     if not 1 <= w.min_hops <= w.max_hops:
         problems.append(f"gsr.walks needs 1 <= min_hops <= max_hops, got {w.min_hops}..{w.max_hops}")
     if w.ratio <= 0:
-        problems.append(f"gsr.walks.count={w.count} needs gsr.walks.ratio > 0 (walk examples per "
-                        f"retrieval question and epoch), got {w.ratio}")
+        problems.append(
+            f"gsr.walks.count={w.count} needs gsr.walks.ratio > 0 (walk examples per "
+            f"retrieval question and epoch), got {w.ratio}"
+        )
     if problems:
         raise PreflightError("; ".join(problems))
 
@@ -223,8 +272,11 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     # chains' relations take the seen / unseen groups from this training split
     train = questions_from_paths(rows["train"], variant, llm, _container(g.get("filter"))) if "train" in rows else []
     validation = questions_from_paths(rows.get("validation", []), "raw") if training else []
-    gpt = {r.id: [*(r.llm_paths or []), *((llm or {}).get(r.id) or [])]  # GPT chains count for the holdout too
-           for s in ("train", "validation") for r in rows.get(s, [])}
+    gpt = {
+        r.id: [*(r.llm_paths or []), *((llm or {}).get(r.id) or [])]  # GPT chains count for the holdout too
+        for s in ("train", "validation")
+        for r in rows.get(s, [])
+    }
     train, validation, holdout = apply_holdout(cfg, train, validation, gpt)
     evaluation = questions_from_paths(rows[g.eval_split], "raw")
     graph_index, has_graph, missing = None, [False] * len(evaluation), len(evaluation)
@@ -233,9 +285,11 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     walks: list = []
     without_graph = 0
     if not cfg.data.get("graphs") and "constrained" in g.get("eval_modes", []):
-        raise PreflightError(f"gsr.eval_modes has constrained, which decodes on each question's graph, but "
-                             f"{cfg.data.name} is chain files and data.graphs is not set: point data.graphs at the "
-                             "RoG-format folder holding the questions' graphs, or set gsr.eval_modes=[unconstrained]")
+        raise PreflightError(
+            f"gsr.eval_modes has constrained, which decodes on each question's graph, but "
+            f"{cfg.data.name} is chain files and data.graphs is not set: point data.graphs at the "
+            "RoG-format folder holding the questions' graphs, or set gsr.eval_modes=[unconstrained]"
+        )
     if cfg.data.get("graphs"):
         graph_splits = _graph_splits(cfg)
         gidx = load_kg_index(cfg, source=cfg.data.graphs, splits=graph_splits)
@@ -244,16 +298,25 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
         kg_relations = list(gidx.relations)
         eval_graphs = graph_index["eval"]
         topics = {gidx.entities[int(e)] for e in eval_graphs.entity_ids[eval_graphs.topic_mask].tolist()}
-        subjects = relation_subjects(gidx, graph_splits, exclude=topics,
-                                     per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed))
+        subjects = relation_subjects(
+            gidx, graph_splits, exclude=topics, per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed)
+        )
         if training:  # the KG is shared with the evaluation questions: no walk starts at their topics
             walks = random_walks(cfg, gidx, graph_splits, "named", exclude=topics)
-    summary = {"layout": "paths", "eval_without_graph": without_graph, "train_questions": len(train),
-               "train_chains": sum(len(q.chains) for q in train), "variant": variant,
-               "eval_questions": len(evaluation), "eval_with_graph": int(sum(has_graph)), "holdout": holdout,
-               **walk_counts(walks)}
-    return GSRData(train, validation, evaluation, "eval", graph_index, kg_relations, subjects, summary, has_graph,
-                   walks)
+    summary = {
+        "layout": "paths",
+        "eval_without_graph": without_graph,
+        "train_questions": len(train),
+        "train_chains": sum(len(q.chains) for q in train),
+        "variant": variant,
+        "eval_questions": len(evaluation),
+        "eval_with_graph": int(sum(has_graph)),
+        "holdout": holdout,
+        **walk_counts(walks),
+    }
+    return GSRData(
+        train, validation, evaluation, "eval", graph_index, kg_relations, subjects, summary, has_graph, walks
+    )
 
 
 def prepare_rog_data(cfg: DictConfig) -> GSRData:
@@ -272,16 +335,34 @@ def prepare_rog_data(cfg: DictConfig) -> GSRData:
         train = questions_from_kg(index, "train", sup["train"], g.variant, _llm_chains(cfg))
         validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
         train, validation, holdout = apply_holdout(cfg, train, validation, _llm_chains(cfg))
-        subjects = relation_subjects(index, ("train",), per_relation=int(g.index.subjects_per_relation),
-                                     seed=int(cfg.seed))
+        subjects = relation_subjects(
+            index, ("train",), per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed)
+        )
         walks = random_walks(cfg, index, ("train",), "topics")
     evaluation = questions_from_kg(index, g.eval_split, sup[g.eval_split], "raw")
     graph_index = KGIndex(index.entities, index.relations, {"eval": index[g.eval_split]}, {})
-    summary = {"layout": "rog", "train_questions": len(train), "train_chains": sum(len(q.chains) for q in train),
-               "variant": g.variant, "eval_questions": len(evaluation), "eval_with_graph": len(evaluation),
-               "holdout": holdout if training else {}, **walk_counts(walks)}
-    return GSRData(train, validation, evaluation, "eval", graph_index, list(index.relations), subjects, summary,
-                   [True] * len(evaluation), walks)
+    summary = {
+        "layout": "rog",
+        "train_questions": len(train),
+        "train_chains": sum(len(q.chains) for q in train),
+        "variant": g.variant,
+        "eval_questions": len(evaluation),
+        "eval_with_graph": len(evaluation),
+        "holdout": holdout if training else {},
+        **walk_counts(walks),
+    }
+    return GSRData(
+        train,
+        validation,
+        evaluation,
+        "eval",
+        graph_index,
+        list(index.relations),
+        subjects,
+        summary,
+        [True] * len(evaluation),
+        walks,
+    )
 
 
 def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
@@ -299,16 +380,24 @@ def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
         return merge_vocab(train_rels)
     if src in ("file", "all"):
         if not cfg.gsr.relations.get("file"):
-            raise PreflightError(f"gsr.relations.source={src} needs gsr.relations.file (e.g. "
-                                 "${paths.shared_data}/freebase_relations.txt)")
+            raise PreflightError(
+                f"gsr.relations.source={src} needs gsr.relations.file (e.g. "
+                "${paths.shared_data}/freebase_relations.txt)"
+            )
         listed = load_relation_file(cfg.gsr.relations.file, cfg.gsr.relations.get("keep", "relations"))
         return merge_vocab(listed, train_rels) if src == "file" else merge_vocab(data.kg_relations, listed, train_rels)
     raise ValueError(f"gsr.relations.source must be kg | chains | file | all, got {src!r}")
 
 
 def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
-    from gsr_train.datamodules.gsr_data import (GSRDataModule, index_items, load_index_file, pseudo_questions,
-                                                retrieval_items, walk_items)
+    from gsr_train.datamodules.gsr_data import (
+        GSRDataModule,
+        index_items,
+        load_index_file,
+        pseudo_questions,
+        retrieval_items,
+        walk_items,
+    )
     from gsr_train.features.relation_tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
 
     g = cfg.gsr
@@ -329,8 +418,14 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
             rels = [r for r in rels if r in kg]
         elif g.index.relations == "subjects":
             rels = [r for r in rels if r in data.subjects]
-        examples = pseudo_questions(rels, data.subjects, sources, per_relation=int(g.index.per_relation),
-                                    seed=int(cfg.seed), fallback_subject=bool(g.index.fallback_subject))
+        examples = pseudo_questions(
+            rels,
+            data.subjects,
+            sources,
+            per_relation=int(g.index.per_relation),
+            seed=int(cfg.seed),
+            fallback_subject=bool(g.index.fallback_subject),
+        )
         index_pool = index_items(examples, gsr.relations)
     focus = None
     share = g.index.get("kg_share")
@@ -348,42 +443,77 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
         walk_pool, walk_dropped = walk_items(data.walks, gsr.relations, prefix)
         if walk_dropped:
             data.summary["walks_outside_vocab"] = walk_dropped
-    data.summary.update({"walk_pool": len(walk_pool), "retrieval_items": len(retrieval), "retrieval_targets": sum(len(i.targets) for i in retrieval),
-                         "index_pool": len(index_pool), "validation_items": len(validation),
-                         **{f"train_{k}": v for k, v in counts.items()}, **{f"val_{k}": v for k, v in vcounts.items()}})
-    return GSRDataModule(gsr, retrieval, index_pool, validation, schedule=g.schedule,
-                         index_epochs=int(g.get("index_epochs", 0)), index_ratio=float(g.index_ratio),
-                         batch_size=rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size"), eval_batch_size=int(g.get("eval_batch_size", 64)),
-                         seed=int(cfg.seed), max_targets=g.get("max_targets"), walk_pool=walk_pool,
-                         walk_ratio=walks.ratio, index_focus=focus,
-                         focus_share=None if focus is None else float(share))
+    data.summary.update(
+        {
+            "walk_pool": len(walk_pool),
+            "retrieval_items": len(retrieval),
+            "retrieval_targets": sum(len(i.targets) for i in retrieval),
+            "index_pool": len(index_pool),
+            "validation_items": len(validation),
+            **{f"train_{k}": v for k, v in counts.items()},
+            **{f"val_{k}": v for k, v in vcounts.items()},
+        }
+    )
+    return GSRDataModule(
+        gsr,
+        retrieval,
+        index_pool,
+        validation,
+        schedule=g.schedule,
+        index_epochs=int(g.get("index_epochs", 0)),
+        index_ratio=float(g.index_ratio),
+        batch_size=rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size"),
+        eval_batch_size=int(g.get("eval_batch_size", 64)),
+        seed=int(cfg.seed),
+        max_targets=g.get("max_targets"),
+        walk_pool=walk_pool,
+        walk_ratio=walks.ratio,
+        index_focus=focus,
+        focus_share=None if focus is None else float(share),
+    )
 
 
 def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     """Fit; returns (best checkpoint path or None, training seconds)."""
     from pytorch_lightning.callbacks import ModelCheckpoint
 
-    from gsr_train.models.gsr.module import GSRModule
-
     from gsr_train.datamodules.triple_datamodule import RankSampler
+    from gsr_train.models.gsr.module import GSRModule
 
     dm = build_datamodule(cfg, data, gsr)
     max_epochs = int(cfg.trainer.max_epochs)
     accum = int(cfg.trainer.get("accumulate_grad_batches", 1) or 1)
-    module = GSRModule(gsr, optim=_container(cfg.model.optim), val_decode=_container(cfg.gsr.val_decode),
-                       total_steps=None, weighting=cfg.gsr.get("loss_weighting", "question"))
+    module = GSRModule(
+        gsr,
+        optim=_container(cfg.model.optim),
+        val_decode=_container(cfg.gsr.val_decode),
+        total_steps=None,
+        weighting=cfg.gsr.get("loss_weighting", "question"),
+    )
     monitor = cfg.gsr.monitor
     has_val = bool(dm.validation)
-    ckpt = ModelCheckpoint(dirpath=str(output_dir(cfg) / "checkpoints"), filename="best-epoch{epoch:02d}",
-                           auto_insert_metric_name=False, save_top_k=1,
-                           monitor=monitor if has_val else None, mode="min" if monitor.endswith("loss") else "max",
-                           save_last=False, enable_version_counter=False)
-    trainer = make_trainer(cfg, callbacks=[ckpt], reload_dataloaders_every_n_epochs=1,
-                           **({} if has_val else {"limit_val_batches": 0}))
+    ckpt = ModelCheckpoint(
+        dirpath=str(output_dir(cfg) / "checkpoints"),
+        filename="best-epoch{epoch:02d}",
+        auto_insert_metric_name=False,
+        save_top_k=1,
+        monitor=monitor if has_val else None,
+        mode="min" if monitor.endswith("loss") else "max",
+        save_last=False,
+        enable_version_counter=False,
+    )
+    trainer = make_trainer(
+        cfg, callbacks=[ckpt], reload_dataloaders_every_n_epochs=1, **({} if has_val else {"limit_val_batches": 0})
+    )
     # optimiser steps of the whole run on each rank (DDP: every rank holds 1/W of an epoch's items)
     world = int(trainer.world_size)
-    total = sum(math.ceil(-(-len(RankSampler(len(dm.epoch_items(e)), shuffle=False, num_replicas=world, rank=0))
-                              // dm.batch_size) / accum) for e in range(max_epochs))
+    total = sum(
+        math.ceil(
+            -(-len(RankSampler(len(dm.epoch_items(e)), shuffle=False, num_replicas=world, rank=0)) // dm.batch_size)
+            / accum
+        )
+        for e in range(max_epochs)
+    )
     module.total_steps = total
     log.info("GSR training: %s", data.summary)
     t0 = time.perf_counter()
@@ -392,8 +522,18 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     state = fit_state(trainer, ckpt)
     last = output_dir(cfg) / "checkpoints" / "last.ckpt"
     best = state["best_path"] or ckpt.last_model_path or (str(last) if last.exists() else None)
-    return best, seconds, {"best_score": state["best_score"], "epochs_run": state["epochs_run"], "total_steps": total,
-                           "global_step": state["global_step"], "devices": world, "trainer": trainer}
+    return (
+        best,
+        seconds,
+        {
+            "best_score": state["best_score"],
+            "epochs_run": state["epochs_run"],
+            "total_steps": total,
+            "global_step": state["global_step"],
+            "devices": world,
+            "trainer": trainer,
+        },
+    )
 
 
 def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True) -> dict:
@@ -414,19 +554,33 @@ def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: 
     retriever = GSRRetriever(gsr, decode, max_paths=int(cfg.gsr.get("max_paths", 64)))
     t0 = time.perf_counter()
     graphs = gidx["eval"] if gidx is not None else None
-    results = retriever.retrieve([q.id for q in ev], [q.question for q in ev], graphs, rows,
-                                 gidx.entities if gidx is not None else [], data.kg_relations,
-                                 ground=[q.ground for q in ev] if graphs is not None else None)
+    results = retriever.retrieve(
+        [q.id for q in ev],
+        [q.question for q in ev],
+        graphs,
+        rows,
+        gidx.entities if gidx is not None else [],
+        data.kg_relations,
+        ground=[q.ground for q in ev] if graphs is not None else None,
+    )
     seconds = time.perf_counter() - t0
     answers = [graphs.answers[i] if (graphs is not None and has_graph[i]) else None for i in range(len(ev))]
     seen = getattr(gsr, "chain_relations", None)  # the model's own training chains when it recorded them
     if seen is None and data.train:
         seen = chain_relations(data.train)
     groups = vocabulary_groups([q.ground for q in ev], seen) if seen is not None else None
-    report = evaluate(results, [q.ground for q in ev], answers, decode.top_n, split=cfg.gsr.eval_split,
-                      ns=list(cfg.gsr.get("match_ns", [1, 3, 5, 10])), groups=groups)
-    report.extra.update({"decode": vars(decode), "inference_seconds": seconds,
-                         "decode_seconds": retriever.decode_seconds})
+    report = evaluate(
+        results,
+        [q.ground for q in ev],
+        answers,
+        decode.top_n,
+        split=cfg.gsr.eval_split,
+        ns=list(cfg.gsr.get("match_ns", [1, 3, 5, 10])),
+        groups=groups,
+    )
+    report.extra.update(
+        {"decode": vars(decode), "inference_seconds": seconds, "decode_seconds": retriever.decode_seconds}
+    )
     if write and gidx is not None:
         name = f"results_{cfg.gsr.eval_split}{'_constrained' if constrained else ''}.jsonl"
         write_gsr_results(output_dir(cfg) / name, gidx, "eval", results, rows)
@@ -443,14 +597,22 @@ def unknown_relations(data: GSRData, gsr, examples: int = 10) -> dict:
     if data.graph_index is not None:
         graphs = data.graph_index["eval"]
         rel_ids = torch.unique(graphs.edge_rel.long()) if graphs.edge_rel.numel() else torch.zeros(0, dtype=torch.long)
-        in_graphs = set(data.graph_index.relations.take(rel_ids.numpy()) if hasattr(data.graph_index.relations, "take")
-                        else [data.graph_index.relations[int(r)] for r in rel_ids.tolist()])
+        in_graphs = set(
+            data.graph_index.relations.take(rel_ids.numpy())
+            if hasattr(data.graph_index.relations, "take")
+            else [data.graph_index.relations[int(r)] for r in rel_ids.tolist()]
+        )
     missing = sorted(in_graphs - known)
-    needing = [q.id for q in data.evaluation
-               if q.ground and all(any(r not in known for r in chain) for chain in q.ground)]
-    return {"kg_relations_without_token": len(missing), "kg_relations": len(in_graphs),
-            "examples": missing[:examples], "eval_questions_needing_unknown": len(needing),
-            "eval_question_examples": needing[:examples]}
+    needing = [
+        q.id for q in data.evaluation if q.ground and all(any(r not in known for r in chain) for chain in q.ground)
+    ]
+    return {
+        "kg_relations_without_token": len(missing),
+        "kg_relations": len(in_graphs),
+        "examples": missing[:examples],
+        "eval_questions_needing_unknown": len(needing),
+        "eval_question_examples": needing[:examples],
+    }
 
 
 def _fingerprint(cfg: DictConfig) -> str | None:
@@ -474,12 +636,28 @@ def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoi
         labels[f"{group}_n"] = match.get("questions")
         values.update({f"{group}_{k}": v for k, v in match.items() if k != "questions"})
     values.update({k: v for k, v in (report.get("end_match") or {}).items() if k != "questions"})
-    values.update({f"cov_{m}": v for m, v in (report.get("answer_coverage") or {}).items()
-                   if isinstance(v, (int, float)) and m != "questions"})
+    values.update(
+        {
+            f"cov_{m}": v
+            for m, v in (report.get("answer_coverage") or {}).items()
+            if isinstance(v, (int, float)) and m != "questions"
+        }
+    )
     results = report.get("results_file")
-    return metrics_row("gsr", str(cfg.gsr.eval_split), int(cfg.gsr.decode.top_n), values, checkpoint,
-                       output_dir(cfg) / results if results else None, model=str(cfg.model.name), mode=mode,
-                       variant=str(cfg.gsr.variant), schedule=str(cfg.gsr.schedule), n=n, **labels)
+    return metrics_row(
+        "gsr",
+        str(cfg.gsr.eval_split),
+        int(cfg.gsr.decode.top_n),
+        values,
+        checkpoint,
+        output_dir(cfg) / results if results else None,
+        model=str(cfg.model.name),
+        mode=mode,
+        variant=str(cfg.gsr.variant),
+        schedule=str(cfg.gsr.schedule),
+        n=n,
+        **labels,
+    )
 
 
 def run(cfg: DictConfig) -> float | None:
@@ -499,8 +677,11 @@ def run(cfg: DictConfig) -> float | None:
     if share is not None and g.schedule == "retrieval":
         raise PreflightError("gsr.index.kg_share weights indexing examples, but gsr.schedule=retrieval has none")
     needed = [g.eval_split] + ([] if g.get("eval_only") else ["train"])
-    preflight(cfg, splits=needed if cfg.data.get("format") != "paths" else [],
-              checkpoints={"gsr.eval_only": g.get("eval_only")})
+    preflight(
+        cfg,
+        splits=needed if cfg.data.get("format") != "paths" else [],
+        checkpoints={"gsr.eval_only": g.get("eval_only")},
+    )
     if cfg.model.get("pretrained") and not g.get("eval_only"):
         resolve_pretrained(cfg.model.pretrained)  # fail before any data work when the hub is unreachable
     torch.set_num_threads(int(g.get("threads") or torch.get_num_threads()))
@@ -516,15 +697,19 @@ def run(cfg: DictConfig) -> float | None:
             gi = data.graph_index
             data.graph_index = KGIndex(gi.entities, gi.relations, {"eval": gi["eval"].subset(range(n))}, {})
     prep_seconds = time.perf_counter() - t0
-    figures: dict[str, Any] = {"experiment": cfg.get("experiment_name"), "model": cfg.model.name,
-                               "variant": g.variant, "schedule": g.schedule,
-                               "relation_head": str(cfg.model.get("relation_head", "token")),
-                               "relation_source": str(g.relations.source),
-                               "relation_residual": bool(cfg.model.get("relation_residual", True)),
-                               "relation_residual_dropout": float(cfg.model.get("relation_residual_dropout") or 0.0),
-                               "index_ratio": float(g.index_ratio),
-                               "walks": walk_options(cfg).count,
-                               "holdout": float((g.get("holdout") or {}).get("fraction") or 0.0)}
+    figures: dict[str, Any] = {
+        "experiment": cfg.get("experiment_name"),
+        "model": cfg.model.name,
+        "variant": g.variant,
+        "schedule": g.schedule,
+        "relation_head": str(cfg.model.get("relation_head", "token")),
+        "relation_source": str(g.relations.source),
+        "relation_residual": bool(cfg.model.get("relation_residual", True)),
+        "relation_residual_dropout": float(cfg.model.get("relation_residual_dropout") or 0.0),
+        "index_ratio": float(g.index_ratio),
+        "walks": walk_options(cfg).count,
+        "holdout": float((g.get("holdout") or {}).get("fraction") or 0.0),
+    }
     trainer = None
     if g.get("eval_only"):
         gsr = load_gsr(g.eval_only)
@@ -543,9 +728,17 @@ def run(cfg: DictConfig) -> float | None:
     figures["unknown_relations"] = unknown_relations(data, gsr)
     if figures["unknown_relations"]["kg_relations_without_token"]:
         log.info("relations the model has no token for: %s", figures["unknown_relations"])
-    figures.update({"data": data.summary, "num_relations": len(gsr.relations), "checkpoint": best,
-                    "fit": fit_info, "prep_seconds": prep_seconds, "train_seconds": train_seconds,
-                    "parameters": sum(p.numel() for p in gsr.parameters())})
+    figures.update(
+        {
+            "data": data.summary,
+            "num_relations": len(gsr.relations),
+            "checkpoint": best,
+            "fit": fit_info,
+            "prep_seconds": prep_seconds,
+            "train_seconds": train_seconds,
+            "parameters": sum(p.numel() for p in gsr.parameters()),
+        }
+    )
     modes = list(g.get("eval_modes", ["unconstrained"]))
     for mode in modes:
         if mode not in ("unconstrained", "constrained"):
@@ -555,16 +748,19 @@ def run(cfg: DictConfig) -> float | None:
     print(figures["tables"]["overall"])
     save_metrics(cfg, _fingerprint(cfg), [_metrics_row(cfg, mode, figures[mode], best) for mode in modes], figures)
     main = figures[modes[0]]["chain_match"] if modes else {}
-    log_final_metrics(trainer, {f"test/{mode}/{k}": v for mode in modes
-                                for k, v in figures[mode].get("chain_match", {}).items()})
+    log_final_metrics(
+        trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in figures[mode].get("chain_match", {}).items()}
+    )
     return main.get(f"match@{int(g.decode.top_n)}")
 
 
 def match_table(figures: Mapping[str, Any], modes: list[str]) -> str:
     """Chain match per decoding mode: all questions, those a closed vocabulary can match (a ground
     chain of relations seen in training chains) and those it cannot (they need an unseen relation)."""
-    head = "| decoding | questions | match@1 | match@3 | seen | seen match@1 | seen match@3 | unseen | " \
-           "unseen match@1 | unseen match@3 |"
+    head = (
+        "| decoding | questions | match@1 | match@3 | seen | seen match@1 | seen match@3 | unseen | "
+        "unseen match@1 | unseen match@3 |"
+    )
     lines = [head, "|---|" + "---:|" * 9]
 
     def cell(match: Mapping[str, Any], key: str) -> str:
@@ -575,17 +771,48 @@ def match_table(figures: Mapping[str, Any], modes: list[str]) -> str:
         r = figures[mode]
         m, groups = r.get("chain_match") or {}, r.get("match_by_group") or {}
         seen, unseen = groups.get("seen") or {}, groups.get("unseen") or {}
-        lines.append("| " + " | ".join([mode, cell(m, "questions"), cell(m, "match@1"), cell(m, "match@3"),
-                                        cell(seen, "questions"), cell(seen, "match@1"), cell(seen, "match@3"),
-                                        cell(unseen, "questions"), cell(unseen, "match@1"), cell(unseen, "match@3")])
-                     + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    mode,
+                    cell(m, "questions"),
+                    cell(m, "match@1"),
+                    cell(m, "match@3"),
+                    cell(seen, "questions"),
+                    cell(seen, "match@1"),
+                    cell(seen, "match@3"),
+                    cell(unseen, "questions"),
+                    cell(unseen, "match@1"),
+                    cell(unseen, "match@3"),
+                ]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------- sweep table
-TABLE_COLUMNS = ("match@1", "match@3", "match@10", "end_match@1", "end_match@3", "seen_match@1", "seen_match@3",
-                 "unseen_match@1", "unseen_match@3", "cov_precision", "cov_recall", "cov_f1", "paper_precision",
-                 "paper_recall", "paper_f1", "cov_hits", "valid_fraction", "valid_fraction@3")
+TABLE_COLUMNS = (
+    "match@1",
+    "match@3",
+    "match@10",
+    "end_match@1",
+    "end_match@3",
+    "seen_match@1",
+    "seen_match@3",
+    "unseen_match@1",
+    "unseen_match@3",
+    "cov_precision",
+    "cov_recall",
+    "cov_f1",
+    "paper_precision",
+    "paper_recall",
+    "paper_f1",
+    "cov_hits",
+    "valid_fraction",
+    "valid_fraction@3",
+)
 
 
 def _relation_head(figures: Mapping[str, Any], run: Path) -> str:
@@ -633,33 +860,64 @@ def collect_metrics(root: str | Path) -> list[dict]:
         head = _relation_head(m, run)
         residual = setting("relation_residual", "model.relation_residual", True)
         dropout = float(setting("relation_residual_dropout", "model.relation_residual_dropout", 0.0))
-        settings = {"run": str(run), "model": m.get("model"), "head": head,
-                    "residual": ("no" if not residual else f"drop {dropout:g}" if dropout else "yes")
-                    if head == "open" else "",
-                    "relations": setting("relation_source", "gsr.relations.source", "kg"),
-                    "index_ratio": float(setting("index_ratio", "gsr.index_ratio", 1.0)),
-                    "walks": int((m.get("data") or {}).get("walks", 0)),
-                    "holdout": float(setting("holdout", "gsr.holdout.fraction", 0.0))}
+        settings = {
+            "run": str(run),
+            "model": m.get("model"),
+            "head": head,
+            "residual": ("no" if not residual else f"drop {dropout:g}" if dropout else "yes") if head == "open" else "",
+            "relations": setting("relation_source", "gsr.relations.source", "kg"),
+            "index_ratio": float(setting("index_ratio", "gsr.index_ratio", 1.0)),
+            "walks": int((m.get("data") or {}).get("walks", 0)),
+            "holdout": float(setting("holdout", "gsr.holdout.fraction", 0.0)),
+        }
         for mode in ("unconstrained", "constrained"):
             if mode not in m:
                 continue
             r = m[mode]
-            rep = ChainReport(r.get("split", ""), r["chain_match"], r["answer_coverage"], r["paper_coverage"],
-                              r["validity"], r.get("match_by_group") or {}, r.get("end_match") or {})
+            rep = ChainReport(
+                r.get("split", ""),
+                r["chain_match"],
+                r["answer_coverage"],
+                r["paper_coverage"],
+                r["validity"],
+                r.get("match_by_group") or {},
+                r.get("end_match") or {},
+            )
             # constrained runs before gsr.decode.shortest existed decoded without it
             shortest = bool((r.get("decode") or {}).get("shortest", False)) if mode == "constrained" else None
-            rows.append({**settings, "variant": m["variant"],
-                         "schedule": m["schedule"], "mode": mode,
-                         "shortest": "" if shortest is None else ("yes" if shortest else "no"),
-                         "epochs": (m.get("fit") or {}).get("epochs_run"),
-                         "train_s": round(m.get("train_seconds", 0.0)), **rep.flat()})
+            rows.append(
+                {
+                    **settings,
+                    "variant": m["variant"],
+                    "schedule": m["schedule"],
+                    "mode": mode,
+                    "shortest": "" if shortest is None else ("yes" if shortest else "no"),
+                    "epochs": (m.get("fit") or {}).get("epochs_run"),
+                    "train_s": round(m.get("train_seconds", 0.0)),
+                    **rep.flat(),
+                }
+            )
     return rows
 
 
 def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
     """A markdown table: one line per run and decoding mode."""
-    head = ["model", "head", "residual", "relations", "index_ratio", "walks", "holdout", "variant", "schedule", "mode",
-            "shortest", "epochs", "train_s", *columns]
+    head = [
+        "model",
+        "head",
+        "residual",
+        "relations",
+        "index_ratio",
+        "walks",
+        "holdout",
+        "variant",
+        "schedule",
+        "mode",
+        "shortest",
+        "epochs",
+        "train_s",
+        *columns,
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [f"{r.get(c):.4f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in head]

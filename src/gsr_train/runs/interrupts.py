@@ -12,6 +12,7 @@ Lightning's own handlers are not used for this: its SIGTERM handling ends the pr
 status 0, and its SLURM handler saves a checkpoint from inside the signal handler, in the middle
 of whatever the process was doing.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,7 +20,8 @@ import os
 import signal
 import subprocess
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +85,11 @@ class Interrupts:
             self.signum = int(signum)
         if not self.deferring:
             raise RunInterrupted(signum)
-        log.warning("%s received: stopping at the next resumable point (a step boundary or the end of this "
-                    "epoch), after writing checkpoints/last.ckpt; Ctrl-C again stops at once",
-                    signal.Signals(signum).name)
+        log.warning(
+            "%s received: stopping at the next resumable point (a step boundary or the end of this "
+            "epoch), after writing checkpoints/last.ckpt; Ctrl-C again stops at once",
+            signal.Signals(signum).name,
+        )
 
     def previous_handler(self, signum: int) -> Callable | None:
         handler = self.previous.get(signum)

@@ -2,6 +2,7 @@
 rate, elapsed time and ETA every ``every_seconds`` (a live progress bar writes nothing useful
 into a cluster job's log). :func:`gsr_train.runs.common.make_trainer` adds it when stderr is
 not a terminal."""
+
 from __future__ import annotations
 
 import math

@@ -17,21 +17,21 @@ from ``--gsr-metrics`` (beam search on the machine that ran it). Writes
 ``comparison.md`` / ``comparison.json`` and the SimGRAG / SAFE result files into ``--out``.
 ``--data synthetic`` uses the embedded benchmark (generated into the cache if needed).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from gsr_train.arrays import segment_sum
-
-from gsr_train.io import write_json
-from gsr_train.io import atomic_write
+from gsr_train.io import atomic_write, write_json
 
 log = logging.getLogger(__name__)
 KS = (10, 20, 50, 100, 200)
@@ -63,11 +63,25 @@ def _mean_retrieved(split, scores: torch.Tensor, cap: int, limit: int | None) ->
     return float(per_q.float().mean()) if n else 0.0
 
 
-def compare(data: str, split_name: str = "test", *, gsr_results: str | None = None, gsr_metrics: str | None = None,
-            subgraphrag_results: str | None = None, subgraphrag_ckpt: str | None = None,
-            encoder: str = "minilm", cache_dir: str | Path | None = None, out: str | Path | None = None,
-            simgrag: dict | None = None, safe: dict | None = None, gold: str = "filtered", max_chains: int = 3,
-            ks: Sequence[int] = KS, limit: int | None = None, title: str | None = None) -> dict[str, Any]:
+def compare(
+    data: str,
+    split_name: str = "test",
+    *,
+    gsr_results: str | None = None,
+    gsr_metrics: str | None = None,
+    subgraphrag_results: str | None = None,
+    subgraphrag_ckpt: str | None = None,
+    encoder: str = "minilm",
+    cache_dir: str | Path | None = None,
+    out: str | Path | None = None,
+    simgrag: dict | None = None,
+    safe: dict | None = None,
+    gold: str = "filtered",
+    max_chains: int = 3,
+    ks: Sequence[int] = KS,
+    limit: int | None = None,
+    title: str | None = None,
+) -> dict[str, Any]:
     from gsr_train.eval.results import MatchStats, read_results
     from gsr_train.kg.index import default_cache_dir, get_index
     from gsr_train.kg.paths import get_supervision
@@ -92,14 +106,26 @@ def compare(data: str, split_name: str = "test", *, gsr_results: str | None = No
     safe_cfg = SAFEConfig.from_mapping(safe or {})
     out = Path(out) if out is not None else None
     rows: list[dict] = []
-    info: dict[str, Any] = {"data": data_dir, "split": split_name, "questions": n_q, "encoder": enc.name,
-                            "simgrag": vars(sim_cfg), "safe": vars(safe_cfg), "gold_chains": gold,
-                            "max_chains": max_chains}
+    info: dict[str, Any] = {
+        "data": data_dir,
+        "split": split_name,
+        "questions": n_q,
+        "encoder": enc.name,
+        "simgrag": vars(sim_cfg),
+        "safe": vars(safe_cfg),
+        "gold_chains": gold,
+        "max_chains": max_chains,
+    }
 
     def add(method: str, scores: torch.Tensor, ms: float | None, timing: str, **extra) -> None:
-        row = {"method": method, "answer_recall": _recall(split, scores, ks, limit),
-               "triples": round(_mean_retrieved(split, scores, max(ks), limit), 1),
-               "ms_per_question": None if ms is None else round(ms, 2), "timing": timing, **extra}
+        row = {
+            "method": method,
+            "answer_recall": _recall(split, scores, ks, limit),
+            "triples": round(_mean_retrieved(split, scores, max(ks), limit), 1),
+            "ms_per_question": None if ms is None else round(ms, 2),
+            "timing": timing,
+            **extra,
+        }
         rows.append(row)
         log.info("%s: %s", method, row)
 
@@ -137,18 +163,25 @@ def compare(data: str, split_name: str = "test", *, gsr_results: str | None = No
                 ms, how = 1000 * un["inference_seconds"] / n_eval, "from GSR metrics (beam decoding + execution)"
         add("GSR", gsr_scores, ms, how, file=str(gsr_results), match=st.to_dict())
         sstats = SourceStats()
-        gsr_pats = cut(chain_patterns_from_results(gsr_results, index, split_name, max_chains, sstats,
-                                                   skip_unknown=True))
+        gsr_pats = cut(
+            chain_patterns_from_results(gsr_results, index, split_name, max_chains, sstats, skip_unknown=True)
+        )
         info["gsr_patterns"] = sstats.to_dict()
     sup = get_supervision(index, split_name, cache_dir)
     gstats = SourceStats()
-    gold_pats = cut(gold_patterns(index, split_name, sup.chains_filtered if gold == "filtered" else sup.chains_raw,
-                                  max_chains, gstats))
+    gold_pats = cut(
+        gold_patterns(
+            index, split_name, sup.chains_filtered if gold == "filtered" else sup.chains_raw, max_chains, gstats
+        )
+    )
     info["gold_patterns"] = gstats.to_dict()
     t0 = time.perf_counter()
     resources = SchemaResources.build(index, list(index.splits), enc, cache_dir, safe_cfg)
-    info["schema"] = {"types": len(resources.schema.types), "edges": len(resources.schema),
-                      "build_seconds": round(time.perf_counter() - t0, 2)}
+    info["schema"] = {
+        "types": len(resources.schema.types),
+        "edges": len(resources.schema),
+        "build_seconds": round(time.perf_counter() - t0, 2),
+    }
     for source, pats in (("GSR chains", gsr_pats), ("gold chains", gold_pats)):
         if pats is None:
             continue
@@ -157,14 +190,25 @@ def compare(data: str, split_name: str = "test", *, gsr_results: str | None = No
         run.seconds = run.seconds[:n_q]
         if out is not None:
             write_pattern_results(out / f"simgrag_{tag}_{split_name}.jsonl", index, split_name, run, f"simgrag-{tag}")
-        add(f"SimGRAG ({source})", subgraph_scores(split, run.subgraphs), 1000 * sum(run.seconds) / n_q,
-            "measured (cost tables + search)", summary=run.summary())
+        add(
+            f"SimGRAG ({source})",
+            subgraph_scores(split, run.subgraphs),
+            1000 * sum(run.seconds) / n_q,
+            "measured (cost tables + search)",
+            summary=run.summary(),
+        )
         run, astats = safe_retrieve(index, split_name, emb, pats, safe_cfg, enc, cache_dir, resources)
         run.seconds = run.seconds[:n_q]
         if out is not None:
             write_pattern_results(out / f"safe_{tag}_{split_name}.jsonl", index, split_name, run, f"safe-{tag}")
-        add(f"SAFE ({source})", subgraph_scores(split, run.subgraphs), 1000 * sum(run.seconds) / n_q,
-            "measured (join + cost tables + search)", summary=run.summary(), join=astats.to_dict())
+        add(
+            f"SAFE ({source})",
+            subgraph_scores(split, run.subgraphs),
+            1000 * sum(run.seconds) / n_q,
+            "measured (join + cost tables + search)",
+            summary=run.summary(),
+            join=astats.to_dict(),
+        )
     table = markdown(rows, ks, f"{title or f'{Path(str(data_dir)).name} [{split_name}]'}, {n_q} questions")
     result = {**info, "rows": rows, "table": table}
     if out is not None:
@@ -176,12 +220,21 @@ def compare(data: str, split_name: str = "test", *, gsr_results: str | None = No
 
 def markdown(rows: Sequence[dict], ks: Sequence[int], title: str) -> str:
     head = ["method"] + [f"ans@{k}" for k in ks] + ["triples", "ms/question"]
-    lines = [f"**{title}**: answer recall@K, mean retrieved triples (capped at {max(ks)}), retrieval time", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"**{title}**: answer recall@K, mean retrieved triples (capped at {max(ks)}), retrieval time",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for r in rows:
         ms = "n/a" if r["ms_per_question"] is None else f"{r['ms_per_question']:.1f}"
-        lines.append("| " + " | ".join([r["method"]] + [f"{r['answer_recall'][str(k)]:.3f}" for k in ks]
-                                       + [f"{r['triples']:.1f}", ms]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [r["method"]] + [f"{r['answer_recall'][str(k)]:.3f}" for k in ks] + [f"{r['triples']:.1f}", ms]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -219,12 +272,24 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    res = compare(args.data, args.split, gsr_results=args.gsr_results, gsr_metrics=args.gsr_metrics,
-                  subgraphrag_results=args.subgraphrag_results, subgraphrag_ckpt=args.subgraphrag_ckpt,
-                  encoder=args.encoder, cache_dir=args.cache_dir, out=args.out, simgrag=_kv(args.simgrag),
-                  safe=_kv(args.safe), gold=args.gold, max_chains=args.max_chains,
-                  ks=[int(x) for x in args.ks.split(",") if x], limit=args.limit,
-                  title=f"{args.name} [{args.split}]" if args.name else None)
+    res = compare(
+        args.data,
+        args.split,
+        gsr_results=args.gsr_results,
+        gsr_metrics=args.gsr_metrics,
+        subgraphrag_results=args.subgraphrag_results,
+        subgraphrag_ckpt=args.subgraphrag_ckpt,
+        encoder=args.encoder,
+        cache_dir=args.cache_dir,
+        out=args.out,
+        simgrag=_kv(args.simgrag),
+        safe=_kv(args.safe),
+        gold=args.gold,
+        max_chains=args.max_chains,
+        ks=[int(x) for x in args.ks.split(",") if x],
+        limit=args.limit,
+        title=f"{args.name} [{args.split}]" if args.name else None,
+    )
     print(res["table"])
     return res
 

@@ -6,6 +6,7 @@ Each run builds the registered ``simgrag`` / ``safe`` retriever (patterns from
 prints the recall table and saves ``metrics.json`` with the metrics, the retrieval time per
 question and the pattern / search statistics.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,11 +23,11 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     evaluate its results."""
     from gsr_train.eval.labels import load_labelled_triples
     from gsr_train.eval.retrieval import retrieval_metrics
+    from gsr_train.eval.tail import results_file, retrieval_row
     from gsr_train.kg.paths import get_supervision
     from gsr_train.patterns.retrieve import write_pattern_results
     from gsr_train.retrievers.interface import RetrievalInputs
     from gsr_train.retrievers.registry import build
-    from gsr_train.eval.tail import results_file, retrieval_row
     from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, save_metrics
     from gsr_train.text.embeddings import get_embeddings
     from gsr_train.text.encoders import load_encoder
@@ -37,9 +38,15 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     emb = get_embeddings(index, enc, cache_dir(cfg), splits=[split])
     graphs = index[split]
     options = OmegaConf.to_container(cfg[method], resolve=True)
-    retriever = build(method, {**options, "patterns": OmegaConf.to_container(cfg.patterns, resolve=True),
-                               "llm": OmegaConf.to_container(cfg.llm, resolve=True)},
-                      RetrievalInputs(index, emb.question[split], emb, graphs, split, enc, cache_dir(cfg)))
+    retriever = build(
+        method,
+        {
+            **options,
+            "patterns": OmegaConf.to_container(cfg.patterns, resolve=True),
+            "llm": OmegaConf.to_container(cfg.llm, resolve=True),
+        },
+        RetrievalInputs(index, emb.question[split], emb, graphs, split, enc, cache_dir(cfg)),
+    )
     t0 = time.perf_counter()
     scores, extra = retriever.score(graphs)
     total = time.perf_counter() - t0
@@ -51,15 +58,34 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     labelled = labelled_questions = None
     if label_path(cfg, split):
         labelled, labelled_questions, _ = load_labelled_triples(label_path(cfg, split), index, split)
-    report = retrieval_metrics(graphs, scores, list(cfg.eval_ks), sp_label=sup.triple_label, labelled=labelled,
-                               labelled_questions=labelled_questions, hops=sup.hops)
+    report = retrieval_metrics(
+        graphs,
+        scores,
+        list(cfg.eval_ks),
+        sp_label=sup.triple_label,
+        labelled=labelled,
+        labelled_questions=labelled_questions,
+        hops=sup.hops,
+    )
     print(report.table(f"{name} on {cfg.data.name} [{split}]", breakdowns=True))
     summary = extra.pop("search")
-    print(f"{name}: {summary['ms_per_question']:.1f} ms/question, {summary['mean_subgraphs']} subgraphs and "
-          f"{summary['mean_triples']} triples per question; {summary['no_pattern']} questions without a pattern")
-    result = {"experiment": cfg.experiment_name, "method": name, "data": cfg.data.name, "split": split,
-              "config": options, "patterns": extra.pop("patterns"), "search": summary,
-              "total_seconds": round(total, 2), "results_path": str(out), "metrics": report.to_dict(), **extra}
+    print(
+        f"{name}: {summary['ms_per_question']:.1f} ms/question, {summary['mean_subgraphs']} subgraphs and "
+        f"{summary['mean_triples']} triples per question; {summary['no_pattern']} questions without a pattern"
+    )
+    result = {
+        "experiment": cfg.experiment_name,
+        "method": name,
+        "data": cfg.data.name,
+        "split": split,
+        "config": options,
+        "patterns": extra.pop("patterns"),
+        "search": summary,
+        "total_seconds": round(total, 2),
+        "results_path": str(out),
+        "metrics": report.to_dict(),
+        **extra,
+    }
     k = max(int(x) for x in cfg.eval_ks)  # triples: the subgraphs' edges ranked by their first subgraph
     save_metrics(cfg, index.key, [retrieval_row(name, report, split, k, results=out)], result)
     return result

@@ -24,14 +24,16 @@ scores and writes files (predictions, ``metrics.json``, the adapter).
 (prompting-only reader). ``python -m gsr_train.runs.reader score PREDICTIONS --data DIR --split
 test`` re-scores a predictions file.
 """
+
 from __future__ import annotations
 
 import logging
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -39,8 +41,21 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
 from gsr_train.eval.tail import results_file
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
-from gsr_train.runs.common import (PreflightError, cache_dir, fit_state, is_rank_zero, load_kg_index, make_trainer,
-                                   one_setting, output_dir, preflight, rank_batch, resolve_data_dir, resume_path, save_metrics)
+from gsr_train.runs.common import (
+    PreflightError,
+    cache_dir,
+    fit_state,
+    is_rank_zero,
+    load_kg_index,
+    make_trainer,
+    one_setting,
+    output_dir,
+    preflight,
+    rank_batch,
+    resolve_data_dir,
+    resume_path,
+    save_metrics,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +69,22 @@ def _container(node: Any) -> Any:
 
 def question_table(index, split_name: str, cache: Path | None) -> list[dict]:
     """Per question: id, text, gold answers, answer-entity-in-graph flag and hop count."""
-    from gsr_train.kg.paths import get_supervision
-
     from gsr_train.arrays import segment_count
+    from gsr_train.kg.paths import get_supervision
 
     sp = index[split_name]
     in_kg = segment_count(sp.answer_mask, sp.ent_ptr) > 0
     hops = get_supervision(index, split_name, cache).hops.tolist()
-    return [{"id": sp.ids[i], "question": sp.questions[i], "answers": list(sp.answers[i]),
-             "in_kg": bool(in_kg[i]), "hops": int(hops[i])} for i in range(len(sp))]
+    return [
+        {
+            "id": sp.ids[i],
+            "question": sp.questions[i],
+            "answers": list(sp.answers[i]),
+            "in_kg": bool(in_kg[i]),
+            "hops": int(hops[i]),
+        }
+        for i in range(len(sp))
+    ]
 
 
 def read_result_rows(path: str | Path, ids: Sequence[str]) -> tuple[dict[str, dict], dict]:
@@ -99,8 +121,9 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
     if not ckpt.is_file():
         raise FileNotFoundError(f"qa.retrieval.checkpoint: {ckpt} not found")
     k = int(ret.k)
-    key = stable_hash("reader-retrieval", 1, file_digest(ckpt), resolve_data_dir(cfg), split_name, k,
-                      _container(cfg.encoder))
+    key = stable_hash(
+        "reader-retrieval", 1, file_digest(ckpt), resolve_data_dir(cfg), split_name, k, _container(cfg.encoder)
+    )
     path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-k{k}-{key}.jsonl"
     if not path.exists():
         from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
@@ -112,8 +135,14 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
         check_compatible(retriever.hparams, emb)
         path.parent.mkdir(parents=True, exist_ok=True)
         retriever.retrieve(index, split_name, emb, path, k=k)
-        log.info("retrieved top-%d triples of split %s with %s in %.1fs -> %s", k, split_name, ckpt,
-                 time.perf_counter() - t0, path)
+        log.info(
+            "retrieved top-%d triples of split %s with %s in %.1fs -> %s",
+            k,
+            split_name,
+            ckpt,
+            time.perf_counter() - t0,
+            path,
+        )
     return path
 
 
@@ -126,8 +155,11 @@ def evidence_source(cfg: DictConfig, split_name: str) -> str:
     if ret.get("checkpoint"):
         return f"SubgraphRAG checkpoint {ret.checkpoint} (top {int(ret.k)})"
     name = str(ret.get("retriever") or "cosine")
-    note = "" if ret.get("retriever") else "; no qa.retrieval.checkpoint, results or retriever given: " \
-                                            "a trained retriever's evidence is better"
+    note = (
+        ""
+        if ret.get("retriever")
+        else "; no qa.retrieval.checkpoint, results or retriever given: a trained retriever's evidence is better"
+    )
     return f"{name} retriever with {cfg.encoder.name} (top {int(ret.k)}{note})"
 
 
@@ -153,13 +185,24 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
         t0 = time.perf_counter()
         emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=[split_name])
         split = index[split_name]
-        retriever = build(name, options, RetrievalInputs(index, emb.question[split_name], emb, split, split_name,
-                                                         _container(cfg.encoder), cache_dir(cfg)))
+        retriever = build(
+            name,
+            options,
+            RetrievalInputs(
+                index, emb.question[split_name], emb, split, split_name, _container(cfg.encoder), cache_dir(cfg)
+            ),
+        )
         scores, _ = retriever.score(split)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_results(path, index, split_name, scores, k)
-        log.info("retrieved top-%d triples of split %s with the %s retriever in %.1fs -> %s", k, split_name, name,
-                 time.perf_counter() - t0, path)
+        log.info(
+            "retrieved top-%d triples of split %s with the %s retriever in %.1fs -> %s",
+            k,
+            split_name,
+            name,
+            time.perf_counter() - t0,
+            path,
+        )
     return path
 
 
@@ -171,13 +214,26 @@ def score_responses(examples, responses: Sequence[str], fmt: str) -> tuple[QARep
     from gsr_train.readers.prompts import parse_response
 
     parsed = [parse_response(text, fmt) for text in responses]
-    qa = [QAExample(ex.id, pred, ex.answers, text, ex.in_kg, ex.hops, ex.entities)
-          for ex, pred, text in zip(examples, parsed, responses)]
+    qa = [
+        QAExample(ex.id, pred, ex.answers, text, ex.in_kg, ex.hops, ex.entities)
+        for ex, pred, text in zip(examples, parsed, responses)
+    ]
     report = qa_metrics(qa)
-    rows = [{"id": ex.id, "question": ex.question, "prediction": pred, "response": text, "answers": ex.answers,
-             "in_kg": ex.in_kg, "hops": ex.hops, "evidence_shown": ex.evidence_shown,
-             "evidence_total": ex.evidence_total, "entities": ex.entities}
-            for ex, pred, text in zip(examples, parsed, responses)]
+    rows = [
+        {
+            "id": ex.id,
+            "question": ex.question,
+            "prediction": pred,
+            "response": text,
+            "answers": ex.answers,
+            "in_kg": ex.in_kg,
+            "hops": ex.hops,
+            "evidence_shown": ex.evidence_shown,
+            "evidence_total": ex.evidence_total,
+            "entities": ex.entities,
+        }
+        for ex, pred, text in zip(examples, parsed, responses)
+    ]
     return report, rows
 
 
@@ -205,16 +261,18 @@ def run(cfg: DictConfig) -> float:
     qa = cfg.qa
     if qa.get("threads"):
         torch.set_num_threads(int(qa.threads))
-    preflight(cfg, splits=[qa.get("train_split"), str(qa.eval_split)],
-              checkpoints={"resume": cfg.get("resume")})  # qa.eval_only may name a hub adapter
+    preflight(
+        cfg, splits=[qa.get("train_split"), str(qa.eval_split)], checkpoints={"resume": cfg.get("resume")}
+    )  # qa.eval_only may name a hub adapter
     out = output_dir(cfg)
     timings: dict[str, float] = {}
     fmt, k = str(qa.format), int(qa.k)
     train_split, eval_split = qa.get("train_split"), str(qa.eval_split)
     index = load_kg_index(cfg, evaluate=[eval_split])
     backend = str(qa.get("backend", "local"))
-    training = (backend == "local" and not qa.get("eval_only") and bool(train_split)
-                and bool(qa.train.get("enabled", True)))
+    training = (
+        backend == "local" and not qa.get("eval_only") and bool(train_split) and bool(qa.train.get("enabled", True))
+    )
 
     # ------------------------------------------------------------ evidence
     t0 = time.perf_counter()
@@ -244,20 +302,27 @@ def run(cfg: DictConfig) -> float:
     ev = qa.eval
 
     if backend == "llm":
-        from gsr_train.readers.generate import generate_remote
-
         from gsr_train.llm.local_model import local_endpoint
+        from gsr_train.readers.generate import generate_remote
 
         usage: dict = {}
         with local_endpoint(_container(cfg.llm), cache_dir(cfg)) as llm_cfg:
+
             def gen_remote(exs):
                 texts, u = generate_remote(llm_cfg, exs, int(ev.max_new_tokens))
                 usage.update(u)
                 return texts
 
             for evidence in ev.variants.base:
-                exs = build_examples(questions[eval_split], results[eval_split] if evidence == "retrieved" else None,
-                                     fmt, k, None, None, bool(qa.icl))
+                exs = build_examples(
+                    questions[eval_split],
+                    results[eval_split] if evidence == "retrieved" else None,
+                    fmt,
+                    k,
+                    None,
+                    None,
+                    bool(qa.icl),
+                )
                 _evaluate(f"prompting_{evidence}", gen_remote, exs, fmt, out, reports, timings)
         train_info["llm_usage"] = usage
         tokenizer = None
@@ -267,9 +332,17 @@ def run(cfg: DictConfig) -> float:
 
         t0 = time.perf_counter()
         model, tokenizer, model_path = load_reader(
-            rcfg.model, str(rcfg.precision), str(rcfg.compute_dtype), str(rcfg.adapter), _container(rcfg.lora),
-            bool(rcfg.gradient_checkpointing) and training, adapter_path=qa.get("eval_only") or None,
-            trainable=training, cache_dir=cache_dir(cfg), device_map=_container(rcfg.get("device_map")))
+            rcfg.model,
+            str(rcfg.precision),
+            str(rcfg.compute_dtype),
+            str(rcfg.adapter),
+            _container(rcfg.lora),
+            bool(rcfg.gradient_checkpointing) and training,
+            adapter_path=qa.get("eval_only") or None,
+            trainable=training,
+            cache_dir=cache_dir(cfg),
+            device_map=_container(rcfg.get("device_map")),
+        )
         timings["load_model_s"] = time.perf_counter() - t0
         train_info["parameters"] = count_parameters(model)
         train_info["model_path"] = model_path
@@ -278,17 +351,36 @@ def run(cfg: DictConfig) -> float:
             return generate_local(model, tokenizer, exs, int(ev.batch_size), int(ev.max_new_tokens))
 
         def eval_examples(evidence: str):
-            return build_examples(questions[eval_split], results[eval_split] if evidence == "retrieved" else None,
-                                  fmt, k, tokenizer, budget, bool(qa.icl))
+            return build_examples(
+                questions[eval_split],
+                results[eval_split] if evidence == "retrieved" else None,
+                fmt,
+                k,
+                tokenizer,
+                budget,
+                bool(qa.icl),
+            )
 
         label = "finetuned" if qa.get("eval_only") else "base"
         if training or qa.get("eval_only"):
-            for evidence in (ev.variants.base if training else ev.variants.finetuned):
+            for evidence in ev.variants.base if training else ev.variants.finetuned:
                 _evaluate(f"{label}_{evidence}", gen_local, eval_examples(evidence), fmt, out, reports, timings)
 
         if training:
-            train_info.update(train_reader(cfg, model, tokenizer, questions[str(train_split)],
-                                           results[str(train_split)], fmt, k, budget, out, timings))
+            train_info.update(
+                train_reader(
+                    cfg,
+                    model,
+                    tokenizer,
+                    questions[str(train_split)],
+                    results[str(train_split)],
+                    fmt,
+                    k,
+                    budget,
+                    out,
+                    timings,
+                )
+            )
             if not is_rank_zero():  # DDP (subprocess launch): rank 0 alone scores and writes
                 return 0.0
             for evidence in ev.variants.finetuned:
@@ -300,14 +392,23 @@ def run(cfg: DictConfig) -> float:
     table_sub = comparison_table(reports, "sub")
     command = " ".join(sys.argv)
     figures = {
-        "command": command, "format": fmt, "k": k, "max_prompt_tokens": budget, "eval_split": eval_split,
-        "reader": _container(rcfg), "qa": _container(qa), "retrieval": retrieval_info,
+        "command": command,
+        "format": fmt,
+        "k": k,
+        "max_prompt_tokens": budget,
+        "eval_split": eval_split,
+        "reader": _container(rcfg),
+        "qa": _container(qa),
+        "retrieval": retrieval_info,
         "metrics": {name: rep.to_dict() for name, rep in reports.items()},
-        "train": train_info, "timings": timings,
+        "train": train_info,
+        "timings": timings,
     }
     evidence = "; ".join(f"{s}: {info.get('evidence')}" for s, info in retrieval_info.items())
-    text = (f"command: {command}\nformat={fmt} K={k} budget={budget} split={eval_split}\nevidence: {evidence}\n\n"
-            f"all questions\n{table}\n\n-sub (answer entity in the graph)\n{table_sub}\n")
+    text = (
+        f"command: {command}\nformat={fmt} K={k} budget={budget} split={eval_split}\nevidence: {evidence}\n\n"
+        f"all questions\n{table}\n\n-sub (answer entity in the graph)\n{table_sub}\n"
+    )
     if is_rank_zero():
         from gsr_train.eval.tail import metrics_row
 
@@ -316,22 +417,43 @@ def run(cfg: DictConfig) -> float:
         rows = []
         for name, rep in figures["metrics"].items():
             view = rep.get("all") or {}
-            rows.append(metrics_row(reader_name, str(eval_split), k, view.get("metrics") or {},
-                                    adapter if name.startswith("finetuned") else None,
-                                    out / f"predictions_{name}.jsonl", variant=name, n=view.get("n")))
+            rows.append(
+                metrics_row(
+                    reader_name,
+                    str(eval_split),
+                    k,
+                    view.get("metrics") or {},
+                    adapter if name.startswith("finetuned") else None,
+                    out / f"predictions_{name}.jsonl",
+                    variant=name,
+                    n=view.get("n"),
+                )
+            )
         save_metrics(cfg, index.key, rows, figures)
         with atomic_write(out / "qa_table.txt") as f:
             f.write(text)
         print(text)
     if "train_s" in timings:
-        print(f"training: {timings['train_s']:.1f}s, {train_info.get('steps')} steps, "
-              f"{train_info.get('step_s_median', float('nan')):.2f}s/step (median)")
+        print(
+            f"training: {timings['train_s']:.1f}s, {train_info.get('steps')} steps, "
+            f"{train_info.get('step_s_median', float('nan')):.2f}s/step (median)"
+        )
     best = reports.get("finetuned_retrieved") or next(iter(reports.values()), None)
     return float(best.flat()["macro_f1"]) if best else 0.0
 
 
-def train_reader(cfg: DictConfig, model, tokenizer, questions, results, fmt: str, k: int, budget: int | None,
-                 out: Path, timings: dict) -> dict:
+def train_reader(
+    cfg: DictConfig,
+    model,
+    tokenizer,
+    questions,
+    results,
+    fmt: str,
+    k: int,
+    budget: int | None,
+    out: Path,
+    timings: dict,
+) -> dict:
     """Fine-tune the reader on the train split's retrieved evidence; save the adapter folder."""
     import numpy as np
 
@@ -347,19 +469,28 @@ def train_reader(cfg: DictConfig, model, tokenizer, questions, results, fmt: str
         # a share of closed-book copies so the reader also answers without evidence
         rng = np.random.default_rng(int(cfg.seed))
         pick = rng.random(len(questions)) < float(tr.no_evidence_fraction)
-        examples += build_examples([q for q, p in zip(questions, pick) if p], None, fmt, 0, tokenizer, budget,
-                                   bool(cfg.qa.icl))
+        examples += build_examples(
+            [q for q, p in zip(questions, pick) if p], None, fmt, 0, tokenizer, budget, bool(cfg.qa.icl)
+        )
     if tr.get("require_answers", True):
         examples = [ex for ex in examples if ex.answers]
     dataset = ReaderDataset(tokenizer, examples, int(tr.max_length))
     timings["prepare_train_s"] = time.perf_counter() - t0
-    module = ReaderModule(model, lr=float(tr.lr), weight_decay=float(tr.weight_decay),
-                          warmup_ratio=float(tr.warmup_ratio), log_every=int(tr.get("log_every", 10)))
-    dm = ReaderDataModule(dataset, tokenizer.pad_token_id, rank_batch(cfg, int(tr.batch_size), "qa.train.batch_size"),
-                          int(cfg.seed))
-    overrides: dict[str, Any] = {"max_epochs": int(tr.epochs),
-                                 "accumulate_grad_batches": int(tr.get("accumulate", 1)),
-                                 "log_every_n_steps": int(tr.get("log_every", 10))}
+    module = ReaderModule(
+        model,
+        lr=float(tr.lr),
+        weight_decay=float(tr.weight_decay),
+        warmup_ratio=float(tr.warmup_ratio),
+        log_every=int(tr.get("log_every", 10)),
+    )
+    dm = ReaderDataModule(
+        dataset, tokenizer.pad_token_id, rank_batch(cfg, int(tr.batch_size), "qa.train.batch_size"), int(cfg.seed)
+    )
+    overrides: dict[str, Any] = {
+        "max_epochs": int(tr.epochs),
+        "accumulate_grad_batches": int(tr.get("accumulate", 1)),
+        "log_every_n_steps": int(tr.get("log_every", 10)),
+    }
     if tr.get("max_steps"):
         overrides["max_steps"] = int(tr.max_steps)
     if tr.get("gradient_clip_val"):
@@ -376,19 +507,33 @@ def train_reader(cfg: DictConfig, model, tokenizer, questions, results, fmt: str
         return {"steps": state["global_step"]}
     steps = np.asarray(module.step_seconds[1:] or module.step_seconds or [float("nan")])
     adapter_dir = out / "adapter"
-    meta = {"base_model": str(cfg.reader.model), "precision": str(cfg.reader.precision),
-            "adapter": str(cfg.reader.adapter), "format": fmt, "k": k, "max_prompt_tokens": budget}
+    meta = {
+        "base_model": str(cfg.reader.model),
+        "precision": str(cfg.reader.precision),
+        "adapter": str(cfg.reader.adapter),
+        "format": fmt,
+        "k": k,
+        "max_prompt_tokens": budget,
+    }
     save_adapter(model, tokenizer, adapter_dir, meta)
-    info = {"steps": state["global_step"], "epochs": state["epochs_run"], "resumed_from": ckpt_path,
-            "devices": int(trainer.world_size),
-            "step_s_median": float(np.median(steps)), "step_s_mean": float(np.mean(steps)),
-            "loss_first10": float(np.mean(module.losses[:10])) if module.losses else None,
-            "loss_last10": float(np.mean(module.losses[-10:])) if module.losses else None,
-            "data": dataset.token_stats(), "adapter_dir": str(adapter_dir),
-            "rss_mb_per_step": module.step_rss_mb, "peak_rss_mb": round(peak_rss_mb(), 1)}
+    info = {
+        "steps": state["global_step"],
+        "epochs": state["epochs_run"],
+        "resumed_from": ckpt_path,
+        "devices": int(trainer.world_size),
+        "step_s_median": float(np.median(steps)),
+        "step_s_mean": float(np.mean(steps)),
+        "loss_first10": float(np.mean(module.losses[:10])) if module.losses else None,
+        "loss_last10": float(np.mean(module.losses[-10:])) if module.losses else None,
+        "data": dataset.token_stats(),
+        "adapter_dir": str(adapter_dir),
+        "rss_mb_per_step": module.step_rss_mb,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
     if cfg.qa.get("merge") and str(cfg.reader.adapter) == "lora":
-        info["merged_dir"] = str(merge_and_export(str(cfg.reader.model), adapter_dir,
-                                                  out / "merged", cache_dir=cache_dir(cfg)))
+        info["merged_dir"] = str(
+            merge_and_export(str(cfg.reader.model), adapter_dir, out / "merged", cache_dir=cache_dir(cfg))
+        )
     log.info("reader trained: %s", info)
     return info
 
@@ -410,9 +555,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     for lineno, rec in iter_jsonl(args.predictions):
         if not isinstance(rec, dict) or "prediction" not in rec or "answers" not in rec:
             raise SystemExit(f"{args.predictions}: line {lineno}: needs 'prediction' and 'answers'")
-        rows.append(QAExample(rec["id"], rec["prediction"], rec["answers"], rec.get("response", ""),
-                              bool(rec.get("in_kg", True)), int(rec.get("hops", -1)),
-                              rec.get("entities") or ()))
+        rows.append(
+            QAExample(
+                rec["id"],
+                rec["prediction"],
+                rec["answers"],
+                rec.get("response", ""),
+                bool(rec.get("in_kg", True)),
+                int(rec.get("hops", -1)),
+                rec.get("entities") or (),
+            )
+        )
     report = qa_metrics(rows)
     print(report.table(args.predictions))
     if args.out:

@@ -11,26 +11,43 @@ model's ``config`` passed to transformers, ``robustness.retrievers`` keyed by an
 retriever) are typed ``dict``. The SubgraphRAG model is checked by its own
 :class:`~gsr_train.models.subgraphrag.scorer.ScorerConfig` in the runner's preflight.
 """
-from __future__ import annotations
 
-from gsr_train.data.errors import UserError
+from __future__ import annotations
 
 import dataclasses
 import difflib
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
+from gsr_train.data.errors import UserError
 from gsr_train.llm.client import LLMConfig
 from gsr_train.models.gsr.decoding import DecodeConfig
-from gsr_train.robustness.kge import KGEConfig
 from gsr_train.retrievers.safe import SAFEConfig
 from gsr_train.retrievers.simgrag import SimGRAGConfig
+from gsr_train.robustness.kge import KGEConfig
 
 # keys every experiment has (conf/config.yaml and its groups; conf/eval.yaml adds ckpt_path, split, k)
-COMMON = ("runner", "experiment_name", "seed", "resume", "checkpoint_every_n_steps", "batch_scope", "eval_ks", "paths",
-          "hydra",
-          "data", "encoder", "trainer", "logger", "callbacks", "ckpt_path", "split", "k")
+COMMON = (
+    "runner",
+    "experiment_name",
+    "seed",
+    "resume",
+    "checkpoint_every_n_steps",
+    "batch_scope",
+    "eval_ks",
+    "paths",
+    "hydra",
+    "data",
+    "encoder",
+    "trainer",
+    "logger",
+    "callbacks",
+    "ckpt_path",
+    "split",
+    "k",
+)
 
 
 # ------------------------------------------------------------------ SubgraphRAG
@@ -342,22 +359,28 @@ def _gsr_model(cfg: Mapping[str, Any]) -> type:
 
 
 RECIPES: dict[str, Recipe] = {
-    "gsr_train.runs.subgraphrag.run": Recipe("conf/experiment/subgraphrag_defaults.yaml", ("model",),
-                                             {"subgraphrag": SubgraphRAGRun}),
-    "gsr_train.runs.gsr.run": Recipe("conf/experiment/gsr_defaults.yaml", (),
-                                     {"gsr": GSRRun, "model": _gsr_model}),
-    "gsr_train.runs.reader.run": Recipe("conf/experiment/reader_defaults.yaml", (),
-                                        {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig}),
+    "gsr_train.runs.subgraphrag.run": Recipe(
+        "conf/experiment/subgraphrag_defaults.yaml", ("model",), {"subgraphrag": SubgraphRAGRun}
+    ),
+    "gsr_train.runs.gsr.run": Recipe("conf/experiment/gsr_defaults.yaml", (), {"gsr": GSRRun, "model": _gsr_model}),
+    "gsr_train.runs.reader.run": Recipe(
+        "conf/experiment/reader_defaults.yaml", (), {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig}
+    ),
     "gsr_train.runs.cosine.run": Recipe("conf/experiment/cosine_baseline.yaml", ("split", "top_k", "cosine_mode")),
-    "gsr_train.runs.classic.run": Recipe("conf/experiment/classic_defaults.yaml", ("split", "top_k"),
-                                         {"classic": ClassicRun}),
-    "gsr_train.runs.patterns.run_simgrag": Recipe("conf/experiment/simgrag.yaml", ("split",),
-                                                  {"simgrag": SimGRAGConfig, "patterns": PatternSource,
-                                                   "llm": LLMConfig}),
-    "gsr_train.runs.patterns.run_safe": Recipe("conf/experiment/safe.yaml", ("split",),
-                                               {"safe": SAFEConfig, "patterns": PatternSource, "llm": LLMConfig}),
-    "gsr_train.runs.robustness.run": Recipe("conf/robustness/default.yaml", ("split", "top_k"),
-                                            {"robustness": RobustnessRun, "classic": ClassicRun}),
+    "gsr_train.runs.classic.run": Recipe(
+        "conf/experiment/classic_defaults.yaml", ("split", "top_k"), {"classic": ClassicRun}
+    ),
+    "gsr_train.runs.patterns.run_simgrag": Recipe(
+        "conf/experiment/simgrag.yaml",
+        ("split",),
+        {"simgrag": SimGRAGConfig, "patterns": PatternSource, "llm": LLMConfig},
+    ),
+    "gsr_train.runs.patterns.run_safe": Recipe(
+        "conf/experiment/safe.yaml", ("split",), {"safe": SAFEConfig, "patterns": PatternSource, "llm": LLMConfig}
+    ),
+    "gsr_train.runs.robustness.run": Recipe(
+        "conf/robustness/default.yaml", ("split", "top_k"), {"robustness": RobustnessRun, "classic": ClassicRun}
+    ),
 }
 GROUPS = {"model": "name", "reader": "name", "patterns": "source"}  # group folder -> key naming its file
 
@@ -413,8 +436,10 @@ def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
     for key in cfg:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            errors.append(f"{key}: not an option of runner {cfg.get('runner')} ({recipe.file})"
-                          + (f"; did you mean {close[0]}?" if close else ""))
+            errors.append(
+                f"{key}: not an option of runner {cfg.get('runner')} ({recipe.file})"
+                + (f"; did you mean {close[0]}?" if close else "")
+            )
     for section, cls in recipe.sections.items():
         node = cfg.get(section)
         if node is None:

@@ -3,6 +3,7 @@
 command without train.py (same Hydra config tree; defaults to the WebQSP fixture experiment).
 The study itself (perturbations, scoring, tables, plots) lives in :mod:`gsr_train.robustness`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -47,20 +48,48 @@ def run(cfg) -> dict:
         gold = gold[: int(split.edge_ptr[n])]
         split, q_emb = split.subset(range(n)), q_emb[:n]
     scorer = get_scorer(split, len(index.relations), _container(rc.kge), cache_dir(cfg))
-    retrievers = build_retrievers(_container(rc.retrievers), index, split, q_emb, emb, _container(cfg.get("classic")),
-                                  split_name, _container(cfg.encoder), cache_dir(cfg))
+    retrievers = build_retrievers(
+        _container(rc.retrievers),
+        index,
+        split,
+        q_emb,
+        emb,
+        _container(cfg.get("classic")),
+        split_name,
+        _container(cfg.encoder),
+        cache_dir(cfg),
+    )
     prep = time.perf_counter() - t0
-    figures = evaluate_robustness(split, retrievers, gold, list(rc.methods), list(rc.levels), list(cfg.eval_ks),
-                                  int(rc.seed), bool(rc.protect_gold), scorer)
-    figures.update({"experiment": cfg.get("experiment_name"), "data": cfg.data.name, "split": split_name,
-                    "questions": len(split), "edges": int(split.edge_ptr[-1]), "retrievers": list(retrievers),
-                    "kge": scorer.meta, "prep_seconds": round(prep, 2),
-                    "total_seconds": round(time.perf_counter() - t0, 2)})
+    figures = evaluate_robustness(
+        split,
+        retrievers,
+        gold,
+        list(rc.methods),
+        list(rc.levels),
+        list(cfg.eval_ks),
+        int(rc.seed),
+        bool(rc.protect_gold),
+        scorer,
+    )
+    figures.update(
+        {
+            "experiment": cfg.get("experiment_name"),
+            "data": cfg.data.name,
+            "split": split_name,
+            "questions": len(split),
+            "edges": int(split.edge_ptr[-1]),
+            "retrievers": list(retrievers),
+            "kge": scorer.meta,
+            "prep_seconds": round(prep, 2),
+            "total_seconds": round(time.perf_counter() - t0, 2),
+        }
+    )
     out = output_dir(cfg)
     k = int(rc.get("report_k", 100))
     tables = report_tables(figures, k)
     title = f"{cfg.data.name} [{split_name}], {len(split)} questions, seed {int(rc.seed)}" + (
-        ", gold protected" if rc.protect_gold else "")
+        ", gold protected" if rc.protect_gold else ""
+    )
     with atomic_write(out / "robustness.md", "w") as f:
         f.write(f"# Robustness: {title}\n\n{tables}\n")
     save_metrics(cfg, index.key, metrics_rows(figures, k), figures)
@@ -83,8 +112,9 @@ def metrics_rows(figures: dict, k: int) -> list[dict]:
         for m in ("answer_recall", "sp_recall"):
             for group, per_k in r[m].items():
                 values[m if group == "all" else f"{m}_{group}"] = per_k.get(str(at))
-        rows.append(metrics_row(r["retriever"], figures.get("split"), at, values, perturbation=r["method"],
-                                level=r["level"]))
+        rows.append(
+            metrics_row(r["retriever"], figures.get("split"), at, values, perturbation=r["method"], level=r["level"])
+        )
     return rows
 
 

@@ -13,9 +13,8 @@
   continue it (``resume=auto`` or a checkpoint of it); anything else is refused with exit status
   2 before any work. A requeued SLURM job continues its own folder without being asked.
 """
-from __future__ import annotations
 
-from gsr_train.data.errors import UserError
+from __future__ import annotations
 
 import os
 import socket
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gsr_train.config import RUN_MARKER, run_state, slurm_job_tag
+from gsr_train.data.errors import UserError
 from gsr_train.io import write_json
 
 MARKER = RUN_MARKER
@@ -79,8 +79,10 @@ def lock_folder(folder: str | Path, kind: str = "run") -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise RunFolderError(f"{path} is in use by another run{_holder(path)}; wait for it, or pick another "
-                             f"folder (leave hydra.{kind}.dir unset for a new one)") from None
+        raise RunFolderError(
+            f"{path} is in use by another run{_holder(path)}; wait for it, or pick another "
+            f"folder (leave hydra.{kind}.dir unset for a new one)"
+        ) from None
     _HELD[key] = fd
 
 
@@ -93,8 +95,7 @@ def release_folder(folder: str | Path) -> None:
 # ------------------------------------------------------------------ what a folder holds
 def _holds_run(folder: Path) -> bool:
     ckpts = folder / "checkpoints"
-    return (folder / MARKER).exists() or (folder / "metrics.json").exists() or (
-        ckpts.is_dir() and any(ckpts.iterdir()))
+    return (folder / MARKER).exists() or (folder / "metrics.json").exists() or (ckpts.is_dir() and any(ckpts.iterdir()))
 
 
 def _holds_sweep(folder: Path) -> bool:
@@ -162,10 +163,11 @@ def claim(folder: str | Path, resume: Any, kind: str = "run") -> str:
         answer = "resume" if resume or own_slurm_job(path) else ""
     if not answer:
         release_folder(path)
-        what = ("an earlier sweep" if kind == "sweep" else describe(path))
+        what = "an earlier sweep" if kind == "sweep" else describe(path)
         raise RunFolderError(
             f"{path} holds {what}; a new {kind} would overwrite it. Leave hydra.{kind}.dir unset for a new "
-            f"folder, pick another one, or continue it with resume=auto")
+            f"folder, pick another one, or continue it with resume=auto"
+        )
     return answer
 
 
@@ -175,8 +177,15 @@ def mark(folder: str | Path, status: str, experiment: Any = None, **extra: Any) 
     state = run_state(path) or {}
     now = time.strftime("%Y-%m-%d %H:%M:%S")
     if status == "running":
-        state.update({"started_at": now, "attempts": int(state.get("attempts", 0)) + 1, "pid": os.getpid(),
-                      "host": socket.gethostname(), "command": " ".join(sys.argv)})
+        state.update(
+            {
+                "started_at": now,
+                "attempts": int(state.get("attempts", 0)) + 1,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "command": " ".join(sys.argv),
+            }
+        )
         state.pop("finished_at", None)
         state.pop("stopped_at", None)
         job = slurm_job_tag()

@@ -10,18 +10,35 @@ folder: ``checkpoints/{best-*,last}.ckpt``, ``results_<split>.jsonl``, ``metrics
 Settings come from ``cfg.model`` (architecture, plus its training recipe under
 ``model.train``) and ``cfg.subgraphrag`` (splits, K, threads, resume / eval-only).
 """
+
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import (cache_dir, fit_state, is_rank_zero, label_path, load_kg_index, log_final_metrics,
-                                   make_trainer, one_setting, output_dir, preflight, PreflightError,
-                                   rank_batch, require_family, require_split, resume_path, save_metrics)
+from gsr_train.runs.common import (
+    PreflightError,
+    cache_dir,
+    fit_state,
+    is_rank_zero,
+    label_path,
+    load_kg_index,
+    log_final_metrics,
+    make_trainer,
+    one_setting,
+    output_dir,
+    preflight,
+    rank_batch,
+    require_family,
+    require_split,
+    resume_path,
+    save_metrics,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +74,10 @@ def settings(cfg: DictConfig) -> tuple[dict, dict, dict]:
     """``(run settings, model options, training recipe)`` with defaults filled in."""
     given = _container(cfg.get("subgraphrag")) or {}
     if given.get("ckpt_path"):
-        raise PreflightError("subgraphrag.ckpt_path is gone: resume a run in its own folder with "
-                             "hydra.run.dir=<run folder> resume=auto (the best checkpoint then covers the whole run)")
+        raise PreflightError(
+            "subgraphrag.ckpt_path is gone: resume a run in its own folder with "
+            "hydra.run.dir=<run folder> resume=auto (the best checkpoint then covers the whole run)"
+        )
     run = {**DEFAULTS, **{k: v for k, v in given.items() if k != "ckpt_path"}}
     model = dict(_container(cfg.get("model")) or {})
     train = {**TRAIN_DEFAULTS, **(model.pop("train", None) or {})}
@@ -82,8 +101,7 @@ def model_meta(index, emb, data_name: str) -> dict:
     }
 
 
-def hop_table(reports: Mapping[str, Any], ks: Sequence[int], metrics: Sequence[str] = METRICS,
-              digits: int = 3) -> str:
+def hop_table(reports: Mapping[str, Any], ks: Sequence[int], metrics: Sequence[str] = METRICS, digits: int = 3) -> str:
     """Markdown: one row per (hop group, model), columns metric@K (groups with questions only)."""
     groups: list[str] = []
     for rep in reports.values():
@@ -140,10 +158,13 @@ def run(cfg: DictConfig) -> dict:
     keep_freed_memory()
     if run_cfg["threads"]:
         torch.set_num_threads(int(run_cfg["threads"]))
-    preflight(cfg, splits=[run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]],
-              label_splits=[run_cfg["eval_split"]],
-              checkpoints={"subgraphrag.eval_only": run_cfg["eval_only"]},
-              encoder=cfg.encoder)
+    preflight(
+        cfg,
+        splits=[run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]],
+        label_splits=[run_cfg["eval_split"]],
+        checkpoints={"subgraphrag.eval_only": run_cfg["eval_only"]},
+        encoder=cfg.encoder,
+    )
     out = output_dir(cfg)
     timings: dict[str, float] = {}
 
@@ -156,9 +177,15 @@ def run(cfg: DictConfig) -> dict:
     if not run_cfg["eval_only"]:
         require_split(index, run_cfg["train_split"], "training", data_name, sup[run_cfg["train_split"]].triple_label)
         if run_cfg["val_split"]:
-            require_split(index, run_cfg["val_split"], "validation", data_name, sup[run_cfg["val_split"]].triple_label,
-                          hint="early stopping and the best checkpoint need it; fix the split, or set "
-                               "subgraphrag.val_split=null to train without validation")
+            require_split(
+                index,
+                run_cfg["val_split"],
+                "validation",
+                data_name,
+                sup[run_cfg["val_split"]].triple_label,
+                hint="early stopping and the best checkpoint need it; fix the split, or set "
+                "subgraphrag.val_split=null to train without validation",
+            )
     timings["prepare_s"] = time.perf_counter() - t0
     scorer_cfg = ScorerConfig.from_options(model_opts, emb.dim)
     log.info("scorer: %s", scorer_cfg)
@@ -169,18 +196,39 @@ def run(cfg: DictConfig) -> dict:
     if run_cfg["eval_only"]:
         best_path = str(run_cfg["eval_only"])
     else:
-        dm = TripleDataModule(index, emb, sup, scorer_cfg.structure, scorer_cfg.dde_forward, scorer_cfg.dde_reverse,
-                              train_split=run_cfg["train_split"], val_split=run_cfg["val_split"],
-                              graphs_per_batch=rank_batch(cfg, int(train["graphs_per_batch"]),
-                                                          "model.train.graphs_per_batch"),
-                              eval_graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]), seed=int(cfg.seed))
-        module = SubgraphRAGModule(model_opts, emb.dim, optim=train["optim"], loss=train["loss"],
-                                   val_k=int(train["val_k"]), seed=int(cfg.seed),
-                                   meta=model_meta(index, emb, str(cfg.data.name))).validate_on(dm)
+        dm = TripleDataModule(
+            index,
+            emb,
+            sup,
+            scorer_cfg.structure,
+            scorer_cfg.dde_forward,
+            scorer_cfg.dde_reverse,
+            train_split=run_cfg["train_split"],
+            val_split=run_cfg["val_split"],
+            graphs_per_batch=rank_batch(cfg, int(train["graphs_per_batch"]), "model.train.graphs_per_batch"),
+            eval_graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]),
+            seed=int(cfg.seed),
+        )
+        module = SubgraphRAGModule(
+            model_opts,
+            emb.dim,
+            optim=train["optim"],
+            loss=train["loss"],
+            val_k=int(train["val_k"]),
+            seed=int(cfg.seed),
+            meta=model_meta(index, emb, str(cfg.data.name)),
+        ).validate_on(dm)
         # without a validation split: no early stopping, and the final epoch is the checkpoint evaluated
         monitor = f"val/sp_recall@{int(train['val_k'])}" if run_cfg["val_split"] else None
-        ckpt = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-{epoch:02d}", monitor=monitor, mode="max",
-                               save_last=False, auto_insert_metric_name=False, enable_version_counter=False)
+        ckpt = ModelCheckpoint(
+            dirpath=out / "checkpoints",
+            filename="best-{epoch:02d}",
+            monitor=monitor,
+            mode="max",
+            save_last=False,
+            auto_insert_metric_name=False,
+            enable_version_counter=False,
+        )
         callbacks = [ckpt]
         if train.get("patience") and monitor:
             callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(train["patience"])))
@@ -194,26 +242,45 @@ def run(cfg: DictConfig) -> dict:
         best_path = state["best_path"] or str(out / "checkpoints" / "last.ckpt")
         dm.setup("fit")
         train_triples = int(index[run_cfg["train_split"]].num_edges[dm.train_questions].sum())
-        train_info = {"epochs_run": state["epochs_run"], "graphs": int(dm.train_questions.numel()),
-                      "skipped": dm.skipped, "triples_per_epoch": train_triples,
-                      "best_score": state["best_score"],
-                      "best_checkpoint": best_path, "last_checkpoint": str(out / "checkpoints" / "last.ckpt"),
-                      "monitor": monitor, "global_step": state["global_step"],
-                      "devices": int(trainer.world_size)}
-        log.info("training done in %.1fs; best %s = %s (%s)", timings["train_s"], monitor,
-                 train_info["best_score"], best_path)
+        train_info = {
+            "epochs_run": state["epochs_run"],
+            "graphs": int(dm.train_questions.numel()),
+            "skipped": dm.skipped,
+            "triples_per_epoch": train_triples,
+            "best_score": state["best_score"],
+            "best_checkpoint": best_path,
+            "last_checkpoint": str(out / "checkpoints" / "last.ckpt"),
+            "monitor": monitor,
+            "global_step": state["global_step"],
+            "devices": int(trainer.world_size),
+        }
+        log.info(
+            "training done in %.1fs; best %s = %s (%s)",
+            timings["train_s"],
+            monitor,
+            train_info["best_score"],
+            best_path,
+        )
 
     # ------------------------------------------------------------------ evaluation
     split_name = run_cfg["eval_split"]
-    device = run_cfg["device"] or ("cuda" if torch.cuda.is_available() and cfg.trainer.get("accelerator") == "gpu"
-                                   else "cpu")
-    retriever = SubgraphRAGRetriever.from_checkpoint(best_path, device=device, serving=str(run_cfg["serving"]),
-                                                   workers=run_cfg["serving_workers"])
+    device = run_cfg["device"] or (
+        "cuda" if torch.cuda.is_available() and cfg.trainer.get("accelerator") == "gpu" else "cpu"
+    )
+    retriever = SubgraphRAGRetriever.from_checkpoint(
+        best_path, device=device, serving=str(run_cfg["serving"]), workers=run_cfg["serving_workers"]
+    )
     check_compatible(retriever.hparams, emb)
     results_path = results_file(out, split_name)
     t0 = time.perf_counter()
-    scores = retriever.retrieve(index, split_name, emb, results_path, k=int(run_cfg["top_k"]),
-                                graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]))
+    scores = retriever.retrieve(
+        index,
+        split_name,
+        emb,
+        results_path,
+        k=int(run_cfg["top_k"]),
+        graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]),
+    )
     timings["retrieve_s"] = time.perf_counter() - t0
     timings.update({f"retrieve_{k}": v for k, v in retriever.timings.items()})
 
@@ -225,8 +292,9 @@ def run(cfg: DictConfig) -> dict:
     ks = [int(k) for k in cfg.eval_ks]
 
     def report(s: torch.Tensor):
-        return retrieval_metrics(graphs, s, ks, sup[split_name].triple_label, labelled, labelled_questions,
-                                 sup[split_name].hops)
+        return retrieval_metrics(
+            graphs, s, ks, sup[split_name].triple_label, labelled, labelled_questions, sup[split_name].hops
+        )
 
     name = str(model_opts.get("name") or "subgraphrag")
     reports = {name: report(scores)}
@@ -234,8 +302,13 @@ def run(cfg: DictConfig) -> dict:
     if run_cfg["compare_cosine"]:
         cos_scores = cosine_scores(graphs, emb.question[split_name], emb)
         reports["cosine"] = report(cos_scores)
-    table = comparison_table(reports, ks=ks, metrics=[m for m in METRICS if m in reports[name].overall],
-                             title=f"{name} vs cosine on {cfg.data.name} [{split_name}]", digits=4)
+    table = comparison_table(
+        reports,
+        ks=ks,
+        metrics=[m for m in METRICS if m in reports[name].overall],
+        title=f"{name} vs cosine on {cfg.data.name} [{split_name}]",
+        digits=4,
+    )
     hops = hop_table(reports, ks)
     print(table)
     print()
@@ -244,8 +317,13 @@ def run(cfg: DictConfig) -> dict:
     timings["total_s"] = time.perf_counter() - t_start
 
     top_k = int(run_cfg["top_k"])
-    at_k = report(scores) if top_k in ks else retrieval_metrics(
-        graphs, scores, [top_k], sup[split_name].triple_label, labelled, labelled_questions, sup[split_name].hops)
+    at_k = (
+        report(scores)
+        if top_k in ks
+        else retrieval_metrics(
+            graphs, scores, [top_k], sup[split_name].triple_label, labelled, labelled_questions, sup[split_name].hops
+        )
+    )
     at_k = {"k": top_k, **{m: at_k.overall[m][top_k] for m in METRICS if m in at_k.overall}}
     figures = {
         "experiment": cfg.experiment_name,
@@ -267,16 +345,27 @@ def run(cfg: DictConfig) -> dict:
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "tables": {"overall": table, "by_hops": hops},
     }
-    rows = [metrics_row(name, split_name, top_k, {m: v for m, v in at_k.items() if m != "k"}, best_path,
-                        results_path)]
+    rows = [metrics_row(name, split_name, top_k, {m: v for m, v in at_k.items() if m != "k"}, best_path, results_path)]
     if cos_scores is not None:  # the baseline at the same K
-        cos_at = reports["cosine"] if top_k in ks else retrieval_metrics(
-            graphs, cos_scores, [top_k], sup[split_name].triple_label, labelled, labelled_questions,
-            sup[split_name].hops)
+        cos_at = (
+            reports["cosine"]
+            if top_k in ks
+            else retrieval_metrics(
+                graphs,
+                cos_scores,
+                [top_k],
+                sup[split_name].triple_label,
+                labelled,
+                labelled_questions,
+                sup[split_name].hops,
+            )
+        )
         rows.append(retrieval_row("cosine", cos_at, split_name, top_k))
     save_metrics(cfg, index.key, rows, figures)
-    log_final_metrics(trainer, {f"test/{m}@{top_k}": v for m, v in at_k.items() if m != "k"}
-                      | {f"test/{m}@{k}": reports[name].overall[m][k] for m in METRICS if m in reports[name].overall
-                         for k in ks})
+    log_final_metrics(
+        trainer,
+        {f"test/{m}@{top_k}": v for m, v in at_k.items() if m != "k"}
+        | {f"test/{m}@{k}": reports[name].overall[m][k] for m in METRICS if m in reports[name].overall for k in ks},
+    )
     log.info("total %.1fs", timings["total_s"])
     return figures

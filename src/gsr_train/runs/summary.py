@@ -1,4 +1,5 @@
 """The one screen every run ends with: what ran, how long, where its files are, and its table."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -50,6 +51,9 @@ def run_summary(folder: str | Path, experiment: Any, seconds: float | None) -> s
     table = _table(folder)
     if table:
         body = table.strip().splitlines()
-        lines += body[:MAX_TABLE_LINES] + ([f"... ({len(body) - MAX_TABLE_LINES} more lines in the files above)"]
-                                           if len(body) > MAX_TABLE_LINES else [])
+        lines += body[:MAX_TABLE_LINES] + (
+            [f"... ({len(body) - MAX_TABLE_LINES} more lines in the files above)"]
+            if len(body) > MAX_TABLE_LINES
+            else []
+        )
     return "\n".join(lines)

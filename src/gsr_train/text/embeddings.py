@@ -20,6 +20,7 @@ trusted. A file lock keeps two processes from building the same table at once.
 Entity names that are raw Freebase ids (``m.0abc``, ``g.11x``) carry no text: they are
 not sent to the encoder, their rows stay zero and ``entity_has_text`` is False for them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,18 +31,19 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from gsr_train.arrays import utf8_char_lengths
 from gsr_train.io import atomic_dir, file_digest, file_lock, write_json
-from gsr_train.progress import progress
 from gsr_train.kg.index import KGIndex, default_cache_dir
 from gsr_train.kg.vocab import StringVocab
+from gsr_train.progress import progress
 from gsr_train.text.encoders import TextEncoder, load_encoder
 
 log = logging.getLogger(__name__)
@@ -79,8 +81,14 @@ class KGEmbeddings:
         paths = {kind: t.get("path") for kind, t in (self.meta.get("tables") or {}).items()}
         wanted = {"entity", "relation", *(f"question:{s}" for s in self.question)}
         if wanted <= set(paths) and all(p and Path(p).exists() for p in paths.values()):
-            return _reopen_embeddings, (paths, sorted(self.question), self.entity_has_text, self.dim,
-                                        self.encoder_name, self.meta)
+            return _reopen_embeddings, (
+                paths,
+                sorted(self.question),
+                self.entity_has_text,
+                self.dim,
+                self.encoder_name,
+                self.meta,
+            )
         return super().__reduce_ex__(protocol)
 
 
@@ -88,9 +96,15 @@ def _reopen_embeddings(paths: dict, splits: list, entity_has_text, dim, encoder_
     def table(kind: str) -> torch.Tensor:
         return torch.from_numpy(np.load(paths[kind], mmap_mode="c"))
 
-    return KGEmbeddings(entity=table("entity"), entity_has_text=entity_has_text, relation=table("relation"),
-                        question={s: table(f"question:{s}") for s in splits}, dim=dim,
-                        encoder_name=encoder_name, meta=meta)
+    return KGEmbeddings(
+        entity=table("entity"),
+        entity_has_text=entity_has_text,
+        relation=table("relation"),
+        question={s: table(f"question:{s}") for s in splits},
+        dim=dim,
+        encoder_name=encoder_name,
+        meta=meta,
+    )
 
 
 def relation_words(relation: str) -> str:
@@ -131,8 +145,8 @@ def _hash_vocab(h, vocab: StringVocab, chunk: int = 1 << 18) -> None:
     offsets, data = vocab.offsets, vocab.data
     for s in range(0, len(vocab), chunk):
         e = min(s + chunk, len(vocab))
-        part = offsets[s:e + 1].astype(np.int64)
-        block = np.asarray(data[part[0]:part[-1]], dtype=np.uint8)
+        part = offsets[s : e + 1].astype(np.int64)
+        block = np.asarray(data[part[0] : part[-1]], dtype=np.uint8)
         h.update(np.insert(block, part[1:] - part[0], 0).tobytes())
 
 
@@ -151,9 +165,15 @@ def _file_check(path: Path, sample: bool) -> str:
 class EmbeddingTable:
     """One cached matrix: the embeddings of ``texts`` by ``encoder`` (rows in text order)."""
 
-    def __init__(self, texts: Sequence[str], encoder: TextEncoder, cache_dir: str | Path,
-                 kind: str = "texts", encode_mask: Sequence[bool] | np.ndarray | None = None,
-                 dtype: str = "float32") -> None:
+    def __init__(
+        self,
+        texts: Sequence[str],
+        encoder: TextEncoder,
+        cache_dir: str | Path,
+        kind: str = "texts",
+        encode_mask: Sequence[bool] | np.ndarray | None = None,
+        dtype: str = "float32",
+    ) -> None:
         if dtype not in STORAGE_DTYPES:
             raise ValueError(f"embedding dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
         self.dtype = dtype
@@ -161,8 +181,7 @@ class EmbeddingTable:
         self.texts = texts if isinstance(texts, StringVocab) else list(texts)
         self.encoder = encoder
         self.kind = kind
-        self.mask = (np.ones(len(self.texts), dtype=bool) if encode_mask is None
-                     else np.asarray(encode_mask, dtype=bool))
+        self.mask = np.ones(len(self.texts), dtype=bool) if encode_mask is None else np.asarray(encode_mask, dtype=bool)
         if self.mask.shape != (len(self.texts),):
             raise ValueError(f"{kind}: encode_mask has shape {self.mask.shape}, expected ({len(self.texts)},)")
         self.input_hash = texts_hash(self.texts, self.mask)
@@ -174,8 +193,14 @@ class EmbeddingTable:
 
     # ---------------------------------------------------------------- loading
     def expected_meta(self) -> dict[str, Any]:
-        return {"format": STORE_FORMAT, "encoder_key": self.encoder.key, "input_hash": self.input_hash,
-                "rows": len(self.texts), "dim": self.encoder.dim, "dtype": self.dtype}
+        return {
+            "format": STORE_FORMAT,
+            "encoder_key": self.encoder.key,
+            "input_hash": self.input_hash,
+            "rows": len(self.texts),
+            "dim": self.encoder.dim,
+            "dtype": self.dtype,
+        }
 
     def load(self) -> torch.Tensor:
         """The cached matrix as a copy-on-write memory map; :class:`StaleEmbeddings` if unusable."""
@@ -200,8 +225,10 @@ class EmbeddingTable:
         except ValueError as e:
             raise StaleEmbeddings(f"{path}: cannot be read ({e})") from e
         if matrix.shape != (len(self.texts), self.encoder.dim) or matrix.dtype != STORAGE_DTYPES[self.dtype]:
-            raise StaleEmbeddings(f"{path}: shape {matrix.shape} {matrix.dtype}, expected "
-                                  f"({len(self.texts)}, {self.encoder.dim}) {self.dtype}")
+            raise StaleEmbeddings(
+                f"{path}: shape {matrix.shape} {matrix.dtype}, expected "
+                f"({len(self.texts)}, {self.encoder.dim}) {self.dtype}"
+            )
         return torch.from_numpy(matrix)
 
     def get(self, chunk_rows: int | None = None, progress: bool | None = None) -> torch.Tensor:
@@ -245,16 +272,19 @@ class EmbeddingTable:
             saved = json.loads(progress_path.read_text())
             if all(saved.get(k) == v for k, v in marker.items()):
                 matrix = np.lib.format.open_memmap(self.partial / MATRIX_FILE, mode="r+")
-                if (matrix.shape == (len(self.texts), self.encoder.dim)
-                        and matrix.dtype == STORAGE_DTYPES[self.dtype]):
+                if matrix.shape == (len(self.texts), self.encoder.dim) and matrix.dtype == STORAGE_DTYPES[self.dtype]:
                     done = int(saved["done"])
                     if 0 <= done <= n_unique:
                         log.info("resuming %s embeddings at %d/%d", self.kind, done, n_unique)
                         return matrix, done
         shutil.rmtree(self.partial, ignore_errors=True)
         self.partial.mkdir(parents=True)
-        matrix = np.lib.format.open_memmap(self.partial / MATRIX_FILE, mode="w+", dtype=STORAGE_DTYPES[self.dtype],
-                                           shape=(len(self.texts), self.encoder.dim))
+        matrix = np.lib.format.open_memmap(
+            self.partial / MATRIX_FILE,
+            mode="w+",
+            dtype=STORAGE_DTYPES[self.dtype],
+            shape=(len(self.texts), self.encoder.dim),
+        )
         write_json(progress_path, {**marker, "done": 0})
         return matrix, 0
 
@@ -270,8 +300,10 @@ class EmbeddingTable:
                 e = min(s + chunk, len(unique))
                 vectors = self.encoder.encode(unique[s:e], progress=False)
                 if tuple(vectors.shape) != (e - s, self.encoder.dim):
-                    raise ValueError(f"encoder {self.encoder.name!r} returned shape {tuple(vectors.shape)} "
-                                     f"for {e - s} texts (expected dim {self.encoder.dim})")
+                    raise ValueError(
+                        f"encoder {self.encoder.name!r} returned shape {tuple(vectors.shape)} "
+                        f"for {e - s} texts (expected dim {self.encoder.dim})"
+                    )
                 matrix[rows[s:e]] = vectors.detach().to(torch.float32).cpu().numpy().astype(matrix.dtype, copy=False)
                 matrix.flush()
                 write_json(self.partial / PROGRESS_FILE, {**marker, "done": e})
@@ -284,15 +316,28 @@ class EmbeddingTable:
         del matrix
         path = self.partial / MATRIX_FILE
         size = path.stat().st_size
-        meta = {**self.expected_meta(), "bytes": size, "checksum": _file_check(path, size > FULL_VERIFY_BYTES),
-                "kind": self.kind, "encoder": self.encoder.describe(), "unique_texts": len(unique),
-                "encoded_rows": int(self.mask.sum()), "seconds": round(time.perf_counter() - t0, 3)}
+        meta = {
+            **self.expected_meta(),
+            "bytes": size,
+            "checksum": _file_check(path, size > FULL_VERIFY_BYTES),
+            "kind": self.kind,
+            "encoder": self.encoder.describe(),
+            "unique_texts": len(unique),
+            "encoded_rows": int(self.mask.sum()),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
         with atomic_dir(self.folder) as tmp:
             os.replace(path, tmp / MATRIX_FILE)
             write_json(tmp / META_FILE, meta)
         shutil.rmtree(self.partial, ignore_errors=True)
-        log.info("embedded %d %s texts with %s in %.1fs -> %s", encoded, self.kind, self.encoder.name,
-                 time.perf_counter() - t0, self.folder)
+        log.info(
+            "embedded %d %s texts with %s in %.1fs -> %s",
+            encoded,
+            self.kind,
+            self.encoder.name,
+            time.perf_counter() - t0,
+            self.folder,
+        )
 
 
 class _Rows:
@@ -313,18 +358,29 @@ def _progress(total: int, done: int, show: bool | None, description: str):
     return progress(total, description, show, threshold=2000, done=done)
 
 
-def embed_texts(texts: Sequence[str], encoder: TextEncoder | str | Mapping, cache_dir: str | Path | None = None,
-                kind: str = "texts", encode_mask: Sequence[bool] | np.ndarray | None = None,
-                chunk_rows: int | None = None, progress: bool | None = None) -> torch.Tensor:
+def embed_texts(
+    texts: Sequence[str],
+    encoder: TextEncoder | str | Mapping,
+    cache_dir: str | Path | None = None,
+    kind: str = "texts",
+    encode_mask: Sequence[bool] | np.ndarray | None = None,
+    chunk_rows: int | None = None,
+    progress: bool | None = None,
+) -> torch.Tensor:
     """Cached ``[len(texts), d]`` embeddings; rows where ``encode_mask`` is False are zero."""
     encoder = load_encoder(encoder)
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     return EmbeddingTable(texts, encoder, cache_dir, kind, encode_mask).get(chunk_rows, progress)
 
 
-def get_embeddings(index: KGIndex, encoder: TextEncoder | str | Mapping = "minilm",
-                   cache_dir: str | Path | None = None, relation_text: str | None = None,
-                   splits: Sequence[str] | None = None, progress: bool | None = None) -> KGEmbeddings:
+def get_embeddings(
+    index: KGIndex,
+    encoder: TextEncoder | str | Mapping = "minilm",
+    cache_dir: str | Path | None = None,
+    relation_text: str | None = None,
+    splits: Sequence[str] | None = None,
+    progress: bool | None = None,
+) -> KGEmbeddings:
     """Entity, relation and question embeddings of ``index`` (built once, then memory-mapped).
 
     ``encoder`` is a :class:`TextEncoder`, a name (``minilm``) or a config mapping
@@ -348,17 +404,28 @@ def get_embeddings(index: KGIndex, encoder: TextEncoder | str | Mapping = "minil
         index[split]  # clear KeyError naming the available splits
 
     has = index.entity_has_text().numpy()
-    tables = {"entity": EmbeddingTable(index.entities, encoder, cache_dir, "entity", has, dtype),
-              "relation": EmbeddingTable(relation_texts(index.relations, relation_text), encoder,
-                                         cache_dir, f"relation:{relation_text}", dtype=dtype)}
+    tables = {
+        "entity": EmbeddingTable(index.entities, encoder, cache_dir, "entity", has, dtype),
+        "relation": EmbeddingTable(
+            relation_texts(index.relations, relation_text), encoder, cache_dir, f"relation:{relation_text}", dtype=dtype
+        ),
+    }
     for split in splits:
-        tables[f"question:{split}"] = EmbeddingTable(index[split].questions, encoder, cache_dir,
-                                                     f"question:{split}", dtype=dtype)
+        tables[f"question:{split}"] = EmbeddingTable(
+            index[split].questions, encoder, cache_dir, f"question:{split}", dtype=dtype
+        )
     matrices = {kind: table.get(progress=progress) for kind, table in tables.items()}
-    meta = {**encoder.describe(), "relation_text": relation_text, "dtype": dtype, "cache_dir": str(cache_dir),
-            "tables": {kind: {"input_hash": t.input_hash, "path": str(t.folder / MATRIX_FILE),
-                              "rows": len(t.texts)} for kind, t in tables.items()},
-            "seconds": round(time.perf_counter() - t0, 3)}
+    meta = {
+        **encoder.describe(),
+        "relation_text": relation_text,
+        "dtype": dtype,
+        "cache_dir": str(cache_dir),
+        "tables": {
+            kind: {"input_hash": t.input_hash, "path": str(t.folder / MATRIX_FILE), "rows": len(t.texts)}
+            for kind, t in tables.items()
+        },
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
     return KGEmbeddings(
         entity=matrices["entity"],
         entity_has_text=torch.from_numpy(has.copy()),

@@ -15,9 +15,8 @@ matching) goes through :class:`TextEncoder`, so the embedding cache can key its 
 Construction is cheap (it resolves files and works out the dimension); model weights load
 on the first :meth:`TextEncoder.encode`, so a warm embedding cache never loads a model.
 """
-from __future__ import annotations
 
-from gsr_train.data.errors import UserError
+from __future__ import annotations
 
 import hashlib
 import importlib.util
@@ -26,13 +25,14 @@ import logging
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from gsr_train.data.errors import UserError
 from gsr_train.io import stable_hash
 from gsr_train.progress import batches
 
@@ -72,8 +72,14 @@ class TextEncoder(ABC):
         """Embed ``texts``; ``progress=None`` shows a bar only for long inputs."""
 
     def describe(self) -> dict[str, Any]:
-        return {"encoder": self.name, "key": self.key, "dim": self.dim, "normalize": self.normalize,
-                "pooling": self.pooling, **{k: v for k, v in self.identity().items() if k != "name"}}
+        return {
+            "encoder": self.name,
+            "key": self.key,
+            "dim": self.dim,
+            "normalize": self.normalize,
+            "pooling": self.pooling,
+            **{k: v for k, v in self.identity().items() if k != "name"},
+        }
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, dim={self.dim}, key={self.key!r})"
@@ -130,8 +136,14 @@ class HFEncoder(TextEncoder):
         self._tokenizer = None
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "model": self._fingerprint, "pooling": self.pooling,
-                "normalize": self.normalize, "max_length": self.max_length, "revision": self.revision}
+        return {
+            "name": self.name,
+            "model": self._fingerprint,
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+            "max_length": self.max_length,
+            "revision": self.revision,
+        }
 
     def load(self) -> None:
         if self._model is not None:
@@ -166,8 +178,9 @@ class HFEncoder(TextEncoder):
         sorted_texts = [texts[i] for i in order]
         rows = torch.tensor(order)
         for s, e in _batches(len(texts), batch_size or self.batch_size, progress, f"{self.name}: encoding"):
-            batch = self._tokenizer(sorted_texts[s:e], padding=True, truncation=True,
-                                    max_length=self.max_length, return_tensors="pt").to(self.device)
+            batch = self._tokenizer(
+                sorted_texts[s:e], padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            ).to(self.device)
             hidden = self._model(**batch).last_hidden_state
             if self.pooling == "cls":
                 vec = hidden[:, 0]
@@ -205,7 +218,7 @@ class HashingEncoder(TextEncoder):
             return []  # empty text -> zero vector
         words = re.findall(r"\w+", low)
         padded = f"  {low} "
-        return [f"w:{w}" for w in words] + [f"c:{padded[i:i + 3]}" for i in range(len(padded) - 2)]
+        return [f"w:{w}" for w in words] + [f"c:{padded[i : i + 3]}" for i in range(len(padded) - 2)]
 
     def encode(self, texts: Sequence[str], batch_size: int | None = None, progress: bool | None = None) -> torch.Tensor:
         rows, cols, signs = [], [], []
@@ -316,17 +329,28 @@ def load_encoder(name: str | Mapping | TextEncoder = "minilm", **options: Any) -
         else:
             path = _resolve_hub_model(GTE_LARGE, options.get("revision"))
             fingerprint = f"{GTE_LARGE}@{options.get('revision') or 'main'}"
-        return HFEncoder("gte-large", path, pooling=options.get("pooling", "cls"),
-                         trust_remote_code=options.get("trust_remote_code", True),
-                         dim=options.get("dim", 1024), fingerprint=fingerprint, **common)
+        return HFEncoder(
+            "gte-large",
+            path,
+            pooling=options.get("pooling", "cls"),
+            trust_remote_code=options.get("trust_remote_code", True),
+            dim=options.get("dim", 1024),
+            fingerprint=fingerprint,
+            **common,
+        )
     path = options.get("path") or (name if Path(str(name)).is_dir() else None)
     if key == "hf" or path is not None:
         if path is None or not Path(path).is_dir():
             raise EncoderUnavailable(f"encoder {name!r}: path={path!r} is not a local model folder")
         label = "hf:" + Path(path).name if key == "hf" or Path(str(name)).is_dir() else str(name)
-        return HFEncoder(label, path, pooling=options.get("pooling", "mean"),
-                         trust_remote_code=options.get("trust_remote_code", False),
-                         dim=options.get("dim"), **common)
+        return HFEncoder(
+            label,
+            path,
+            pooling=options.get("pooling", "mean"),
+            trust_remote_code=options.get("trust_remote_code", False),
+            dim=options.get("dim"),
+            **common,
+        )
     raise ValueError(
         f"unknown encoder {name!r}: use minilm, gte-large, hashing, hf (with path=) or a local model folder"
     )

@@ -7,11 +7,13 @@ Only offered triples can be labelled: any other triple is rejected and counted. 
 ``webqsp_mini/gpt_triples_*.jsonl.gz``, which :mod:`gsr_train.eval.labels` reads for
 labelled-triple recall. A row with no triple means "no label" (skipped by that metric).
 """
+
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gsr_train.llm.client import ChatClient, ChatRequest
 from gsr_train.llm.parsing import parse_triple_selection
@@ -36,8 +38,11 @@ def retrieval_candidates(path: str, ids: set[str], n: int, skip_unknown: bool) -
     for lineno, row in enumerate(read_jsonl(path), start=1):
         qid = row.get("id") if isinstance(row, dict) else None
         trips = row.get("triples") if isinstance(row, dict) else None
-        if not isinstance(qid, str) or not isinstance(trips, list) or not all(
-                isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in trips):
+        if (
+            not isinstance(qid, str)
+            or not isinstance(trips, list)
+            or not all(isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in trips)
+        ):
             raise ValueError(f"{path}: line {lineno}: expected {{'id': str, 'triples': [[h, r, t], ...]}}")
         if qid not in ids:
             unknown += 1
@@ -63,11 +68,12 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
     n_cand, max_triples = int(cfg.get("num_candidates", 40)), int(cfg.get("max_triples", 20))
     positions = list(range(len(graphs)))
     offset, limit = int(cfg.get("offset") or 0), cfg.get("limit")
-    positions = positions[offset: None if limit is None else offset + int(limit)]
+    positions = positions[offset : None if limit is None else offset + int(limit)]
     counts: Counter = Counter()
     if cfg.get("retrieval"):
         by_id, counts["retrieval_rows_unknown_id"] = retrieval_candidates(
-            cfg["retrieval"], set(graphs.ids), n_cand, bool(cfg.get("skip_unknown", False)))
+            cfg["retrieval"], set(graphs.ids), n_cand, bool(cfg.get("skip_unknown", False))
+        )
         cands = {graphs.ids[i]: by_id.get(graphs.ids[i], []) for i in positions}
     else:
         cands = {graphs.ids[i]: graph_candidates(index, split, i, n_cand) for i in positions}
@@ -81,12 +87,24 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
         lines = [f"({h}, {r}, {t})" for h, r, t in cands[qid]]
         if numbered:
             lines = [f"{k}. {x}" for k, x in enumerate(lines, start=1)]
-        requests.append(ChatRequest(qid, messages(system, user, f"label_triples {qid}", question=graphs.questions[i],
-                                                  triples="\n".join(lines), max_triples=max_triples)))
+        requests.append(
+            ChatRequest(
+                qid,
+                messages(
+                    system,
+                    user,
+                    f"label_triples {qid}",
+                    question=graphs.questions[i],
+                    triples="\n".join(lines),
+                    max_triples=max_triples,
+                ),
+            )
+        )
         asked.append(qid)
 
-    with StepRun("llm_label_triples", cfg.get("llm"), cfg["output"], reuse_output=cfg.get("reuse_output", True),
-                 client=client) as step:
+    with StepRun(
+        "llm_label_triples", cfg.get("llm"), cfg["output"], reuse_output=cfg.get("reuse_output", True), client=client
+    ) as step:
         results = dict(zip(asked, step.ask(requests)))
         rows, skipped = [], []
         for i in positions:
@@ -108,11 +126,33 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
             counts["questions_with_labels"] += bool(chosen)
             counts["questions_with_rejections"] += bool(sel.rejected)
             counts[f"parsed_by_{sel.method}"] += 1
-            rows.append({"id": qid, "triples": chosen, "rejected": sel.rejected,
-                         "num_candidates": len(cands[qid]), "raw_response": res.text, "request_key": res.key})
-        ordered = {"questions": len(positions), "requests": len(requests), **{k: counts[k] for k in (
-            "questions_answered", "candidates_offered", "triples_kept", "triples_rejected", "triples_over_limit",
-            "questions_with_labels", "questions_with_rejections", "questions_without_candidates")}}
+            rows.append(
+                {
+                    "id": qid,
+                    "triples": chosen,
+                    "rejected": sel.rejected,
+                    "num_candidates": len(cands[qid]),
+                    "raw_response": res.text,
+                    "request_key": res.key,
+                }
+            )
+        ordered = {
+            "questions": len(positions),
+            "requests": len(requests),
+            **{
+                k: counts[k]
+                for k in (
+                    "questions_answered",
+                    "candidates_offered",
+                    "triples_kept",
+                    "triples_rejected",
+                    "triples_over_limit",
+                    "questions_with_labels",
+                    "questions_with_rejections",
+                    "questions_without_candidates",
+                )
+            },
+        }
         ordered.update({k: v for k, v in sorted(counts.items()) if k not in ordered})
         ordered["requests_skipped_after_errors"] = len(skipped)
         if skipped:

@@ -9,12 +9,14 @@ are drawn with a seeded RNG per relation, so a re-run gives the same questions.
 Outputs: ``{"relation", "template", "subject", "question"}`` rows, plus a responses file
 (``<output>.responses.jsonl.gz``: raw answer, kept and rejected templates per relation).
 """
+
 from __future__ import annotations
 
 import logging
 import random
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,8 +42,12 @@ def relations_from_file(path: str, min_parts: int = 3, max_parts: int = 3) -> li
     return sorted({n for n in names if min_parts <= len(n.split(".")) <= max_parts})
 
 
-def subjects_by_relation(index, splits, relations: list[str], max_subjects: int = 1000,
-                         ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def subjects_by_relation(
+    index,
+    splits,
+    relations: list[str],
+    max_subjects: int = 1000,
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Per relation: up to ``max_subjects`` distinct heads with text (most frequent first) and one
     example triple (head and tail with text)."""
     rel_id = index.relation_lookup()
@@ -114,8 +120,11 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
     if cfg.get("dataset"):
         from gsr_train.kg.index import get_index
 
-        index = get_index(cfg["dataset"], splits=tuple(cfg.get("splits") or ("train", "validation", "test")),
-                          cache_dir=cfg.get("cache_dir"))
+        index = get_index(
+            cfg["dataset"],
+            splits=tuple(cfg.get("splits") or ("train", "validation", "test")),
+            cache_dir=cfg.get("cache_dir"),
+        )
     mode = cfg.get("relations", "index")
     if cfg.get("only"):
         relations = list(dict.fromkeys(cfg["only"]))
@@ -131,14 +140,17 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
     else:
         raise ValueError(f"llm_pseudo_questions: relations must be 'index' or 'file', not {mode!r}")
     offset, limit = int(cfg.get("offset") or 0), cfg.get("limit")
-    subjects, examples = ({}, {}) if index is None else subjects_by_relation(
-        index, list(index.splits), relations, int(cfg.get("max_subjects", 1000)))
+    subjects, examples = (
+        ({}, {})
+        if index is None
+        else subjects_by_relation(index, list(index.splits), relations, int(cfg.get("max_subjects", 1000)))
+    )
     if cfg.get("require_subjects", True):
         if index is None:
             raise ValueError("llm_pseudo_questions: require_subjects needs dataset=<RoG source> to find subjects")
         counts["relations_without_subjects_skipped"] = sum(1 for r in relations if not subjects.get(r))
         relations = [r for r in relations if subjects.get(r)]
-    relations = relations[offset: None if limit is None else offset + int(limit)]
+    relations = relations[offset : None if limit is None else offset + int(limit)]
 
     n_templates = int(cfg.get("num_templates", 10))
     system, user = load_prompt(cfg["prompt"]["system"]), load_prompt(cfg["prompt"]["user"])
@@ -146,12 +158,22 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
     for r in relations:
         ex = examples.get(r)
         example = f"({ex[0]}, {ex[1]}, {ex[2]})" if ex else "none available"
-        requests.append(ChatRequest(r, messages(system, user, f"pseudo_questions {r}", relation=r,
-                                                example=example, num_templates=n_templates)))
+        requests.append(
+            ChatRequest(
+                r,
+                messages(system, user, f"pseudo_questions {r}", relation=r, example=example, num_templates=n_templates),
+            )
+        )
     req_by_rel = dict(zip(relations, requests))
     responses_path = companion(cfg["output"], ".responses.jsonl.gz")
-    with StepRun("llm_pseudo_questions", cfg.get("llm"), cfg["output"], reuse_from=responses_path,
-                 reuse_output=cfg.get("reuse_output", True), client=client) as step:
+    with StepRun(
+        "llm_pseudo_questions",
+        cfg.get("llm"),
+        cfg["output"],
+        reuse_from=responses_path,
+        reuse_output=cfg.get("reuse_output", True),
+        client=client,
+    ) as step:
         results = step.ask(requests)
         rows, responses, skipped = [], [], []
         reasons: Counter = Counter()
@@ -160,11 +182,16 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
                 skipped.append(r)
                 continue
             prompt_text = "\n".join(m["content"] for m in req_by_rel[r].messages)
-            check = check_templates(parse_templates(res.text), max_templates=n_templates, prompt=prompt_text,
-                                    require_question_mark=bool(cfg.get("require_question_mark", False)))
+            check = check_templates(
+                parse_templates(res.text),
+                max_templates=n_templates,
+                prompt=prompt_text,
+                require_question_mark=bool(cfg.get("require_question_mark", False)),
+            )
             reasons.update(x["reason"] for x in check.rejected)
-            filled = fill(r, check.kept, subjects.get(r, []), int(cfg.get("questions_per_template", 1)),
-                          int(cfg.get("seed", 0)))
+            filled = fill(
+                r, check.kept, subjects.get(r, []), int(cfg.get("questions_per_template", 1)), int(cfg.get("seed", 0))
+            )
             counts["relations_answered"] += 1
             counts["templates_kept"] += len(check.kept)
             counts["templates_rejected"] += len(check.rejected)
@@ -172,11 +199,30 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
             counts["pseudo_questions"] += sum("question" in row for row in filled)
             counts["templates_without_subject"] += sum("question" not in row for row in filled)
             rows.extend(filled)
-            responses.append({"relation": r, "templates": check.kept, "rejected": check.rejected,
-                              "raw_response": res.text, "request_key": res.key})
-        ordered = {"relations": len(relations), **{k: counts[k] for k in (
-            "relations_answered", "templates_kept", "templates_rejected", "relations_without_valid_template",
-            "pseudo_questions", "templates_without_subject", "relations_without_subjects_skipped")}}
+            responses.append(
+                {
+                    "relation": r,
+                    "templates": check.kept,
+                    "rejected": check.rejected,
+                    "raw_response": res.text,
+                    "request_key": res.key,
+                }
+            )
+        ordered = {
+            "relations": len(relations),
+            **{
+                k: counts[k]
+                for k in (
+                    "relations_answered",
+                    "templates_kept",
+                    "templates_rejected",
+                    "relations_without_valid_template",
+                    "pseudo_questions",
+                    "templates_without_subject",
+                    "relations_without_subjects_skipped",
+                )
+            },
+        }
         ordered.update({f"rejected_{k}": v for k, v in sorted(reasons.items())})
         ordered["requests_skipped_after_errors"] = len(skipped)
         if skipped:

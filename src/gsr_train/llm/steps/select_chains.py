@@ -10,11 +10,13 @@ relation lists) so the GSR trainer reads either.
 Candidates come from a JSONL with a chains field (``ground_paths`` of ``webqsp_paths``), or
 from the shortest-path supervision of a RoG dataset (:func:`gsr_train.kg.paths.get_supervision`).
 """
+
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gsr_train.llm.client import ChatClient, ChatRequest
 from gsr_train.llm.parsing import parse_chain_selection
@@ -35,7 +37,8 @@ def candidates_from_file(path: str, field: str) -> list[dict]:
         if chains is None:
             raise ValueError(f"{path}: row {n} (id {qid!r}): no field {field!r}")
         if not isinstance(chains, list) or not all(
-                isinstance(c, list) and all(isinstance(r, str) for r in c) for c in chains):
+            isinstance(c, list) and all(isinstance(r, str) for r in c) for c in chains
+        ):
             raise ValueError(f"{path}: row {n} (id {qid!r}): field {field!r} must be a list of relation lists")
         out.append({"id": qid, "question": row["question"], "chains": chains})
     return out
@@ -55,8 +58,10 @@ def candidates_from_dataset(source: str, split: str, which: str, cache_dir: str 
     sup = get_supervision(index, split, cache_dir)
     names = chains_to_names(sup.chains_raw if which == "raw" else sup.chains_filtered, index)
     graphs = index[split]
-    return [{"id": qid, "question": q, "chains": [list(c) for c in chains]}
-            for qid, q, chains in zip(graphs.ids, graphs.questions, names)]
+    return [
+        {"id": qid, "question": q, "chains": [list(c) for c in chains]}
+        for qid, q, chains in zip(graphs.ids, graphs.questions, names)
+    ]
 
 
 def _prepare(chains: list[list[str]], max_candidates: int | None, counts: Counter) -> list[list[str]]:
@@ -86,13 +91,14 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
         items = candidates_from_file(cfg["input"], cfg.get("field", "ground_paths"))
         source = cfg["input"]
     elif cfg.get("dataset"):
-        items = candidates_from_dataset(cfg["dataset"], cfg.get("split", "train"), cfg.get("chains", "raw"),
-                                        cfg.get("cache_dir"))
+        items = candidates_from_dataset(
+            cfg["dataset"], cfg.get("split", "train"), cfg.get("chains", "raw"), cfg.get("cache_dir")
+        )
         source = f"{cfg['dataset']}[{cfg.get('split', 'train')}]"
     else:
         raise ValueError("llm_select_chains: set input=<JSONL with ground_paths> or dataset=<RoG folder / hub name>")
     offset, limit = int(cfg.get("offset") or 0), cfg.get("limit")
-    items = items[offset: None if limit is None else offset + int(limit)]
+    items = items[offset : None if limit is None else offset + int(limit)]
     dup = [k for k, n in Counter(it["id"] for it in items).items() if n > 1]
     if dup:
         raise ValueError(f"{source}: duplicate question ids {dup[:5]}")
@@ -106,27 +112,51 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
         if len(item["candidates"]) == 1 and cfg.get("single_candidate", "ask") == "keep":
             continue
         listing = "\n".join(f"{i}. {' -> '.join(c)}" for i, c in enumerate(item["candidates"], start=1))
-        requests.append(ChatRequest(item["id"], messages(system, user, f"select_chains {item['id']}",
-                                                         question=item["question"], candidates=listing)))
+        requests.append(
+            ChatRequest(
+                item["id"],
+                messages(system, user, f"select_chains {item['id']}", question=item["question"], candidates=listing),
+            )
+        )
         asked.append(item)
 
-    with StepRun("llm_select_chains", cfg.get("llm"), cfg["output"], reuse_output=cfg.get("reuse_output", True),
-                 client=client) as step:
+    with StepRun(
+        "llm_select_chains", cfg.get("llm"), cfg["output"], reuse_output=cfg.get("reuse_output", True), client=client
+    ) as step:
         results = dict(zip((it["id"] for it in asked), step.ask(requests)))
         rows, skipped = [], []
         for item in items:
             base = {"id": item["id"], "question": item["question"], "candidates": item["candidates"]}
             if not item["candidates"]:
                 counts["questions_without_candidates"] += 1
-                rows.append({**base, "selected": [], "llm_paths": [], "selected_numbers": [], "rejected": [],
-                             "status": "no_candidates", "raw_response": None, "request_key": None})
+                rows.append(
+                    {
+                        **base,
+                        "selected": [],
+                        "llm_paths": [],
+                        "selected_numbers": [],
+                        "rejected": [],
+                        "status": "no_candidates",
+                        "raw_response": None,
+                        "request_key": None,
+                    }
+                )
                 continue
             res = results.get(item["id"])
             if res is None:  # single candidate kept without asking
                 counts["single_candidate_kept"] += 1
-                rows.append({**base, "selected": item["candidates"], "llm_paths": item["candidates"],
-                             "selected_numbers": [1], "rejected": [], "status": "single_candidate_kept",
-                             "raw_response": None, "request_key": None})
+                rows.append(
+                    {
+                        **base,
+                        "selected": item["candidates"],
+                        "llm_paths": item["candidates"],
+                        "selected_numbers": [1],
+                        "rejected": [],
+                        "status": "single_candidate_kept",
+                        "raw_response": None,
+                        "request_key": None,
+                    }
+                )
                 continue
             if not res.ok:
                 skipped.append(item["id"])
@@ -141,16 +171,36 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
             counts["questions_with_empty_selection"] += not chosen
             counts["questions_all_selected"] += len(item["candidates"]) > 1 and len(chosen) == len(item["candidates"])
             counts[f"parsed_by_{sel.method}"] += 1
-            rows.append({**base, "selected": chosen, "llm_paths": chosen,
-                         "selected_numbers": [i + 1 for i in sel.selected], "rejected": sel.rejected,
-                         "status": "answered", "raw_response": res.text, "request_key": res.key})
+            rows.append(
+                {
+                    **base,
+                    "selected": chosen,
+                    "llm_paths": chosen,
+                    "selected_numbers": [i + 1 for i in sel.selected],
+                    "rejected": sel.rejected,
+                    "status": "answered",
+                    "raw_response": res.text,
+                    "request_key": res.key,
+                }
+            )
         counts["questions"] = len(items)
         counts["requests"] = len(requests)
         counts["requests_skipped_after_errors"] = len(skipped)
-        ordered = {k: counts[k] for k in ("questions", "requests", "questions_answered", "candidates_offered",
-                                          "chains_kept", "chains_rejected", "questions_with_rejections",
-                                          "questions_with_empty_selection", "questions_all_selected",
-                                          "questions_without_candidates")}
+        ordered = {
+            k: counts[k]
+            for k in (
+                "questions",
+                "requests",
+                "questions_answered",
+                "candidates_offered",
+                "chains_kept",
+                "chains_rejected",
+                "questions_with_rejections",
+                "questions_with_empty_selection",
+                "questions_all_selected",
+                "questions_without_candidates",
+            )
+        }
         ordered.update({k: v for k, v in sorted(counts.items()) if k not in ordered})
         if skipped:
             ordered["skipped_ids"] = skipped

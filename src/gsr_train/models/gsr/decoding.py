@@ -17,11 +17,12 @@ One :class:`ChainLogitsProcessor` shapes every step:
   entities, so the finished chains are shortest-path chains, as ground chains are: beams are
   not spent on chains that walk back to where they started.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 from transformers import LogitsProcessor
@@ -46,7 +47,7 @@ class DecodeConfig:
     batch_size: int = 32
 
     @classmethod
-    def from_any(cls, cfg) -> "DecodeConfig":
+    def from_any(cls, cfg) -> DecodeConfig:
         if cfg is None:
             return cls()
         if isinstance(cfg, cls):
@@ -72,8 +73,15 @@ class BeamChain:
 class ChainLogitsProcessor(LogitsProcessor):
     """Masks next-token scores to the chain vocabulary and (optionally) to KG-executable relations."""
 
-    def __init__(self, gsr, num_beams: int, max_hops: int, restrict_vocab: bool = True,
-                 constraint: Constraint | None = None, offset: int = 0) -> None:
+    def __init__(
+        self,
+        gsr,
+        num_beams: int,
+        max_hops: int,
+        restrict_vocab: bool = True,
+        constraint: Constraint | None = None,
+        offset: int = 0,
+    ) -> None:
         self.gsr = gsr
         self.num_beams = num_beams
         self.max_hops = max_hops
@@ -122,9 +130,14 @@ class ChainLogitsProcessor(LogitsProcessor):
 
 
 @torch.inference_mode()
-def beam_chains(gsr, questions: Sequence[str], cfg: DecodeConfig | None = None,
-                constraint: Constraint | None = None, prefix: str = RETRIEVAL_PREFIX,
-                device: torch.device | str | None = None) -> list[list[BeamChain]]:
+def beam_chains(
+    gsr,
+    questions: Sequence[str],
+    cfg: DecodeConfig | None = None,
+    constraint: Constraint | None = None,
+    prefix: str = RETRIEVAL_PREFIX,
+    device: torch.device | str | None = None,
+) -> list[list[BeamChain]]:
     """Top-``cfg.beams`` chains per question, best first (non-finite scores dropped).
 
     ``constraint(question_position, prefix_chain) -> LongTensor`` of allowed model relation
@@ -142,14 +155,20 @@ def beam_chains(gsr, questions: Sequence[str], cfg: DecodeConfig | None = None,
         # a bar (a line every 30 s in a log file) for long decodes; short validation decodes stay quiet
         with progress(len(questions), "GSR decoding", None, threshold=DECODE_PROGRESS_THRESHOLD) as advance:
             for start in range(0, len(questions), cfg.batch_size):
-                chunk = list(questions[start:start + cfg.batch_size])
+                chunk = list(questions[start : start + cfg.batch_size])
                 enc = gsr.encode(chunk, prefix=prefix).to(device)
                 proc = ChainLogitsProcessor(gsr, cfg.beams, cfg.max_hops, cfg.restrict_vocab, constraint, start)
                 gen = model.generate(
-                    input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                    num_beams=cfg.beams, num_return_sequences=cfg.beams, max_new_tokens=cfg.max_hops + 1,
-                    length_penalty=cfg.length_penalty, do_sample=False, early_stopping=True,
-                    logits_processor=LogitsProcessorList([proc]), output_scores=True,
+                    input_ids=enc["input_ids"],
+                    attention_mask=enc["attention_mask"],
+                    num_beams=cfg.beams,
+                    num_return_sequences=cfg.beams,
+                    max_new_tokens=cfg.max_hops + 1,
+                    length_penalty=cfg.length_penalty,
+                    do_sample=False,
+                    early_stopping=True,
+                    logits_processor=LogitsProcessorList([proc]),
+                    output_scores=True,
                     return_dict_in_generate=True,
                 )
                 chains = gsr.decode(gen.sequences)
@@ -175,8 +194,7 @@ class KGConstraint:
     ``shortest``: only relations that move one hop farther from the topic entities.
     """
 
-    def __init__(self, gsr, executor, kg_relations: Sequence[str], rows: Sequence[int],
-                 shortest: bool = False) -> None:
+    def __init__(self, gsr, executor, kg_relations: Sequence[str], rows: Sequence[int], shortest: bool = False) -> None:
         self.executor = executor
         self.rows = list(rows)
         self.shortest = bool(shortest)

@@ -25,22 +25,22 @@ library's initialisation.
 A saved model is a folder: ``save_pretrained`` files of the model and the tokenizer, plus
 ``relations.txt`` (relation ``k`` on line ``k``) and ``gsr_config.json``.
 """
-from __future__ import annotations
 
-from gsr_train.data.errors import UserError
+from __future__ import annotations
 
 import contextlib
 import io
 import json
 import logging
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch_geometric.utils import scatter
 
-from gsr_train.io import atomic_dir, write_json
+from gsr_train.data.errors import UserError
 from gsr_train.features.relation_tokens import (
     INDEX_PREFIX,
     RETRIEVAL_PREFIX,
@@ -50,6 +50,7 @@ from gsr_train.features.relation_tokens import (
     relation_words,
     write_relations,
 )
+from gsr_train.io import atomic_dir, write_json
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,9 @@ def resolve_pretrained(name: str | os.PathLike) -> Path:
     try:
         return Path(snapshot_download(str(name), allow_patterns=patterns))
     except Exception as e:
-        raise ModelUnavailable(f"model {str(name)!r}: cannot reach the Hugging Face hub ({type(e).__name__}: {e}); {hint}") from e
+        raise ModelUnavailable(
+            f"model {str(name)!r}: cannot reach the Hugging Face hub ({type(e).__name__}: {e}); {hint}"
+        ) from e
 
 
 def load_base_tokenizer(name: str | None):
@@ -138,8 +141,9 @@ def _eos_id(tokenizer) -> int:
     return int(eos)
 
 
-def init_from_words(weight: torch.Tensor, rows: torch.Tensor, names: Sequence[str], tokenizer,
-                    source: torch.Tensor | None = None) -> None:
+def init_from_words(
+    weight: torch.Tensor, rows: torch.Tensor, names: Sequence[str], tokenizer, source: torch.Tensor | None = None
+) -> None:
     """Set ``weight[rows[k]]`` to the mean of ``source`` (default: ``weight``) over the word pieces of name ``k``."""
     source = weight if source is None else source
     enc = tokenizer([relation_words(n) for n in names], add_special_tokens=False)["input_ids"]
@@ -222,7 +226,7 @@ class GSRModel(torch.nn.Module):
         merged = merge_vocab(old, names)
         if len(merged) == len(old):
             return 0
-        fresh = merged[len(old):]
+        fresh = merged[len(old) :]
         add_relation_tokens(self.tokenizer, merged)
         relations = RelationTokens(self.tokenizer, merged)
         previous = torch.cat([torch.arange(len(old)), torch.full((len(fresh),), -1, dtype=torch.long)])
@@ -253,15 +257,25 @@ class GSRModel(torch.nn.Module):
         """Tokenise ``prefix + " " + text`` (padded to the longest, truncated)."""
         if prefix is not None:
             texts = [f"{prefix} {t}" for t in texts]
-        return self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_source_length,
-                              return_tensors="pt", return_token_type_ids=False)
+        return self.tokenizer(
+            list(texts),
+            padding=True,
+            truncation=True,
+            max_length=self.max_source_length,
+            return_tensors="pt",
+            return_token_type_ids=False,
+        )
 
     def labels(self, chains: Sequence[Sequence[int]]) -> torch.Tensor:
         """``[B, T]`` output ids of relation-index chains + eos, padded with -100."""
         width = max((len(c) for c in chains), default=0) + 1
         out = torch.full((len(chains), width), -100, dtype=torch.long)
         for i, chain in enumerate(chains):
-            ids = self.out_ids[torch.as_tensor(list(chain), dtype=torch.long)] if len(chain) else torch.zeros(0, dtype=torch.long)
+            ids = (
+                self.out_ids[torch.as_tensor(list(chain), dtype=torch.long)]
+                if len(chain)
+                else torch.zeros(0, dtype=torch.long)
+            )
             out[i, : len(chain)] = ids
             out[i, len(chain)] = self.eos_id
         return out
@@ -311,7 +325,7 @@ class GSRModel(torch.nn.Module):
         return folder
 
     @classmethod
-    def from_pretrained(cls, folder: str | os.PathLike) -> "GSRModel":
+    def from_pretrained(cls, folder: str | os.PathLike) -> GSRModel:
         from transformers import AutoTokenizer, EncoderDecoderModel, T5ForConditionalGeneration
 
         folder = Path(folder)
@@ -325,7 +339,9 @@ class GSRModel(torch.nn.Module):
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
         relations = RelationTokens(tokenizer, read_relations(folder / "relations.txt"))
         if len(relations) != meta.get("num_relations", len(relations)):
-            raise ModelUnavailable(f"{folder}: relations.txt has {len(relations)} names, expected {meta['num_relations']}")
+            raise ModelUnavailable(
+                f"{folder}: relations.txt has {len(relations)} names, expected {meta['num_relations']}"
+            )
         if spec.get("relation_head") == "open":  # rebuilt, then every weight read back (strict)
             from safetensors.torch import load_file
             from transformers import EncoderDecoderConfig, T5Config
@@ -359,12 +375,17 @@ class GSRModel(torch.nn.Module):
         return state
 
     @classmethod
-    def from_checkpoint_state(cls, state: Mapping[str, Any]) -> "GSRModel":
+    def from_checkpoint_state(cls, state: Mapping[str, Any]) -> GSRModel:
         """Rebuild the architecture (random weights) from :meth:`checkpoint_state`; load weights after."""
         import tempfile
 
-        from transformers import (AutoTokenizer, EncoderDecoderConfig, EncoderDecoderModel, T5Config,
-                                  T5ForConditionalGeneration)
+        from transformers import (
+            AutoTokenizer,
+            EncoderDecoderConfig,
+            EncoderDecoderModel,
+            T5Config,
+            T5ForConditionalGeneration,
+        )
 
         if state.get("format") != GSR_FORMAT:
             raise ModelUnavailable(f"checkpoint GSR format {state.get('format')} != {GSR_FORMAT}")
@@ -394,16 +415,29 @@ def _install_open_placeholder(model, spec: Mapping[str, Any], num_relations: int
     from gsr_train.models.gsr.open_head import OpenRelationTable, install, install_t5
 
     if spec["family"] == "t5":
-        install_t5(model, OpenRelationTable(torch.zeros(num_relations, int(spec.get("text_dim", 384))),
-                                            int(model.config.d_model), residual=bool(spec.get("relation_residual", True)),
-                                            residual_dropout=float(spec.get("relation_residual_dropout", 0.0)),
-                                            num_specials=0), int(spec["base_vocab"]))
+        install_t5(
+            model,
+            OpenRelationTable(
+                torch.zeros(num_relations, int(spec.get("text_dim", 384))),
+                int(model.config.d_model),
+                residual=bool(spec.get("relation_residual", True)),
+                residual_dropout=float(spec.get("relation_residual_dropout", 0.0)),
+                num_specials=0,
+            ),
+            int(spec["base_vocab"]),
+        )
         return
     hidden = int(model.config.decoder.hidden_size)
-    install(model, OpenRelationTable(torch.zeros(num_relations, int(spec.get("text_dim", 384))), hidden,
-                                     torch.zeros(COMPACT_SPECIALS, hidden),
-                                     residual_dropout=float(spec.get("relation_residual_dropout", 0.0)),
-                                     residual=bool(spec.get("relation_residual", True))))
+    install(
+        model,
+        OpenRelationTable(
+            torch.zeros(num_relations, int(spec.get("text_dim", 384))),
+            hidden,
+            torch.zeros(COMPACT_SPECIALS, hidden),
+            residual_dropout=float(spec.get("relation_residual_dropout", 0.0)),
+            residual=bool(spec.get("relation_residual", True)),
+        ),
+    )
 
 
 # ---------------------------------------------------------------------- builders
@@ -422,9 +456,13 @@ def build_gsr_model(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRMode
 
 
 def _spec(cfg: Mapping[str, Any], family: str) -> dict:
-    spec = {"family": family, "name": cfg.get("name", family), "pretrained": cfg.get("pretrained"),
-            "max_source_length": int(cfg.get("max_source_length", 64)),
-            "prefixes": [INDEX_PREFIX, RETRIEVAL_PREFIX]}
+    spec = {
+        "family": family,
+        "name": cfg.get("name", family),
+        "pretrained": cfg.get("pretrained"),
+        "max_source_length": int(cfg.get("max_source_length", 64)),
+        "prefixes": [INDEX_PREFIX, RETRIEVAL_PREFIX],
+    }
     spec["relation_head"] = str(cfg.get("relation_head", "token"))
     spec["relation_residual"] = bool(cfg.get("relation_residual", True))
     spec["relation_residual_dropout"] = float(cfg.get("relation_residual_dropout", 0.0))
@@ -446,9 +484,15 @@ def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
         else:
             tokenizer = load_base_tokenizer(cfg.get("tokenizer", "minilm"))
             options = dict(cfg.get("config") or {})
-            model = T5ForConditionalGeneration(T5Config(
-                vocab_size=len(tokenizer), pad_token_id=int(tokenizer.pad_token_id),
-                eos_token_id=_eos_id(tokenizer), decoder_start_token_id=int(tokenizer.pad_token_id), **options))
+            model = T5ForConditionalGeneration(
+                T5Config(
+                    vocab_size=len(tokenizer),
+                    pad_token_id=int(tokenizer.pad_token_id),
+                    eos_token_id=_eos_id(tokenizer),
+                    decoder_start_token_id=int(tokenizer.pad_token_id),
+                    **options,
+                )
+            )
     base_vocab = len(tokenizer)
     rel = add_relation_tokens(tokenizer, relations)
     is_open = cfg.get("relation_head", "token") == "open"
@@ -461,18 +505,26 @@ def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
         init_from_words(emb, rel.token_ids[new], [r for r, n in zip(rel.relations, new.tolist()) if n], tokenizer)
         out = model.get_output_embeddings()
         if out is not None and out.weight.data_ptr() != emb.data_ptr():
-            init_from_words(out.weight, rel.token_ids[new], [r for r, n in zip(rel.relations, new.tolist()) if n],
-                            tokenizer)
+            init_from_words(
+                out.weight, rel.token_ids[new], [r for r, n in zip(rel.relations, new.tolist()) if n], tokenizer
+            )
     spec = _spec(cfg, "t5")
     if is_open:
         from gsr_train.models.gsr.open_head import OpenRelationTable, install_t5, text_features
 
         if first < base_vocab or not torch.equal(rel.token_ids, torch.arange(len(rel)) + first):
-            raise ValueError("an open-vocabulary T5 needs every relation as a new token after the word vocabulary; "
-                             f"some relation names are already tokens of {cfg.get('pretrained') or 'the tokenizer'}")
+            raise ValueError(
+                "an open-vocabulary T5 needs every relation as a new token after the word vocabulary; "
+                f"some relation names are already tokens of {cfg.get('pretrained') or 'the tokenizer'}"
+            )
         text = text_features(rel.relations)
-        table = OpenRelationTable(text, int(model.config.d_model), residual=spec["relation_residual"],
-                                  residual_dropout=spec["relation_residual_dropout"], num_specials=0)
+        table = OpenRelationTable(
+            text,
+            int(model.config.d_model),
+            residual=spec["relation_residual"],
+            residual_dropout=spec["relation_residual_dropout"],
+            num_specials=0,
+        )
         with torch.no_grad():  # relation vectors start at the scale of T5's word rows (std 1 when random)
             table.proj.weight.mul_(model.shared.weight[:first].std() / table.proj(text).std().clamp_min(1e-8))
         install_t5(model, table, first)  # words and task prefixes below, relations from `first` on
@@ -502,17 +554,30 @@ def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
     init_words = cfg.get("relation_init", "words") == "words"
     if init_words:
         new = rel.token_ids >= base_vocab
-        init_from_words(encoder.get_input_embeddings().weight, rel.token_ids[new],
-                        [r for r, n in zip(rel.relations, new.tolist()) if n], tokenizer, source=words)
+        init_from_words(
+            encoder.get_input_embeddings().weight,
+            rel.token_ids[new],
+            [r for r, n in zip(rel.relations, new.tolist()) if n],
+            tokenizer,
+            source=words,
+        )
     dec = dict(cfg.get("decoder") or {})
     hidden = int(dec.get("hidden_size", encoder.config.hidden_size))
     dcfg = BertConfig(
-        vocab_size=len(rel) + COMPACT_SPECIALS, hidden_size=hidden,
-        num_hidden_layers=int(dec.get("layers", 3)), num_attention_heads=int(dec.get("heads", 6)),
+        vocab_size=len(rel) + COMPACT_SPECIALS,
+        hidden_size=hidden,
+        num_hidden_layers=int(dec.get("layers", 3)),
+        num_attention_heads=int(dec.get("heads", 6)),
         intermediate_size=int(dec.get("intermediate_size", 4 * hidden)),
-        hidden_dropout_prob=float(dec.get("dropout", 0.1)), attention_probs_dropout_prob=float(dec.get("dropout", 0.1)),
-        max_position_embeddings=int(dec.get("max_positions", 16)), type_vocab_size=1,
-        is_decoder=True, add_cross_attention=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        hidden_dropout_prob=float(dec.get("dropout", 0.1)),
+        attention_probs_dropout_prob=float(dec.get("dropout", 0.1)),
+        max_position_embeddings=int(dec.get("max_positions", 16)),
+        type_vocab_size=1,
+        is_decoder=True,
+        add_cross_attention=True,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
         tie_word_embeddings=True,
     )
     with torch.random.fork_rng():
@@ -532,8 +597,16 @@ def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
 
         specials = decoder.get_input_embeddings().weight.detach()[:COMPACT_SPECIALS]
         text = text_features(rel.relations)
-        install(model, OpenRelationTable(text, hidden, specials, residual=bool(cfg.get("relation_residual", True)),
-                                         residual_dropout=float(cfg.get("relation_residual_dropout", 0.0))))
+        install(
+            model,
+            OpenRelationTable(
+                text,
+                hidden,
+                specials,
+                residual=bool(cfg.get("relation_residual", True)),
+                residual_dropout=float(cfg.get("relation_residual_dropout", 0.0)),
+            ),
+        )
         spec = _spec(cfg, "minilm")
         spec["text_dim"] = int(text.shape[1])
         _freeze(model.encoder, cfg)
@@ -572,7 +645,7 @@ def load_gsr(path: str | os.PathLike) -> GSRModel:
         if "gsr" not in ckpt:
             raise ModelUnavailable(f"{path}: not a GSR Lightning checkpoint (no 'gsr' entry)")
         gsr = GSRModel.from_checkpoint_state(ckpt["gsr"])
-        state = {k[len("gsr."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("gsr.")}
+        state = {k[len("gsr.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("gsr.")}
         gsr.load_state_dict(state, strict=True)
         return gsr.eval()
     raise ModelUnavailable(f"{path}: expected a saved GSR folder or a .ckpt file")

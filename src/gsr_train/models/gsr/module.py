@@ -15,11 +15,13 @@ Distributed (DDP): each rank decodes its share of the validation questions and k
 de-duplicated by id (the distributed sampler pads with repeats) before the shares are
 computed, so the match figures cover every validation question exactly once.
 """
+
 from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -31,14 +33,28 @@ log = logging.getLogger(__name__)
 
 warnings.filterwarnings("ignore", message=r".*introduces a better way to train encoder-decoder models.*")
 
-DEFAULT_OPTIM = {"lr": 5e-4, "encoder_lr": None, "weight_decay": 0.01, "warmup_ratio": 0.06, "warmup_steps": None,
-                 "betas": (0.9, 0.999), "eps": 1e-8, "schedule": "linear"}
+DEFAULT_OPTIM = {
+    "lr": 5e-4,
+    "encoder_lr": None,
+    "weight_decay": 0.01,
+    "warmup_ratio": 0.06,
+    "warmup_steps": None,
+    "betas": (0.9, 0.999),
+    "eps": 1e-8,
+    "schedule": "linear",
+}
 SCHEDULES = ("linear", "constant")
 
 
 class GSRModule(pl.LightningModule):
-    def __init__(self, gsr, optim: Mapping[str, Any] | None = None, val_decode: Mapping[str, Any] | None = None,
-                 total_steps: int | None = None, weighting: str = "question") -> None:
+    def __init__(
+        self,
+        gsr,
+        optim: Mapping[str, Any] | None = None,
+        val_decode: Mapping[str, Any] | None = None,
+        total_steps: int | None = None,
+        weighting: str = "question",
+    ) -> None:
         super().__init__()
         if weighting not in ("question", "target"):
             raise ValueError(f"loss weighting must be 'question' or 'target', got {weighting!r}")
@@ -49,9 +65,15 @@ class GSRModule(pl.LightningModule):
             raise ValueError(f"optim.schedule must be one of {SCHEDULES}, got {self.optim['schedule']!r}")
         self.val_decode = DecodeConfig.from_any({"beams": 5, "top_n": 3, **dict(val_decode or {})})
         self.total_steps = total_steps
-        self.save_hyperparameters({"optim": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.optim.items()},
-                                   "val_decode": vars(self.val_decode), "spec": gsr.spec,
-                                   "num_relations": len(gsr.relations), "weighting": weighting})
+        self.save_hyperparameters(
+            {
+                "optim": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.optim.items()},
+                "val_decode": vars(self.val_decode),
+                "spec": gsr.spec,
+                "num_relations": len(gsr.relations),
+                "weighting": weighting,
+            }
+        )
         self._match: dict[str, tuple[bool, bool]] = {}
 
     # ------------------------------------------------------------------ loss
@@ -71,12 +93,17 @@ class GSRModule(pl.LightningModule):
         mask = batch["attention_mask"].index_select(0, owner)
         start = torch.full_like(labels[:, :1], self.gsr.start_id)
         dec_in = torch.cat([start, labels[:, :-1].clamp_min(0)], dim=1)
-        dec_in = torch.where(torch.cat([torch.ones_like(start, dtype=torch.bool), labels[:, :-1] >= 0], 1),
-                             dec_in, torch.full_like(dec_in, self.gsr.pad_id))
-        logits = model(encoder_outputs=BaseModelOutput(last_hidden_state=hidden), attention_mask=mask,
-                       decoder_input_ids=dec_in).logits
-        tok = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100,
-                                                reduction="none")
+        dec_in = torch.where(
+            torch.cat([torch.ones_like(start, dtype=torch.bool), labels[:, :-1] >= 0], 1),
+            dec_in,
+            torch.full_like(dec_in, self.gsr.pad_id),
+        )
+        logits = model(
+            encoder_outputs=BaseModelOutput(last_hidden_state=hidden), attention_mask=mask, decoder_input_ids=dec_in
+        ).logits
+        tok = torch.nn.functional.cross_entropy(
+            logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none"
+        )
         valid = (labels >= 0).float()
         per_target = (tok * valid).sum(1) / valid.sum(1).clamp_min(1)
         if self.weighting == "question":
@@ -114,8 +141,10 @@ class GSRModule(pl.LightningModule):
             ground = set(map(tuple, batch["ground"][i]))
             names = [self.gsr.chain_names(b.chain) if b.chain is not None else None for b in per_q]
             key = batch["ids"][i] or f"{batch['texts'][i]}#{i}"
-            self._match[key] = (bool(names[:1] and names[0] in ground),
-                                any(c in ground for c in names[:top_n] if c is not None))
+            self._match[key] = (
+                bool(names[:1] and names[0] in ground),
+                any(c in ground for c in names[:top_n] if c is not None),
+            )
 
     def _gathered_matches(self) -> dict[str, tuple[bool, bool]]:
         """Per-question matches of every rank, one entry per question id."""
@@ -135,8 +164,14 @@ class GSRModule(pl.LightningModule):
         n = max(len(matches), 1)
         at1 = sum(a for a, _ in matches.values()) / n
         atn = sum(b for _, b in matches.values()) / n
-        log.info("epoch %d: val match@1 %.4f, match@%d %.4f (%d questions)", self.current_epoch,
-                 at1, self.val_decode.top_n, atn, len(matches))
+        log.info(
+            "epoch %d: val match@1 %.4f, match@%d %.4f (%d questions)",
+            self.current_epoch,
+            at1,
+            self.val_decode.top_n,
+            atn,
+            len(matches),
+        )
         # identical on every rank after the gather
         self.log("val/match@1", at1, prog_bar=True, sync_dist=True)
         self.log(f"val/match@{self.val_decode.top_n}", atn, sync_dist=True)
@@ -152,10 +187,17 @@ class GSRModule(pl.LightningModule):
             if not p.requires_grad:
                 continue
             plain = p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name
-            key = (enc_lr if name.startswith("model.encoder.") else lr, 0.0 if plain else float(self.optim["weight_decay"]))
+            key = (
+                enc_lr if name.startswith("model.encoder.") else lr,
+                0.0 if plain else float(self.optim["weight_decay"]),
+            )
             groups.setdefault(key, []).append(p)
-        opt = torch.optim.AdamW([{"params": ps, "lr": k[0], "weight_decay": k[1]} for k, ps in groups.items()],
-                                lr=lr, betas=tuple(self.optim["betas"]), eps=float(self.optim["eps"]))
+        opt = torch.optim.AdamW(
+            [{"params": ps, "lr": k[0], "weight_decay": k[1]} for k, ps in groups.items()],
+            lr=lr,
+            betas=tuple(self.optim["betas"]),
+            eps=float(self.optim["eps"]),
+        )
         if self.optim["schedule"] == "constant":
             return opt
         total = int(self.total_steps or self.trainer.estimated_stepping_batches)

@@ -15,9 +15,10 @@ MiniLM ids follow the compact layout: ``0 pad, 1 start, 2 eos``, relation ``k`` 
 embedding and output rows: the encoder reads words, the decoder emits EOS) and relation ``k`` is
 id ``base + k``, read from a table without special rows (:func:`install_t5`).
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -48,13 +49,21 @@ def text_features(names: Sequence[str], encoder=None) -> torch.Tensor:
 class OpenRelationTable(nn.Module):
     """The ``[3 + R, H]`` table shared by the decoder's input embedding and output layer."""
 
-    def __init__(self, text: torch.Tensor, hidden: int, specials: torch.Tensor | None = None,
-                 residual: bool = True, residual_dropout: float = 0.0, num_specials: int = SPECIALS) -> None:
+    def __init__(
+        self,
+        text: torch.Tensor,
+        hidden: int,
+        specials: torch.Tensor | None = None,
+        residual: bool = True,
+        residual_dropout: float = 0.0,
+        num_specials: int = SPECIALS,
+    ) -> None:
         super().__init__()
         dim = text.shape[1]
         self.register_buffer("text", text.float().clone())
-        self.specials = nn.Parameter(specials.clone() if specials is not None
-                                     else torch.randn(num_specials, hidden) * 0.02)
+        self.specials = nn.Parameter(
+            specials.clone() if specials is not None else torch.randn(num_specials, hidden) * 0.02
+        )
         self.proj = nn.Linear(dim, hidden)
         with torch.no_grad():  # start as the identity when the sizes match: the text vectors themselves
             if dim == hidden:
@@ -101,7 +110,11 @@ class OpenRelationTable(nn.Module):
         # a saved table may hold another relation list than this one: take its sizes
         for name in ("text", "residual_mask", "residual"):
             key = prefix + name
-            if key in state_dict and getattr(self, name) is not None and state_dict[key].shape != getattr(self, name).shape:
+            if (
+                key in state_dict
+                and getattr(self, name) is not None
+                and state_dict[key].shape != getattr(self, name).shape
+            ):
                 current = getattr(self, name)
                 if isinstance(current, nn.Parameter):
                     setattr(self, name, nn.Parameter(torch.zeros_like(state_dict[key])))

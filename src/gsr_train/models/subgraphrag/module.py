@@ -18,11 +18,13 @@ Distributed (DDP): every rank scores its share of the validation graphs into its
 before the metrics, so validation recall is computed over *all* validation questions (the
 padding duplicates of the distributed sampler score the same edges identically).
 """
+
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import pytorch_lightning as pl
 import torch
@@ -39,7 +41,9 @@ DEFAULT_OPTIM = {"lr": 1e-3, "weight_decay": 0.0, "scheduler": "none", "warmup_e
 DEFAULT_LOSS = {"pos_weight": None, "listwise": 0.0}
 
 
-def listwise_loss(logits: torch.Tensor, labels: torch.Tensor, question: torch.Tensor, num_questions: int) -> torch.Tensor:
+def listwise_loss(
+    logits: torch.Tensor, labels: torch.Tensor, question: torch.Tensor, num_questions: int
+) -> torch.Tensor:
     """Mean over graphs with a positive of ``-mean_{i in pos} log softmax_graph(logits)_i``."""
     top = scatter(logits.detach(), question, dim=0, dim_size=num_questions, reduce="max")
     shifted = logits - top[question]
@@ -47,8 +51,9 @@ def listwise_loss(logits: torch.Tensor, labels: torch.Tensor, question: torch.Te
     log_p = shifted - lse[question]
     pos = labels > 0
     n_pos = scatter(pos.float(), question, dim=0, dim_size=num_questions, reduce="sum")
-    per_q = scatter(torch.where(pos, -log_p, torch.zeros_like(log_p)), question, dim=0, dim_size=num_questions,
-                    reduce="sum")
+    per_q = scatter(
+        torch.where(pos, -log_p, torch.zeros_like(log_p)), question, dim=0, dim_size=num_questions, reduce="sum"
+    )
     has = n_pos > 0
     if not bool(has.any()):
         return logits.sum() * 0.0
@@ -64,9 +69,17 @@ class ValidationSource(Protocol):
 class SubgraphRAGModule(pl.LightningModule):
     """``model``: scorer options (see :class:`ScorerConfig.from_options`); ``dim``: text embedding size."""
 
-    def __init__(self, model: Mapping[str, Any], dim: int, optim: Mapping[str, Any] | None = None,
-                 loss: Mapping[str, Any] | None = None, val_k: int = 100, seed: int = 0,
-                 meta: Mapping[str, Any] | None = None, train_forward: str = "fast") -> None:
+    def __init__(
+        self,
+        model: Mapping[str, Any],
+        dim: int,
+        optim: Mapping[str, Any] | None = None,
+        loss: Mapping[str, Any] | None = None,
+        val_k: int = 100,
+        seed: int = 0,
+        meta: Mapping[str, Any] | None = None,
+        train_forward: str = "fast",
+    ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.scorer = TripleScorer(ScorerConfig.from_options(dict(model), dim))
@@ -109,7 +122,7 @@ class SubgraphRAGModule(pl.LightningModule):
         return loss
 
     # ---------------------------------------------------------------- validation
-    def validate_on(self, source: "ValidationSource | None") -> "SubgraphRAGModule":
+    def validate_on(self, source: ValidationSource | None) -> SubgraphRAGModule:
         """The graphs and labels validation recall is computed on, handed over by the recipe
         (the module does not know the datamodule: any object with ``validation_graphs()``)."""
         self._validation_source = source

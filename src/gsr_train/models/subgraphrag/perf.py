@@ -8,8 +8,10 @@ existing one). :func:`keep_freed_memory` raises glibc's mmap and trim thresholds
 blocks are reused. The thresholds stay moderate (128 MB / 512 MB): a split-sized array
 (hundreds of MB on CWQ) still goes back to the kernel when freed, so one peak does not
 stay resident for the rest of a run. It only changes how memory is recycled, never results, and is a no-op
-off glibc; the switch lives in :mod:`gsr_train.memory`. (Alternatives: ``THP_MEM_ALLOC_ENABLE=1``, jemalloc / tcmalloc via LD_PRELOAD.)
+off glibc; the switch lives in :mod:`gsr_train.memory`. (Alternatives: ``THP_MEM_ALLOC_ENABLE=1``,
+jemalloc / tcmalloc via LD_PRELOAD.)
 """
+
 from __future__ import annotations
 
 from gsr_train.memory import keep_freed_memory

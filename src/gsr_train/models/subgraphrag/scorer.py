@@ -28,19 +28,21 @@ Parts of the input (the ``layout``), all optional except the four embeddings:
 
 Entities without text (CVT MIDs) share one learned embedding (``no_text``).
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gsr_train.features.triple_batch import TripleBatch
 from gsr_train.features.structure import STRUCTURES, structure_channels
+from gsr_train.features.triple_batch import TripleBatch
 from gsr_train.models.subgraphrag.triple_mlp import DEFAULT_BLOCK, GPU_BLOCK, triple_mlp
 
 
@@ -67,14 +69,16 @@ class ScorerConfig:
         if self.structure not in STRUCTURES:
             raise ValueError(f"structure must be one of {STRUCTURES}, got {self.structure!r}")
         if self.dim < 1 or self.hidden < 1 or self.num_layers < 1:
-            raise ValueError(f"dim, hidden and num_layers must be >= 1 (got {self.dim}, {self.hidden}, {self.num_layers})")
+            raise ValueError(
+                f"dim, hidden and num_layers must be >= 1 (got {self.dim}, {self.hidden}, {self.num_layers})"
+            )
         if self.train_projection_dtype not in ("float32", "bfloat16"):
             raise ValueError(f"train_projection_dtype must be float32 or bfloat16, got {self.train_projection_dtype!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], dim: int) -> "ScorerConfig":
+    def from_options(cls, options: Mapping[str, Any], dim: int) -> ScorerConfig:
         """From a model config: ``use_dde`` / ``use_topic`` flags or ``structure``; an unknown key
         (a typo, an option of another model family) is an error naming it."""
         opts = dict(options)
@@ -163,7 +167,9 @@ class TripleScorer(nn.Module):
         Inside a pass the weight is split once (:meth:`_split_weight`): every slice taken
         separately would add a full-size gradient buffer in the backward pass.
         """
-        parts = self._parts if self._parts is not None else {n: self.first.weight[:, sl] for n, sl in self.slices.items()}
+        parts = (
+            self._parts if self._parts is not None else {n: self.first.weight[:, sl] for n, sl in self.slices.items()}
+        )
         return parts[names[0]] if len(names) == 1 else torch.cat([parts[n] for n in names], dim=1)
 
     @contextlib.contextmanager
@@ -186,7 +192,11 @@ class TripleScorer(nn.Module):
         """``[N, d]`` embedding of every node; the learned no-text row where ``node_ent == U``."""
         u = ent_emb.shape[0]
         is_text = node_ent < u
-        rows = ent_emb[node_ent.clamp(max=max(u - 1, 0))].float() if u else ent_emb.new_zeros(node_ent.numel(), self.config.dim)
+        rows = (
+            ent_emb[node_ent.clamp(max=max(u - 1, 0))].float()
+            if u
+            else ent_emb.new_zeros(node_ent.numel(), self.config.dim)
+        )
         return torch.where(is_text.unsqueeze(1), rows, self.no_text.unsqueeze(0).to(rows.dtype))
 
     def _node_cosines(self, batch: TripleBatch) -> torch.Tensor:
@@ -231,8 +241,14 @@ class TripleScorer(nn.Module):
         prod = self._node_embeddings(batch.ent_emb, batch.node_ent) * batch.q_emb[batch.node_q]
         return F.linear(prod, torch.cat([self.weight("qh"), self.weight("qt")], dim=0))
 
-    def _triple_parts(self, batch: TripleBatch, ent_halves: torch.Tensor, ent_rows: torch.Tensor,
-                      pair_terms: torch.Tensor, cos: torch.Tensor | None = None) -> tuple:
+    def _triple_parts(
+        self,
+        batch: TripleBatch,
+        ent_halves: torch.Tensor,
+        ent_rows: torch.Tensor,
+        pair_terms: torch.Tensor,
+        cos: torch.Tensor | None = None,
+    ) -> tuple:
         """What each triple sums: two bags of first-layer rows plus rank-1 terms.
 
         * entity bag: ``ent_halves`` (rows ``2e``: head side of entity row ``e``; ``2e + 1``:
@@ -265,8 +281,15 @@ class TripleScorer(nn.Module):
         small = tables[0] if len(tables) == 1 else torch.cat(tables, dim=0)
         return ent_halves, ent_idx, small, torch.stack(cols, dim=1), rank1_w, rank1_rows
 
-    def _triple_logits(self, ent: torch.Tensor, ent_idx: torch.Tensor, small: torch.Tensor, small_idx: torch.Tensor,
-                       rank1_w: torch.Tensor | None = None, rank1_rows: tuple[int, ...] = ()) -> torch.Tensor:
+    def _triple_logits(
+        self,
+        ent: torch.Tensor,
+        ent_idx: torch.Tensor,
+        small: torch.Tensor,
+        small_idx: torch.Tensor,
+        rank1_w: torch.Tensor | None = None,
+        rank1_rows: tuple[int, ...] = (),
+    ) -> torch.Tensor:
         """Per triple: sum its rows of both bags and its rank-1 terms, then the rest of the MLP.
 
         This is the only part whose cost scales with the number of triples. The paper's
@@ -339,8 +362,14 @@ class TripleScorer(nn.Module):
 
     # ------------------------------------------------------------------ inference
     @torch.no_grad()
-    def precompute(self, entity_emb: torch.Tensor, entity_has_text: torch.Tensor, relation_emb: torch.Tensor,
-                   entities: torch.Tensor | None = None, chunk_rows: int = 1 << 15) -> Projections:
+    def precompute(
+        self,
+        entity_emb: torch.Tensor,
+        entity_has_text: torch.Tensor,
+        relation_emb: torch.Tensor,
+        entities: torch.Tensor | None = None,
+        chunk_rows: int = 1 << 15,
+    ) -> Projections:
         """Project every entity (or only ``entities``, global ids) and every relation once."""
         num_ent = entity_emb.shape[0]
         has = entity_has_text.bool()
@@ -350,8 +379,8 @@ class TripleScorer(nn.Module):
         dev = w_ent.device
         ent = torch.empty(ids.numel() + 1, w_ent.shape[0], device=dev)
         for s in range(0, ids.numel(), chunk_rows):
-            chunk = ids[s:s + chunk_rows]
-            ent[s:s + chunk.numel()] = F.linear(entity_emb[chunk].to(dev, torch.float32), w_ent)
+            chunk = ids[s : s + chunk_rows]
+            ent[s : s + chunk.numel()] = F.linear(entity_emb[chunk].to(dev, torch.float32), w_ent)
         ent[-1] = F.linear(self.no_text, w_ent)
         row_of = torch.full((num_ent + 1,), ids.numel(), dtype=torch.long, device=dev)
         row_of[ids.to(dev)] = torch.arange(ids.numel(), device=dev)
@@ -363,8 +392,8 @@ class TripleScorer(nn.Module):
         if self.has("cos_h"):
             unit = torch.empty(ids.numel() + 1, entity_emb.shape[1], device=dev)
             for s in range(0, ids.numel(), chunk_rows):
-                chunk = ids[s:s + chunk_rows]
-                unit[s:s + chunk.numel()] = F.normalize(entity_emb[chunk].to(dev, torch.float32), dim=-1)
+                chunk = ids[s : s + chunk_rows]
+                unit[s : s + chunk.numel()] = F.normalize(entity_emb[chunk].to(dev, torch.float32), dim=-1)
             unit[-1] = F.normalize(self.no_text.detach(), dim=0)
         return Projections(ent=ent, row_of=row_of, rel=rel, unit=unit)
 
@@ -421,8 +450,14 @@ class TripleScorer(nn.Module):
             pair = self._pair_terms(batch, proj.rel.index_select(0, batch.pair_rel))
             if batch.num_questions == 1:
                 node = self.node_terms(proj, batch, rows).reshape(-1, h)  # rows 2n: head side, 2n + 1: tail side
-                parts = (node, torch.stack([2 * batch.head, 2 * batch.tail + 1], dim=1), pair,
-                         batch.triple_pair.unsqueeze(1), None, ())
+                parts = (
+                    node,
+                    torch.stack([2 * batch.head, 2 * batch.tail + 1], dim=1),
+                    pair,
+                    batch.triple_pair.unsqueeze(1),
+                    None,
+                    (),
+                )
             else:
                 parts = self._global_parts(proj, batch, rows, pair)
         if self.fused:
@@ -430,14 +465,16 @@ class TripleScorer(nn.Module):
         if not self.hidden_layers:
             # no backward pass to keep small: blocks as large as fit in L2 (fewer, bigger kernels)
             block = max(DEFAULT_BLOCK, (1 << 19) // h) if pair.device.type == "cpu" else GPU_BLOCK
-            return triple_mlp(parts[0], parts[1], parts[2], parts[3], self.out.weight, self.out.bias, parts[4],
-                              parts[5], block=block)
+            return triple_mlp(
+                parts[0], parts[1], parts[2], parts[3], self.out.weight, self.out.bias, parts[4], parts[5], block=block
+            )
         ent, ent_idx, small, small_idx, rank1_w, rank1_rows = parts
         out = torch.empty(batch.num_triples, device=pair.device)
         for s in range(0, batch.num_triples, chunk_triples):  # cache-sized [chunk, H] temporaries
             e = min(s + chunk_triples, batch.num_triples)
-            out[s:e] = self._triple_logits(ent, ent_idx[s:e], small, small_idx[s:e],
-                                           None if rank1_w is None else rank1_w[s:e], rank1_rows)
+            out[s:e] = self._triple_logits(
+                ent, ent_idx[s:e], small, small_idx[s:e], None if rank1_w is None else rank1_w[s:e], rank1_rows
+            )
         return out
 
     def _global_parts(self, proj: Projections, batch: TripleBatch, rows: torch.Tensor, pair: torch.Tensor) -> tuple:

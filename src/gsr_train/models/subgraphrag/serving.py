@@ -12,6 +12,7 @@ cosine features and the question-relation product. Other shapes (more hidden lay
 per-entity question product) use the torch path; :meth:`CompiledQuestionScorer.unsupported`
 says why.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -112,15 +113,28 @@ class CompiledQuestionScorer:
         """``FloatTensor[E]`` logits of ``graph``'s triples (a :class:`~gsr_train.kg.index.QuestionGraph`)."""
         edge_index = _numpy(graph.edge_index)
         out = np.empty(edge_index.shape[1], np.float32)
-        where = self.score_arrays(edge_index[0], edge_index[1], _numpy(graph.edge_rel), _numpy(graph.topic_mask),
-                                  _numpy(graph.entity_ids), _numpy(question_emb, np.float32).reshape(-1), out)
+        where = self.score_arrays(
+            edge_index[0],
+            edge_index[1],
+            _numpy(graph.edge_rel),
+            _numpy(graph.topic_mask),
+            _numpy(graph.entity_ids),
+            _numpy(question_emb, np.float32).reshape(-1),
+            out,
+        )
         if where is not None:
             raise ValueError(self._error(graph.id, graph.edge_index, graph.edge_rel, graph.entity_ids, *where))
         return torch.from_numpy(out)
 
     @torch.no_grad()
-    def score_split(self, split, question_emb: torch.Tensor, out: torch.Tensor | None = None,
-                    questions: range | None = None, workers: int = 1) -> torch.Tensor:
+    def score_split(
+        self,
+        split,
+        question_emb: torch.Tensor,
+        out: torch.Tensor | None = None,
+        questions: range | None = None,
+        workers: int = 1,
+    ) -> torch.Tensor:
         """Logits of every triple of a :class:`~gsr_train.kg.index.SplitGraphs` (``out [sum E]``,
         written in place for the ``questions`` given, default all), one question at a time.
 
@@ -140,8 +154,9 @@ class CompiledQuestionScorer:
         def run(part: range) -> None:
             for i in part:
                 n0, n1, e0, e1 = ent_ptr[i], ent_ptr[i + 1], edge_ptr[i], edge_ptr[i + 1]
-                where = self.score_arrays(head[e0:e1], tail[e0:e1], rel[e0:e1], topic[n0:n1], ent_ids[n0:n1],
-                                          q_all[i], out_np[e0:e1])
+                where = self.score_arrays(
+                    head[e0:e1], tail[e0:e1], rel[e0:e1], topic[n0:n1], ent_ids[n0:n1], q_all[i], out_np[e0:e1]
+                )
                 if where is not None:
                     g = split.graph(i)
                     raise ValueError(self._error(g.id, g.edge_index, g.edge_rel, g.entity_ids, *where))
@@ -153,8 +168,10 @@ class CompiledQuestionScorer:
         chunks = 4 * workers  # contiguous runs, several per worker to even out graph sizes
         bounds = [questions.start + len(questions) * c // chunks for c in range(chunks + 1)]
         parts = [range(bounds[c], bounds[c + 1]) for c in range(chunks)]
-        with _single_threaded_torch(), ThreadPoolExecutor(workers, initializer=torch.set_num_threads,
-                                                          initargs=(1,)) as pool:
+        with (
+            _single_threaded_torch(),
+            ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool,
+        ):
             list(pool.map(run, parts))
         return out
 
@@ -164,28 +181,63 @@ class CompiledQuestionScorer:
         k = self._k
         cfg = self.config
         status, where, rows, rel_ids, pair_of_triple, distinct, feature_row, products = k.prepare_graph(
-            head, tail, rel, topic, entity_ids, self.ent_row, self.num_relations, _STRUCTURE_CODE[cfg.structure],
-            cfg.dde_forward, cfg.dde_reverse, self.relation_emb_np, q if self.w_qr_t is not None else self._no_q)
+            head,
+            tail,
+            rel,
+            topic,
+            entity_ids,
+            self.ent_row,
+            self.num_relations,
+            _STRUCTURE_CODE[cfg.structure],
+            cfg.dde_forward,
+            cfg.dde_reverse,
+            self.relation_emb_np,
+            q if self.w_qr_t is not None else self._no_q,
+        )
         if status != k.OK:
             return status, where
         if self.w_qr_t is not None:  # W_qr (z_q * z_r) for the graph's relations: a small matmul, MKL's job
             extra = torch.mm(torch.from_numpy(products), self.w_qr_t).numpy()
         else:
             extra = self._no_extra
-        k.score_triples(head, tail, pair_of_triple, rows, feature_row, distinct, rel_ids, q, self.w_q, self.b_first,
-                        self.rel_proj, extra, self.w_struct, self.ent, self.unit, self.rel_unit, self.w_cos["cos_h"],
-                        self.w_cos["cos_t"], self.w_cos["cos_r"], self.w_out, self.b_out, out)
+        k.score_triples(
+            head,
+            tail,
+            pair_of_triple,
+            rows,
+            feature_row,
+            distinct,
+            rel_ids,
+            q,
+            self.w_q,
+            self.b_first,
+            self.rel_proj,
+            extra,
+            self.w_struct,
+            self.ent,
+            self.unit,
+            self.rel_unit,
+            self.w_cos["cos_h"],
+            self.w_cos["cos_t"],
+            self.w_cos["cos_r"],
+            self.w_out,
+            self.b_out,
+            out,
+        )
         return None
 
     def _error(self, qid, edge_index, edge_rel, entity_ids, status: int, where: int) -> str:
         k = self._k
         name = f"question {qid!r}"
         if status == k.BAD_EDGE:
-            return (f"{name}: edge {where} refers to node {edge_index[:, where].tolist()} outside "
-                    f"[0, {entity_ids.numel()})")
+            return (
+                f"{name}: edge {where} refers to node {edge_index[:, where].tolist()} outside [0, {entity_ids.numel()})"
+            )
         if status == k.BAD_RELATION:
             return f"{name}: edge {where} has relation id {int(edge_rel[where])}, not in [0, {self.num_relations})"
         if status == k.BAD_ENTITY:
             return f"{name}: node {where} has entity id {int(entity_ids[where])}, not in [0, {self.ent_row.shape[0]})"
-        return (f"{name}: entity id {int(entity_ids[where])} (node {where}) was not projected; "
-                "pass it to precompute(entities=...)")
+        return (
+            f"{name}: entity id {int(entity_ids[where])} (node {where}) was not projected; "
+            "pass it to precompute(entities=...)"
+        )

@@ -14,6 +14,7 @@ each, with every temporary a row in registers or L1:
 
 ``nogil=True``: several questions can be scored by Python threads at once.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,13 +41,21 @@ def _prefetch(typingctx, table, row, col):
         array_type = signature.args[0]
         array = context.make_array(array_type)(context, builder, args[0])
         inds = [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:], signature.args[1:])]
-        ptr = cgutils.get_item_pointer2(context, builder, data=array.data,
-                                        shape=cgutils.unpack_tuple(builder, array.shape),
-                                        strides=cgutils.unpack_tuple(builder, array.strides),
-                                        layout=array_type.layout, inds=inds, wraparound=False, boundscheck=False)
+        ptr = cgutils.get_item_pointer2(
+            context,
+            builder,
+            data=array.data,
+            shape=cgutils.unpack_tuple(builder, array.shape),
+            strides=cgutils.unpack_tuple(builder, array.strides),
+            layout=array_type.layout,
+            inds=inds,
+            wraparound=False,
+            boundscheck=False,
+        )
         i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0"
+        )
         # read access, high temporal locality, data cache
         builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
@@ -131,12 +140,24 @@ def _distinct_rows(feats):
                 row_of[i] = j
                 break
             pos = (pos + 1) & (size - 1)
-    return row_of, first[:max(d, 1)]
+    return row_of, first[: max(d, 1)]
 
 
 @njit(cache=True, nogil=True)
-def prepare_graph(head, tail, rel, topic, entity_ids, ent_row, num_relations, structure, forward_rounds,
-                  reverse_rounds, relation_emb, q):
+def prepare_graph(
+    head,
+    tail,
+    rel,
+    topic,
+    entity_ids,
+    ent_row,
+    num_relations,
+    structure,
+    forward_rounds,
+    reverse_rounds,
+    relation_emb,
+    q,
+):
     """Everything per question before the per-relation matmul.
 
     ``structure``: 0 none, 1 topic one-hot, 2 DDE. Returns ``(status, where, rows [N],
@@ -203,8 +224,30 @@ def prepare_graph(head, tail, rel, topic, entity_ids, ent_row, num_relations, st
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def score_triples(head, tail, pair_of_triple, rows, feature_row, distinct, rel_ids, q, w_q, b_first, rel_proj, pair_extra,
-                  w_struct, ent, unit, rel_unit, w_cos_h, w_cos_t, w_cos_r, w_out, b_out, out):
+def score_triples(
+    head,
+    tail,
+    pair_of_triple,
+    rows,
+    feature_row,
+    distinct,
+    rel_ids,
+    q,
+    w_q,
+    b_first,
+    rel_proj,
+    pair_extra,
+    w_struct,
+    ent,
+    unit,
+    rel_unit,
+    w_cos_h,
+    w_cos_t,
+    w_cos_r,
+    w_out,
+    b_out,
+    out,
+):
     """Logits ``out [T]`` of one question's triples.
 
     ``w_q [H, d]`` / ``b_first``: question part of the first layer; ``rel_proj [R, H]``:
@@ -275,8 +318,15 @@ def score_triples(head, tail, pair_of_triple, rows, feature_row, distinct, rel_i
         ch, ct = cos[hn], cos[tn]
         acc = np.float32(0.0)
         for j in range(h):
-            v = (ent[rh, j] + ent[rt, h + j] + pair[p, j] + struct[fh, j] + struct[ft, h + j]
-                 + ch * w_cos_h[j] + ct * w_cos_t[j])
+            v = (
+                ent[rh, j]
+                + ent[rt, h + j]
+                + pair[p, j]
+                + struct[fh, j]
+                + struct[ft, h + j]
+                + ch * w_cos_h[j]
+                + ct * w_cos_t[j]
+            )
             acc += w_out[j] * max(v, np.float32(0.0))
         out[e] = acc + b_out
     return out

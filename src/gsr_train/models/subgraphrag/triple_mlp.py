@@ -12,9 +12,10 @@ gradients of ``A``, ``B``, ``c``, ``w`` and ``b`` block by block. Row order of t
 accumulation is fixed, so results are deterministic. Only the one-hidden-layer MLP
 without dropout (the paper's) takes this path; other shapes use plain autograd.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -80,9 +81,17 @@ class _TripleMLP(torch.autograd.Function):
         return g_a, None, g_b, None, g_rw, None, (g_w if need_w else None), g_bias, None
 
 
-def triple_mlp(a: torch.Tensor, a_idx: torch.Tensor, b: torch.Tensor, b_idx: torch.Tensor,
-               weight: torch.Tensor, bias: torch.Tensor, rank1_w: torch.Tensor | None = None,
-               rank1_rows: Sequence[int] = (), block: int = DEFAULT_BLOCK) -> torch.Tensor:
+def triple_mlp(
+    a: torch.Tensor,
+    a_idx: torch.Tensor,
+    b: torch.Tensor,
+    b_idx: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    rank1_w: torch.Tensor | None = None,
+    rank1_rows: Sequence[int] = (),
+    block: int = DEFAULT_BLOCK,
+) -> torch.Tensor:
     """``[T]`` logits ``weight . relu(bag(a, a_idx) + bag(b, b_idx) + rank1_w @ b[rank1_rows]) + bias``.
 
     ``a [Ra, H]`` and ``b [Rb, H]`` are row tables, ``a_idx [T, ka]`` / ``b_idx [T, kb]`` the
@@ -96,5 +105,6 @@ def triple_mlp(a: torch.Tensor, a_idx: torch.Tensor, b: torch.Tensor, b_idx: tor
         raise ValueError("rank1_w and rank1_rows go together")
     if a.is_cuda and block == DEFAULT_BLOCK:
         block = GPU_BLOCK  # no cache to fit in; fewer, bigger kernels
-    return _TripleMLP.apply(a, a_idx, b, b_idx, rank1_w, tuple(int(r) for r in rank1_rows),
-                            weight.reshape(-1), bias.reshape(()), block)
+    return _TripleMLP.apply(
+        a, a_idx, b, b_idx, rank1_w, tuple(int(r) for r in rank1_rows), weight.reshape(-1), bias.reshape(()), block
+    )
