@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gsr_train.data.errors import (
+from gsr_train.data.errors import (  # noqa: F401  (DataFileError and SplitFilesError re-exported)
+    DataFileError,
     RowError,
-    SplitFilesError,  # noqa: F401  (re-exported)
+    SplitFilesError,
     SplitNotFoundError,
 )
 from gsr_train.io import iter_jsonl
