@@ -19,13 +19,17 @@ id ``base + k``, read from a table without special rows (:func:`install_t5`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+if TYPE_CHECKING:
+    from gsr_train.text.encoders import TextEncoder
+
 SPECIALS = 3
-_ENCODERS: dict = {}
+_ENCODERS: dict[str, TextEncoder] = {}
 
 
 def relation_texts(names: Sequence[str]) -> list[str]:
@@ -34,7 +38,7 @@ def relation_texts(names: Sequence[str]) -> list[str]:
     return [relation_words(n) for n in names]
 
 
-def text_features(names: Sequence[str], encoder=None) -> torch.Tensor:
+def text_features(names: Sequence[str], encoder: TextEncoder | None = None) -> torch.Tensor:
     """``[R, D]`` float32 sentence embeddings of the relations' words (MiniLM, normalised)."""
     if encoder is None:
         from gsr_train.text.encoders import load_encoder
@@ -48,6 +52,11 @@ def text_features(names: Sequence[str], encoder=None) -> torch.Tensor:
 
 class OpenRelationTable(nn.Module):
     """The ``[3 + R, H]`` table shared by the decoder's input embedding and output layer."""
+
+    # buffers and parameters registered (and replaced) by name: declared for the type checker
+    text: torch.Tensor
+    residual_mask: torch.Tensor
+    residual: nn.Parameter | None
 
     def __init__(
         self,
@@ -144,6 +153,8 @@ class _TableView(nn.Module):
     """A view of the shared table; the table itself is registered once, on the decoder, so its
     parameters and buffers appear once in the state dict and move with the model."""
 
+    table: OpenRelationTable  # set with object.__setattr__: a plain attribute, not a submodule
+
     def __init__(self, table: OpenRelationTable) -> None:
         super().__init__()
         object.__setattr__(self, "table", table)  # a reference, not a submodule
@@ -198,6 +209,9 @@ def install(model, table: OpenRelationTable) -> OpenRelationTable:
 class OpenT5Embedding(nn.Module):
     """T5's shared embedding: word ids ``< base`` from the model's own rows, relation ids from the table."""
 
+    words: nn.Embedding
+    table: OpenRelationTable  # set with object.__setattr__: a plain attribute, not a submodule
+
     def __init__(self, words: nn.Embedding, table: OpenRelationTable) -> None:
         super().__init__()
         self.words = words
@@ -227,6 +241,9 @@ class OpenT5Embedding(nn.Module):
 class OpenT5LMHead(nn.Module):
     """T5's output layer: word logits from the word rows (tied to the embedding, or its own),
     relation logits against the table (+ a text-derived bias)."""
+
+    embedding: OpenT5Embedding  # set with object.__setattr__: a plain attribute, not a submodule
+    words: nn.Linear | None
 
     def __init__(self, embedding: OpenT5Embedding, words: nn.Linear | None) -> None:
         super().__init__()
