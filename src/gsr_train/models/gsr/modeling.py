@@ -342,6 +342,7 @@ class GSRModel(torch.nn.Module):
             raise ModelUnavailable(
                 f"{folder}: relations.txt has {len(relations)} names, expected {meta['num_relations']}"
             )
+        model: EncoderDecoderModel | T5ForConditionalGeneration
         if spec.get("relation_head") == "open":  # rebuilt, then every weight read back (strict)
             from safetensors.torch import load_file
             from transformers import EncoderDecoderConfig, T5Config
@@ -395,6 +396,7 @@ class GSRModel(torch.nn.Module):
             tokenizer = AutoTokenizer.from_pretrained(tmp)
         spec = state["spec"]
         cfg = dict(state["model_config"])
+        model: EncoderDecoderModel | T5ForConditionalGeneration
         with _quiet_transformers():
             if spec["family"] == "minilm":
                 model = EncoderDecoderModel(config=EncoderDecoderConfig.from_dict(cfg))
@@ -489,7 +491,8 @@ def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
                     vocab_size=len(tokenizer),
                     pad_token_id=int(tokenizer.pad_token_id),
                     eos_token_id=_eos_id(tokenizer),
-                    decoder_start_token_id=int(tokenizer.pad_token_id),
+                    # not a T5Config field: its __init__ (wrapped by transformers) passes extra kwargs on
+                    decoder_start_token_id=int(tokenizer.pad_token_id),  # type: ignore[call-arg]
                     **options,
                 )
             )
@@ -585,6 +588,7 @@ def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
         decoder = BertLMHeadModel(dcfg)
     if init_words and hidden == words.shape[1]:
         emb = decoder.get_input_embeddings().weight
+        assert isinstance(emb, torch.Tensor)  # BertLMHeadModel's input embedding is an nn.Embedding
         with torch.no_grad():
             emb[0].zero_()
             emb[1] = words[tokenizer.cls_token_id]
@@ -595,7 +599,9 @@ def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
     if cfg.get("relation_head", "token") == "open":
         from gsr_train.models.gsr.open_head import OpenRelationTable, install, text_features
 
-        specials = decoder.get_input_embeddings().weight.detach()[:COMPACT_SPECIALS]
+        input_weight = decoder.get_input_embeddings().weight
+        assert isinstance(input_weight, torch.Tensor)  # an nn.Embedding's weight
+        specials = input_weight.detach()[:COMPACT_SPECIALS]
         text = text_features(rel.relations)
         install(
             model,
