@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import OmegaConf
 
@@ -134,6 +134,17 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("new_run_dir", claim_run_dir, use_cache=True)
     if not OmegaConf.has_resolver("experiment_choice"):
         OmegaConf.register_new_resolver("experiment_choice", experiment_choice)
+
+
+def as_dict(cfg: Any, *, resolve: bool = True) -> dict[str, Any]:
+    """``OmegaConf.to_container(cfg, resolve=resolve)`` of a mapping node, typed as the plain dict it is.
+
+    Like ``to_container``, a value that is no OmegaConf config is a ValueError; a config that is
+    no mapping (a list node) is a TypeError."""
+    data = OmegaConf.to_container(cfg, resolve=resolve)
+    if not isinstance(data, dict):
+        raise TypeError(f"expected a mapping config node, got {type(data).__name__}")
+    return cast(dict[str, Any], data)  # config keys are strings
 
 
 def dataclass_from_mapping(cls, cfg, label: str, positive: tuple[str, ...] = ()):

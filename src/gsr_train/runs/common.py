@@ -19,6 +19,7 @@ import hydra
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from gsr_train.config import as_dict
 from gsr_train.data.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ def resolve_data_dir(cfg: DictConfig) -> str:
     if cfg.data.name == "synthetic":
         from gsr_train.data.synthetic import ensure_synthetic
 
-        options = OmegaConf.to_container(cfg.data.get("synthetic") or {}, resolve=True)
+        options = as_dict(cfg.data.get("synthetic") or {})
         return str(ensure_synthetic(options, cache_dir(cfg)))
     raise ValueError(f"data config {cfg.data.name!r} has no `dir`; set data.dir=/path/to/rog/splits")
 
@@ -305,7 +306,7 @@ def preflight(
         from gsr_train.text.encoders import load_encoder
 
         try:
-            load_encoder(OmegaConf.to_container(encoder, resolve=True) if isinstance(encoder, DictConfig) else encoder)
+            load_encoder(as_dict(encoder) if isinstance(encoder, DictConfig) else encoder)
         except Exception as e:  # unknown name or option, model folder missing, hub offline
             problems.append(f"encoder: {e}")
     if problems:
@@ -553,7 +554,7 @@ def fit_state(trainer: Any, checkpoint_cb: Any = None) -> dict:
     """
     import torch
 
-    state = {
+    state: dict[str, Any] = {
         "global_step": int(trainer.global_step),
         "epochs_run": int(trainer.current_epoch),
         "best_path": getattr(checkpoint_cb, "best_model_path", "") or None,
@@ -590,9 +591,9 @@ def flat_config(cfg: DictConfig) -> dict:
             out[prefix] = node
 
     try:
-        data = OmegaConf.to_container(cfg, resolve=True)
+        data = as_dict(cfg)
     except Exception:  # e.g. ${hydra:...} outside a Hydra run
-        data = OmegaConf.to_container(cfg, resolve=False)
+        data = as_dict(cfg, resolve=False)
     data.pop("hydra", None)
     walk(data, "")
     return out
