@@ -191,7 +191,7 @@ def resolve_data_dir(cfg: DictConfig) -> str:
     if cfg.data.name == "synthetic":
         from gsr_train.data.synthetic import ensure_synthetic
 
-        options = as_dict(cfg.data.get("synthetic") or {})
+        options = as_dict(cfg.data.get("synthetic") or OmegaConf.create({}))  # none or empty: the defaults
         return str(ensure_synthetic(options, cache_dir(cfg)))
     raise ValueError(f"data config {cfg.data.name!r} has no `dir`; set data.dir=/path/to/rog/splits")
 
