@@ -24,13 +24,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from gsr_train.eval.chains import ChainReport, answer_coverage, chain_match, end_match, paper_coverage, validity
 from gsr_train.kg.execution import ChainExecutor, verbalize_path
 from gsr_train.kg.index import KGIndex, SplitGraphs
-from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
+from gsr_train.models.gsr.decoding import BeamChain, DecodeConfig, KGConstraint, beam_chains
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +87,12 @@ class GSRRetriever:
         out = []
         for pos, (qid, row, per_q) in enumerate(zip(ids, rows, beams)):
             res = QuestionRetrieval(qid, [])
-            kept = []
+            kept: list[tuple[tuple[int, ...], BeamChain]] = []
             ends = _ground_ends(executor, row, ground[pos], lookup) if ground is not None else None
             for b in per_q:
                 kg = constraint.to_kg(b.chain)
-                ok = row >= 0 and kg is not None and executor.is_valid(row, kg)
+                valid_kg = kg if row >= 0 and kg is not None and executor.is_valid(row, kg) else None
+                ok = valid_kg is not None
                 res.beams.append(
                     {
                         "chain": list(self.gsr.chain_names(b.chain)) if b.chain is not None else None,
@@ -99,13 +101,15 @@ class GSRRetriever:
                     }
                 )
                 if ends is not None:
-                    front = executor.frontier(row, kg) if ok else None
+                    front = executor.frontier(row, valid_kg) if valid_kg is not None else None
                     res.beams[-1]["same_ends"] = front is not None and any(torch.equal(front, e) for e in ends)
-                if ok and len(kept) < cfg.top_n:
-                    kept.append((kg, b))
+                if valid_kg is not None and len(kept) < cfg.top_n:
+                    kept.append((valid_kg, b))
             best: dict[int, float] = {}
             for kg, b in kept:
                 walk = executor.execute(row, kg)
+                # a kept chain is valid on the row's graph, so the walk is complete
+                assert walk.starts is not None and walk.ends is not None
                 names = list(self.gsr.chain_names(b.chain))
                 for s in walk.starts.tolist():
                     topic = entities[int(graphs.entity_ids[int(graphs.ent_ptr[row]) + s])]
@@ -192,9 +196,11 @@ def evaluate(
         report.ends = end_match(flags, ground, ns)
     for name, rows in (groups or {}).items():
         report.groups[name] = chain_match([beams[i] for i in rows], [ground[i] for i in rows], ns)
-    has = [i for i, a in enumerate(answers) if a is not None]
-    report.coverage = answer_coverage([results[i].entities for i in has], [answers[i] for i in has])
-    report.paper = paper_coverage([results[i].ends for i in has], [answers[i] for i in has])
+    answered = [(i, a) for i, a in enumerate(answers) if a is not None]
+    has = [i for i, _ in answered]
+    known = [a for _, a in answered]
+    report.coverage = answer_coverage([results[i].entities for i in has], known)
+    report.paper = paper_coverage([results[i].ends for i in has], known)
     report.valid = validity([[b["valid"] for b in results[i].beams] for i in has], top_n)
     sizes = [len(results[i].edges) for i in has]
     report.extra = {
@@ -221,5 +227,5 @@ def write_gsr_results(
     scores = edge_scores(graphs, results, rows)
     k = max([len(r.edges) for r in results] + [1])
     chains = [r.chains for r in results]
-    extra = {"paths": [r.paths for r in results], "beams": [r.beams for r in results]}
+    extra: dict[str, Sequence[Any]] = {"paths": [r.paths for r in results], "beams": [r.beams for r in results]}
     return write_results(path, index, split_name, scores, k, chains=chains, extra=extra)
