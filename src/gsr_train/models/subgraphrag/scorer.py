@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -154,7 +154,7 @@ class TripleScorer(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.no_text = nn.Parameter(torch.randn(config.dim) / math.sqrt(config.dim))
         self.fused = bool(config.fused if fused is None else fused)
-        self._compiled = None
+        self._compiled: Callable[..., torch.Tensor] | None = None
         self._parts: dict[str, torch.Tensor] | None = None
 
     # ------------------------------------------------------------------ helpers
@@ -273,7 +273,8 @@ class TripleScorer(nn.Module):
             tables.append(qe)
             cols += [offset + 2 * head, offset + 2 * tail + 1]
             offset += qe.shape[0]
-        rank1_w, rank1_rows = None, ()
+        rank1_w: torch.Tensor | None = None
+        rank1_rows: tuple[int, ...] = ()
         if self.has("cos_h"):
             cos = self._node_cosines(batch) if cos is None else cos
             tables.append(torch.cat([self.weight("cos_h"), self.weight("cos_t")], dim=1).t())
@@ -306,6 +307,7 @@ class TripleScorer(nn.Module):
             return triple_mlp(ent, ent_idx, small, small_idx, self.out.weight, self.out.bias, rank1_w, rank1_rows)
         pre = F.embedding_bag(ent_idx, ent, mode="sum") + F.embedding_bag(small_idx, small, mode="sum")
         if r_rows is not None:
+            assert rank1_w is not None, "rank1_rows given without rank1_w"
             pre = pre + rank1_w @ r_rows
         return self.mlp_tail(pre)
 
@@ -399,16 +401,18 @@ class TripleScorer(nn.Module):
 
     def _projected_cosines(self, proj: Projections, batch: TripleBatch, rows: torch.Tensor) -> torch.Tensor:
         """``cos(z_q, z_e)`` per node from the unit-length table of :class:`Projections`."""
+        unit = proj.unit
+        assert unit is not None, "unit-length table missing: built only with the cos_h channel"
         q_unit = F.normalize(batch.q_emb.float(), dim=-1)
         if q_unit.shape[0] == 1:
-            return proj.unit.index_select(0, rows) @ q_unit[0]
+            return unit.index_select(0, rows) @ q_unit[0]
         # many graphs: entities recur across them, so one [U, B] matmul over the distinct
         # rows beats gathering an [N, d] block and a question row per node
         uniq, inverse = torch.unique(rows, return_inverse=True)
         if uniq.numel() * q_unit.shape[0] <= 16 * rows.numel():
-            sims = proj.unit.index_select(0, uniq) @ q_unit.t()  # [U, B]
+            sims = unit.index_select(0, uniq) @ q_unit.t()  # [U, B]
             return sims[inverse, batch.node_q]
-        return (proj.unit.index_select(0, rows) * q_unit.index_select(0, batch.node_q)).sum(1)
+        return (unit.index_select(0, rows) * q_unit.index_select(0, batch.node_q)).sum(1)
 
     @torch.no_grad()
     def node_terms(self, proj: Projections, batch: TripleBatch, rows: torch.Tensor) -> torch.Tensor:
