@@ -83,10 +83,12 @@ class LLMConfig:
         if isinstance(cfg, LLMConfig):
             return cfg
         try:
-            from omegaconf import DictConfig, OmegaConf
+            from omegaconf import DictConfig
 
             if isinstance(cfg, DictConfig):
-                cfg = OmegaConf.to_container(cfg, resolve=True)
+                from gsr_train.config import as_dict
+
+                cfg = as_dict(cfg)
         except ImportError:  # pragma: no cover
             pass
         names = {f.name for f in dataclasses.fields(cls)}
@@ -311,10 +313,11 @@ class ChatClient:
         todo = []
         for i, (req, key) in enumerate(zip(requests, keys)):
             if key in reuse:
-                results[i] = ChatResult(req.id, key, reuse[key], None, "output")
+                reused = ChatResult(req.id, key, reuse[key], None, "output")
+                results[i] = reused
                 self.stats.count("reused")
                 if on_result:
-                    on_result(results[i])
+                    on_result(reused)
             elif key in first_of:  # identical request in the same job: ask once
                 continue
             else:
@@ -350,13 +353,15 @@ class ChatClient:
         for i, (req, key) in enumerate(zip(requests, keys)):
             if results[i] is None:  # duplicate of an earlier request
                 src = results[first_of[key]]
+                assert src is not None, "every first request was answered (a failure raised above)"
                 if src.ok and src.body is not None:
-                    results[i] = dataclasses.replace(src, id=req.id, source="cache", seconds=0.0)
+                    copy = dataclasses.replace(src, id=req.id, source="cache", seconds=0.0)
                     self.stats.add_response(src.body, "cache")
                 else:
-                    results[i] = dataclasses.replace(src, id=req.id)
+                    copy = dataclasses.replace(src, id=req.id)
+                results[i] = copy
                 if on_result:
-                    on_result(results[i])
+                    on_result(copy)
         return results  # type: ignore[return-value]
 
     def run(
