@@ -6,10 +6,13 @@ the first retrieved subgraph that holds it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.retrievers.interface import RetrievalInputs, Scores
+
+if TYPE_CHECKING:
+    from gsr_train.patterns.retrieve import PatternRun
 
 METHODS = ("simgrag", "safe")
 
@@ -41,7 +44,7 @@ class PatternRetriever:
         )
         ids = inputs.index[inputs.split_name].ids
         self._row = {qid: i for i, qid in enumerate(ids)}
-        self.run = None  # the last PatternRun (subgraphs, search statistics)
+        self.run: PatternRun | None = None  # the last PatternRun (subgraphs, search statistics)
 
     def _config(self, options: Mapping[str, Any]):
         if self.method == "simgrag":
@@ -72,11 +75,12 @@ class PatternRetriever:
         if self.method == "simgrag":
             from gsr_train.retrievers.simgrag import simgrag_retrieve
 
-            self.run = simgrag_retrieve(index, split, emb, patterns, self.config, self.encoder, cache)
+            run = simgrag_retrieve(index, split, emb, patterns, self.config, self.encoder, cache)
         else:
             from gsr_train.retrievers.safe import safe_retrieve
 
-            self.run, astats = safe_retrieve(index, split, emb, patterns, self.config, self.encoder, cache)
+            run, astats = safe_retrieve(index, split, emb, patterns, self.config, self.encoder, cache)
             extra["join"] = astats.to_dict()
-        extra["search"] = self.run.summary()
-        return subgraph_scores(split, self.run.subgraphs), extra
+        self.run = run
+        extra["search"] = run.summary()
+        return subgraph_scores(split, run.subgraphs), extra

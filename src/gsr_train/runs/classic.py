@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import time
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+
+from gsr_train.config import as_dict
 
 
 def run(cfg: DictConfig) -> dict:
@@ -25,11 +27,11 @@ def run(cfg: DictConfig) -> dict:
     from gsr_train.text.embeddings import get_embeddings
 
     split = cfg.get("split", "test")
-    options = OmegaConf.to_container(cfg.classic, resolve=True)
+    options = as_dict(cfg.classic)
     method = options.pop("method")
     t0 = time.perf_counter()
     index = load_kg_index(cfg, evaluate=[split])
-    emb = get_embeddings(index, OmegaConf.to_container(cfg.encoder, resolve=True), cache_dir(cfg), splits=[split])
+    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=[split])
     graphs = index[split]
     prep = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -37,8 +39,9 @@ def run(cfg: DictConfig) -> dict:
     scoring = time.perf_counter() - t0
     sup = get_supervision(index, split, cache_dir(cfg))
     labelled = labelled_q = stats = None
-    if label_path(cfg, split):
-        labelled, labelled_q, stats = load_labelled_triples(label_path(cfg, split), index, split)
+    labels = label_path(cfg, split)
+    if labels:
+        labelled, labelled_q, stats = load_labelled_triples(labels, index, split)
     report = retrieval_metrics(
         graphs,
         scores,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from gsr_train.config import as_dict
 from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, preflight, save_metrics
 
 
@@ -21,7 +22,7 @@ def run(cfg: DictConfig) -> dict:
     scores, report, figures = cosine_report(
         index,
         split,
-        OmegaConf.to_container(cfg.encoder, resolve=True),
+        as_dict(cfg.encoder),
         cache_dir(cfg),
         cfg.get("cosine_mode", "parts"),
         [*cfg.eval_ks, k],

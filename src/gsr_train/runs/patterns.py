@@ -13,7 +13,9 @@ import logging
 import time
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+
+from gsr_train.config import as_dict
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,7 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     from gsr_train.kg.paths import get_supervision
     from gsr_train.patterns.retrieve import write_pattern_results
     from gsr_train.retrievers.interface import RetrievalInputs
+    from gsr_train.retrievers.pattern_retriever import PatternRetriever
     from gsr_train.retrievers.registry import build
     from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, save_metrics
     from gsr_train.text.embeddings import get_embeddings
@@ -34,30 +37,33 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
 
     split = cfg.get("split", "test")
     index = load_kg_index(cfg, evaluate=[split])
-    enc = load_encoder(OmegaConf.to_container(cfg.encoder, resolve=True))
+    enc = load_encoder(as_dict(cfg.encoder))
     emb = get_embeddings(index, enc, cache_dir(cfg), splits=[split])
     graphs = index[split]
-    options = OmegaConf.to_container(cfg[method], resolve=True)
+    options = as_dict(cfg[method])
     retriever = build(
         method,
         {
             **options,
-            "patterns": OmegaConf.to_container(cfg.patterns, resolve=True),
-            "llm": OmegaConf.to_container(cfg.llm, resolve=True),
+            "patterns": as_dict(cfg.patterns),
+            "llm": as_dict(cfg.llm),
         },
         RetrievalInputs(index, emb.question[split], emb, graphs, split, enc, cache_dir(cfg)),
     )
     t0 = time.perf_counter()
     scores, extra = retriever.score(graphs)
     total = time.perf_counter() - t0
+    assert isinstance(retriever, PatternRetriever)  # what the registry builds for simgrag / safe
     run = retriever.run
+    assert run is not None  # set by score()
     out = results_file(output_dir(cfg), split)
     name = f"{method}-{cfg.patterns.source}"
     write_pattern_results(out, index, split, run, name)
     sup = get_supervision(index, split, cache_dir(cfg))
     labelled = labelled_questions = None
-    if label_path(cfg, split):
-        labelled, labelled_questions, _ = load_labelled_triples(label_path(cfg, split), index, split)
+    labels = label_path(cfg, split)
+    if labels:
+        labelled, labelled_questions, _ = load_labelled_triples(labels, index, split)
     report = retrieval_metrics(
         graphs,
         scores,
