@@ -416,7 +416,7 @@ def _unknown(node: Any, cls: type, prefix: str) -> list[tuple[str, str, list[str
             out.append((f"{prefix}.{key}", cls.__name__, sorted(known)))
             continue
         typ = known[key]
-        if dataclasses.is_dataclass(typ) and isinstance(value, Mapping):
+        if isinstance(typ, type) and dataclasses.is_dataclass(typ) and isinstance(value, Mapping):  # a class hint
             out += _unknown(value, typ, f"{prefix}.{key}")
     return out
 
@@ -458,9 +458,11 @@ class RecipeError(UserError, ValueError):
 
 def check_recipe(cfg: Any) -> None:
     """Raise one :class:`RecipeError` listing every unknown key."""
-    from omegaconf import DictConfig, OmegaConf
+    from omegaconf import DictConfig
 
-    plain = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else dict(cfg)
+    from gsr_train.config import as_dict
+
+    plain = as_dict(cfg, resolve=False) if isinstance(cfg, DictConfig) else dict(cfg)
     plain.pop("hydra", None)
     errors = recipe_errors(plain)
     if errors:
