@@ -29,6 +29,7 @@ from gsr_train.arrays import segment_sum
 from gsr_train.features.structure import NodeFeatures, node_features
 from gsr_train.features.triple_batch import TripleBatch, make_batch
 from gsr_train.kg.index import KGIndex, SplitGraphs
+from gsr_train.kg.paths import Supervision
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class RankSampler(DistributedSampler):
     ) -> None:
         world, me = _world()
         super().__init__(
-            range(int(n)),
+            range(int(n)),  # type: ignore[arg-type]  # a range is a map-style dataset; torch's stub asks for Dataset
             num_replicas=num_replicas or world,
             rank=me if rank is None else rank,
             shuffle=shuffle,
@@ -188,7 +189,7 @@ class TripleDataModule(pl.LightningDataModule):
         self,
         index: KGIndex,
         embeddings,
-        supervision: Mapping[str, object],
+        supervision: Mapping[str, Supervision],
         structure: str = "dde",
         dde_forward: int = 2,
         dde_reverse: int = 2,
@@ -267,6 +268,7 @@ class TripleDataModule(pl.LightningDataModule):
     # ---------------------------------------------------------------- loaders
     def train_dataloader(self) -> DataLoader:
         self.setup("fit")
+        assert self.train_questions is not None  # set by setup
         questions = self.train_questions.tolist()
         sampler = EpochShuffleSampler(len(questions), self.seed)
         batches = -(-len(sampler) // self.graphs_per_batch)
@@ -275,7 +277,7 @@ class TripleDataModule(pl.LightningDataModule):
             sampler.set_epoch(int(trainer.current_epoch))
             sampler.resume = ResumeSkip(trainer, FixedBatches(batches), self.graphs_per_batch)
         return DataLoader(
-            questions,
+            questions,  # type: ignore[arg-type]  # a list is a map-style dataset; torch's stub asks for Dataset
             batch_size=self.graphs_per_batch,
             sampler=sampler,
             collate_fn=self.collate(self.train_split),
@@ -285,7 +287,7 @@ class TripleDataModule(pl.LightningDataModule):
     def eval_dataloader(self, split: str, with_labels: bool = False) -> DataLoader:
         """All questions of ``split`` in order (nothing skipped)."""
         return DataLoader(
-            list(range(len(self.index[split]))),
+            list(range(len(self.index[split]))),  # type: ignore[arg-type]  # a list is a map-style dataset
             batch_size=self.eval_graphs_per_batch,
             shuffle=False,
             collate_fn=self.collate(split, with_labels),

@@ -6,10 +6,20 @@ retrievers SimGRAG and SAFE (patterns built once, matched on any version of the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.retrievers.interface import RetrievalInputs, Scores, register
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _question_emb(inputs: RetrievalInputs, name: str) -> torch.Tensor:
+    """The served questions' embeddings, which ``name`` scores against."""
+    if inputs.question_emb is None:
+        raise ValueError(f"retriever {name!r} needs the questions' embeddings (RetrievalInputs.question_emb)")
+    return inputs.question_emb
 
 
 class CosineRetriever:
@@ -23,7 +33,7 @@ class CosineRetriever:
     def score(self, split: SplitGraphs) -> Scores:
         from gsr_train.retrievers.cosine import cosine_scores
 
-        return cosine_scores(split, self.inputs.question_emb, self.inputs.embeddings), {}
+        return cosine_scores(split, _question_emb(self.inputs, self.name), self.inputs.embeddings), {}
 
 
 class SubgraphRAGScores:
@@ -39,7 +49,8 @@ class SubgraphRAGScores:
         check_compatible(self.retriever.hparams, inputs.embeddings)
 
     def score(self, split: SplitGraphs) -> Scores:
-        return self.retriever.score_split(split, self.inputs.question_emb, self.inputs.embeddings, features=None), {}
+        questions = _question_emb(self.inputs, self.name)
+        return self.retriever.score_split(split, questions, self.inputs.embeddings, features=None), {}
 
 
 class ClassicRetriever:
@@ -53,7 +64,7 @@ class ClassicRetriever:
         from gsr_train.retrievers.classic import classic_scores
 
         return classic_scores(
-            split, self.inputs.question_emb, self.inputs.embeddings, self.method, self.options or None
+            split, _question_emb(self.inputs, self.name), self.inputs.embeddings, self.method, self.options or None
         ), {}
 
 

@@ -79,6 +79,8 @@ def check_compatible(hparams: Mapping[str, Any], emb) -> None:
 class SubgraphRAGRetriever:
     """Scores splits with a trained :class:`TripleScorer` (eval mode, no gradients)."""
 
+    hparams: dict[str, Any]  # the checkpoint's hyper-parameters: set by from_checkpoint
+
     def __init__(
         self,
         scorer: TripleScorer,
@@ -150,7 +152,7 @@ class SubgraphRAGRetriever:
         if self._proj is None or self._proj_key != key:
             t0 = time.perf_counter()
             self._proj = self.scorer.precompute(
-                emb.entity, emb.entity_has_text, emb.relation, None if whole else split.entity_ids
+                emb.entity, emb.entity_has_text, emb.relation, None if whole or split is None else split.entity_ids
             )
             self._proj_key = key
             self.timings["precompute_s"] = time.perf_counter() - t0

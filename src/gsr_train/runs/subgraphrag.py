@@ -55,7 +55,7 @@ DEFAULTS = {
     "serving": "auto",
     "serving_workers": None,
 }
-TRAIN_DEFAULTS = {
+TRAIN_DEFAULTS: dict[str, Any] = {
     "graphs_per_batch": 1,
     "epochs": 10,
     "patience": 5,
@@ -133,7 +133,7 @@ def wins(model: Any, baseline: Any, ks: Sequence[int], metrics: Sequence[str] = 
 
 
 def run(cfg: DictConfig) -> dict:
-    from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+    from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
     from gsr_train.datamodules.triple_datamodule import TripleDataModule
     from gsr_train.eval.labels import load_labelled_triples
@@ -229,7 +229,7 @@ def run(cfg: DictConfig) -> dict:
             auto_insert_metric_name=False,
             enable_version_counter=False,
         )
-        callbacks = [ckpt]
+        callbacks: list[Callback] = [ckpt]
         if train.get("patience") and monitor:
             callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(train["patience"])))
         trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=int(train["epochs"]))
@@ -241,6 +241,7 @@ def run(cfg: DictConfig) -> dict:
         state = fit_state(trainer, ckpt)
         best_path = state["best_path"] or str(out / "checkpoints" / "last.ckpt")
         dm.setup("fit")
+        assert dm.train_questions is not None  # set by setup
         train_triples = int(index[run_cfg["train_split"]].num_edges[dm.train_questions].sum())
         train_info = {
             "epochs_run": state["epochs_run"],
