@@ -54,7 +54,9 @@ def _run_config(run: Path) -> dict:
         return {}
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+    from gsr_train.config import as_dict
+
+    cfg = as_dict(OmegaConf.load(path), resolve=False)
     for key in ("paths", "hydra"):
         cfg.pop(key, None)
     return cfg
@@ -174,7 +176,7 @@ def export_gsr(src: Path, folder: Path) -> dict:
         metrics.update(_floats(r.get("chain_match") or {}, f"{mode}/"))
         metrics.update(_floats(r.get("answer_coverage") or {}, f"{mode}/coverage_"))
     family = gsr.spec.get("family")
-    config = {
+    config: dict[str, Any] = {
         "spec": gsr.spec,
         "num_relations": len(gsr.relations),
         "variant": fig.get("variant"),

@@ -105,6 +105,8 @@ class SubgraphRAGModule(pl.LightningModule):
 
     def compute_loss(self, logits: torch.Tensor, batch: TripleBatch) -> torch.Tensor:
         labels = batch.labels
+        if labels is None:
+            raise ValueError("the loss needs batches with labels")
         pw = self.loss_cfg.get("pos_weight")
         pos_weight = None if pw in (None, 0, 1) else torch.tensor(float(pw), device=logits.device)
         loss = F.binary_cross_entropy_with_logits(logits, labels, pos_weight=pos_weight)
@@ -138,8 +140,14 @@ class SubgraphRAGModule(pl.LightningModule):
         split, _ = self._val_data()
         self._val_scores = torch.full((int(split.edge_ptr[-1]),), -math.inf)
 
+    def _epoch_val_scores(self) -> torch.Tensor:
+        """The validation epoch's score table (set by :meth:`on_validation_epoch_start`)."""
+        if self._val_scores is None:
+            raise RuntimeError("no validation epoch is running")
+        return self._val_scores
+
     def validation_step(self, batch: TripleBatch, batch_idx: int) -> None:
-        self._val_scores[batch.edge_ids.cpu()] = self.scorer(batch).float().cpu()
+        self._epoch_val_scores()[batch.edge_ids.cpu()] = self.scorer(batch).float().cpu()
 
     def _merge_val_scores(self) -> None:
         """Max all-reduce of the per-rank validation scores (no-op in a single process)."""
@@ -147,7 +155,7 @@ class SubgraphRAGModule(pl.LightningModule):
 
         if self.trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
             return
-        scores = self._val_scores.to(self.device)
+        scores = self._epoch_val_scores().to(self.device)
         dist.all_reduce(scores, op=dist.ReduceOp.MAX)
         self._val_scores = scores.cpu()
 
@@ -156,7 +164,7 @@ class SubgraphRAGModule(pl.LightningModule):
 
         self._merge_val_scores()
         split, labels = self._val_data()
-        report = retrieval_metrics(split, self._val_scores, [self.val_k], sp_label=labels)
+        report = retrieval_metrics(split, self._epoch_val_scores(), [self.val_k], sp_label=labels)
         for metric in ("sp_recall", "answer_recall"):
             value = report.overall[metric][self.val_k]
             if value is not None:
