@@ -27,7 +27,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +35,9 @@ import torch.nn.functional as F
 from gsr_train.data.errors import UserError
 from gsr_train.io import stable_hash
 from gsr_train.progress import batches
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +135,8 @@ class HFEncoder(TextEncoder):
         self.sort_by_length = True  # batching speed only; output rows are always in input order
         self.dim = int(dim) if dim is not None else _config_dim(Path(self.path))
         self._fingerprint = fingerprint if fingerprint is not None else _folder_fingerprint(Path(self.path))
-        self._model = None
-        self._tokenizer = None
+        self._model: PreTrainedModel | None = None
+        self._tokenizer: PreTrainedTokenizerBase | None = None
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -150,18 +153,18 @@ class HFEncoder(TextEncoder):
             return
         from transformers import AutoModel, AutoTokenizer
 
-        kwargs = {"trust_remote_code": self.trust_remote_code}
+        kwargs: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
         if self.revision:
             kwargs["revision"] = self.revision
         try:
             self._tokenizer = AutoTokenizer.from_pretrained(self.path, **kwargs)
-            self._model = AutoModel.from_pretrained(self.path, **kwargs).to(self.device).eval()
+            self._model = model = AutoModel.from_pretrained(self.path, **kwargs).to(self.device).eval()
         except (OSError, ValueError) as e:
             raise EncoderUnavailable(
                 f"encoder {self.name!r}: cannot load {self.path!r} ({e}). Download it on a machine "
                 "with hub access or point encoder.path at a local folder."
             ) from e
-        hidden = getattr(self._model.config, "hidden_size", None)
+        hidden = getattr(model.config, "hidden_size", None)
         if hidden is not None and hidden != self.dim:
             raise ValueError(f"encoder {self.name!r}: model hidden size {hidden} != expected dim {self.dim}")
 
@@ -172,16 +175,18 @@ class HFEncoder(TextEncoder):
         if not texts:
             return out
         self.load()
+        tokenizer, model = self._tokenizer, self._model
+        assert tokenizer is not None and model is not None  # set by load()
         order = list(range(len(texts)))
         if self.sort_by_length:
             order.sort(key=lambda i: len(texts[i]), reverse=True)
         sorted_texts = [texts[i] for i in order]
         rows = torch.tensor(order)
         for s, e in _batches(len(texts), batch_size or self.batch_size, progress, f"{self.name}: encoding"):
-            batch = self._tokenizer(
+            batch = tokenizer(
                 sorted_texts[s:e], padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
             ).to(self.device)
-            hidden = self._model(**batch).last_hidden_state
+            hidden = model(**batch).last_hidden_state
             if self.pooling == "cls":
                 vec = hidden[:, 0]
             else:
