@@ -100,7 +100,8 @@ class StringVocab(Sequence):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
 
-    __hash__ = None  # mutable-looking sequence semantics: not hashable
+    # mutable-looking sequence semantics: not hashable (the usual idiom, which mypy does not accept)
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         head = ", ".join(repr(x) for x in self[:3])
@@ -141,6 +142,9 @@ class StringVocab(Sequence):
             table = np.full(_table_size(n), K.EMPTY, dtype=np.int32)
             K.rehash(hashes, n, table)
             self._table, self._hashes = table, hashes
+            return table, hashes
+        if self._hashes is None:
+            raise ValueError("StringVocab: a lookup table was given without its hashes")
         return self._table, self._hashes
 
     def lookup(self, names: Iterable[str] | pa.Array) -> np.ndarray:
@@ -169,7 +173,7 @@ class StringVocab(Sequence):
         """SHA-256 (16 hex digits) of the names in order; equal for equal vocabularies."""
         h = hashlib.sha256(f"vocab:{len(self)}\0".encode())
         h.update(np.ascontiguousarray(self.offsets - self.offsets[0], dtype=np.int64).tobytes())
-        h.update(memoryview(np.ascontiguousarray(self.data[self.offsets[0] : self.offsets[-1]])))
+        h.update(np.ascontiguousarray(self.data[self.offsets[0] : self.offsets[-1]]).data)  # a memoryview, no copy
         return h.hexdigest()[:16]
 
     @property
@@ -215,6 +219,8 @@ class StringInterner:
         self.table = np.full(_MIN_TABLE * 2, K.EMPTY, dtype=np.int32)
         self.state = np.zeros(2, dtype=np.int64)
         if offsets is not None:  # resume from saved names
+            if data is None:
+                raise ValueError("saved names need both their offsets and their data")
             n, size = int(offsets.size - 1), int(offsets[-1] - offsets[0])
             self.reserve(n, size)
             self.offsets[: n + 1] = offsets - offsets[0]
@@ -241,9 +247,9 @@ class StringInterner:
             hashes[:n] = self.hashes[:n]
             self.hashes = hashes
         if b + new_bytes > self.data.size:
-            grown = np.zeros(max(int(self.data.size * 1.5), b + new_bytes), dtype=np.uint8)
-            grown[:b] = self.data[:b]
-            self.data = grown
+            grown_data = np.zeros(max(int(self.data.size * 1.5), b + new_bytes), dtype=np.uint8)
+            grown_data[:b] = self.data[:b]
+            self.data = grown_data
         if 2 * (n + new_names) > self.table.size:
             self.table = np.full(_table_size(n + new_names), K.EMPTY, dtype=np.int32)
             K.rehash(self.hashes, n, self.table)
