@@ -96,6 +96,8 @@ def find_source(ckpt_path: str | Path) -> RunSource:
         raise PreflightError(f"ckpt_path={ckpt_path} does not exist")
     folder = _run_folder_of(path.resolve())
     config = OmegaConf.load(folder / ".hydra" / "config.yaml")
+    if not isinstance(config, DictConfig):
+        raise PreflightError(f"{folder / '.hydra' / 'config.yaml'} is not a run config (a mapping)")
     runner = str(config.get("runner"))
     method = RUNNERS.get(runner)
     if method is None:

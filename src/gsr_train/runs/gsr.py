@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -46,6 +46,10 @@ from gsr_train.runs.common import (
     resume_path,
     save_metrics,
 )
+
+if TYPE_CHECKING:
+    from gsr_train.datamodules.gsr_chains import ChainQuestion
+    from gsr_train.datamodules.gsr_data import Seq2SeqItem
 
 log = logging.getLogger(__name__)
 GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
@@ -137,7 +141,7 @@ def _gather_graphs(index, ids: list[str]):
     """One SplitGraphs with the graph of every id, in order (an empty graph when no split has it)."""
     from gsr_train.kg.index import KGIndex, QuestionGraph, _concat
 
-    where = {}
+    where: dict[str, tuple[str, int]] = {}
     for split, graphs in index.splits.items():
         for i, qid in enumerate(graphs.ids):
             where.setdefault(qid, (split, i))
@@ -330,7 +334,11 @@ def prepare_rog_data(cfg: DictConfig) -> GSRData:
     index = load_kg_index(cfg, evaluate=[g.eval_split])
     sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in cfg.data.splits}
     training = not g.get("eval_only")  # evaluation needs only the split it scores
-    train, validation, subjects, holdout, walks = [], [], {}, {}, []
+    train: list[ChainQuestion] = []
+    validation: list[ChainQuestion] = []
+    subjects: dict[str, list[str]] = {}
+    holdout: dict[str, Any] = {}
+    walks: list = []
     if training:
         train = questions_from_kg(index, "train", sup["train"], g.variant, _llm_chains(cfg))
         validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
@@ -437,7 +445,8 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
         focus = [it.targets[0][0] in wanted for it in index_pool]
         data.summary["index_focus"] = sum(focus)
     walks = walk_options(cfg)
-    walk_pool, walk_dropped = [], 0
+    walk_pool: list[Seq2SeqItem] = []
+    walk_dropped = 0
     if data.walks:
         prefix = {"retrieval": RETRIEVAL_PREFIX, "index": INDEX_PREFIX}[walks.prefix]
         walk_pool, walk_dropped = walk_items(data.walks, gsr.relations, prefix)
