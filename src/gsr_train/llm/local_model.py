@@ -75,7 +75,9 @@ def converted_folder(folder: Path, gguf: str, cache_dir: str | Path | None, dtyp
     t0 = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=getattr(torch, dtype))
-    model.hf_quantizer = None  # weights are de-quantised already; plain safetensors from here on
+    # weights are de-quantised already; plain safetensors from here on (transformers sets this
+    # attribute at load time, PreTrainedModel does not declare it)
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     with atomic_dir(out) as tmp:

@@ -115,12 +115,12 @@ class StepRun:
         self,
         rows: Sequence[dict],
         counts: Mapping[str, Any],
-        extra_outputs: Mapping[Path, Sequence[dict]] = (),
+        extra_outputs: Mapping[Path, Sequence[dict]] | None = None,
         config: Mapping[str, Any] | None = None,
         console: Console | None = None,
     ) -> dict:
         """Write the rows (and companion files) atomically, then the summary; print both tables."""
-        for path, extra in dict(extra_outputs).items():
+        for path, extra in dict(extra_outputs or {}).items():
             write_jsonl(path, extra)
         write_jsonl(self.output, rows)
         usage = self.client.stats.to_dict()
@@ -168,7 +168,7 @@ class StepRun:
 
 def _drop_secrets(cfg: Mapping[str, Any]) -> dict:
     """The config as written to the summary; keys never live in it (only the variable's NAME)."""
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in cfg.items():
         if isinstance(v, Mapping):
             out[k] = _drop_secrets(v)

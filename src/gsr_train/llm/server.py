@@ -192,6 +192,8 @@ class ChatServer(ThreadingHTTPServer):
     @property
     def base_url(self) -> str:
         host, port = self.server_address[:2]
+        if isinstance(host, (bytes, bytearray)):  # typeshed allows bytes; a bound TCP server reports str
+            host = host.decode()
         return f"http://{host}:{port}/v1"
 
 

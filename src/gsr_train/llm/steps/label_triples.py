@@ -113,7 +113,7 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
                 counts["questions_without_candidates"] += 1
                 continue
             res = results[qid]
-            if not res.ok:
+            if res.text is None:  # not res.ok
                 skipped.append(qid)
                 continue
             sel = parse_triple_selection(res.text, cands[qid], limit=max_triples, numbered=numbered)
@@ -136,7 +136,7 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
                     "request_key": res.key,
                 }
             )
-        ordered = {
+        ordered: dict[str, Any] = {
             "questions": len(positions),
             "requests": len(requests),
             **{

@@ -58,7 +58,9 @@ def subjects_by_relation(
     has_text = index.entity_has_text()
     # run by run (bounded memory): distinct (relation, head) keys with counts, and the first
     # edge of every relation whose head and tail have text
-    keys, key_counts, first_edge = [], [], {}
+    keys: list[torch.Tensor] = []
+    key_counts: list[torch.Tensor] = []
+    first_edge: dict[int, list[int]] = {}
     for s in splits:
         for edges in index[s].global_edge_chunks():  # [e, 3] head, rel, tail
             edges = edges[torch.isin(edges[:, 1], wanted)]
@@ -178,7 +180,7 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
         rows, responses, skipped = [], [], []
         reasons: Counter = Counter()
         for r, res in zip(relations, results):
-            if not res.ok:
+            if res.text is None:  # not res.ok
                 skipped.append(r)
                 continue
             prompt_text = "\n".join(m["content"] for m in req_by_rel[r].messages)
@@ -208,7 +210,7 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
                     "request_key": res.key,
                 }
             )
-        ordered = {
+        ordered: dict[str, Any] = {
             "relations": len(relations),
             **{
                 k: counts[k]

@@ -186,7 +186,7 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
         counts["questions"] = len(items)
         counts["requests"] = len(requests)
         counts["requests_skipped_after_errors"] = len(skipped)
-        ordered = {
+        ordered: dict[str, Any] = {
             k: counts[k]
             for k in (
                 "questions",
