@@ -11,6 +11,7 @@ kernels read.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     ``string`` / ``large_string``; other string types are cast first)."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
+    dtype: type[np.signedinteger]
     if pa.types.is_large_string(arr.type):
         dtype = np.int64
     elif pa.types.is_string(arr.type):
@@ -56,6 +58,7 @@ class AppendFile:
     def __init__(self, path: str | os.PathLike, dtype, resume_count: int | None = None) -> None:
         self.path, self.dtype = Path(path), np.dtype(dtype)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.handle: io.BufferedIOBase
         if resume_count is None:
             self.handle = open(self.path, "wb")
             self.count = 0
@@ -70,7 +73,7 @@ class AppendFile:
 
     def append(self, values: np.ndarray) -> None:
         values = np.ascontiguousarray(values, dtype=self.dtype)
-        self.handle.write(memoryview(values).cast("B"))
+        self.handle.write(values.data.cast("B"))  # the array's memoryview, no copy
         self.count += values.size
 
     def flush(self) -> None:

@@ -34,6 +34,7 @@ such an index unless ``allow_overlap`` is set.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import os
@@ -101,7 +102,7 @@ class _Damaged(Exception):
 
 
 def _crc(values: np.ndarray, crc: int = 0) -> int:
-    return zlib.crc32(memoryview(np.ascontiguousarray(values)).cast("B"), crc)
+    return zlib.crc32(np.ascontiguousarray(values).data.cast("B"), crc)  # the array's memoryview, no copy
 
 
 def _prefix_crc(path: Path, nbytes: int) -> int:
@@ -131,6 +132,7 @@ class _SplitWriter:
             for name, dtype in _GROWING.items()
         }
         qpath = folder / "questions.jsonl"
+        self.questions: io.BufferedIOBase
         if counts is None:
             self.questions = open(qpath, "wb")
         else:
