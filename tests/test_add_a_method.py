@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from gsr_train.eval.results import read_results, write_results
@@ -40,6 +41,7 @@ def topic_edges(options, inputs: RetrievalInputs) -> TopicEdges:
     return TopicEdges(**options)
 
 
+@pytest.mark.slow
 def test_a_new_retriever_plugs_into_results_metrics_and_robustness(tmp_path):
     index = toy_index(tmp_path, n_questions=6, n_entities=30, n_edges=80)
     split = index["test"]

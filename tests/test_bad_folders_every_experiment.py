@@ -18,6 +18,8 @@ import pytest
 from .conftest import compose_config
 from .test_experiments_e2e import EXPERIMENTS, QUIET, overrides, tiny  # noqa: F401 (the fixture)
 
+pytestmark = pytest.mark.integration
+
 CHAIN_FILES = {"gsr_webqsp_paths", "gsr_leave_relations_out"}
 ROG = [n for n in EXPERIMENTS if n not in CHAIN_FILES]
 

@@ -23,7 +23,7 @@ BATCH = 4  # per device
 STRATEGY = "ddp_fork"
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.integration]
 
 
 def _fit(kind: str, ctx: dict, module, root, devices: int, batch: int):
@@ -185,6 +185,7 @@ def test_reader_run_writes_nothing_on_other_ranks(tmp_path, monkeypatch):
     assert not [n for n in written if n.startswith("predictions_")], written
 
 
+@pytest.mark.slow
 def test_ddp_run_keeps_the_recipe_global_batch(tmp_path):
     """``train.py`` with 2 processes (``trainer=ddp_cpu``) trains the recipe one process trains
     (``batch_scope=global``: each takes half the batch): the same optimiser steps and the same

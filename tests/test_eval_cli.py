@@ -19,6 +19,8 @@ from gsr_train.runs.common import PreflightError
 from .conftest import compose_config
 from .subgraphrag_toy import toy_rows, toy_run_overrides
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 RENAMED = {"music.artist.genre": "music.artist.style_unseen", "sports.team.sport": "sports.club.game_unseen"}
 
@@ -60,6 +62,7 @@ def _env(tmp_path):
     return {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
 
 
+@pytest.mark.slow
 def test_subgraphrag_run_scored_on_unseen_test_only_folder_via_the_command(tmp_path):
     overrides = [
         o

@@ -34,6 +34,8 @@ import pytest
 from .conftest import REPO, compose_config
 from .test_reader_helpers import tiny_llama_folder
 
+pytestmark = pytest.mark.integration
+
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml") if not p.stem.endswith("_defaults"))
 # more than ~4 s each on 2 shared cores (CI runs them too: `pytest -n 2` selects every test)
 SLOW = {
@@ -326,6 +328,7 @@ def _one_sweep(cwd: Path, experiment: str) -> Path:
         ("subgraphrag_quickstart", "model.hidden", ("16", "32")),  # a sweep over model size
     ],
 )
+@pytest.mark.slow
 def test_plain_multirun_sweeps_every_point_into_its_own_guarded_folder(tiny, tmp_path, experiment, swept, values):
     import csv
 

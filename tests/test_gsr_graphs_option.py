@@ -18,6 +18,8 @@ from .conftest import compose_config
 from .test_eval_cli import eval_cfg, save_run_config
 from .test_experiments_e2e import GSR_SMALL, paths_cut
 
+pytestmark = pytest.mark.integration
+
 
 def _ids(path):
     with gzip.open(path, "rt") as f:

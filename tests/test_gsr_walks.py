@@ -37,6 +37,7 @@ def _follows(triples, subject, chain):
     return frontier
 
 
+@pytest.mark.slow
 def test_walks_are_paths_of_the_kg_within_the_asked_lengths(mini_index):
     splits = ("train",)
     walks = sample_walks(mini_index, splits, count=300, min_hops=2, max_hops=4, starts="topics", seed=3)

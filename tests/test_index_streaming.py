@@ -82,6 +82,7 @@ def test_streaming_build_equals_in_memory_reference(corpus, tmp_path, batch_rows
     assert index.meta["skips"]["train"]["duplicate_triples_dropped"] > 0  # the corpus has duplicates
 
 
+@pytest.mark.slow
 def test_real_fixture_equals_reference(webqsp_mini, tmp_path):
     index = get_index(webqsp_mini, SPLITS, cache_dir=tmp_path, skip_invalid=True, batch_rows=7)
     _same(index, build_index_in_memory(webqsp_mini, SPLITS, skip_invalid=True))

@@ -21,6 +21,8 @@ import torch
 from .conftest import REPO
 from .subgraphrag_toy import write_toy
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 # 24 graphs / 4 per step = 6 steps per epoch, 3 epochs, last.ckpt every 2 steps, early stopping on
 # (patience 5: it never stops this run, but its state must survive every resume)
 ARGS = [

@@ -15,6 +15,8 @@ from gsr_train.runs.aggregate import aggregate, collect, to_markdown
 from .conftest import REPO, compose_config
 from .subgraphrag_toy import write_toy
 
+pytestmark = pytest.mark.integration
+
 
 def _env() -> dict:
     return {
@@ -32,6 +34,7 @@ def _train(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
     data = write_toy(tmp_path / "data", sizes=(16, 6, 6))
     sweep = tmp_path / "sweep"

@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = textwrap.dedent("""
@@ -47,6 +49,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_reader_rss_does_not_climb_with_varying_batch_widths():
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, "20"],

@@ -22,6 +22,8 @@ import pytest
 
 from .conftest import REPO
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 SECTION = REPO.joinpath("README.md").read_text().split("## Scaling out", 1)[1].split("\n## ", 1)[0]
 BLOCKS = re.findall(r"```bash\n(.*?)```", SECTION, re.S)
 

@@ -43,6 +43,7 @@ def test_vocabulary_groups_need_one_fully_seen_ground_chain():
 
 
 @pytest.mark.parametrize("head", ["token", "open"])
+@pytest.mark.slow
 def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, shared_data, capsys, head):
     from gsr_train.datamodules.gsr_chains import load_path_rows
     from gsr_train.runs.common import run_experiment

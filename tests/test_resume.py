@@ -23,6 +23,8 @@ from .conftest import REPO
 from .scale_helpers import KINDS, make_datamodule
 from .subgraphrag_toy import write_toy
 
+pytestmark = pytest.mark.integration
+
 # 24 graphs / 4 per step = 6 steps per epoch, 3 epochs; last.ckpt every 2 steps; killed at step 9
 # (epoch 1, batch 3): the resumed run restarts from step 8, in the middle of epoch 1.
 STEPS_PER_EPOCH, EPOCHS, KILL_AT = 6, 3, 9
@@ -66,6 +68,7 @@ def _weights(path):
     return torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path):
     data = write_toy(tmp_path / "data", sizes=(24, 8, 8))
     cache = tmp_path / "cache"

@@ -18,6 +18,8 @@ from gsr_train.runs.run_folder import RunFolderGuard, mark_finished
 
 from .subgraphrag_toy import write_toy
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -71,6 +71,7 @@ def test_a_row_that_differs_in_anything_is_not_a_copy(tmp_path, change):
     assert index.meta["overlap"] == {}
 
 
+@pytest.mark.slow
 def test_fingerprints_on_the_real_fixture_are_distinct(webqsp_mini, tmp_path):
     index = get_index(webqsp_mini, cache_dir=tmp_path)
     assert index.meta["overlap"] == {}

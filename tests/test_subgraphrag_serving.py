@@ -166,6 +166,7 @@ def test_graphs_without_triples(toy):
     assert retriever.score_question(no_nodes, emb.question["test"][0], emb).shape == (0,)
 
 
+@pytest.mark.slow
 def test_real_webqsp_mini_graphs(webqsp_mini, tmp_path):
     """Real graph shapes (hubs, CVT nodes without text, ~1,200 triples): compiled == reference."""
     index = get_index(webqsp_mini, cache_dir=tmp_path)

@@ -12,6 +12,8 @@ import pytest
 
 from .conftest import REPO
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 
 @pytest.mark.parametrize(
     "args,says",
