@@ -57,7 +57,11 @@ def progress(
     """Yield ``advance(n)``; a bar appears when ``show`` is true, or (``show=None``) when more
     than ``threshold`` units of work remain. Without a bar ``advance`` does nothing."""
     if not (show if show is not None else total - done > threshold):
-        yield lambda n=1: None
+
+        def nothing(n: int = 1) -> None:
+            return None
+
+        yield nothing
         return
     if not sys.stderr.isatty():  # a log file: periodic lines, not a live bar
         yield LogProgress(total, description, done, LOG_EVERY_SECONDS)
@@ -80,7 +84,11 @@ def progress(
         transient=transient,
     ) as bar:
         task = bar.add_task(description, total=total, completed=done)
-        yield lambda n=1: bar.advance(task, n)
+
+        def advance(n: int = 1) -> None:
+            bar.advance(task, n)
+
+        yield advance
 
 
 def batches(n: int, batch_size: int, show: bool | None, description: str, threshold: int = 8):

@@ -19,7 +19,7 @@ import io
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
 from gsr_train.io import atomic_write
@@ -139,15 +139,67 @@ def aggregate(root: str | Path, write: bool = True, quiet: bool = False) -> list
             f.write(to_csv(rows, cols))
         with atomic_write(root / "aggregate.md", "w") as f:
             f.write(f"# {len(rows)} rows from {root}\n\n{md}\n")
+        plot_recall_at_k(rows, root / PLOT_FILE)
     if not quiet:
         print(md)
     return rows
 
 
-try:  # Hydra is a dependency, but keep this module importable on its own
+PLOT_FILE = "aggregate_recall.png"
+PLOT_METRICS = ("answer_recall", "sp_recall", "labelled_recall")
+
+
+def recall_curves(rows: Iterable[Mapping[str, Any]], metric: str) -> dict[str, list[tuple[int, float]]]:
+    """``metric@K`` of each row (label: job, method, the row's labels), in K order."""
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for r in rows:
+        points = sorted(
+            (int(key.rsplit("@", 1)[1]), float(v))
+            for key, v in r.items()
+            if key.startswith(f"{metric}@") and key.rsplit("@", 1)[1].isdigit() and isinstance(v, (int, float))
+        )
+        if points:
+            extra = [str(r[c]) for c in ("mode", "variant", "perturbation", "level") if r.get(c) is not None]
+            curves[" ".join([str(r.get("job", "")), str(r.get("method", "")), *extra]).strip()] = points
+    return curves
+
+
+def plot_recall_at_k(rows: list[dict], path: Path) -> Path | None:
+    """One PNG: recall@K (10 / 20 / 50 / 100) of every retrieval row, a panel per recall metric."""
+    panels = [(m, c) for m in PLOT_METRICS if (c := recall_curves(rows, m))]
+    if not panels:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (metric, curves) in zip(axes[0], panels):
+        for label, points in curves.items():
+            ax.plot([k for k, _ in points], [v for _, v in points], marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_xticks(sorted({k for pts in curves.values() for k, _ in pts}))
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("K (triples kept)")
+        ax.set_title(f"{metric}@K")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
+    plt.close(fig)
+    return path
+
+
+if TYPE_CHECKING:  # the fallback below is for running without Hydra only
     from hydra.experimental.callback import Callback as _HydraCallback
-except ImportError:  # pragma: no cover
-    _HydraCallback = object
+else:
+    try:  # Hydra is a dependency, but keep this module importable on its own
+        from hydra.experimental.callback import Callback as _HydraCallback
+    except ImportError:  # pragma: no cover
+        _HydraCallback = object
 
 
 class AggregateCallback(_HydraCallback):

@@ -21,7 +21,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gsr_train.config import RUN_MARKER, run_state, slurm_job_tag
 from gsr_train.data.errors import UserError
@@ -31,10 +31,13 @@ MARKER = RUN_MARKER
 LOCK = ".lock"
 SWEEP_MARKERS = ("multirun.yaml", "aggregate.csv", "aggregate.md")
 
-try:
+if TYPE_CHECKING:  # the fallback below is for running without Hydra only
     from hydra.experimental.callback import Callback as _HydraCallback
-except ImportError:  # pragma: no cover - hydra is a dependency
-    _HydraCallback = object
+else:
+    try:
+        from hydra.experimental.callback import Callback as _HydraCallback
+    except ImportError:  # pragma: no cover - hydra is a dependency
+        _HydraCallback = object
 
 
 class RunFolderError(UserError, ValueError):
