@@ -61,7 +61,7 @@ def _hit_shares(flags: Sequence[Sequence[bool]], counted: Sequence[bool], ns: Se
         per_q = list(per_q)
         for n in ns:
             hits[n] += any(per_q[:n])
-    out = {"questions": count}
+    out: dict[str, float] = {"questions": count}
     out.update({f"{key}@{n}": (hits[n] / count if count else 0.0) for n in ns})
     return out
 
@@ -96,7 +96,10 @@ def answer_coverage(retrieved: Sequence[Iterable[str]], answers: Sequence[Iterab
 
 def paper_coverage(end_entities: Sequence[Iterable[str]], answers: Sequence[Iterable[str]]) -> dict:
     """GSR's variant: end entities of the kept chains vs answers; P = R = 0 without a hit."""
-    ps, rs, fs, hs = [], [], [], []
+    ps: list[float] = []
+    rs: list[float] = []
+    fs: list[float] = []
+    hs: list[bool] = []
     for ends, ans in zip(end_entities, answers):
         gold, pred = set(ans), set(ends)
         cover = len(gold & pred)
@@ -105,7 +108,10 @@ def paper_coverage(end_entities: Sequence[Iterable[str]], answers: Sequence[Iter
             f = 2 * p * r / (p + r)
         else:
             p = r = f = 0.0
-        ps.append(p), rs.append(r), fs.append(f), hs.append(cover > 0)
+        ps.append(p)
+        rs.append(r)
+        fs.append(f)
+        hs.append(cover > 0)
     if not ps:
         return {"questions": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "macro_f1": 0.0, "hits": 0.0}
     mp, mr = float(np.mean(ps)), float(np.mean(rs))

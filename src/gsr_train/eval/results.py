@@ -195,7 +195,11 @@ def read_triple_rows(
         raise FileNotFoundError(f"{path}: no such file")
     stats.path = str(path)
     position = split.position()
-    question, rank, triples, lines, rows = [], [], [], [], {}
+    question: list[int] = []
+    rank: list[int] = []
+    triples: list[list[str]] = []
+    lines: list[int] = []
+    rows: dict[int, dict] = {}
     for lineno, raw in _iter_rows(path):
         qid = raw.get("id") if isinstance(raw, dict) else None
         if not isinstance(raw, dict) or not isinstance(qid, str):
@@ -205,7 +209,7 @@ def read_triple_rows(
             isinstance(x, (list, tuple)) and len(x) == 3 and all(isinstance(s, str) for s in x) for x in trips
         ):
             raise _bad(path, lineno, qid, "'triples' must be a list of [head, relation, tail] strings")
-        order = range(len(trips))
+        order: Sequence[int] = range(len(trips))
         if check_scores and "scores" in raw:
             sc = raw["scores"]
             if (

@@ -544,7 +544,7 @@ def reference_metrics(
         lab_pos = {e for e in range(e0, e1) if lab[e]} if lab is not None else set()
         if lq is not None and not lq[i]:
             lab_pos = set()
-        row = {m: None for m in METRICS}
+        row: dict[str, list[float] | None] = {m: None for m in METRICS}
         for m, pos in (("sp_recall", sp_pos), ("labelled_recall", lab_pos)):
             if pos:
                 row[m] = [len(pos & set(edges[:k])) / len(pos) for k in ks]
