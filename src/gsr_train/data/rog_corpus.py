@@ -146,7 +146,7 @@ class _Names:
         self.words = pa.array(list(_words(len(_WORDS), spec.seed + 17)))
         self.n_words = len(self.words)
         self.mid_share = spec.mid_share
-        rels = []
+        rels: list[str] = []
         rng = np.random.default_rng(spec.seed + 29)
         seen = set()
         while len(rels) < spec.num_relations:
@@ -319,7 +319,9 @@ def iter_row_groups(spec: CorpusSpec, split: str) -> Iterator[pa.Table]:
 
 def _write_split(spec: CorpusSpec, split: str, folder: Path) -> dict:
     """Shards ``{split}-XXXXX-of-YYYYY.parquet`` (renamed once the shard count is known)."""
-    shards, writer, rows_in_shard, triples, questions = [], None, 0, 0, 0
+    shards: list[Path] = []
+    writer: pq.ParquetWriter | None = None
+    rows_in_shard, triples, questions = 0, 0, 0
     for table in iter_row_groups(spec, split):
         if writer is None or rows_in_shard >= spec.triples_per_shard:
             if writer is not None:

@@ -41,7 +41,7 @@ from gsr_train.data.rows import (
     split_files,
     validate_row,
 )
-from gsr_train.io import file_digest, iter_jsonl
+from gsr_train.io import BadLine, file_digest, iter_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def _check_graph(chk: _Checker) -> None:
         return
     row_of_triple = pc.list_parent_indices(col).to_numpy(zero_copy_only=False)
     first_triple = _ptr(pc.list_value_length(col))
-    first_bad = {}
+    first_bad: dict[int, int] = {}
     for j in np.flatnonzero(bad_triple).tolist():
         first_bad.setdefault(int(row_of_triple[j]), j)
     rows = np.zeros(chk.n, dtype=bool)
@@ -422,7 +422,7 @@ class SplitSource:
         for lineno, record in iter_jsonl(path, skip_lines=skip):
             last = lineno
             try:
-                if isinstance(record, Exception):
+                if isinstance(record, BadLine):  # what iter_jsonl yields for an unreadable line
                     if skip_invalid and is_truncation(record):  # the lost tail is not "1 skipped row"
                         report.add_truncated(str(path), lineno - 1)
                         continue

@@ -264,7 +264,7 @@ def write_build(folder: str | Path, result: SyntheticBuild) -> Path:
     """Write a generated benchmark into ``folder`` (swapped in atomically as a whole)."""
     folder = Path(folder)
     with atomic_dir(folder) as tmp:
-        files = {}
+        files: dict[str, dict[str, Any] | None] = {}  # name -> size and digest, filled in once all are written
         for split in SPLITS:
             _write_jsonl_gz(tmp / f"{split}.jsonl.gz", result.rows[split])
             files[f"{split}.jsonl.gz"] = None

@@ -117,6 +117,8 @@ class World:
         if rel is None:
             return []
         table = self._in if backward else self._out
+        if table is None:
+            raise RuntimeError("call finalize() before following chain steps")
         seen: dict[int, None] = {}
         for s in sources:
             for t in table.get((s, rel), ()):
