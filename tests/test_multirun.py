@@ -161,3 +161,20 @@ def test_launcher_configs_compose_without_a_cluster(launcher):
         assert cfg.hydra.launcher.gpus_per_node == 4 == cfg.hydra.launcher.tasks_per_node
         assert cfg.hydra.launcher.nodes == 1 and cfg.hydra.launcher.max_num_timeout == 3
         assert "partition" in launch and "mem_gb" in launch and "timeout_min" in launch
+
+
+def test_aggregate_holds_recall_at_the_compared_ks_and_plots_it(tmp_path):
+    from gsr_train.eval.retrieval import RetrievalReport
+    from gsr_train.eval.tail import COMPARE_KS, retrieval_row, write_metrics
+
+    overall = {"answer_recall": {10: 0.5, 20: 0.6, 50: 0.8, 100: 0.9, 500: 1.0}, "sp_recall": {10: 0.4, 500: 1.0}}
+    report = RetrievalReport(ks=[10, 20, 50, 100, 500], questions=4, overall=overall, counts={})
+    for job, k in (("0", 500), ("1", 20)):
+        (tmp_path / job).mkdir()
+        write_metrics(tmp_path / job, "x", "toy", None, [retrieval_row("m", report, "test", k)])
+    rows = aggregate(tmp_path, quiet=True)
+    assert rows[0]["K"] == 500 and rows[0]["answer_recall"] == 1.0  # at its own K ...
+    assert [rows[0][f"answer_recall@{k}"] for k in COMPARE_KS] == [0.5, 0.6, 0.8, 0.9]  # ... and at the compared Ks
+    assert rows[0]["sp_recall@10"] == 0.4 and rows[0].get("sp_recall@20") is None
+    assert rows[1]["K"] == 20 and rows[1].get("answer_recall@50") is None  # never above the K kept
+    assert (tmp_path / "aggregate_recall.png").read_bytes()[:4] == b"\x89PNG"

@@ -94,6 +94,10 @@ def test_readme_sweeps(tmp_path, cache):
     size_table = next((cwd / "multirun" / "subgraphrag_quickstart").iterdir()) / "aggregate.md"
     assert "| top_k |" in k_table.read_text() and k_table.read_text().count("| cosine-parts |") == 2
     assert "| model.hidden |" in size_table.read_text() and size_table.read_text().count("| subgraphrag |") == 2
+    # recall at the Ks methods are compared at, next to the run's own K, and one plot of them
+    assert "| answer_recall@10 |" in size_table.read_text()
+    plot = size_table.parent / "aggregate_recall.png"
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert to_rows(done.stdout) == 2  # gsr-train aggregate printed the K sweep's table
 
 

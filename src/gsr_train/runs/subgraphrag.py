@@ -138,7 +138,7 @@ def run(cfg: DictConfig) -> dict:
     from gsr_train.datamodules.triple_datamodule import TripleDataModule
     from gsr_train.eval.labels import load_labelled_triples
     from gsr_train.eval.retrieval import comparison_table, retrieval_metrics
-    from gsr_train.eval.tail import metrics_row, results_file, retrieval_row
+    from gsr_train.eval.tail import at_compare_ks, metrics_row, results_file, retrieval_row
     from gsr_train.kg.paths import get_supervision
     from gsr_train.models.subgraphrag.module import SubgraphRAGModule
     from gsr_train.models.subgraphrag.perf import keep_freed_memory
@@ -346,7 +346,12 @@ def run(cfg: DictConfig) -> dict:
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "tables": {"overall": table, "by_hops": hops},
     }
-    rows = [metrics_row(name, split_name, top_k, {m: v for m, v in at_k.items() if m != "k"}, best_path, results_path)]
+    at_top_k = {m: v for m, v in at_k.items() if m != "k"}
+    rows = [
+        metrics_row(
+            name, split_name, top_k, {**at_top_k, **at_compare_ks(reports[name], top_k)}, best_path, results_path
+        )
+    ]
     if cos_scores is not None:  # the baseline at the same K
         cos_at = (
             reports["cosine"]
@@ -362,6 +367,7 @@ def run(cfg: DictConfig) -> dict:
             )
         )
         rows.append(retrieval_row("cosine", cos_at, split_name, top_k))
+        rows[-1]["metrics"].update(at_compare_ks(reports["cosine"], top_k))
     save_metrics(cfg, index.key, rows, figures)
     log_final_metrics(
         trainer,
