@@ -15,6 +15,7 @@ import torch
 
 from gsr_train.data.rows import Row, SkipReport, load_rows
 from gsr_train.kg.index import KGIndex, SplitGraphs
+from gsr_train.kg.vocab import StringVocab
 
 
 class _Vocab:
@@ -87,4 +88,4 @@ def build_index_in_memory(source, splits: Sequence[str], skip_invalid: bool = Fa
         rows, report = load_rows(source, split, skip_invalid=skip_invalid, report=SkipReport())
         split_graphs[split], dups = _encode_split(rows, ents, rels)
         skips[split] = {"loaded": report.loaded, "skipped": dict(report.counts), "duplicate_triples_dropped": dups}
-    return KGIndex(ents.names(), rels.names(), split_graphs, skips)
+    return KGIndex(StringVocab.from_list(ents.names()), StringVocab.from_list(rels.names()), split_graphs, skips)

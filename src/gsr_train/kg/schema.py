@@ -133,7 +133,7 @@ def infer_entity_types(
     ent = torch.cat([pe, t[fill]])
     typ = torch.cat([pt, rng[r][fill]])
     ent, typ = _unique_pairs(ent, typ, num_t)
-    types = [None] * len(names)
+    types: list[str] = [""] * len(names)  # every slot is filled: the ids are 0 .. len(names) - 1
     for name, i in names.items():
         types[i] = name
     return EntityTypes(types, ent, typ, rel_range, num_e)
