@@ -60,7 +60,7 @@ def build_patterns(
             raise ValueError("patterns source 'llm' needs an llm endpoint (the llm config group)")
         sp = index[split]
         n = len(sp) if source.get("limit") is None else min(int(source["limit"]), len(sp))
-        st = LLMPatternStats()
+        llm_st = LLMPatternStats()
         with ChatClient(dict(llm)) as client:
             pats = llm_patterns(
                 client,
@@ -68,8 +68,8 @@ def build_patterns(
                 source.get("kind") or kind,
                 source.get("system"),
                 source.get("user"),
-                st,
+                llm_st,
             )
             Console().print(client.stats.table("LLM usage (patterns)"))
-        return pats + [[] for _ in range(len(sp) - n)], st.to_dict()
+        return pats + [[] for _ in range(len(sp) - n)], llm_st.to_dict()
     raise ValueError(f"patterns.source must be one of {SOURCES}, got {name!r}")

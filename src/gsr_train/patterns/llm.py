@@ -182,10 +182,12 @@ def llm_patterns(
     out: list[list[Pattern]] = []
     for (qid, _), res in zip(questions, results):
         stats.requests += 1
-        if not res.ok:
+        if res.text is None:  # not res.ok
             stats.failed_requests += 1
             out.append([])
             continue
+        if parse is None:
+            raise ValueError(f"no pattern parser for kind {kind!r} (known: {sorted(PARSERS)})")
         try:
             out.append([parse(res.text)])
             stats.parsed += 1

@@ -261,13 +261,13 @@ def topk_matches(
     if prune:
         cand = cand[np.argsort(node_cost[start][cand], kind="stable")]
     for w in cand.tolist():
-        c = float(node_cost[start][w])
-        if prune and c + rem[0] > top.worst + _TOL * (1.0 + abs(top.worst)):
+        first = float(node_cost[start][w])
+        if prune and first + rem[0] > top.worst + _TOL * (1.0 + abs(top.worst)):
             stats.pruned += 1
             break
         f[start] = w
         used.add(w)
-        expand(0, c)
+        expand(0, first)
         used.discard(w)
         f[start] = -1
     return top.result()

@@ -76,11 +76,12 @@ def chain_patterns_from_results(
                 stats.skip("malformed chain", f"{where}: {c!r}")
                 continue
             topic = c.get("topic")
-            if topic not in ent:
+            if topic is None or topic not in ent:
                 stats.skip("unknown topic", f"{where}: topic {topic!r}")
                 continue
-            ids = [rel.get(r) for r in c["chain"]]
-            if None in ids:
+            found = [rel.get(r) for r in c["chain"]]
+            ids = [i for i in found if i is not None]
+            if len(ids) < len(found):
                 stats.skip("unknown relation", f"{where}: chain {c['chain']!r}")
                 continue
             out[q].append(
