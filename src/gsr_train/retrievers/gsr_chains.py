@@ -91,7 +91,7 @@ class GSRChains:
             for chain, score in per_q:
                 ok = chain is not None and ex.is_valid(q, chain)
                 flags.append(ok)
-                if ok and kept < self.top_n:
+                if chain is not None and ok and kept < self.top_n:
                     kept += 1
                     edges = ex.global_edges(ex.execute(q, chain))
                     if edges.numel():

@@ -245,7 +245,7 @@ def distance_join(
     n = len(p.edges)
     ends = [(e.head, e.tail) for e in p.edges]
     found: list[Alignment] = []
-    chosen: list[Candidate | None] = [None] * n
+    chosen: list[Candidate] = []  # the candidates of pseudo edges 0 .. i-1 while matching edge i
 
     def types_of(i: int, c: Candidate) -> dict[int, int]:
         h, t = ends[i]
@@ -267,9 +267,9 @@ def distance_join(
                 if not ok:
                     break
             if ok:
-                chosen[i] = c
+                chosen.append(c)
                 match(i + 1, dist + c.distance)
-                chosen[i] = None
+                chosen.pop()
 
     match(0, 0.0)
     found.sort(key=lambda a: a.distance)
@@ -384,12 +384,12 @@ class SAFECosts:
             nodes.append(self._memo[key])
         rels = []
         for i, e in enumerate(p.edges):
-            key = ("r", e.relation, e.relation_id)
-            if key not in self._memo:
-                self._memo[key] = relation_cost(
+            rkey = ("r", e.relation, e.relation_id)
+            if rkey not in self._memo:
+                self._memo[rkey] = relation_cost(
                     self.num_relations, g, self.vectors.relation(p, i), self.emb, self.cfg.k_rel
                 )
-            rels.append(self._memo[key])
+            rels.append(self._memo[rkey])
         return nodes, rels
 
 
