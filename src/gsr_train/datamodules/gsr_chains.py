@@ -186,6 +186,7 @@ def questions_from_kg(
         elif variant == "filtered":
             chains = [tuple(names[r] for r in c) for c in supervision.chains_filtered[i]]
         else:
+            assert llm is not None  # checked on entry for the llm variant
             chains = list(llm.get(qid, []))
         out.append(ChainQuestion(qid, q, _dedup(chains), _dedup(raw)))
     return out

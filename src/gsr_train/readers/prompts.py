@@ -192,10 +192,11 @@ def build_examples(
     ``results`` maps question id -> results row (``None`` or ``k = 0``: closed book). With a
     tokenizer and ``max_prompt_tokens`` the evidence is cut to fit, lowest-scored first.
     """
-    with_evidence = results is not None and k > 0
+    evidence = results if k > 0 else None
+    with_evidence = evidence is not None
     lines_per_q, ents_per_q = [], []
     for q in questions:
-        lines, ents = evidence_lines(results.get(q["id"]) if with_evidence else None, fmt, k)
+        lines, ents = evidence_lines(evidence.get(q["id"]) if evidence is not None else None, fmt, k)
         lines_per_q.append(lines)
         ents_per_q.append(ents)
     keep = np.asarray([len(x) for x in lines_per_q], dtype=np.int64)

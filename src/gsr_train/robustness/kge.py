@@ -46,7 +46,7 @@ class KGEConfig:
     def from_any(cls, cfg: Mapping[str, Any] | KGEConfig | None) -> KGEConfig:
         if cfg is None:
             return cls()
-        if isinstance(cfg, cls):
+        if isinstance(cfg, KGEConfig):  # no subclasses: the same test as isinstance(cfg, cls)
             return cfg
         unknown = set(cfg) - set(cls.__dataclass_fields__)
         if unknown:

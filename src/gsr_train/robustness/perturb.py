@@ -255,6 +255,7 @@ def perturb(
         edge_rel = _swap(split, chosen)
         changed = edge_rel != split.edge_rel
     elif method == "replace":
+        assert scorer is not None  # checked on entry
         edge_rel = _replace(split, chosen, scorer)
         changed = edge_rel != split.edge_rel
     else:
