@@ -90,7 +90,8 @@ def retrieval_items(
     ``strict``: a training chain with a relation outside the vocabulary is an error; otherwise
     the chain is dropped and counted (validation ground chains may use unseen relations).
     """
-    items, counts = [], Counter()
+    items: list[Seq2SeqItem] = []
+    counts: Counter[str] = Counter()
     for q in questions:
         targets = []
         for c in q.chains:
@@ -269,7 +270,12 @@ class GSRDataModule:
         sampler = RankSampler(len(items), shuffle=False)
         sampler.skip = skip_batches * self.batch_size
         sampler.resume = resume
-        return DataLoader(items, batch_size=self.batch_size, sampler=sampler, collate_fn=self.collate)
+        return DataLoader(
+            items,  # type: ignore[arg-type]  # a list is a map-style dataset; torch's stub asks for Dataset
+            batch_size=self.batch_size,
+            sampler=sampler,
+            collate_fn=self.collate,
+        )
 
     def rank_batches(self, epoch: int) -> int:
         """Training batches of ``epoch`` on this rank (under DDP each rank holds 1/W of the items)."""

@@ -174,7 +174,7 @@ def pseudo_questions(
     ``fallback_subject`` (else it gets no indexing example). Text is lower-cased, like
     WebQSP questions.
     """
-    out = []
+    out: list[IndexExample] = []
     for rel in relations:
         rng = random.Random(stable_hash("gsr-index", seed, rel))
         if sources is not None and sources.questions.get(rel):
