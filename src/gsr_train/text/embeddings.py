@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -246,7 +246,7 @@ class EmbeddingTable:
         return self.load()
 
     # --------------------------------------------------------------- building
-    def _plan(self) -> tuple[Sequence[str], np.ndarray, np.ndarray]:
+    def _plan(self) -> tuple[TextChunks, np.ndarray, np.ndarray]:
         """Distinct texts to encode (longest first), their first row, and each row's representative."""
         if isinstance(self.texts, StringVocab):  # names are distinct: no dictionary needed
             rows = np.flatnonzero(self.mask)
@@ -338,6 +338,14 @@ class EmbeddingTable:
             time.perf_counter() - t0,
             self.folder,
         )
+
+
+class TextChunks(Protocol):
+    """Texts to encode, read by length and by slices (a list of str, or :class:`_Rows`)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, item: slice, /) -> Sequence[str]: ...
 
 
 class _Rows:
