@@ -18,12 +18,16 @@ import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytorch_lightning as pl
 import torch
 
 from gsr_train.io import atomic_dir, write_json
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +119,7 @@ def load_reader(
     if device_map is not None:
         kwargs["device_map"] = device_map
     t0 = time.perf_counter()
-    lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    lm: PreTrainedModel | PeftModel = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     log.info("loaded %s (%s) in %.1fs", path, precision, time.perf_counter() - t0)
     if quant is not None and trainable and adapter_path is None:
         from peft import prepare_model_for_kbit_training
@@ -328,8 +332,9 @@ class ReaderModule(pl.LightningModule):
         names = {n for n, p in self.named_parameters() if p.requires_grad}
         return {k: v for k, v in full.items() if k in names}
 
-    def load_state_dict(self, state_dict, strict: bool = True, **kwargs):
-        return super().load_state_dict(state_dict, strict=False, **kwargs)
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):
+        # always non-strict: a checkpoint holds only the trained parameters (see state_dict)
+        return super().load_state_dict(state_dict, strict=False, assign=assign)
 
 
 def val_figures(rows) -> dict[str, float]:
