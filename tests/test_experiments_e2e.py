@@ -189,6 +189,7 @@ def overrides(t: dict) -> dict[str, list[str]]:
         "subgraphrag_webqsp": [*hub, *NO_GTE, *ON_CPU, *SGR_SMALL],
         "subgraphrag_cwq": [*hub, *NO_GTE, *ON_CPU, *SGR_SMALL],
         "cosine_baseline": [*SYNTHETIC],
+        "retrieve": [*SYNTHETIC],
         "classic_triplets": [*SYNTHETIC],
         "classic_paths": [*SYNTHETIC],
         "classic_pcst": [*SYNTHETIC],
@@ -239,6 +240,7 @@ def test_every_experiment_has_an_entry(tmp_path):
 MAIN = {
     "subgraphrag": {"sp_recall", "answer_recall"},
     "cosine": {"sp_recall", "answer_recall"},
+    "retrieve": {"sp_recall", "answer_recall"},
     "classic": {"sp_recall", "answer_recall"},
     "patterns": {"sp_recall", "answer_recall"},
     "robustness": {"sp_recall", "answer_recall"},

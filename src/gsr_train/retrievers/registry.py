@@ -1,25 +1,78 @@
-"""Build a retriever by name: the built-in ones (:mod:`gsr_train.retrievers.registered`) and any
-other registered with :func:`gsr_train.retrievers.interface.register`."""
+"""Build a retriever by name or by import path: the built-in ones
+(:mod:`gsr_train.retrievers.registered`), any other registered with
+:func:`gsr_train.retrievers.interface.register`, the ``gsr_train.retrievers`` entry points of
+installed packages, and a class or factory outside this package named by ``_target_`` (Hydra's
+convention: ``retriever._target_=my_pkg.module.MyRetriever``), so a new method joins without an
+edit here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 from typing import Any
 
+from gsr_train.data.errors import UserError
 from gsr_train.retrievers import registered  # noqa: F401  (registers the built-in retrievers)
 from gsr_train.retrievers.interface import REGISTRY, RetrievalInputs, Retriever
+
+ENTRY_POINTS = "gsr_train.retrievers"
+
+
+class RetrieverError(UserError, ValueError):
+    """An unknown retriever name or a target that is not a retriever."""
+
+
+def _load_entry_points() -> None:
+    """Register the factories installed packages declare under ``[project.entry-points."gsr_train.retrievers"]``."""
+    for ep in entry_points(group=ENTRY_POINTS):
+        if ep.name not in REGISTRY:
+            REGISTRY[ep.name] = ep.load()
 
 
 def build(name: str, options: Mapping[str, Any] | None, inputs: RetrievalInputs) -> Retriever:
     """The retriever registered as ``name``, made from ``options``; an unknown name lists the known ones."""
     if name not in REGISTRY:
-        raise ValueError(f"unknown retriever {name!r}; registered: {sorted(REGISTRY)}")
-    retriever = REGISTRY[name](dict(options or {}), inputs)
+        _load_entry_points()
+    if name not in REGISTRY:
+        raise RetrieverError(
+            f"unknown retriever {name!r}; registered: {', '.join(sorted(REGISTRY))} (or give "
+            "retriever._target_=<module.Class> for one outside gsr-train)"
+        )
+    try:
+        made = REGISTRY[name](dict(options or {}), inputs)
+    except (ValueError, TypeError) as e:  # its options checked when it is made: the user's to fix
+        message = str(e) if str(e).startswith(f"retriever {name!r}") else f"retriever {name!r}: {e}"
+        raise RetrieverError(message) from None
+    return _checked(made, name)
+
+
+def build_target(target: str, options: Mapping[str, Any] | None, inputs: RetrievalInputs) -> Retriever:
+    """``target(inputs=inputs, **options)``: a class or factory named by its import path."""
+    import hydra.utils
+
+    try:
+        factory = hydra.utils.get_object(str(target))
+    except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
+        raise RetrieverError(f"retriever._target_={target}: cannot import it ({type(e).__name__}: {e})") from None
+    if not callable(factory):
+        raise RetrieverError(f"retriever._target_={target} is not a class or a function")
+    try:
+        made = factory(inputs=inputs, **dict(options or {}))
+    except (ValueError, TypeError) as e:
+        raise RetrieverError(f"retriever._target_={target}: {e}") from None
+    return _checked(made, str(target))
+
+
+def _checked(retriever: Any, name: str) -> Retriever:
     if not isinstance(retriever, Retriever):
-        raise TypeError(f"retriever {name!r} does not follow gsr_train.retrievers.interface.Retriever")
+        raise RetrieverError(
+            f"retriever {name!r} does not follow gsr_train.retrievers.interface.Retriever "
+            "(a `name` and a `score(split) -> (per-edge scores, extra figures)` method)"
+        )
     return retriever
 
 
 def names() -> list[str]:
-    """Every registered retriever name."""
+    """Every registered retriever name (entry points of installed packages included)."""
+    _load_entry_points()
     return sorted(REGISTRY)

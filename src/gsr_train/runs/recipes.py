@@ -343,6 +343,16 @@ class RobustnessRun:
     retrievers: dict = field(default_factory=dict)  # name -> options of any registered retriever
 
 
+@dataclass
+class RetrieverSpec:
+    """``+experiment=retrieve``'s retriever: a registered ``name`` or an import path (``_target_``),
+    and the options its factory takes (each retriever checks its own)."""
+
+    name: str = "cosine"
+    _target_: str | None = None
+    options: dict = field(default_factory=dict)
+
+
 # ------------------------------------------------------------------ recipes
 @dataclass(frozen=True)
 class Recipe:
@@ -367,6 +377,9 @@ RECIPES: dict[str, Recipe] = {
         "conf/experiment/reader_defaults.yaml", (), {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig}
     ),
     "gsr_train.runs.cosine.run": Recipe("conf/experiment/cosine_baseline.yaml", ("split", "top_k", "cosine_mode")),
+    "gsr_train.runs.retrieve.run": Recipe(
+        "conf/experiment/retrieve.yaml", ("split", "top_k"), {"retriever": RetrieverSpec}
+    ),
     "gsr_train.runs.classic.run": Recipe(
         "conf/experiment/classic_defaults.yaml", ("split", "top_k"), {"classic": ClassicRun}
     ),

@@ -1,0 +1,99 @@
+"""``+experiment=retrieve``: any retriever through one path, by registered name, by import path
+(a class outside gsr_train: ``tests/plugin_toy``) or by a package's entry point; a sweep over
+retrievers ends with one table and one recall@K plot."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gsr_train.retrievers.registry import RetrieverError, build, names
+
+from .conftest import REPO
+from .test_experiments_e2e import tiny  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.integration
+
+
+def _train(cwd, *args):
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+        "GSR_TRAIN_CACHE": str(cwd / "cache"),
+    }
+    return subprocess.run(
+        [sys.executable, str(REPO / "train.py"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_one_sweep_compares_retrievers_in_one_table_and_plot(tiny, tmp_path):
+    data = [f"data.dir={tiny['mini']}", "data.name=mini", "encoder.name=hashing", "+encoder.dim=32"]
+    done = _train(tmp_path, "-m", "+experiment=retrieve", "retriever=cosine,ppr,classic-pcst", *data)
+    assert done.returncode == 0, done.stderr[-3000:]
+    sweep = next((tmp_path / "multirun" / "retrieve").iterdir())
+    rows = list(csv.DictReader((sweep / "aggregate.csv").open()))
+    assert [r["method"] for r in rows] == ["cosine", "ppr", "classic-pcst"]
+    for r in rows:
+        assert r["K"] == "100" and all(0 <= float(r[f"answer_recall@{k}"]) <= 1 for k in (10, 20, 50, 100))
+        assert float(r["answer_recall@10"]) <= float(r["answer_recall@100"])
+    assert (sweep / "aggregate_recall.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_retriever_outside_the_package_joins_by_import_path(tiny, tmp_path):
+    data = [f"data.dir={tiny['mini']}", "data.name=mini", "encoder.name=hashing", "+encoder.dim=32"]
+    plugin = "retriever._target_=tests.plugin_toy.TopicEdges"
+    done = _train(
+        tmp_path,
+        "+experiment=retrieve",
+        plugin,
+        "+retriever.options.weight=2",
+        *data,
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    doc = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert doc["rows"][0]["method"] == "topic-edges" and doc["extra"]["topic_edges"] > 0
+    assert (tmp_path / "run" / "results_test.jsonl").exists()
+    # its own option check, and an unknown name, are one line each
+    bad = _train(tmp_path, "+experiment=retrieve", plugin, "+retriever.options.weight=-1", *data)
+    assert bad.returncode == 2 and "error: retriever._target_=tests.plugin_toy.TopicEdges: weight must be" in bad.stderr
+    unknown = _train(tmp_path, "+experiment=retrieve", "retriever.name=nope", *data)
+    assert unknown.returncode == 2 and "error: unknown retriever 'nope'; registered: " in unknown.stderr
+    assert "Traceback" not in bad.stderr + unknown.stderr
+
+
+def test_entry_points_of_installed_packages_register_their_retrievers(monkeypatch):
+    import gsr_train.retrievers.registry as registry
+    from gsr_train.retrievers.interface import REGISTRY
+
+    class EntryPoint:
+        name = "from-a-package"
+
+        @staticmethod
+        def load():
+            return lambda options, inputs: _Fixed()
+
+    class _Fixed:
+        name = "from-a-package"
+
+        def score(self, split):
+            return None, {}
+
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [EntryPoint()] if group == registry.ENTRY_POINTS else []
+    )
+    monkeypatch.delitem(REGISTRY, "from-a-package", raising=False)
+    assert "from-a-package" in names()
+    assert build("from-a-package", {}, None).name == "from-a-package"
+    REGISTRY.pop("from-a-package")
+    with pytest.raises(RetrieverError, match="unknown retriever 'nothing-here'"):
+        build("nothing-here", {}, None)
