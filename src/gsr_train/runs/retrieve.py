@@ -61,8 +61,9 @@ def report_retrieval(
     write_results(results, index, split, scores, k)
     sup = get_supervision(index, split, cache_dir(cfg))
     labelled = labelled_questions = label_stats = None
-    if label_path(cfg, split):
-        labelled, labelled_questions, label_stats = load_labelled_triples(label_path(cfg, split), index, split)
+    labels = label_path(cfg, split)
+    if labels:
+        labelled, labelled_questions, label_stats = load_labelled_triples(labels, index, split)
     report = retrieval_metrics(
         graphs,
         scores,
