@@ -207,7 +207,7 @@ def stages_for(rows: int, work: Path, args) -> dict:
         console.log(f"[{name}] build (in-memory reference)")
         res["build_in_memory"] = run_stage(
             py(
-                "from gsr_train.kg.index_reference import build_index_in_memory; "
+                "from tests.oracles.index_reference import build_index_in_memory; "
                 f"build_index_in_memory({str(data)!r}, {SPLITS!r}, skip_invalid=True)"
             ),
             env,

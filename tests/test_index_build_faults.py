@@ -24,7 +24,8 @@ import torch
 
 from gsr_train.kg.index import get_index, index_key, open_index
 from gsr_train.kg.index_build import build_index_folder
-from gsr_train.kg.index_reference import build_index_in_memory
+
+from .oracles.index_reference import build_index_in_memory
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "data_prep" / "build_index.py"

@@ -19,7 +19,8 @@ from gsr_train.data.rog_corpus import CorpusSpec, write_corpus
 from gsr_train.data.rows import DataFileError, RowError
 from gsr_train.kg.index import get_index, index_key, open_index
 from gsr_train.kg.index_build import build_index_folder
-from gsr_train.kg.index_reference import build_index_in_memory
+
+from .oracles.index_reference import build_index_in_memory
 
 SPLITS = ["train", "validation", "test"]
 ARRAYS = ("ent_ptr", "entity_ids", "topic_mask", "answer_mask", "edge_ptr", "edge_index", "edge_rel")

@@ -14,8 +14,8 @@ from gsr_train.kg.paths import (
     chains_to_names,
     get_supervision,
 )
-from gsr_train.kg.paths_oracle import oracle_supervision
 
+from .oracles.paths_oracle import oracle_supervision
 from .test_rows import good_row, write
 
 
