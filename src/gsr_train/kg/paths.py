@@ -259,7 +259,20 @@ def _group(inst: np.ndarray, *columns: np.ndarray) -> dict[int, list[tuple]]:
     return out
 
 
-def _chains(num_q, inst_question, topics, head, tail, rel, fwd, bwd, max_chains):
+_Walks = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # instance, edge, target instance, target node
+
+
+def _chains(
+    num_q: int,
+    inst_question: np.ndarray,
+    topics: np.ndarray,
+    head: np.ndarray,
+    tail: np.ndarray,
+    rel: np.ndarray,
+    fwd: _Walks,
+    bwd: _Walks,
+    max_chains: int,
+) -> tuple[list[list[Chain]], list[list[Chain]], int]:
     """Relation chains per question, read from the topic entity (see module docstring)."""
     f_inst, f_edge, ft_inst, ft_node = fwd
     b_inst, b_edge, bt_inst, bt_node = bwd

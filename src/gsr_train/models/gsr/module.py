@@ -25,6 +25,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities.types import OptimizerLRScheduler
 from transformers.modeling_outputs import BaseModelOutput
 
 from gsr_train.models.gsr.decoding import DecodeConfig, beam_chains
@@ -179,7 +180,7 @@ class GSRModule(pl.LightningModule):
         self.log("val/questions", float(len(matches)), sync_dist=True)
 
     # ------------------------------------------------------------------ optimisation
-    def configure_optimizers(self):
+    def configure_optimizers(self) -> OptimizerLRScheduler:
         lr = float(self.optim["lr"])
         enc_lr = float(self.optim.get("encoder_lr") or lr)
         groups: dict[tuple, list] = {}
