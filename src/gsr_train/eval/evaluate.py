@@ -2,8 +2,10 @@
 
 Loads (or builds) the cached KG index and shortest-path supervision of the dataset, maps
 the results file onto the split's edges, computes recall at every K (overall, by hop count,
-by number of topic entities), prints the tables and writes the metrics as JSON. The same
-core, :func:`evaluate_results`, is what training runs call.
+by number of topic entities), prints the tables and writes the metrics as JSON. Training and
+retrieval runs score their in-memory scores with the same metrics
+(:func:`gsr_train.eval.retrieval.retrieval_metrics`); this command scores a results file that
+any system wrote, in the project's results format.
 """
 
 from __future__ import annotations
