@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -132,20 +133,44 @@ def wins(model: Any, baseline: Any, ks: Sequence[int], metrics: Sequence[str] = 
     return out
 
 
-def run(cfg: DictConfig) -> dict:
-    from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+@dataclass
+class _Run:
+    """What the stages of one SubgraphRAG run share."""
 
-    from gsr_train.datamodules.triple_datamodule import TripleDataModule
-    from gsr_train.eval.labels import load_labelled_triples
-    from gsr_train.eval.retrieval import comparison_table, retrieval_metrics
-    from gsr_train.eval.tail import at_compare_ks, metrics_row, results_file, retrieval_row
-    from gsr_train.kg.paths import get_supervision
-    from gsr_train.models.subgraphrag.module import SubgraphRAGModule
+    cfg: DictConfig
+    run_cfg: dict
+    model_opts: dict
+    train: dict
+    t_start: float
+    timings: dict = field(default_factory=dict)
+    index: Any = None
+    emb: Any = None
+    sup: dict = field(default_factory=dict)
+    scorer_cfg: Any = None
+
+    @property
+    def out(self):
+        return output_dir(self.cfg)
+
+
+def run(cfg: DictConfig) -> dict:
+    """Check the options, prepare the data, train (unless ``subgraphrag.eval_only``), evaluate."""
+    r = _check_options(cfg)
+    _prepare(r)
+    train_info: dict[str, Any] = {}
+    trainer: Any = None
+    best_path: str | None = str(r.run_cfg["eval_only"]) if r.run_cfg["eval_only"] else None
+    if best_path is None:
+        best_path, train_info, trainer = _train(r)
+        if best_path is None:  # DDP (subprocess launch): rank 0 alone evaluates and writes
+            return {}
+    return _evaluate(r, best_path, train_info, trainer)
+
+
+def _check_options(cfg: DictConfig) -> _Run:
+    """Every option and input the run needs, before any work."""
     from gsr_train.models.subgraphrag.perf import keep_freed_memory
     from gsr_train.models.subgraphrag.scorer import ScorerConfig
-    from gsr_train.retrievers.cosine import cosine_scores
-    from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
-    from gsr_train.text.embeddings import get_embeddings
 
     t_start = time.perf_counter()
     run_cfg, model_opts, train = settings(cfg)
@@ -165,214 +190,231 @@ def run(cfg: DictConfig) -> dict:
         checkpoints={"subgraphrag.eval_only": run_cfg["eval_only"]},
         encoder=cfg.encoder,
     )
-    out = output_dir(cfg)
-    timings: dict[str, float] = {}
+    return _Run(cfg, run_cfg, model_opts, train, t_start)
 
+
+def _prepare(r: _Run) -> None:
+    """Index, embeddings and shortest-path supervision of the splits the run reads, checked."""
+    from gsr_train.kg.paths import get_supervision
+    from gsr_train.models.subgraphrag.scorer import ScorerConfig
+    from gsr_train.text.embeddings import get_embeddings
+
+    cfg, run_cfg = r.cfg, r.run_cfg
     t0 = time.perf_counter()
-    index = load_kg_index(cfg, evaluate=[run_cfg["eval_split"]])
-    splits = [s for s in (run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]) if s]
-    emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=list(dict.fromkeys(splits)))
-    sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in dict.fromkeys(splits)}
+    r.index = load_kg_index(cfg, evaluate=[run_cfg["eval_split"]])
+    splits = list(dict.fromkeys(s for s in (run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]) if s))
+    r.emb = get_embeddings(r.index, _container(cfg.encoder), cache_dir(cfg), splits=splits)
+    r.sup = {s: get_supervision(r.index, s, cache_dir(cfg)) for s in splits}
     data_name = str(cfg.data.name)
     if not run_cfg["eval_only"]:
-        require_split(index, run_cfg["train_split"], "training", data_name, sup[run_cfg["train_split"]].triple_label)
+        train_split = run_cfg["train_split"]
+        require_split(r.index, train_split, "training", data_name, r.sup[train_split].triple_label)
         if run_cfg["val_split"]:
             require_split(
-                index,
+                r.index,
                 run_cfg["val_split"],
                 "validation",
                 data_name,
-                sup[run_cfg["val_split"]].triple_label,
+                r.sup[run_cfg["val_split"]].triple_label,
                 hint="early stopping and the best checkpoint need it; fix the split, or set "
                 "subgraphrag.val_split=null to train without validation",
             )
-    timings["prepare_s"] = time.perf_counter() - t0
-    scorer_cfg = ScorerConfig.from_options(model_opts, emb.dim)
-    log.info("scorer: %s", scorer_cfg)
+    r.timings["prepare_s"] = time.perf_counter() - t0
+    r.scorer_cfg = ScorerConfig.from_options(r.model_opts, r.emb.dim)
+    log.info("scorer: %s", r.scorer_cfg)
 
-    # ------------------------------------------------------------------ training
-    train_info: dict[str, Any] = {}
-    trainer = None
-    if run_cfg["eval_only"]:
-        best_path = str(run_cfg["eval_only"])
-    else:
-        dm = TripleDataModule(
-            index,
-            emb,
-            sup,
-            scorer_cfg.structure,
-            scorer_cfg.dde_forward,
-            scorer_cfg.dde_reverse,
-            train_split=run_cfg["train_split"],
-            val_split=run_cfg["val_split"],
-            graphs_per_batch=rank_batch(cfg, int(train["graphs_per_batch"]), "model.train.graphs_per_batch"),
-            eval_graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]),
-            seed=int(cfg.seed),
-        )
-        module = SubgraphRAGModule(
-            model_opts,
-            emb.dim,
-            optim=train["optim"],
-            loss=train["loss"],
-            val_k=int(train["val_k"]),
-            seed=int(cfg.seed),
-            meta=model_meta(index, emb, str(cfg.data.name)),
-        ).validate_on(dm)
-        # without a validation split: no early stopping, and the final epoch is the checkpoint evaluated
-        monitor = f"val/sp_recall@{int(train['val_k'])}" if run_cfg["val_split"] else None
-        ckpt = ModelCheckpoint(
-            dirpath=out / "checkpoints",
-            filename="best-{epoch:02d}",
-            monitor=monitor,
-            mode="max",
-            save_last=False,
-            auto_insert_metric_name=False,
-            enable_version_counter=False,
-        )
-        callbacks: list[Callback] = [ckpt]
-        if train.get("patience") and monitor:
-            callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(train["patience"])))
-        trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=int(train["epochs"]))
-        t0 = time.perf_counter()
-        trainer.fit(module, dm, ckpt_path=resume_path(cfg))
-        timings["train_s"] = time.perf_counter() - t0
-        if not is_rank_zero():  # DDP (subprocess launch): rank 0 alone evaluates and writes
-            return {}
-        state = fit_state(trainer, ckpt)
-        best_path = state["best_path"] or str(out / "checkpoints" / "last.ckpt")
-        dm.setup("fit")
-        assert dm.train_questions is not None  # set by setup
-        train_triples = int(index[run_cfg["train_split"]].num_edges[dm.train_questions].sum())
-        train_info = {
-            "epochs_run": state["epochs_run"],
-            "graphs": int(dm.train_questions.numel()),
-            "skipped": dm.skipped,
-            "triples_per_epoch": train_triples,
-            "best_score": state["best_score"],
-            "best_checkpoint": best_path,
-            "last_checkpoint": str(out / "checkpoints" / "last.ckpt"),
-            "monitor": monitor,
-            "global_step": state["global_step"],
-            "devices": int(trainer.world_size),
-        }
-        log.info(
-            "training done in %.1fs; best %s = %s (%s)",
-            timings["train_s"],
-            monitor,
-            train_info["best_score"],
-            best_path,
-        )
 
-    # ------------------------------------------------------------------ evaluation
-    split_name = run_cfg["eval_split"]
+def _fit_parts(r: _Run):
+    """The datamodule, the module, the monitored checkpoint and the callbacks of training."""
+    from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+
+    from gsr_train.datamodules.triple_datamodule import TripleDataModule
+    from gsr_train.models.subgraphrag.module import SubgraphRAGModule
+
+    cfg, run_cfg, train, sc = r.cfg, r.run_cfg, r.train, r.scorer_cfg
+    dm = TripleDataModule(
+        r.index,
+        r.emb,
+        r.sup,
+        sc.structure,
+        sc.dde_forward,
+        sc.dde_reverse,
+        train_split=run_cfg["train_split"],
+        val_split=run_cfg["val_split"],
+        graphs_per_batch=rank_batch(cfg, int(train["graphs_per_batch"]), "model.train.graphs_per_batch"),
+        eval_graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]),
+        seed=int(cfg.seed),
+    )
+    module = SubgraphRAGModule(
+        r.model_opts,
+        r.emb.dim,
+        optim=train["optim"],
+        loss=train["loss"],
+        val_k=int(train["val_k"]),
+        seed=int(cfg.seed),
+        meta=model_meta(r.index, r.emb, str(cfg.data.name)),
+    ).validate_on(dm)
+    # without a validation split: no early stopping, and the final epoch is the checkpoint evaluated
+    monitor = f"val/sp_recall@{int(train['val_k'])}" if run_cfg["val_split"] else None
+    ckpt = ModelCheckpoint(
+        dirpath=r.out / "checkpoints",
+        filename="best-{epoch:02d}",
+        monitor=monitor,
+        mode="max",
+        save_last=False,
+        auto_insert_metric_name=False,
+        enable_version_counter=False,
+    )
+    callbacks: list[Callback] = [ckpt]
+    if train.get("patience") and monitor:
+        callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(train["patience"])))
+    return dm, module, ckpt, callbacks, monitor
+
+
+def _train(r: _Run) -> tuple[str | None, dict, Any]:
+    """Fit; the checkpoint to evaluate (None on DDP ranks > 0), what training did, the trainer."""
+    dm, module, ckpt, callbacks, monitor = _fit_parts(r)
+    trainer = make_trainer(r.cfg, callbacks=callbacks, max_epochs=int(r.train["epochs"]))
+    t0 = time.perf_counter()
+    trainer.fit(module, dm, ckpt_path=resume_path(r.cfg))
+    r.timings["train_s"] = time.perf_counter() - t0
+    if not is_rank_zero():
+        return None, {}, trainer
+    state = fit_state(trainer, ckpt)
+    best_path = state["best_path"] or str(r.out / "checkpoints" / "last.ckpt")
+    dm.setup("fit")
+    assert dm.train_questions is not None  # set by setup
+    train_triples = int(r.index[r.run_cfg["train_split"]].num_edges[dm.train_questions].sum())
+    train_info = {
+        "epochs_run": state["epochs_run"],
+        "graphs": int(dm.train_questions.numel()),
+        "skipped": dm.skipped,
+        "triples_per_epoch": train_triples,
+        "best_score": state["best_score"],
+        "best_checkpoint": best_path,
+        "last_checkpoint": str(r.out / "checkpoints" / "last.ckpt"),
+        "monitor": monitor,
+        "global_step": state["global_step"],
+        "devices": int(trainer.world_size),
+    }
+    log.info("training done in %.1fs; best %s = %s (%s)", r.timings["train_s"], monitor, state["best_score"], best_path)
+    return best_path, train_info, trainer
+
+
+def _retrieve(r: _Run, best_path: str):
+    """The trained scorer's scores of the evaluation split, its top-K written to the results file."""
+    from gsr_train.eval.tail import results_file
+    from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
+
+    run_cfg, split_name = r.run_cfg, r.run_cfg["eval_split"]
     device = run_cfg["device"] or (
-        "cuda" if torch.cuda.is_available() and cfg.trainer.get("accelerator") == "gpu" else "cpu"
+        "cuda" if torch.cuda.is_available() and r.cfg.trainer.get("accelerator") == "gpu" else "cpu"
     )
     retriever = SubgraphRAGRetriever.from_checkpoint(
         best_path, device=device, serving=str(run_cfg["serving"]), workers=run_cfg["serving_workers"]
     )
-    check_compatible(retriever.hparams, emb)
-    results_path = results_file(out, split_name)
+    check_compatible(retriever.hparams, r.emb)
+    results_path = results_file(r.out, split_name)
     t0 = time.perf_counter()
     scores = retriever.retrieve(
-        index,
+        r.index,
         split_name,
-        emb,
+        r.emb,
         results_path,
         k=int(run_cfg["top_k"]),
         graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]),
     )
-    timings["retrieve_s"] = time.perf_counter() - t0
-    timings.update({f"retrieve_{k}": v for k, v in retriever.timings.items()})
+    r.timings["retrieve_s"] = time.perf_counter() - t0
+    r.timings.update({f"retrieve_{k}": v for k, v in retriever.timings.items()})
+    return scores, results_path
 
-    graphs = index[split_name]
+
+def _measure(r: _Run, ks: Sequence[int]):
+    """``report(scores, ks)``: the split's recall with its supervision and labels; the label figures."""
+    from gsr_train.eval.labels import load_labelled_triples
+    from gsr_train.eval.retrieval import retrieval_metrics
+
+    split_name = r.run_cfg["eval_split"]
+    graphs, sup = r.index[split_name], r.sup[split_name]
     labelled = labelled_questions = label_stats = None
-    lpath = label_path(cfg, split_name)
+    lpath = label_path(r.cfg, split_name)
     if lpath:
-        labelled, labelled_questions, label_stats = load_labelled_triples(lpath, index, split_name)
-    ks = [int(k) for k in cfg.eval_ks]
+        labelled, labelled_questions, label_stats = load_labelled_triples(lpath, r.index, split_name)
 
-    def report(s: torch.Tensor):
-        return retrieval_metrics(
-            graphs, s, ks, sup[split_name].triple_label, labelled, labelled_questions, sup[split_name].hops
-        )
+    def report(s: torch.Tensor, at: Sequence[int] = ks):
+        return retrieval_metrics(graphs, s, list(at), sup.triple_label, labelled, labelled_questions, sup.hops)
 
-    name = str(model_opts.get("name") or "subgraphrag")
+    return report, label_stats
+
+
+def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
+    """Score the evaluation split, compare with cosine, print the tables, write metrics.json."""
+    from gsr_train.eval.retrieval import comparison_table
+    from gsr_train.retrievers.cosine import cosine_scores
+
+    cfg, split_name = r.cfg, r.run_cfg["eval_split"]
+    scores, results_path = _retrieve(r, best_path)
+    graphs, ks = r.index[split_name], [int(k) for k in cfg.eval_ks]
+    report, label_stats = _measure(r, ks)
+    name = str(r.model_opts.get("name") or "subgraphrag")
     reports = {name: report(scores)}
     cos_scores = None
-    if run_cfg["compare_cosine"]:
-        cos_scores = cosine_scores(graphs, emb.question[split_name], emb)
+    if r.run_cfg["compare_cosine"]:
+        cos_scores = cosine_scores(graphs, r.emb.question[split_name], r.emb)
         reports["cosine"] = report(cos_scores)
-    table = comparison_table(
-        reports,
-        ks=ks,
-        metrics=[m for m in METRICS if m in reports[name].overall],
-        title=f"{name} vs cosine on {cfg.data.name} [{split_name}]",
-        digits=4,
-    )
+    metrics = [m for m in METRICS if m in reports[name].overall]
+    title = f"{name} vs cosine on {cfg.data.name} [{split_name}]"
+    table = comparison_table(reports, ks=ks, metrics=metrics, title=title, digits=4)
     hops = hop_table(reports, ks)
     print(table)
     print()
     print(f"### by hop count ({cfg.data.name} [{split_name}])\n")
     print(hops)
-    timings["total_s"] = time.perf_counter() - t_start
-
-    top_k = int(run_cfg["top_k"])
-    at_k = (
-        report(scores)
-        if top_k in ks
-        else retrieval_metrics(
-            graphs, scores, [top_k], sup[split_name].triple_label, labelled, labelled_questions, sup[split_name].hops
-        )
-    )
-    at_k = {"k": top_k, **{m: at_k.overall[m][top_k] for m in METRICS if m in at_k.overall}}
+    r.timings["total_s"] = time.perf_counter() - r.t_start
+    top_k = int(r.run_cfg["top_k"])
+    at_k_report = reports[name] if top_k in ks else report(scores, [top_k])
+    at_k = {"k": top_k, **{m: at_k_report.overall[m][top_k] for m in METRICS if m in at_k_report.overall}}
     figures = {
         "experiment": cfg.experiment_name,
         "at_k": at_k,
         "data": cfg.data.name,
-        "data_fingerprint": index.key,
+        "data_fingerprint": r.index.key,
         "split": split_name,
-        "model": {"name": name, "scorer": scorer_cfg.to_dict(), "train": train},
-        "encoder": emb.encoder_name,
+        "model": {"name": name, "scorer": r.scorer_cfg.to_dict(), "train": r.train},
+        "encoder": r.emb.encoder_name,
         "questions": len(graphs),
         "triples": int(graphs.edge_rel.numel()),
         "ks": ks,
-        "metrics": {n: r.to_dict() for n, r in reports.items()},
+        "metrics": {n: rep.to_dict() for n, rep in reports.items()},
         "beats_cosine": wins(reports[name], reports["cosine"], ks) if "cosine" in reports else None,
         "labels": label_stats,
         "training": train_info,
         "results_path": str(results_path),
         "checkpoint": best_path,
-        "timings": {k: round(v, 3) for k, v in timings.items()},
+        "timings": {k: round(v, 3) for k, v in r.timings.items()},
         "tables": {"overall": table, "by_hops": hops},
     }
+    _write_rows(r, name, reports, cos_scores, report, at_k, best_path, results_path, figures, trainer)
+    log.info("total %.1fs", r.timings["total_s"])
+    return figures
+
+
+def _write_rows(r: _Run, name, reports, cos_scores, report, at_k, best_path, results_path, figures, trainer) -> None:
+    """metrics.json's rows (the model, and cosine at the same K) and the tracker's final figures."""
+    from gsr_train.eval.tail import at_compare_ks, metrics_row, retrieval_row
+
+    split_name, top_k, ks = r.run_cfg["eval_split"], at_k["k"], figures["ks"]
     at_top_k = {m: v for m, v in at_k.items() if m != "k"}
-    rows = [
-        metrics_row(
-            name, split_name, top_k, {**at_top_k, **at_compare_ks(reports[name], top_k)}, best_path, results_path
-        )
-    ]
+    compared = {**at_top_k, **at_compare_ks(reports[name], top_k)}
+    rows = [metrics_row(name, split_name, top_k, compared, best_path, results_path)]
     if cos_scores is not None:  # the baseline at the same K
-        cos_at = (
-            reports["cosine"]
-            if top_k in ks
-            else retrieval_metrics(
-                graphs,
-                cos_scores,
-                [top_k],
-                sup[split_name].triple_label,
-                labelled,
-                labelled_questions,
-                sup[split_name].hops,
-            )
-        )
+        cos_at = reports["cosine"] if top_k in ks else report(cos_scores, [top_k])
         rows.append(retrieval_row("cosine", cos_at, split_name, top_k))
         rows[-1]["metrics"].update(at_compare_ks(reports["cosine"], top_k))
-    save_metrics(cfg, index.key, rows, figures)
+    save_metrics(r.cfg, r.index.key, rows, figures)
+    overall = reports[name].overall
     log_final_metrics(
         trainer,
-        {f"test/{m}@{top_k}": v for m, v in at_k.items() if m != "k"}
-        | {f"test/{m}@{k}": reports[name].overall[m][k] for m in METRICS if m in reports[name].overall for k in ks},
+        {f"test/{m}@{top_k}": v for m, v in at_top_k.items()}
+        | {f"test/{m}@{k}": overall[m][k] for m in METRICS if m in overall for k in ks},
     )
-    log.info("total %.1fs", timings["total_s"])
-    return figures
