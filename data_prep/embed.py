@@ -1,102 +1,10 @@
-"""Embed a dataset's entity names, relation names and questions once (resumable).
+"""``gsr-train embed`` (:mod:`gsr_train.commands.embed`): this script keeps the old
+command line working."""
 
-    python data_prep/embed.py --data ../shared/data/webqsp_mini --encoder minilm --cache-dir /tmp/gsr_cache
-    python data_prep/embed.py --data rmanluo/RoG-cwq --encoder gte-large --device cuda --batch-size 128
+import sys
 
-Builds (or loads) the KG index, then every embedding table through the same cache that
-training and the cosine baseline read, and prints what was done and how fast. Run it
-again after a kill: it resumes from the last finished chunk. Bad rows, a model not available
-here and an unwritable cache are one ``error: ...`` line and exit 2.
-"""
-
-from __future__ import annotations
-
-import argparse
-import logging
-import time
-
-from rich.console import Console
-from rich.table import Table
-
-from gsr_train.data.errors import report_user_errors
-from gsr_train.io import write_json
-from gsr_train.kg.index import default_cache_dir, get_index
-from gsr_train.text.embeddings import get_embeddings
-from gsr_train.text.encoders import EncoderUnavailable, load_encoder
-
-
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", required=True, help="folder of RoG-format splits or a hub dataset name")
-    parser.add_argument("--splits", default="train,validation,test", help="comma separated")
-    parser.add_argument("--encoder", default="minilm", help="minilm | gte-large | hashing | hf | local folder")
-    parser.add_argument("--path", default=None, help="local model folder (encoder hf, or to override the hub)")
-    parser.add_argument("--pooling", choices=("mean", "cls"), default=None)
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--max-length", type=int, default=None)
-    parser.add_argument("--relation-text", choices=("raw", "words"), default="raw")
-    parser.add_argument("--cache-dir", default=None, help="default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train")
-    parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
-    parser.add_argument("--json", default=None, help="also write the summary to this JSON file")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cache_dir = args.cache_dir or default_cache_dir()
-    # bad rows, a model not available here, an unwritable cache: one line and exit 2, as in train.py
-    return report_user_errors(run, args, cache_dir, extra=(EncoderUnavailable,), cache_dirs=[cache_dir])
-
-
-def run(args: argparse.Namespace, cache_dir) -> dict:
-    t0 = time.perf_counter()
-    index = get_index(
-        args.data,
-        splits=tuple(s for s in args.splits.split(",") if s),
-        cache_dir=cache_dir,
-        skip_invalid=args.skip_invalid,
-    )
-    t_index = time.perf_counter() - t0
-    encoder = load_encoder(
-        args.encoder,
-        path=args.path,
-        pooling=args.pooling,
-        device=args.device,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-    )
-    t0 = time.perf_counter()
-    emb = get_embeddings(index, encoder, cache_dir, relation_text=args.relation_text)
-    t_embed = time.perf_counter() - t0
-
-    texts = int(emb.entity_has_text.sum()) + len(index.relations) + sum(len(index[s]) for s in index.splits)
-    summary = {
-        "data": str(args.data),
-        "encoder": encoder.describe(),
-        "relation_text": args.relation_text,
-        "entities": len(index.entities),
-        "entities_with_text": int(emb.entity_has_text.sum()),
-        "relations": len(index.relations),
-        "questions": {s: len(index[s]) for s in index.splits},
-        "texts": texts,
-        "index_s": round(t_index, 3),
-        "embed_s": round(t_embed, 3),
-        "tables": emb.meta["tables"],
-    }
-    table = Table(title=f"{encoder.name} embeddings of {args.data}")
-    table.add_column("table")
-    table.add_column("rows", justify="right")
-    table.add_column("path")
-    for kind, info in emb.meta["tables"].items():
-        table.add_row(kind, str(info["rows"]), info["path"])
-    console = Console()
-    console.print(table)
-    console.print(
-        f"{texts} texts ({summary['entities_with_text']} entity names with text) in {t_embed:.2f}s "
-        f"(~{texts / max(t_embed, 1e-9):.0f} texts/s when nothing was cached); index {t_index:.2f}s"
-    )
-    if args.json:
-        write_json(args.json, summary)
-    return summary
-
+from gsr_train.commands.embed import main
 
 if __name__ == "__main__":
-    main()
+    result = main()  # the figures (a dict) or an exit status
+    sys.exit(result if isinstance(result, int) else 0)

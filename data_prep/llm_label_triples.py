@@ -1,41 +1,10 @@
-"""Relevance labels: up to 20 relevant triples per question chosen by an LLM among candidates.
+"""``gsr-train llm-label-triples`` (:mod:`gsr_train.commands.llm_label_triples`): this script keeps the old
+command line working."""
 
-    python data_prep/llm_label_triples.py dataset=../shared/data/webqsp_mini split=test limit=20
-    python data_prep/llm_label_triples.py dataset=rmanluo/RoG-webqsp retrieval=path/to/results_test.jsonl llm=openai
+import sys
 
-Hydra app (config: conf/prep/llm_label_triples.yaml; the endpoint: conf/llm/*.yaml). Writes
-`{"id", "triples", "raw_response"}` rows (the gpt_triples format read by labelled-triple
-recall) and a `.summary.json`. Resumable.
-"""
-
-from __future__ import annotations
-
-import logging
-
-import hydra
-from omegaconf import DictConfig
-
-from gsr_train.config import register_resolvers
-
-register_resolvers()
-
-
-@hydra.main(version_base="1.3", config_path="../conf", config_name="prep/llm_label_triples")
-def main(cfg: DictConfig) -> None:
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    from gsr_train.data.errors import report_user_errors
-    from gsr_train.llm.client import LLMRequestError
-    from gsr_train.llm.steps.label_triples import run
-
-    # a wrong option or input file (the steps raise ValueError / FileNotFoundError naming it), bad rows,
-    # an unreachable endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py
-    report_user_errors(
-        run,
-        cfg,
-        extra=(ValueError, FileNotFoundError, LLMRequestError),
-        cache_dirs=[cfg.get("paths", {}).get("cache_dir")],
-    )
-
+from gsr_train.commands.llm_label_triples import main
 
 if __name__ == "__main__":
-    main()
+    result = main()  # the figures (a dict) or an exit status
+    sys.exit(result if isinstance(result, int) else 0)

@@ -242,3 +242,48 @@ def test_index_skip_summary_and_one_line_description(tmp_path):
     line = again.describe_skips()
     assert "\n" not in line and line.startswith("train: 6 loaded, none skipped; validation: 4 loaded, 2 skipped (")
     assert f"test: {test['loaded']} loaded, none skipped, {data / 'test.jsonl.gz'} truncated after line" in line
+
+
+def test_every_data_step_is_a_gsr_train_verb_and_the_old_scripts_still_run(tmp_path):
+    """``gsr-train build-index`` and ``python data_prep/build_index.py`` are one command: the same
+    index, the same figures, the same one-line errors; every verb answers --help."""
+    import json as _json
+
+    from gsr_train.cli import DELEGATED
+
+    gsr_train = str(Path(sys.executable).parent / "gsr-train")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
+    for verb in DELEGATED:
+        shown = subprocess.run([gsr_train, verb, "--help"], capture_output=True, text=True, env=env, timeout=120)
+        text = (shown.stdout + shown.stderr).lower()
+        assert shown.returncode == 0 and ("usage" in text or "powered by hydra" in text), (verb, text[-500:])
+    data = REPO.parent / "shared" / "data" / "webqsp_mini"
+    if not data.exists():
+        pytest.skip("real fixtures not found")
+    runs = {}
+    for name, cmd in {
+        "verb": [gsr_train, "build-index"],
+        "script": [sys.executable, "data_prep/build_index.py"],
+    }.items():
+        out = tmp_path / f"{name}.json"
+        done = subprocess.run(
+            [*cmd, "--data", str(data), "--json", str(out)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs[name] = _json.loads(out.read_text())
+    assert runs["verb"]["index_key"] == runs["script"]["index_key"]
+    assert runs["verb"]["action"] == "built" and runs["script"]["action"] == "opened"  # one cache, one index
+    assert runs["verb"]["splits"] == runs["script"]["splits"]
+    missing = subprocess.run(
+        [gsr_train, "build-index", "--data", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "Traceback" not in missing.stderr

@@ -1,5 +1,11 @@
-"""``gsr-train`` command line: export, publish and aggregate (training itself: ``python train.py``).
+"""``gsr-train``: one command line for everything but training (``python train.py``) and evaluating
+runs (``python eval.py``), the two Hydra entry points.
 
+gsr-train build-index | supervision | embed | make-synthetic      prepare data (--help on each)
+gsr-train llm-label-triples | llm-pseudo-questions | llm-select-chains | serve-llm   LLM data steps
+gsr-train score --results F --data D                              score any results file
+gsr-train cosine --data D                                         the cosine baseline on any data
+gsr-train reader score PREDICTIONS | compare-patterns | robustness  (--help on each)
 gsr-train export RUN_DIR|CKPT|MODEL_DIR OUT_DIR [--kind subgraphrag|gsr|reader] [--repo-id ORG/NAME]
 gsr-train publish OUT_DIR --repo-id ORG/NAME [--dry-run] [--private] [--token-env HF_TOKEN]
 gsr-train aggregate SWEEP_DIR [--no-write]
@@ -53,11 +59,46 @@ def _aggregate(a: argparse.Namespace) -> int:
     return 0
 
 
+# verbs whose module has its own command line (argparse, or a Hydra app for the LLM steps): the
+# arguments after the verb go to that module's ``main`` unchanged
+DELEGATED = {
+    "build-index": ("gsr_train.commands.build_index", "build or verify the KG index of a dataset (resumable)"),
+    "supervision": ("gsr_train.commands.build_supervision", "shortest-path supervision of every split"),
+    "embed": ("gsr_train.commands.embed", "embed entities, relations and questions once (resumable)"),
+    "make-synthetic": ("gsr_train.commands.make_synthetic", "write the embedded synthetic benchmark"),
+    "llm-label-triples": ("gsr_train.commands.llm_label_triples", "LLM relevance labels (Hydra options)"),
+    "llm-pseudo-questions": ("gsr_train.commands.llm_pseudo_questions", "LLM pseudo questions (Hydra options)"),
+    "llm-select-chains": ("gsr_train.commands.llm_select_chains", "LLM-filtered chains (Hydra options)"),
+    "serve-llm": ("gsr_train.llm.serve", "serve a local GGUF model behind an OpenAI-compatible API"),
+    "score": ("gsr_train.eval.evaluate", "recall of a retrieval-results file on a dataset"),
+    "cosine": ("gsr_train.retrievers.cosine", "the cosine baseline on any data, outside a run folder"),
+    "reader": ("gsr_train.runs.reader", "re-score a readers' predictions file (reader score FILE)"),
+    "compare-patterns": ("gsr_train.runs.pattern_compare", "SimGRAG / SAFE pattern sources side by side"),
+    "robustness": ("gsr_train.runs.robustness", "the robustness study outside train.py"),
+}
+
+
+def delegate(verb: str, rest: list[str]) -> int:
+    """Run ``verb``'s module as if it were called with ``rest``: its own parser reads ``sys.argv``."""
+    import importlib
+
+    module = importlib.import_module(DELEGATED[verb][0])
+    saved = sys.argv
+    sys.argv = [f"gsr-train {verb}", *rest]
+    try:
+        result = module.main()
+    finally:
+        sys.argv = saved
+    return result if isinstance(result, int) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="gsr-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="command", required=True)
+    for verb, (_, what) in DELEGATED.items():
+        sub.add_parser(verb, help=what, add_help=False)
 
     e = sub.add_parser("export", help="export a trained model to a Hugging Face folder with a model card")
     e.add_argument("source", help="run folder, Lightning .ckpt, GSR model folder or peft adapter folder")
@@ -89,6 +130,9 @@ VERB_ERRORS = (FileNotFoundError, NotADirectoryError, ValueError, RuntimeError)
 def main(argv: list[str] | None = None) -> int:
     """Run a verb; a user's error is one line, ``error: gsr-train VERB: ...``, and exit status 2
     (the format of train.py's errors: :mod:`gsr_train.data.errors`)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in DELEGATED:
+        return delegate(argv[0], argv[1:])
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:

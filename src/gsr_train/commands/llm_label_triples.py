@@ -1,0 +1,41 @@
+"""Relevance labels: up to 20 relevant triples per question chosen by an LLM among candidates.
+
+    gsr-train llm-label-triples dataset=../shared/data/webqsp_mini split=test limit=20
+    gsr-train llm-label-triples dataset=rmanluo/RoG-webqsp retrieval=path/to/results_test.jsonl llm=openai
+
+Hydra app (config: conf/prep/llm_label_triples.yaml; the endpoint: conf/llm/*.yaml). Writes
+`{"id", "triples", "raw_response"}` rows (the gpt_triples format read by labelled-triple
+recall) and a `.summary.json`. Resumable.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+from omegaconf import DictConfig
+
+from gsr_train.config import project_root, register_resolvers
+
+register_resolvers()
+
+
+@hydra.main(version_base="1.3", config_path=str(project_root() / "conf"), config_name="prep/llm_label_triples")
+def main(cfg: DictConfig) -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    from gsr_train.data.errors import report_user_errors
+    from gsr_train.llm.client import LLMRequestError
+    from gsr_train.llm.steps.label_triples import run
+
+    # a wrong option or input file (the steps raise ValueError / FileNotFoundError naming it), bad rows,
+    # an unreachable endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py
+    report_user_errors(
+        run,
+        cfg,
+        extra=(ValueError, FileNotFoundError, LLMRequestError),
+        cache_dirs=[cfg.get("paths", {}).get("cache_dir")],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Pseudo questions: ~10 `[SUBJECT]` templates per relation, filled with real KG subjects.
+
+    gsr-train llm-pseudo-questions dataset=../shared/data/webqsp_mini limit=20
+    gsr-train llm-pseudo-questions dataset=rmanluo/RoG-webqsp relations=file \\
+        relation_file=../shared/data/freebase_relations.txt llm=openai
+
+Hydra app (config: conf/prep/llm_pseudo_questions.yaml; the endpoint: conf/llm/*.yaml). Writes
+the questions, a `.responses.jsonl.gz` with raw answers and a `.summary.json`. Resumable.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+from omegaconf import DictConfig
+
+from gsr_train.config import project_root, register_resolvers
+
+register_resolvers()
+
+
+@hydra.main(version_base="1.3", config_path=str(project_root() / "conf"), config_name="prep/llm_pseudo_questions")
+def main(cfg: DictConfig) -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    from gsr_train.data.errors import report_user_errors
+    from gsr_train.llm.client import LLMRequestError
+    from gsr_train.llm.steps.pseudo_questions import run
+
+    # a wrong option or input file (the steps raise ValueError / FileNotFoundError naming it), bad rows,
+    # an unreachable endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py
+    report_user_errors(
+        run,
+        cfg,
+        extra=(ValueError, FileNotFoundError, LLMRequestError),
+        cache_dirs=[cfg.get("paths", {}).get("cache_dir")],
+    )
+
+
+if __name__ == "__main__":
+    main()
