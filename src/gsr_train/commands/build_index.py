@@ -27,6 +27,7 @@ import logging
 import resource
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace) -> dict:
 def summarize(index: KGIndex, data: str, folder: Path, seconds: float) -> dict:
     """The figures of the table, JSON-ready; ``action`` is what get_index did in this call."""
     meta = index.meta or {}
-    summary = {
+    summary: dict[str, Any] = {
         "data": str(data),
         "index_key": index.key,
         "folder": str(folder),
