@@ -287,3 +287,28 @@ def test_every_data_step_is_a_gsr_train_verb_and_the_old_scripts_still_run(tmp_p
         timeout=120,
     )
     assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "Traceback" not in missing.stderr
+
+
+def test_table_verbs_and_their_older_module_forms(tmp_path):
+    gsr_train = str(Path(sys.executable).parent / "gsr-train")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    verb = subprocess.run([gsr_train, "gsr-table", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    old = subprocess.run(
+        [sys.executable, "-m", "gsr_train.runs.gsr", "table", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert verb.returncode == old.returncode == 0 and verb.stdout == old.stdout
+    gone = subprocess.run(
+        [gsr_train, "robustness-render", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert (
+        gone.returncode == 2
+        and gone.stderr.strip() == f"error: gsr-train robustness-render: {tmp_path / 'nowhere'}: no such folder"
+    )

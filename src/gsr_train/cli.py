@@ -5,7 +5,7 @@ gsr-train build-index | supervision | embed | make-synthetic      prepare data (
 gsr-train llm-label-triples | llm-pseudo-questions | llm-select-chains | serve-llm   LLM data steps
 gsr-train score --results F --data D                              score any results file
 gsr-train cosine --data D                                         the cosine baseline on any data
-gsr-train reader score PREDICTIONS | compare-patterns | robustness  (--help on each)
+gsr-train reader score PREDICTIONS | compare-patterns | robustness | robustness-render | gsr-table
 gsr-train export RUN_DIR|CKPT|MODEL_DIR OUT_DIR [--kind subgraphrag|gsr|reader] [--repo-id ORG/NAME]
 gsr-train publish OUT_DIR --repo-id ORG/NAME [--dry-run] [--private] [--token-env HF_TOKEN]
 gsr-train aggregate SWEEP_DIR [--no-write]
@@ -75,6 +75,8 @@ DELEGATED = {
     "reader": ("gsr_train.runs.reader", "re-score a readers' predictions file (reader score FILE)"),
     "compare-patterns": ("gsr_train.runs.pattern_compare", "SimGRAG / SAFE pattern sources side by side"),
     "robustness": ("gsr_train.runs.robustness", "the robustness study outside train.py"),
+    "robustness-render": ("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),
+    "gsr-table": ("gsr_train.runs.gsr", "one GSR table over run folders (a multirun)"),
 }
 
 
@@ -87,6 +89,12 @@ def delegate(verb: str, rest: list[str]) -> int:
     sys.argv = [f"gsr-train {verb}", *rest]
     try:
         result = module.main()
+    except Exception as e:  # a verb without its own error line: the same one as the others
+        message = user_error_message(e, extra=VERB_ERRORS)
+        if message is None:
+            raise
+        print(f"error: gsr-train {verb}: {message}", file=sys.stderr)
+        return USER_ERROR_EXIT
     finally:
         sys.argv = saved
     return result if isinstance(result, int) else 0

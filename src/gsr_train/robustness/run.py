@@ -282,12 +282,21 @@ def render(folder: str | Path, report_k: int = 100) -> str:
     return tables
 
 
-if __name__ == "__main__":  # python -m gsr_train.robustness.run render <run folder> [--k 100]
+def main(argv: list[str] | None = None) -> int:
+    """``gsr-train robustness-render <run folder> [--k 100]``: redraw a robustness run's tables and plots."""
     import argparse
 
     ap = argparse.ArgumentParser(description="re-render the tables and plots of a robustness run folder")
-    ap.add_argument("command", choices=["render"])
     ap.add_argument("folder")
     ap.add_argument("--k", type=int, default=100)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if not Path(args.folder).is_dir():
+        raise FileNotFoundError(f"{args.folder}: no such folder")
     print(render(args.folder, args.k))
+    return 0
+
+
+if __name__ == "__main__":  # python -m gsr_train.robustness.run render <folder>: the older form
+    import sys
+
+    sys.exit(main(sys.argv[2:] if sys.argv[1:2] == ["render"] else sys.argv[1:]))

@@ -934,17 +934,26 @@ def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m gsr_train.runs.gsr table <run or multirun folder> [--json out.json]
+def main(argv: list[str] | None = None) -> int:
+    """``gsr-train gsr-table <run or multirun folder> [--json out.json]``: one GSR table over runs."""
     import argparse
 
     from gsr_train.io import write_json
 
     ap = argparse.ArgumentParser(description="GSR results table from run folders")
-    ap.add_argument("command", choices=["table"])
-    ap.add_argument("root")
+    ap.add_argument("root", help="a GSR run folder, or a folder of them (a multirun)")
     ap.add_argument("--json", default=None)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    if not Path(a.root).is_dir():
+        raise FileNotFoundError(f"{a.root}: no such folder")
     found = collect_metrics(a.root)
     print(metrics_table(found))
     if a.json:
         write_json(a.json, found)
+    return 0
+
+
+if __name__ == "__main__":  # python -m gsr_train.runs.gsr table <folder>: the older form of gsr-train gsr-table
+    import sys
+
+    sys.exit(main(sys.argv[2:] if sys.argv[1:2] == ["table"] else sys.argv[1:]))
