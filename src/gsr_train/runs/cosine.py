@@ -2,39 +2,40 @@
 
 from __future__ import annotations
 
+import time
+
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
-from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, preflight, save_metrics
+from gsr_train.runs.common import cache_dir, load_kg_index, preflight
 
 
 def run(cfg: DictConfig) -> dict:
-    """Open the data through the runs' shared path (its options and checks), score the split,
-    write the top-``top_k`` results and metrics.json (the recall at K = ``top_k`` among them)."""
-    from gsr_train.eval.results import write_results
-    from gsr_train.eval.tail import results_file, retrieval_row
-    from gsr_train.retrievers.cosine import cosine_report
+    """Open the data through the runs' shared path (its options and checks), score the split and
+    report it through the one retrieval path (:func:`gsr_train.runs.retrieve.report_retrieval`:
+    the top-``top_k`` results file, recall at ``top_k``, ``eval_ks`` and 10 / 20 / 50 / 100)."""
+    from gsr_train.retrievers.cosine import cosine_scores
+    from gsr_train.runs.retrieve import report_retrieval
+    from gsr_train.text.embeddings import get_embeddings
+    from gsr_train.text.encoders import load_encoder
 
-    split = cfg.get("split", "test")
+    split, mode = cfg.get("split", "test"), str(cfg.get("cosine_mode", "parts"))
     preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)
-    k = int(cfg.get("top_k", 500))
     index = load_kg_index(cfg, evaluate=[split])
-    scores, report, figures = cosine_report(
-        index,
-        split,
-        as_dict(cfg.encoder),
-        cache_dir(cfg),
-        cfg.get("cosine_mode", "parts"),
-        [*cfg.eval_ks, k],
-        label_path(cfg, split),
-    )
-    results_path = results_file(output_dir(cfg), split)
-    write_results(results_path, index, split, scores, k)
-    figures = {**figures, "data": str(cfg.data.name), "k": k, "results_path": str(results_path)}
-    save_metrics(cfg, index.key, [retrieval_row(figures["method"], report, split, k, results=results_path)], figures)
-    print(
-        report.table(
-            f"{figures['method']} ({figures['encoder']['encoder']}) on {cfg.data.name} [{split}]", breakdowns=True
-        )
-    )
-    return figures
+    encoder_cfg = as_dict(cfg.encoder)
+    t0 = time.perf_counter()
+    enc = load_encoder(encoder_cfg)
+    emb = get_embeddings(index, enc, cache_dir(cfg), relation_text=encoder_cfg.get("relation_text") or "raw")
+    embedded = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    graphs = index[split]
+    scores = cosine_scores(graphs, emb.question[split], emb, mode, index=index, encoder=enc, cache_dir=cache_dir(cfg))
+    details = {
+        "experiment": cfg.get("experiment_name"),
+        "encoder": enc.describe(),
+        "relation_text": emb.meta["relation_text"],
+        "data_fingerprint": index.key,
+        "edges": int(graphs.edge_rel.numel()),
+        "timings": {"embeddings_s": round(embedded, 3), "scoring_s": round(time.perf_counter() - t0, 3)},
+    }
+    return report_retrieval(cfg, index, split, f"cosine-{mode}", scores, details=details)

@@ -41,11 +41,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 
 def report_retrieval(
-    cfg: DictConfig, index: Any, split: str, method: str, scores: torch.Tensor, extra: dict[str, Any] | None = None
+    cfg: DictConfig,
+    index: Any,
+    split: str,
+    method: str,
+    scores: torch.Tensor,
+    extra: dict[str, Any] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the top-``top_k`` results file, measure recall at the run's K and ``eval_ks`` (with the
     shortest-path and, where the data has them, labelled triples), print the table and write
-    metrics.json: what every retriever run ends with."""
+    metrics.json: what every retriever run ends with. ``extra``: the retriever's own figures (plain
+    values kept); ``details``: the runner's, merged into metrics.json as they are."""
     from gsr_train.eval.labels import load_labelled_triples
     from gsr_train.eval.results import write_results
     from gsr_train.eval.retrieval import retrieval_metrics
@@ -84,6 +91,7 @@ def report_retrieval(
         "metrics": report.to_dict(),
         "results_path": str(results),
         "extra": {key: v for key, v in (extra or {}).items() if isinstance(v, (int, float, str, bool))},
+        **(details or {}),
     }
     save_metrics(cfg, index.key, [retrieval_row(method, report, split, k, results=results)], figures)
     return figures
