@@ -32,6 +32,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -253,9 +254,59 @@ def _evaluate(name: str, generate, examples, fmt: str, out: Path, reports: dict,
 # --------------------------------------------------------------------------- runner
 
 
-def run(cfg: DictConfig) -> float:
-    from gsr_train.readers.prompts import build_examples
+@dataclass
+class _ReaderRun:
+    """What the stages of one reader run share."""
 
+    cfg: DictConfig
+    t_start: float
+    index: Any
+    training: bool
+    timings: dict[str, float] = field(default_factory=dict)
+    questions: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, dict] = field(default_factory=dict)
+    retrieval_info: dict[str, Any] = field(default_factory=dict)
+    reports: dict[str, QAReport] = field(default_factory=dict)
+    train_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def qa(self) -> Any:
+        return self.cfg.qa
+
+    @property
+    def out(self) -> Path:
+        return output_dir(self.cfg)
+
+    @property
+    def fmt(self) -> str:
+        return str(self.qa.format)
+
+    @property
+    def k(self) -> int:
+        return int(self.qa.k)
+
+    @property
+    def eval_split(self) -> str:
+        return str(self.qa.eval_split)
+
+    @property
+    def budget(self) -> int | None:
+        return int(self.qa.max_prompt_tokens) if self.qa.get("max_prompt_tokens") else None
+
+
+def run(cfg: DictConfig) -> float:
+    """Check the options, gather the evidence, read (prompted LLM, or a local model trained here or
+    loaded), report; the macro F1 of the best variant."""
+    r = _start(cfg)
+    _gather_evidence(r)
+    if str(r.qa.get("backend", "local")) == "llm":
+        _read_with_llm(r)
+    elif not _read_locally(r):
+        return 0.0  # DDP (subprocess launch): rank 0 alone scores and writes
+    return _report(r)
+
+
+def _start(cfg: DictConfig) -> _ReaderRun:
     t_start = time.perf_counter()
     one_setting(cfg, "qa.train.epochs")
     qa = cfg.qa
@@ -264,182 +315,173 @@ def run(cfg: DictConfig) -> float:
     preflight(
         cfg, splits=[qa.get("train_split"), str(qa.eval_split)], checkpoints={"resume": cfg.get("resume")}
     )  # qa.eval_only may name a hub adapter
-    out = output_dir(cfg)
-    timings: dict[str, float] = {}
-    fmt, k = str(qa.format), int(qa.k)
-    train_split, eval_split = qa.get("train_split"), str(qa.eval_split)
-    index = load_kg_index(cfg, evaluate=[eval_split])
+    index = load_kg_index(cfg, evaluate=[str(qa.eval_split)])
     backend = str(qa.get("backend", "local"))
     training = (
-        backend == "local" and not qa.get("eval_only") and bool(train_split) and bool(qa.train.get("enabled", True))
+        backend == "local"
+        and not qa.get("eval_only")
+        and bool(qa.get("train_split"))
+        and bool(qa.train.get("enabled", True))
     )
+    return _ReaderRun(cfg, t_start, index, training)
 
-    # ------------------------------------------------------------ evidence
+
+def _gather_evidence(r: _ReaderRun) -> None:
+    """Each split's questions and retrieved evidence (copied into the run folder)."""
     t0 = time.perf_counter()
-    results: dict[str, dict] = {}
-    retrieval_info: dict[str, Any] = {}
-    splits = [eval_split] + ([str(train_split)] if training else [])
-    questions = {s: question_table(index, s, cache_dir(cfg)) for s in splits}
-    limit = qa.get("limit") or {}
+    cfg, index = r.cfg, r.index
+    splits = [r.eval_split] + ([str(r.qa.train_split)] if r.training else [])
+    r.questions = {s: question_table(index, s, cache_dir(cfg)) for s in splits}
+    limit = r.qa.get("limit") or {}
     for s in splits:
         if limit.get(s):
-            questions[s] = questions[s][: int(limit[s])]
+            r.questions[s] = r.questions[s][: int(limit[s])]
         path = retrieval_file(cfg, index, s)
-        local = results_file(out, s)
+        local = results_file(r.out, s)
         if path.resolve() != local.resolve() and is_rank_zero():
             with atomic_write(local, "wb") as f, open(path, "rb") as src:
                 shutil.copyfileobj(src, f)
-        results[s], retrieval_info[s] = read_result_rows(path, index[s].ids)
-        retrieval_info[s]["evidence"] = evidence_source(cfg, s)
-        log.info("evidence for split %s: %s", s, retrieval_info[s]["evidence"])
-    timings["evidence_s"] = time.perf_counter() - t0
+        r.results[s], r.retrieval_info[s] = read_result_rows(path, index[s].ids)
+        r.retrieval_info[s]["evidence"] = evidence_source(cfg, s)
+        log.info("evidence for split %s: %s", s, r.retrieval_info[s]["evidence"])
+    r.timings["evidence_s"] = time.perf_counter() - t0
 
-    # ------------------------------------------------------------ reader
-    reports: dict[str, QAReport] = {}
-    train_info: dict[str, Any] = {}
-    rcfg = cfg.reader
-    budget = int(qa.max_prompt_tokens) if qa.get("max_prompt_tokens") else None
-    ev = qa.eval
 
-    if backend == "llm":
-        from gsr_train.llm.local_model import local_endpoint
-        from gsr_train.readers.generate import generate_remote
+def _examples(r: _ReaderRun, evidence: str, tokenizer: Any = None, budget: int | None = None):
+    from gsr_train.readers.prompts import build_examples
 
-        usage: dict = {}
-        with local_endpoint(_container(cfg.llm), cache_dir(cfg)) as llm_cfg:
+    retrieved = r.results[r.eval_split] if evidence == "retrieved" else None
+    return build_examples(r.questions[r.eval_split], retrieved, r.fmt, r.k, tokenizer, budget, bool(r.qa.icl))
 
-            def gen_remote(exs):
-                texts, u = generate_remote(llm_cfg, exs, int(ev.max_new_tokens))
-                usage.update(u)
-                return texts
 
-            for evidence in ev.variants.base:
-                exs = build_examples(
-                    questions[eval_split],
-                    results[eval_split] if evidence == "retrieved" else None,
-                    fmt,
-                    k,
-                    None,
-                    None,
-                    bool(qa.icl),
-                )
-                _evaluate(f"prompting_{evidence}", gen_remote, exs, fmt, out, reports, timings)
-        train_info["llm_usage"] = usage
-        tokenizer = None
-    else:
-        from gsr_train.readers.generate import generate_local
-        from gsr_train.readers.model import count_parameters, load_reader
+def _read_with_llm(r: _ReaderRun) -> None:
+    """A prompted LLM behind an OpenAI-compatible endpoint (served here when asked) answers."""
+    from gsr_train.llm.local_model import local_endpoint
+    from gsr_train.readers.generate import generate_remote
 
-        t0 = time.perf_counter()
-        model, tokenizer, model_path = load_reader(
-            rcfg.model,
-            str(rcfg.precision),
-            str(rcfg.compute_dtype),
-            str(rcfg.adapter),
-            _container(rcfg.lora),
-            bool(rcfg.gradient_checkpointing) and training,
-            adapter_path=qa.get("eval_only") or None,
-            trainable=training,
-            cache_dir=cache_dir(cfg),
-            device_map=_container(rcfg.get("device_map")),
+    ev = r.qa.eval
+    usage: dict = {}
+    with local_endpoint(_container(r.cfg.llm), cache_dir(r.cfg)) as llm_cfg:
+
+        def gen_remote(exs):
+            texts, u = generate_remote(llm_cfg, exs, int(ev.max_new_tokens))
+            usage.update(u)
+            return texts
+
+        for evidence in ev.variants.base:
+            _evaluate(f"prompting_{evidence}", gen_remote, _examples(r, evidence), r.fmt, r.out, r.reports, r.timings)
+    r.train_info["llm_usage"] = usage
+
+
+def _read_locally(r: _ReaderRun) -> bool:
+    """The local reader: base variants, training, fine-tuned variants; False on DDP ranks > 0."""
+    from gsr_train.readers.generate import generate_local
+    from gsr_train.readers.model import count_parameters, load_reader
+
+    cfg, qa, rcfg, ev = r.cfg, r.qa, r.cfg.reader, r.qa.eval
+    t0 = time.perf_counter()
+    model, tokenizer, model_path = load_reader(
+        rcfg.model,
+        str(rcfg.precision),
+        str(rcfg.compute_dtype),
+        str(rcfg.adapter),
+        _container(rcfg.lora),
+        bool(rcfg.gradient_checkpointing) and r.training,
+        adapter_path=qa.get("eval_only") or None,
+        trainable=r.training,
+        cache_dir=cache_dir(cfg),
+        device_map=_container(rcfg.get("device_map")),
+    )
+    r.timings["load_model_s"] = time.perf_counter() - t0
+    r.train_info["parameters"] = count_parameters(model)
+    r.train_info["model_path"] = model_path
+
+    def gen_local(exs):
+        return generate_local(model, tokenizer, exs, int(ev.batch_size), int(ev.max_new_tokens))
+
+    def read(name: str, evidence: str) -> None:
+        _evaluate(name, gen_local, _examples(r, evidence, tokenizer, r.budget), r.fmt, r.out, r.reports, r.timings)
+
+    label = "finetuned" if qa.get("eval_only") else "base"
+    if r.training or qa.get("eval_only"):
+        for evidence in ev.variants.base if r.training else ev.variants.finetuned:
+            read(f"{label}_{evidence}", evidence)
+    if r.training:
+        split = str(qa.train_split)
+        r.train_info.update(
+            train_reader(
+                cfg, model, tokenizer, r.questions[split], r.results[split], r.fmt, r.k, r.budget, r.out, r.timings
+            )
         )
-        timings["load_model_s"] = time.perf_counter() - t0
-        train_info["parameters"] = count_parameters(model)
-        train_info["model_path"] = model_path
+        if not is_rank_zero():
+            return False
+        for evidence in ev.variants.finetuned:
+            read(f"finetuned_{evidence}", evidence)
+    return True
 
-        def gen_local(exs):
-            return generate_local(model, tokenizer, exs, int(ev.batch_size), int(ev.max_new_tokens))
 
-        def eval_examples(evidence: str):
-            return build_examples(
-                questions[eval_split],
-                results[eval_split] if evidence == "retrieved" else None,
-                fmt,
-                k,
-                tokenizer,
-                budget,
-                bool(qa.icl),
-            )
-
-        label = "finetuned" if qa.get("eval_only") else "base"
-        if training or qa.get("eval_only"):
-            for evidence in ev.variants.base if training else ev.variants.finetuned:
-                _evaluate(f"{label}_{evidence}", gen_local, eval_examples(evidence), fmt, out, reports, timings)
-
-        if training:
-            train_info.update(
-                train_reader(
-                    cfg,
-                    model,
-                    tokenizer,
-                    questions[str(train_split)],
-                    results[str(train_split)],
-                    fmt,
-                    k,
-                    budget,
-                    out,
-                    timings,
-                )
-            )
-            if not is_rank_zero():  # DDP (subprocess launch): rank 0 alone scores and writes
-                return 0.0
-            for evidence in ev.variants.finetuned:
-                _evaluate(f"finetuned_{evidence}", gen_local, eval_examples(evidence), fmt, out, reports, timings)
-
-    # ------------------------------------------------------------ report
-    timings["total_s"] = time.perf_counter() - t_start
-    table = comparison_table(reports, "all")
-    table_sub = comparison_table(reports, "sub")
+def _report(r: _ReaderRun) -> float:
+    """The QA tables, metrics.json rows (one per variant) and qa_table.txt; the best macro F1."""
+    cfg, qa, out, timings = r.cfg, r.qa, r.out, r.timings
+    timings["total_s"] = time.perf_counter() - r.t_start
+    table = comparison_table(r.reports, "all")
+    table_sub = comparison_table(r.reports, "sub")
     command = " ".join(sys.argv)
     figures = {
         "command": command,
-        "format": fmt,
-        "k": k,
-        "max_prompt_tokens": budget,
-        "eval_split": eval_split,
-        "reader": _container(rcfg),
+        "format": r.fmt,
+        "k": r.k,
+        "max_prompt_tokens": r.budget,
+        "eval_split": r.eval_split,
+        "reader": _container(cfg.reader),
         "qa": _container(qa),
-        "retrieval": retrieval_info,
-        "metrics": {name: rep.to_dict() for name, rep in reports.items()},
-        "train": train_info,
+        "retrieval": r.retrieval_info,
+        "metrics": {name: rep.to_dict() for name, rep in r.reports.items()},
+        "train": r.train_info,
         "timings": timings,
     }
-    evidence = "; ".join(f"{s}: {info.get('evidence')}" for s, info in retrieval_info.items())
+    evidence = "; ".join(f"{s}: {info.get('evidence')}" for s, info in r.retrieval_info.items())
     text = (
-        f"command: {command}\nformat={fmt} K={k} budget={budget} split={eval_split}\nevidence: {evidence}\n\n"
+        f"command: {command}\nformat={r.fmt} K={r.k} budget={r.budget} split={r.eval_split}\nevidence: {evidence}\n\n"
         f"all questions\n{table}\n\n-sub (answer entity in the graph)\n{table_sub}\n"
     )
     if is_rank_zero():
-        from gsr_train.eval.tail import metrics_row
-
-        adapter = str(out / "adapter") if (out / "adapter").is_dir() else (qa.get("eval_only") or None)
-        reader_name = str(cfg.llm.model) if str(qa.backend) == "llm" else str(rcfg.name)  # who answered
-        rows = []
-        for name, rep in figures["metrics"].items():
-            view = rep.get("all") or {}
-            rows.append(
-                metrics_row(
-                    reader_name,
-                    str(eval_split),
-                    k,
-                    view.get("metrics") or {},
-                    adapter if name.startswith("finetuned") else None,
-                    out / f"predictions_{name}.jsonl",
-                    variant=name,
-                    n=view.get("n"),
-                )
-            )
-        save_metrics(cfg, index.key, rows, figures)
+        save_metrics(cfg, r.index.key, _rows(r, figures), figures)
         with atomic_write(out / "qa_table.txt") as f:
             f.write(text)
         print(text)
     if "train_s" in timings:
         print(
-            f"training: {timings['train_s']:.1f}s, {train_info.get('steps')} steps, "
-            f"{train_info.get('step_s_median', float('nan')):.2f}s/step (median)"
+            f"training: {timings['train_s']:.1f}s, {r.train_info.get('steps')} steps, "
+            f"{r.train_info.get('step_s_median', float('nan')):.2f}s/step (median)"
         )
-    best = reports.get("finetuned_retrieved") or next(iter(reports.values()), None)
+    best = r.reports.get("finetuned_retrieved") or next(iter(r.reports.values()), None)
     return float(best.flat()["macro_f1"]) if best else 0.0
+
+
+def _rows(r: _ReaderRun, figures: dict) -> list[dict]:
+    """One metrics.json row per variant, named by who answered."""
+    from gsr_train.eval.tail import metrics_row
+
+    qa, out = r.qa, r.out
+    adapter = str(out / "adapter") if (out / "adapter").is_dir() else (qa.get("eval_only") or None)
+    reader_name = str(r.cfg.llm.model) if str(qa.backend) == "llm" else str(r.cfg.reader.name)
+    rows = []
+    for name, rep in figures["metrics"].items():
+        view = rep.get("all") or {}
+        rows.append(
+            metrics_row(
+                reader_name,
+                r.eval_split,
+                r.k,
+                view.get("metrics") or {},
+                adapter if name.startswith("finetuned") else None,
+                out / f"predictions_{name}.jsonl",
+                variant=name,
+                n=view.get("n"),
+            )
+        )
+    return rows
 
 
 def train_reader(
