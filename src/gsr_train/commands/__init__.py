@@ -1,3 +1,21 @@
 """The ``gsr-train`` subcommands that prepare data (``build-index``, ``supervision``, ``embed``,
 ``make-synthetic`` and the LLM data steps): one module each with a ``main(argv)``. The scripts in
 ``data_prep/`` call these, so their old command lines keep working."""
+
+
+def run_llm_step(run, cfg) -> None:
+    """Run an LLM data step (``gsr_train.llm.steps.*.run``) on its Hydra config. A wrong option or input
+    file (the steps raise ValueError / FileNotFoundError naming it), bad rows, an unreachable
+    endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py."""
+    import logging
+
+    from gsr_train.data.errors import report_user_errors
+    from gsr_train.llm.client import LLMRequestError
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    report_user_errors(
+        run,
+        cfg,
+        extra=(ValueError, FileNotFoundError, LLMRequestError),
+        cache_dirs=[cfg.get("paths", {}).get("cache_dir")],
+    )

@@ -10,8 +10,6 @@ recall) and a `.summary.json`. Resumable.
 
 from __future__ import annotations
 
-import logging
-
 import hydra
 from omegaconf import DictConfig
 
@@ -22,19 +20,10 @@ register_resolvers()
 
 @hydra.main(version_base="1.3", config_path=str(project_root() / "conf"), config_name="prep/llm_label_triples")
 def main(cfg: DictConfig) -> None:
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    from gsr_train.data.errors import report_user_errors
-    from gsr_train.llm.client import LLMRequestError
+    from gsr_train.commands import run_llm_step
     from gsr_train.llm.steps.label_triples import run
 
-    # a wrong option or input file (the steps raise ValueError / FileNotFoundError naming it), bad rows,
-    # an unreachable endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py
-    report_user_errors(
-        run,
-        cfg,
-        extra=(ValueError, FileNotFoundError, LLMRequestError),
-        cache_dirs=[cfg.get("paths", {}).get("cache_dir")],
-    )
+    run_llm_step(run, cfg)
 
 
 if __name__ == "__main__":

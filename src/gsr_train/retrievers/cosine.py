@@ -156,6 +156,32 @@ def _parts_scores(
     return ent_score[heads] + rel_score + ent_score[tails]
 
 
+def cosine_split_scores(
+    index,
+    split: str,
+    encoder: TextEncoder | str | Mapping = "minilm",
+    cache_dir: str | Path | None = None,
+    mode: str = "parts",
+    relation_text: str | None = None,
+    timings: dict | None = None,
+) -> tuple[torch.Tensor, TextEncoder, KGEmbeddings]:
+    """The encoder, the index's embeddings (cached) and the cosine score of every edge of ``split``;
+    ``timings`` gets ``embeddings_s`` and ``scoring_s``."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    timings = {} if timings is None else timings
+    t0 = time.perf_counter()
+    enc = load_encoder(encoder)
+    if relation_text is None and isinstance(encoder, Mapping):
+        relation_text = encoder.get("relation_text")
+    emb = get_embeddings(index, enc, cache_dir, relation_text=relation_text or "raw")
+    timings["embeddings_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    graphs = index[split]
+    scores = cosine_scores(graphs, emb.question[split], emb, mode, index=index, encoder=enc, cache_dir=cache_dir)
+    timings["scoring_s"] = time.perf_counter() - t0
+    return scores, enc, emb
+
+
 def cosine_report(
     index,
     split: str,
@@ -174,16 +200,8 @@ def cosine_report(
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     timings = {} if timings is None else timings
-    t0 = time.perf_counter()
-    enc = load_encoder(encoder)
-    if relation_text is None and isinstance(encoder, Mapping):
-        relation_text = encoder.get("relation_text")
-    emb = get_embeddings(index, enc, cache_dir, relation_text=relation_text or "raw")
-    timings["embeddings_s"] = time.perf_counter() - t0
+    scores, enc, emb = cosine_split_scores(index, split, encoder, cache_dir, mode, relation_text, timings)
     graphs = index[split]
-    t0 = time.perf_counter()
-    scores = cosine_scores(graphs, emb.question[split], emb, mode, index=index, encoder=enc, cache_dir=cache_dir)
-    timings["scoring_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     sup = get_supervision(index, split, cache_dir)
     labelled = labelled_questions = label_stats = None
