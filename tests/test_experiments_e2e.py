@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from gsr_train.runs.runners import runner_name
+
 from .conftest import REPO, compose_config
 from .test_reader_helpers import tiny_llama_folder
 
@@ -242,7 +244,8 @@ MAIN = {
     "cosine": {"sp_recall", "answer_recall"},
     "retrieve": {"sp_recall", "answer_recall"},
     "classic": {"sp_recall", "answer_recall"},
-    "patterns": {"sp_recall", "answer_recall"},
+    "simgrag": {"sp_recall", "answer_recall"},
+    "safe": {"sp_recall", "answer_recall"},
     "robustness": {"sp_recall", "answer_recall"},
     "gsr": {"match@1", "match@3", "cov_recall"},
     "reader": {"hit", "hit@1", "macro_f1", "score_h"},
@@ -252,7 +255,7 @@ PERCENT = {"score_h"}
 
 def _rows_expected(cfg) -> tuple[str, set]:
     """The column that tells a run's rows apart and its values, from the composed config."""
-    family = cfg.runner.split(".")[2]
+    family = runner_name(cfg.runner)
     if family == "gsr":
         return "mode", set(cfg.gsr.eval_modes)
     if family == "robustness":
@@ -288,7 +291,7 @@ def test_experiment_runs_end_to_end_on_tiny_data(name, tiny, tmp_path):
     assert doc["experiment"] == name and doc["rows"], doc
     column, values = _rows_expected(cfg)
     assert {row[column] for row in doc["rows"]} == values, doc["rows"]
-    main = MAIN[cfg.runner.split(".")[2]] | ({"labelled_recall"} if doc.get("labels") else set())
+    main = MAIN[runner_name(cfg.runner)] | ({"labelled_recall"} if doc.get("labels") else set())
     for row in doc["rows"]:
         figures = {m: v for m, v in row["metrics"].items() if v is not None}
         assert row["method"] and main <= set(figures), (main, row)

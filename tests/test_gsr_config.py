@@ -23,7 +23,7 @@ def _compose(overrides):
 )
 def test_experiments_compose(experiment, model, data):
     cfg = _compose([f"+experiment={experiment}", "paths.output_dir=/tmp/x"])
-    assert cfg.runner == "gsr_train.runs.gsr.run"
+    assert cfg.runner == "gsr"
     assert cfg.model.name == model and cfg.data.name == data
     assert cfg.trainer.max_epochs == cfg.model.epochs
     assert cfg.gsr.decode.beams == 10 and cfg.gsr.decode.top_n == 3

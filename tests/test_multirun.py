@@ -147,7 +147,7 @@ def test_launcher_configs_compose_without_a_cluster(launcher):
         "--cfg", "job", f"hydra/launcher={launcher}", "+experiment=gsr_base", "trainer=ddp", "trainer.devices=4"
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "runner: gsr_train.runs.gsr.run" in proc.stdout and "strategy: ddp" in proc.stdout
+    assert "runner: gsr" in proc.stdout and "strategy: ddp" in proc.stdout
     # the launcher node itself resolves (interpolations into trainer.devices etc.)
     from omegaconf import OmegaConf
 

@@ -113,7 +113,7 @@ def test_unknown_keys_anywhere_are_named_with_their_file_and_closest_option(tmp_
         run_experiment(cfg)
     lines = str(err.value).splitlines()[1:]
     assert [x.strip() for x in lines] == [
-        "subgraphrag: not an option of runner gsr_train.runs.gsr.run (conf/experiment/gsr_defaults.yaml)",
+        "subgraphrag: not an option of runner gsr (conf/experiment/gsr_defaults.yaml)",
         "gsr.decode.beam: not a DecodeConfig option (conf/experiment/gsr_defaults.yaml); "
         "did you mean gsr.decode.beams?",
         "gsr.decod: not a GSRRun option (conf/experiment/gsr_defaults.yaml); did you mean gsr.decode?",

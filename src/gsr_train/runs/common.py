@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 def run_experiment(cfg: DictConfig) -> Any:
     """Check the options, claim the run folder, seed, call the experiment's runner (``cfg.runner``,
-    a dotted function path) and mark the folder with the outcome (:mod:`gsr_train.runs.run_folder`).
+    a name in :data:`gsr_train.runs.runners.RUNNERS`) and mark the folder with the outcome
+    (:mod:`gsr_train.runs.run_folder`).
 
     A stop signal (:mod:`gsr_train.runs.interrupts`) marks the folder interrupted, requeues a SLURM
     job on its requeue signal and exits with ``128 + signal``; ``resume=auto`` continues the run.
@@ -88,7 +89,9 @@ def _run_and_mark(cfg: DictConfig, out: Path, experiment: Any) -> Any:
     from gsr_train.runs.summary import run_summary
 
     t0 = time.perf_counter()
-    runner = hydra.utils.get_method(cfg.runner)
+    from gsr_train.runs.runners import runner_of
+
+    runner = runner_of(cfg)
     try:
         result = runner(cfg)
     except RunInterrupted as stop:

@@ -25,14 +25,11 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.io import write_json
 from gsr_train.runs.common import PreflightError, is_rank_zero, output_dir
+from gsr_train.runs.runners import runner_name, runner_of
 
 log = logging.getLogger(__name__)
 
-RUNNERS = {
-    "gsr_train.runs.subgraphrag.run": "subgraphrag",
-    "gsr_train.runs.gsr.run": "gsr",
-    "gsr_train.runs.reader.run": "reader",
-}
+TRAINED = ("subgraphrag", "gsr", "reader")  # runners whose runs hold something trained
 EVAL_KEYS = ("ckpt_path", "split", "k")
 # options of a run that name its own data; dropped when eval reads other data (unless given again)
 DATA_BOUND = {"reader": ("qa.retrieval.results",), "gsr": ("gsr.llm_chains", "data.graphs")}
@@ -70,7 +67,7 @@ def _experiment_of(folder: Path, config: DictConfig) -> str:
     try:
         return str(json.loads((folder / "run.json").read_text())["experiment"])
     except (OSError, ValueError, KeyError):
-        return str(config.get("runner", "run")).rsplit(".", 2)[-2]
+        return runner_name(config.get("runner", "run"))
 
 
 def _best_subgraphrag(folder: Path) -> str:
@@ -98,8 +95,8 @@ def find_source(ckpt_path: str | Path) -> RunSource:
     config = OmegaConf.load(folder / ".hydra" / "config.yaml")
     if not isinstance(config, DictConfig):
         raise PreflightError(f"{folder / '.hydra' / 'config.yaml'} is not a run config (a mapping)")
-    runner = str(config.get("runner"))
-    method = RUNNERS.get(runner)
+    runner = runner_name(config.get("runner"))
+    method = runner if runner in TRAINED else None
     if method is None:
         raise PreflightError(
             f"{folder}: a {runner} run has nothing trained to evaluate; score that method on "
@@ -249,7 +246,7 @@ def untrained_config(composed: DictConfig) -> DictConfig:
     try:
         name = str(composed.experiment_name)
     except Exception:  # noqa: BLE001 - composed outside a Hydra run (tests, notebooks)
-        name = str(composed.runner).rsplit(".", 2)[-2]
+        name = runner_name(composed.runner)
     with open_dict(cfg):
         cfg.experiment_name = name
         cfg.data.splits = [str(composed.split)]
@@ -263,8 +260,6 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
 
     ``overrides``: the command line's overrides to put on the run's config (default: Hydra's).
     """
-    import hydra
-
     from gsr_train.runs.common import run_experiment
 
     if composed.get("ckpt_path"):
@@ -277,15 +272,14 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
             "experiment": source.experiment,
             "source_status": _say_what_is_scored(source),
         }
-    elif (
-        OmegaConf.select(composed, "runner", default=None) not in (None, "???")
-        and OmegaConf.select(composed, "runner") not in RUNNERS
+    elif OmegaConf.select(composed, "runner", default=None) not in (None, "???") and (
+        runner_name(OmegaConf.select(composed, "runner")) not in TRAINED
     ):
         cfg = untrained_config(composed)
         note = {
             "source_run": None,
             "checkpoint": None,
-            "method": str(composed.runner).rsplit(".", 1)[0],
+            "method": runner_name(composed.runner),
             "experiment": cfg.experiment_name,
         }
     else:
@@ -301,7 +295,7 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
         }
     )
     log.info("evaluating %s", note)
-    hydra.utils.get_method(cfg.runner)  # an unknown runner fails here, before any work
+    runner_of(cfg)  # an unknown runner fails here, before any work
     if is_rank_zero():  # first, so the run's closing summary lists it (run.json marks success)
         write_json(output_dir(cfg) / "eval.json", note)
     return run_experiment(cfg)

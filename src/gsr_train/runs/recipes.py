@@ -369,29 +369,29 @@ def _gsr_model(cfg: Mapping[str, Any]) -> type:
 
 
 RECIPES: dict[str, Recipe] = {
-    "gsr_train.runs.subgraphrag.run": Recipe(
+    "subgraphrag": Recipe(
         "conf/experiment/subgraphrag_defaults.yaml", ("model",), {"subgraphrag": SubgraphRAGRun}
     ),
-    "gsr_train.runs.gsr.run": Recipe("conf/experiment/gsr_defaults.yaml", (), {"gsr": GSRRun, "model": _gsr_model}),
-    "gsr_train.runs.reader.run": Recipe(
+    "gsr": Recipe("conf/experiment/gsr_defaults.yaml", (), {"gsr": GSRRun, "model": _gsr_model}),
+    "reader": Recipe(
         "conf/experiment/reader_defaults.yaml", (), {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig}
     ),
-    "gsr_train.runs.cosine.run": Recipe("conf/experiment/cosine_baseline.yaml", ("split", "top_k", "cosine_mode")),
-    "gsr_train.runs.retrieve.run": Recipe(
+    "cosine": Recipe("conf/experiment/cosine_baseline.yaml", ("split", "top_k", "cosine_mode")),
+    "retrieve": Recipe(
         "conf/experiment/retrieve.yaml", ("split", "top_k"), {"retriever": RetrieverSpec}
     ),
-    "gsr_train.runs.classic.run": Recipe(
+    "classic": Recipe(
         "conf/experiment/classic_defaults.yaml", ("split", "top_k"), {"classic": ClassicRun}
     ),
-    "gsr_train.runs.patterns.run_simgrag": Recipe(
+    "simgrag": Recipe(
         "conf/experiment/simgrag.yaml",
         ("split",),
         {"simgrag": SimGRAGConfig, "patterns": PatternSource, "llm": LLMConfig},
     ),
-    "gsr_train.runs.patterns.run_safe": Recipe(
+    "safe": Recipe(
         "conf/experiment/safe.yaml", ("split",), {"safe": SAFEConfig, "patterns": PatternSource, "llm": LLMConfig}
     ),
-    "gsr_train.runs.robustness.run": Recipe(
+    "robustness": Recipe(
         "conf/robustness/default.yaml", ("split", "top_k"), {"robustness": RobustnessRun, "classic": ClassicRun}
     ),
 }
@@ -441,7 +441,10 @@ def _hint(key: str, known: list[str]) -> str:
 
 def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
     """Every unknown key of the composed config ``cfg`` (a plain mapping) under its runner's recipe."""
-    recipe = RECIPES.get(str(cfg.get("runner")))
+    from gsr_train.runs.runners import runner_name
+
+    runner = runner_name(cfg.get("runner"))
+    recipe = RECIPES.get(runner)
     if recipe is None:  # a runner of the user's own: its options are its business
         return []
     errors = []
@@ -450,7 +453,7 @@ def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
             errors.append(
-                f"{key}: not an option of runner {cfg.get('runner')} ({recipe.file})"
+                f"{key}: not an option of runner {runner} ({recipe.file})"
                 + (f"; did you mean {close[0]}?" if close else "")
             )
     for section, cls in recipe.sections.items():

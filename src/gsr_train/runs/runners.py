@@ -1,0 +1,70 @@
+"""Which function runs each experiment: ``runner: NAME`` in an experiment file picks one here.
+
+The table is code, so the route from ``python train.py +experiment=X`` to the function that
+does the work is one lookup a reader can follow (and a type checker can check). Run folders
+written before the names existed saved a dotted path (``gsr_train.runs.gsr.run``); those still
+resolve. A runner of the user's own, outside gsr-train, is named by its dotted path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig
+
+from gsr_train.data.errors import UserError
+from gsr_train.runs import classic, cosine, gsr, patterns, reader, retrieve, robustness, subgraphrag
+
+Runner = Callable[[DictConfig], Any]
+
+RUNNERS: dict[str, Runner] = {
+    "subgraphrag": subgraphrag.run,
+    "gsr": gsr.run,
+    "reader": reader.run,
+    "retrieve": retrieve.run,
+    "cosine": cosine.run,
+    "classic": classic.run,
+    "simgrag": patterns.run_simgrag,
+    "safe": patterns.run_safe,
+    "robustness": robustness.run,
+}
+# what run folders saved before the runners had names
+DOTTED = {
+    "gsr_train.runs.subgraphrag.run": "subgraphrag",
+    "gsr_train.runs.gsr.run": "gsr",
+    "gsr_train.runs.reader.run": "reader",
+    "gsr_train.runs.retrieve.run": "retrieve",
+    "gsr_train.runs.cosine.run": "cosine",
+    "gsr_train.runs.classic.run": "classic",
+    "gsr_train.runs.patterns.run_simgrag": "simgrag",
+    "gsr_train.runs.patterns.run_safe": "safe",
+    "gsr_train.runs.robustness.run": "robustness",
+}
+
+
+class UnknownRunner(UserError, ValueError):
+    """An experiment's ``runner`` that is neither a built-in name nor an importable function."""
+
+
+def runner_name(value: Any) -> str:
+    """The built-in name of ``value`` (a name or a dotted path saved by an older run), else ``value``."""
+    text = str(value)
+    return DOTTED.get(text, text)
+
+
+def runner_of(cfg: DictConfig) -> Runner:
+    """The function that runs ``cfg``'s experiment."""
+    name = runner_name(cfg.get("runner"))
+    if name in RUNNERS:
+        return RUNNERS[name]
+    if "." in name:  # a runner of the user's own
+        import hydra.utils
+
+        try:
+            return hydra.utils.get_method(name)
+        except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
+            raise UnknownRunner(f"runner={name}: cannot import it ({type(e).__name__}: {e})") from None
+    raise UnknownRunner(
+        f"runner={name}: not a runner; built in: {', '.join(RUNNERS)} (or a dotted path to a function of your own)"
+    )
