@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from gsr_train.llm.client import ChatClient, ChatRequest
+from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import parse_triple_selection
-from gsr_train.llm.prompts import load_prompt, messages
-from gsr_train.llm.runner import StepRun, read_jsonl, to_container
+from gsr_train.llm.runner import read_jsonl, to_container
+from gsr_train.llm.steps.common import Prompts, ask_answers, note_skipped, open_step, ordered_counts, window
 
 log = logging.getLogger(__name__)
 
@@ -55,107 +55,90 @@ def retrieval_candidates(path: str, ids: set[str], n: int, skip_unknown: bool) -
     return out, unknown
 
 
-def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
-    """Run the step from a config (see ``conf/prep/llm_label_triples.yaml``); returns the summary."""
+_COUNT_ORDER = (
+    "questions_answered",
+    "candidates_offered",
+    "triples_kept",
+    "triples_rejected",
+    "triples_over_limit",
+    "questions_with_labels",
+    "questions_with_rejections",
+    "questions_without_candidates",
+)
+
+
+def _candidates(cfg: dict, counts: Counter) -> tuple[Any, list[int], dict[str, list]]:
+    """The split's graphs, the windowed question positions and each question's candidate triples.
+
+    Candidates are the top of a retrieval-result file when ``retrieval`` is set (unknown ids
+    counted, or refused unless ``skip_unknown``), else the first ``num_candidates`` graph triples.
+    """
     from gsr_train.kg.index import get_index
 
-    cfg = to_container(cfg)
     if not cfg.get("dataset"):
         raise ValueError("llm_label_triples: set dataset=<RoG folder / hub name> (questions and graphs)")
     split = cfg.get("split", "test")
     index = get_index(cfg["dataset"], splits=(split,), cache_dir=cfg.get("cache_dir"))
     graphs = index[split]
-    n_cand, max_triples = int(cfg.get("num_candidates", 40)), int(cfg.get("max_triples", 20))
-    positions = list(range(len(graphs)))
-    offset, limit = int(cfg.get("offset") or 0), cfg.get("limit")
-    positions = positions[offset : None if limit is None else offset + int(limit)]
-    counts: Counter = Counter()
+    n_cand = int(cfg.get("num_candidates", 40))
+    positions = window(list(range(len(graphs))), cfg)
     if cfg.get("retrieval"):
         by_id, counts["retrieval_rows_unknown_id"] = retrieval_candidates(
             cfg["retrieval"], set(graphs.ids), n_cand, bool(cfg.get("skip_unknown", False))
         )
-        cands = {graphs.ids[i]: by_id.get(graphs.ids[i], []) for i in positions}
-    else:
-        cands = {graphs.ids[i]: graph_candidates(index, split, i, n_cand) for i in positions}
-    numbered = bool(cfg.get("numbered_candidates", False))
-    system, user = load_prompt(cfg["prompt"]["system"]), load_prompt(cfg["prompt"]["user"])
-    requests, asked = [], []
-    for i in positions:
-        qid = graphs.ids[i]
-        if not cands[qid]:
-            continue
-        lines = [f"({h}, {r}, {t})" for h, r, t in cands[qid]]
-        if numbered:
-            lines = [f"{k}. {x}" for k, x in enumerate(lines, start=1)]
-        requests.append(
-            ChatRequest(
-                qid,
-                messages(
-                    system,
-                    user,
-                    f"label_triples {qid}",
-                    question=graphs.questions[i],
-                    triples="\n".join(lines),
-                    max_triples=max_triples,
-                ),
-            )
-        )
-        asked.append(qid)
+        return graphs, positions, {graphs.ids[i]: by_id.get(graphs.ids[i], []) for i in positions}
+    return graphs, positions, {graphs.ids[i]: graph_candidates(index, split, i, n_cand) for i in positions}
 
-    with StepRun(
-        "llm_label_triples", cfg.get("llm"), cfg["output"], reuse_output=cfg.get("reuse_output", True), client=client
-    ) as step:
-        results = dict(zip(asked, step.ask(requests)))
-        rows, skipped = [], []
-        for i in positions:
-            qid = graphs.ids[i]
-            if not cands[qid]:
-                counts["questions_without_candidates"] += 1
-                continue
-            res = results[qid]
-            if res.text is None:  # not res.ok
-                skipped.append(qid)
-                continue
-            sel = parse_triple_selection(res.text, cands[qid], limit=max_triples, numbered=numbered)
-            chosen = [cands[qid][k] for k in sel.selected]
-            counts["questions_answered"] += 1
-            counts["candidates_offered"] += len(cands[qid])
-            counts["triples_kept"] += len(chosen)
-            counts["triples_rejected"] += len(sel.rejected)
-            counts["triples_over_limit"] += sel.over_limit
-            counts["questions_with_labels"] += bool(chosen)
-            counts["questions_with_rejections"] += bool(sel.rejected)
-            counts[f"parsed_by_{sel.method}"] += 1
-            rows.append(
-                {
-                    "id": qid,
-                    "triples": chosen,
-                    "rejected": sel.rejected,
-                    "num_candidates": len(cands[qid]),
-                    "raw_response": res.text,
-                    "request_key": res.key,
-                }
-            )
-        ordered: dict[str, Any] = {
-            "questions": len(positions),
-            "requests": len(requests),
-            **{
-                k: counts[k]
-                for k in (
-                    "questions_answered",
-                    "candidates_offered",
-                    "triples_kept",
-                    "triples_rejected",
-                    "triples_over_limit",
-                    "questions_with_labels",
-                    "questions_with_rejections",
-                    "questions_without_candidates",
-                )
-            },
-        }
-        ordered.update({k: v for k, v in sorted(counts.items()) if k not in ordered})
-        ordered["requests_skipped_after_errors"] = len(skipped)
-        if skipped:
-            ordered["skipped_ids"] = skipped
+
+def _request(prompts: Prompts, qid: str, question: str, cands: list, numbered: bool, max_triples: int) -> ChatRequest:
+    """The question and its candidates as ``(h, r, t)`` lines (numbered if the prompt wants numbers)."""
+    lines = [f"({h}, {r}, {t})" for h, r, t in cands]
+    if numbered:
+        lines = [f"{k}. {x}" for k, x in enumerate(lines, start=1)]
+    return prompts.request(qid, question=question, triples="\n".join(lines), max_triples=max_triples)
+
+
+def _row(qid: str, cands: list, res: ChatResult, max_triples: int, numbered: bool, counts: Counter) -> dict:
+    """One answered question: the offered triples the model named (others rejected), counted."""
+    sel = parse_triple_selection(res.text or "", cands, limit=max_triples, numbered=numbered)
+    chosen = [cands[k] for k in sel.selected]
+    counts["questions_answered"] += 1
+    counts["candidates_offered"] += len(cands)
+    counts["triples_kept"] += len(chosen)
+    counts["triples_rejected"] += len(sel.rejected)
+    counts["triples_over_limit"] += sel.over_limit
+    counts["questions_with_labels"] += bool(chosen)
+    counts["questions_with_rejections"] += bool(sel.rejected)
+    counts[f"parsed_by_{sel.method}"] += 1
+    return {
+        "id": qid,
+        "triples": chosen,
+        "rejected": sel.rejected,
+        "num_candidates": len(cands),
+        "raw_response": res.text,
+        "request_key": res.key,
+    }
+
+
+def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
+    """Run the step from a config (see ``conf/prep/llm_label_triples.yaml``); returns the summary."""
+    cfg = to_container(cfg)
+    counts: Counter = Counter()
+    graphs, positions, cands = _candidates(cfg, counts)
+    max_triples = int(cfg.get("max_triples", 20))
+    numbered = bool(cfg.get("numbered_candidates", False))
+    prompts = Prompts(cfg, "label_triples")
+    asked = [i for i in positions if cands[graphs.ids[i]]]  # a question without candidates is not asked
+    requests = [
+        _request(prompts, graphs.ids[i], graphs.questions[i], cands[graphs.ids[i]], numbered, max_triples)
+        for i in asked
+    ]
+    with open_step("llm_label_triples", cfg, client) as step:
+        answered, skipped = ask_answers(step, [graphs.ids[i] for i in asked], requests)
+        rows = [_row(qid, cands[qid], res, max_triples, numbered, counts) for qid, res in answered]
+        counts["questions_without_candidates"] += len(positions) - len(asked)
+        ordered = ordered_counts(counts, {"questions": len(positions), "requests": len(requests)}, _COUNT_ORDER)
+        note_skipped(ordered, skipped, "skipped_ids")
+        n_cand = int(cfg.get("num_candidates", 40))
         ordered["candidates_from"] = cfg.get("retrieval") or f"graph (first {n_cand} triples)"
         return step.finish(rows, ordered, config=cfg)

@@ -23,10 +23,10 @@ import torch
 from torch_geometric.utils import scatter
 
 from gsr_train.io import open_text, stable_hash
-from gsr_train.llm.client import ChatClient, ChatRequest
+from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import check_templates, parse_templates
-from gsr_train.llm.prompts import load_prompt, messages
-from gsr_train.llm.runner import StepRun, companion, to_container
+from gsr_train.llm.runner import companion, to_container
+from gsr_train.llm.steps.common import Prompts, ask_answers, note_skipped, open_step, ordered_counts, window
 
 log = logging.getLogger(__name__)
 
@@ -114,34 +114,52 @@ def fill(relation: str, templates: list[str], subjects: list[str], per_template:
     return out
 
 
-def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
-    """Run the step from a config (see ``conf/prep/llm_pseudo_questions.yaml``); returns the summary."""
-    cfg = to_container(cfg)
-    counts: Counter = Counter()
-    index = None
-    if cfg.get("dataset"):
-        from gsr_train.kg.index import get_index
+_COUNT_ORDER = (
+    "relations_answered",
+    "templates_kept",
+    "templates_rejected",
+    "relations_without_valid_template",
+    "pseudo_questions",
+    "templates_without_subject",
+    "relations_without_subjects_skipped",
+)
 
-        index = get_index(
-            cfg["dataset"],
-            splits=tuple(cfg.get("splits") or ("train", "validation", "test")),
-            cache_dir=cfg.get("cache_dir"),
-        )
+
+def _load_index(cfg: dict):
+    """The KG index of ``dataset`` (its ``splits``), or None when no dataset is given."""
+    if not cfg.get("dataset"):
+        return None
+    from gsr_train.kg.index import get_index
+
+    return get_index(
+        cfg["dataset"],
+        splits=tuple(cfg.get("splits") or ("train", "validation", "test")),
+        cache_dir=cfg.get("cache_dir"),
+    )
+
+
+def _relations(cfg: dict, index) -> list[str]:
+    """The relations to ask about: ``only``, else those of a schema file or of the index."""
     mode = cfg.get("relations", "index")
     if cfg.get("only"):
-        relations = list(dict.fromkeys(cfg["only"]))
-    elif mode == "file":
+        return list(dict.fromkeys(cfg["only"]))
+    if mode == "file":
         if not cfg.get("relation_file"):
             raise ValueError("llm_pseudo_questions: relations=file needs relation_file=<path>")
-        relations = relations_from_file(cfg["relation_file"], cfg.get("min_parts", 3), cfg.get("max_parts", 3))
-    elif mode == "index":
+        return relations_from_file(cfg["relation_file"], cfg.get("min_parts", 3), cfg.get("max_parts", 3))
+    if mode == "index":
         if index is None:
             raise ValueError("llm_pseudo_questions: relations=index needs dataset=<RoG folder / hub name>")
         lo, hi = cfg.get("min_parts", 3), cfg.get("max_parts", 3)
-        relations = sorted(r for r in index.relations if lo <= len(r.split(".")) <= hi)
-    else:
-        raise ValueError(f"llm_pseudo_questions: relations must be 'index' or 'file', not {mode!r}")
-    offset, limit = int(cfg.get("offset") or 0), cfg.get("limit")
+        return sorted(r for r in index.relations if lo <= len(r.split(".")) <= hi)
+    raise ValueError(f"llm_pseudo_questions: relations must be 'index' or 'file', not {mode!r}")
+
+
+def _with_subjects(
+    cfg: dict, index, relations: list[str], counts: Counter
+) -> tuple[list[str], dict[str, list[str]], dict[str, list[str]]]:
+    """Subjects and an example triple per relation from the index; with ``require_subjects``
+    the relations without a subject are dropped (and counted) before the window is cut."""
     subjects, examples = (
         ({}, {})
         if index is None
@@ -152,82 +170,66 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
             raise ValueError("llm_pseudo_questions: require_subjects needs dataset=<RoG source> to find subjects")
         counts["relations_without_subjects_skipped"] = sum(1 for r in relations if not subjects.get(r))
         relations = [r for r in relations if subjects.get(r)]
-    relations = relations[offset : None if limit is None else offset + int(limit)]
+    return window(relations, cfg), subjects, examples
 
+
+def _request(prompts: Prompts, relation: str, examples: dict[str, list[str]], n_templates: int) -> ChatRequest:
+    """The relation with one example triple (if the KG has one with text) as the prompt's fields."""
+    ex = examples.get(relation)
+    example = f"({ex[0]}, {ex[1]}, {ex[2]})" if ex else "none available"
+    return prompts.request(relation, relation=relation, example=example, num_templates=n_templates)
+
+
+def _answer_rows(
+    cfg: dict, r: str, res: ChatResult, request: ChatRequest, subjects: list[str], counts: Counter, reasons: Counter
+) -> tuple[list[dict], dict]:
+    """One answered relation: its checked templates filled with subjects, and its responses row."""
     n_templates = int(cfg.get("num_templates", 10))
-    system, user = load_prompt(cfg["prompt"]["system"]), load_prompt(cfg["prompt"]["user"])
-    requests = []
-    for r in relations:
-        ex = examples.get(r)
-        example = f"({ex[0]}, {ex[1]}, {ex[2]})" if ex else "none available"
-        requests.append(
-            ChatRequest(
-                r,
-                messages(system, user, f"pseudo_questions {r}", relation=r, example=example, num_templates=n_templates),
-            )
-        )
-    req_by_rel = dict(zip(relations, requests))
+    prompt_text = "\n".join(m["content"] for m in request.messages)
+    check = check_templates(
+        parse_templates(res.text or ""),
+        max_templates=n_templates,
+        prompt=prompt_text,
+        require_question_mark=bool(cfg.get("require_question_mark", False)),
+    )
+    reasons.update(x["reason"] for x in check.rejected)
+    filled = fill(r, check.kept, subjects, int(cfg.get("questions_per_template", 1)), int(cfg.get("seed", 0)))
+    counts["relations_answered"] += 1
+    counts["templates_kept"] += len(check.kept)
+    counts["templates_rejected"] += len(check.rejected)
+    counts["relations_without_valid_template"] += not check.kept
+    counts["pseudo_questions"] += sum("question" in row for row in filled)
+    counts["templates_without_subject"] += sum("question" not in row for row in filled)
+    response = {
+        "relation": r,
+        "templates": check.kept,
+        "rejected": check.rejected,
+        "raw_response": res.text,
+        "request_key": res.key,
+    }
+    return filled, response
+
+
+def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
+    """Run the step from a config (see ``conf/prep/llm_pseudo_questions.yaml``); returns the summary."""
+    cfg = to_container(cfg)
+    counts: Counter = Counter()
+    index = _load_index(cfg)
+    relations, subjects, examples = _with_subjects(cfg, index, _relations(cfg, index), counts)
+    n_templates = int(cfg.get("num_templates", 10))
+    prompts = Prompts(cfg, "pseudo_questions")
+    req_by_rel = {r: _request(prompts, r, examples, n_templates) for r in relations}
     responses_path = companion(cfg["output"], ".responses.jsonl.gz")
-    with StepRun(
-        "llm_pseudo_questions",
-        cfg.get("llm"),
-        cfg["output"],
-        reuse_from=responses_path,
-        reuse_output=cfg.get("reuse_output", True),
-        client=client,
-    ) as step:
-        results = step.ask(requests)
-        rows, responses, skipped = [], [], []
+    with open_step("llm_pseudo_questions", cfg, client, reuse_from=responses_path) as step:
+        answered, skipped = ask_answers(step, relations, [req_by_rel[r] for r in relations])
+        rows, responses = [], []
         reasons: Counter = Counter()
-        for r, res in zip(relations, results):
-            if res.text is None:  # not res.ok
-                skipped.append(r)
-                continue
-            prompt_text = "\n".join(m["content"] for m in req_by_rel[r].messages)
-            check = check_templates(
-                parse_templates(res.text),
-                max_templates=n_templates,
-                prompt=prompt_text,
-                require_question_mark=bool(cfg.get("require_question_mark", False)),
-            )
-            reasons.update(x["reason"] for x in check.rejected)
-            filled = fill(
-                r, check.kept, subjects.get(r, []), int(cfg.get("questions_per_template", 1)), int(cfg.get("seed", 0))
-            )
-            counts["relations_answered"] += 1
-            counts["templates_kept"] += len(check.kept)
-            counts["templates_rejected"] += len(check.rejected)
-            counts["relations_without_valid_template"] += not check.kept
-            counts["pseudo_questions"] += sum("question" in row for row in filled)
-            counts["templates_without_subject"] += sum("question" not in row for row in filled)
+        for r, res in answered:
+            filled, response = _answer_rows(cfg, r, res, req_by_rel[r], subjects.get(r, []), counts, reasons)
             rows.extend(filled)
-            responses.append(
-                {
-                    "relation": r,
-                    "templates": check.kept,
-                    "rejected": check.rejected,
-                    "raw_response": res.text,
-                    "request_key": res.key,
-                }
-            )
-        ordered: dict[str, Any] = {
-            "relations": len(relations),
-            **{
-                k: counts[k]
-                for k in (
-                    "relations_answered",
-                    "templates_kept",
-                    "templates_rejected",
-                    "relations_without_valid_template",
-                    "pseudo_questions",
-                    "templates_without_subject",
-                    "relations_without_subjects_skipped",
-                )
-            },
-        }
+            responses.append(response)
+        ordered = ordered_counts(counts, {"relations": len(relations)}, _COUNT_ORDER)
         ordered.update({f"rejected_{k}": v for k, v in sorted(reasons.items())})
-        ordered["requests_skipped_after_errors"] = len(skipped)
-        if skipped:
-            ordered["skipped_relations"] = skipped
+        note_skipped(ordered, skipped, "skipped_relations")
         ordered["responses_file"] = str(responses_path)
         return step.finish(rows, ordered, extra_outputs={responses_path: responses}, config=cfg)

@@ -18,10 +18,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from gsr_train.llm.client import ChatClient, ChatRequest
+from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import parse_chain_selection
-from gsr_train.llm.prompts import load_prompt, messages
-from gsr_train.llm.runner import StepRun, read_jsonl, to_container
+from gsr_train.llm.runner import read_jsonl, to_container
+from gsr_train.llm.steps.common import Prompts, ask_answers, note_skipped, open_step, ordered_counts, window
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,20 @@ def _prepare(chains: list[list[str]], max_candidates: int | None, counts: Counte
     return out
 
 
-def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
-    """Run the step from a config (see ``conf/prep/llm_select_chains.yaml``); returns the summary."""
-    cfg = to_container(cfg)
+_COUNT_ORDER = (
+    "questions_answered",
+    "candidates_offered",
+    "chains_kept",
+    "chains_rejected",
+    "questions_with_rejections",
+    "questions_with_empty_selection",
+    "questions_all_selected",
+    "questions_without_candidates",
+)
+
+
+def _items(cfg: dict) -> tuple[list[dict], str]:
+    """The windowed questions with their chains, from ``input`` or ``dataset``, and where they came from."""
     if cfg.get("input"):
         items = candidates_from_file(cfg["input"], cfg.get("field", "ground_paths"))
         source = cfg["input"]
@@ -97,112 +108,97 @@ def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
         source = f"{cfg['dataset']}[{cfg.get('split', 'train')}]"
     else:
         raise ValueError("llm_select_chains: set input=<JSONL with ground_paths> or dataset=<RoG folder / hub name>")
-    offset, limit = int(cfg.get("offset") or 0), cfg.get("limit")
-    items = items[offset : None if limit is None else offset + int(limit)]
+    items = window(items, cfg)
     dup = [k for k, n in Counter(it["id"] for it in items).items() if n > 1]
     if dup:
         raise ValueError(f"{source}: duplicate question ids {dup[:5]}")
-    system, user = load_prompt(cfg["prompt"]["system"]), load_prompt(cfg["prompt"]["user"])
+    return items, source
+
+
+def _needs_asking(item: dict, cfg: dict) -> bool:
+    """False for no candidates, or for a single one when ``single_candidate=keep`` (kept unasked)."""
+    if not item["candidates"]:
+        return False
+    return not (len(item["candidates"]) == 1 and cfg.get("single_candidate", "ask") == "keep")
+
+
+def _request(prompts: Prompts, item: dict) -> ChatRequest:
+    """The question and its candidate chains, numbered from 1 as ``r1 -> r2``."""
+    listing = "\n".join(f"{i}. {' -> '.join(c)}" for i, c in enumerate(item["candidates"], start=1))
+    return prompts.request(item["id"], question=item["question"], candidates=listing)
+
+
+def _unasked_row(item: dict, counts: Counter) -> dict:
+    """The row of a question not asked: no candidates, or its single candidate kept as the selection."""
+    base = {"id": item["id"], "question": item["question"], "candidates": item["candidates"]}
+    if not item["candidates"]:
+        counts["questions_without_candidates"] += 1
+        chosen, numbers, status = [], [], "no_candidates"
+    else:
+        counts["single_candidate_kept"] += 1
+        chosen, numbers, status = item["candidates"], [1], "single_candidate_kept"
+    return {
+        **base,
+        "selected": chosen,
+        "llm_paths": chosen,
+        "selected_numbers": numbers,
+        "rejected": [],
+        "status": status,
+        "raw_response": None,
+        "request_key": None,
+    }
+
+
+def _answered_row(item: dict, res: ChatResult, counts: Counter) -> dict:
+    """The row of an answered question: the offered chains the model named (others rejected), counted."""
+    cands = item["candidates"]
+    sel = parse_chain_selection(res.text or "", cands)
+    chosen = [cands[i] for i in sel.selected]
+    counts["questions_answered"] += 1
+    counts["candidates_offered"] += len(cands)
+    counts["chains_kept"] += len(chosen)
+    counts["chains_rejected"] += len(sel.rejected)
+    counts["questions_with_rejections"] += bool(sel.rejected)
+    counts["questions_with_empty_selection"] += not chosen
+    counts["questions_all_selected"] += len(cands) > 1 and len(chosen) == len(cands)
+    counts[f"parsed_by_{sel.method}"] += 1
+    return {
+        "id": item["id"],
+        "question": item["question"],
+        "candidates": cands,
+        "selected": chosen,
+        "llm_paths": chosen,
+        "selected_numbers": [i + 1 for i in sel.selected],
+        "rejected": sel.rejected,
+        "status": "answered",
+        "raw_response": res.text,
+        "request_key": res.key,
+    }
+
+
+def run(cfg: Mapping[str, Any], client: ChatClient | None = None) -> dict:
+    """Run the step from a config (see ``conf/prep/llm_select_chains.yaml``); returns the summary."""
+    cfg = to_container(cfg)
+    items, source = _items(cfg)
+    prompts = Prompts(cfg, "select_chains")
     counts: Counter = Counter()
-    requests, asked = [], []
     for item in items:
         item["candidates"] = _prepare(item["chains"], cfg.get("max_candidates"), counts)
-        if not item["candidates"]:
-            continue
-        if len(item["candidates"]) == 1 and cfg.get("single_candidate", "ask") == "keep":
-            continue
-        listing = "\n".join(f"{i}. {' -> '.join(c)}" for i, c in enumerate(item["candidates"], start=1))
-        requests.append(
-            ChatRequest(
-                item["id"],
-                messages(system, user, f"select_chains {item['id']}", question=item["question"], candidates=listing),
-            )
-        )
-        asked.append(item)
-
-    with StepRun(
-        "llm_select_chains", cfg.get("llm"), cfg["output"], reuse_output=cfg.get("reuse_output", True), client=client
-    ) as step:
-        results = dict(zip((it["id"] for it in asked), step.ask(requests)))
-        rows, skipped = [], []
-        for item in items:
-            base = {"id": item["id"], "question": item["question"], "candidates": item["candidates"]}
-            if not item["candidates"]:
-                counts["questions_without_candidates"] += 1
-                rows.append(
-                    {
-                        **base,
-                        "selected": [],
-                        "llm_paths": [],
-                        "selected_numbers": [],
-                        "rejected": [],
-                        "status": "no_candidates",
-                        "raw_response": None,
-                        "request_key": None,
-                    }
-                )
-                continue
-            res = results.get(item["id"])
-            if res is None:  # single candidate kept without asking
-                counts["single_candidate_kept"] += 1
-                rows.append(
-                    {
-                        **base,
-                        "selected": item["candidates"],
-                        "llm_paths": item["candidates"],
-                        "selected_numbers": [1],
-                        "rejected": [],
-                        "status": "single_candidate_kept",
-                        "raw_response": None,
-                        "request_key": None,
-                    }
-                )
-                continue
-            if not res.ok:
-                skipped.append(item["id"])
-                continue
-            sel = parse_chain_selection(res.text, item["candidates"])
-            chosen = [item["candidates"][i] for i in sel.selected]
-            counts["questions_answered"] += 1
-            counts["candidates_offered"] += len(item["candidates"])
-            counts["chains_kept"] += len(chosen)
-            counts["chains_rejected"] += len(sel.rejected)
-            counts["questions_with_rejections"] += bool(sel.rejected)
-            counts["questions_with_empty_selection"] += not chosen
-            counts["questions_all_selected"] += len(item["candidates"]) > 1 and len(chosen) == len(item["candidates"])
-            counts[f"parsed_by_{sel.method}"] += 1
-            rows.append(
-                {
-                    **base,
-                    "selected": chosen,
-                    "llm_paths": chosen,
-                    "selected_numbers": [i + 1 for i in sel.selected],
-                    "rejected": sel.rejected,
-                    "status": "answered",
-                    "raw_response": res.text,
-                    "request_key": res.key,
-                }
-            )
+    asked = [item for item in items if _needs_asking(item, cfg)]
+    requests = [_request(prompts, item) for item in asked]
+    with open_step("llm_select_chains", cfg, client) as step:
+        answered, skipped = ask_answers(step, [it["id"] for it in asked], requests)
+        results, not_answered = dict(answered), set(skipped)
+        rows = [
+            _answered_row(item, results[item["id"]], counts) if item["id"] in results else _unasked_row(item, counts)
+            for item in items
+            if item["id"] not in not_answered
+        ]
+        # here requests_skipped_after_errors stands sorted among the counts (note_skipped keeps its place)
         counts["questions"] = len(items)
         counts["requests"] = len(requests)
         counts["requests_skipped_after_errors"] = len(skipped)
-        ordered: dict[str, Any] = {
-            k: counts[k]
-            for k in (
-                "questions",
-                "requests",
-                "questions_answered",
-                "candidates_offered",
-                "chains_kept",
-                "chains_rejected",
-                "questions_with_rejections",
-                "questions_with_empty_selection",
-                "questions_all_selected",
-                "questions_without_candidates",
-            )
-        }
-        ordered.update({k: v for k, v in sorted(counts.items()) if k not in ordered})
-        if skipped:
-            ordered["skipped_ids"] = skipped
+        ordered = ordered_counts(counts, {}, ("questions", "requests", *_COUNT_ORDER))
+        note_skipped(ordered, skipped, "skipped_ids")
         ordered["source"] = source
         return step.finish(rows, ordered, config=cfg)
