@@ -404,6 +404,151 @@ def hop_groups(hops: torch.Tensor) -> torch.Tensor:
     return torch.where(hops < 0, torch.full_like(hops, 4), hops.clamp(max=3))
 
 
+def _check_metric_inputs(
+    split: SplitGraphs,
+    scores: torch.Tensor,
+    ks: Sequence[int],
+    sp_label: torch.Tensor | None,
+    labelled: torch.Tensor | None,
+    labelled_questions: torch.Tensor | None,
+    hops: torch.Tensor | None,
+) -> tuple[list[int], torch.Tensor]:
+    """Every argument check before any work, so a bad call fails at once naming the argument;
+    returns the sorted distinct Ks and the scores (half precision widened to float32)."""
+    ks = _check_ks(ks)
+    scores = _check_scores(split, scores)
+    num_q, num_e = len(split), scores.numel()
+    _check_mask("sp_label", sp_label, num_e, "edge")
+    _check_mask("labelled", labelled, num_e, "edge")
+    _check_mask("labelled_questions", labelled_questions, num_q, "question")
+    _check_mask("hops", hops, num_q, "question")
+    if labelled_questions is not None and labelled is None:
+        raise ValueError("labelled_questions given without labelled edges")
+    return ks, scores
+
+
+@dataclass
+class _Ranked:
+    """The ranked edges (the top ``max(ks)`` of each question): only they can be hits, so every
+    metric is counted on them alone."""
+
+    edges: torch.Tensor  # edge ids
+    rank: torch.Tensor  # their rank within the question
+    question: torch.Tensor  # their question
+    kt: torch.Tensor  # the Ks, on the device
+    num_q: int
+    edge_ptr: torch.Tensor
+    ent_ptr: torch.Tensor
+
+    @classmethod
+    def of(
+        cls, split: SplitGraphs, ranks: torch.Tensor, ranked: torch.Tensor, ks: list[int], dev: torch.device
+    ) -> _Ranked:
+        edge_ptr, ent_ptr = split.edge_ptr.to(dev), split.ent_ptr.to(dev)
+        kt = torch.tensor(ks, dtype=torch.long, device=dev)
+        question = torch.searchsorted(edge_ptr, ranked, right=True) - 1
+        return cls(ranked, ranks[ranked], question, kt, len(split), edge_ptr, ent_ptr)
+
+    def edge_recall(self, positive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[Q, nK]`` share of each question's positive edges in its top K, and their count."""
+        positive = positive.to(self.kt.device).bool()
+        hit = positive[self.edges]
+        total = segment_count(positive, self.edge_ptr)
+        return _ratio(_bucket_hits(self.question[hit], self.rank[hit], self.kt, self.num_q), total), total
+
+    def answer_recall(self, split: SplitGraphs, n_answers: torch.Tensor) -> torch.Tensor:
+        """``[Q, nK]`` share of each question's answers that are head or tail of a top-K edge:
+        the best rank of a ranked edge touching each answer node (heads and tails)."""
+        dev = self.kt.device
+        offsets = self.ent_ptr[self.question]
+        nodes = torch.cat(
+            [split.edge_index[0].to(dev)[self.edges] + offsets, split.edge_index[1].to(dev)[self.edges] + offsets]
+        )
+        node_ranks = torch.cat([self.rank, self.rank])
+        is_answer = split.answer_mask.to(dev)[nodes]
+        answer_nodes, inverse = torch.unique(nodes[is_answer], return_inverse=True)
+        # every answer node has a ranked edge (it comes from the ranked edges), so no NOT_RETRIEVED fill
+        best = scatter(node_ranks[is_answer], inverse, 0, dim_size=answer_nodes.numel(), reduce="min")
+        answer_q = torch.searchsorted(self.ent_ptr, answer_nodes, right=True) - 1
+        return _ratio(_bucket_hits(answer_q, best, self.kt, self.num_q), n_answers)
+
+
+def _labelled_recall(
+    ranked: _Ranked, labelled: torch.Tensor, labelled_questions: torch.Tensor | None, meta: dict[str, Any]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Labelled recall and the questions it counts: those with a labelled edge, within the
+    ``labelled_questions`` when given (a labelled question without a labelled edge is left
+    out, counted in ``meta`` and warned about)."""
+    rec, total = ranked.edge_recall(labelled)
+    ok = total > 0
+    if labelled_questions is not None:
+        lq = labelled_questions.to(ranked.kt.device).bool()
+        empty = lq & ~ok
+        if bool(empty.any()):
+            meta["labelled_questions_without_edges"] = int(empty.sum())
+            log.warning("%d questions marked as labelled have no labelled edge; left out", int(empty.sum()))
+        ok = lq & ok
+    return rec, ok
+
+
+def _per_question(
+    split: SplitGraphs,
+    ranked: _Ranked,
+    n_answers: torch.Tensor,
+    sp_label: torch.Tensor | None,
+    labelled: torch.Tensor | None,
+    labelled_questions: torch.Tensor | None,
+    meta: dict[str, Any],
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``[Q, nK]`` values of every metric given (NaN where a question has nothing to find) and
+    the ``[Q]`` mask of the questions each metric averages over."""
+    per_q: dict[str, torch.Tensor] = {}
+    eligible: dict[str, torch.Tensor] = {}
+    if sp_label is not None:
+        rec, total = ranked.edge_recall(sp_label)
+        per_q["sp_recall"], eligible["sp_recall"] = rec, total > 0
+    if labelled is not None:
+        per_q["labelled_recall"], eligible["labelled_recall"] = _labelled_recall(
+            ranked, labelled, labelled_questions, meta
+        )
+    per_q["answer_recall"], eligible["answer_recall"] = ranked.answer_recall(split, n_answers), n_answers > 0
+    for m in per_q:
+        per_q[m] = torch.where(eligible[m].unsqueeze(1), per_q[m], torch.full_like(per_q[m], math.nan))
+    return per_q, eligible
+
+
+def _summarise(
+    per_q: Mapping[str, torch.Tensor], eligible: Mapping[str, torch.Tensor], ks: list[int], select: torch.Tensor | None
+) -> tuple[dict, dict]:
+    """Mean of each metric at every K over the eligible questions (within ``select``), and how
+    many questions that is; ``None`` where there are none."""
+    overall, counts = {}, {}
+    for m, values in per_q.items():
+        mask = eligible[m] if select is None else eligible[m] & select
+        n = int(mask.sum())
+        means = values[mask].mean(0).tolist() if n else [None] * len(ks)
+        overall[m] = dict(zip(ks, means))
+        counts[m] = n
+    return overall, counts
+
+
+def _breakdown(
+    per_q: Mapping[str, torch.Tensor],
+    eligible: Mapping[str, torch.Tensor],
+    ks: list[int],
+    group_ids: torch.Tensor,
+    names: Sequence[str],
+) -> dict[str, GroupMetrics]:
+    """Metrics per non-empty group (group ``g`` is named ``names[g]``), with its question count."""
+    sizes = torch.bincount(group_ids, minlength=len(names)).tolist()
+    out = {}
+    for g, name in enumerate(names):
+        if sizes[g]:
+            o, c = _summarise(per_q, eligible, ks, group_ids == g)
+            out[name] = GroupMetrics(sizes[g], o, c)
+    return out
+
+
 def retrieval_metrics(
     split: SplitGraphs,
     scores: torch.Tensor,
@@ -423,89 +568,21 @@ def retrieval_metrics(
     ``hops``: LongTensor[Q] for the hop breakdown (-1 = no path). ``chunk_size`` questions
     (and at most ``max_cells`` padded cells) are ranked at a time on ``device``.
     """
-    ks = _check_ks(ks)
-    scores = _check_scores(split, scores)
+    ks, scores = _check_metric_inputs(split, scores, ks, sp_label, labelled, labelled_questions, hops)
     dev = torch.device(device) if device is not None else scores.device
-    num_q, num_k = len(split), len(ks)
-    num_e = scores.numel()
-    _check_mask("sp_label", sp_label, num_e, "edge")
-    _check_mask("labelled", labelled, num_e, "edge")
-    _check_mask("labelled_questions", labelled_questions, num_q, "question")
-    _check_mask("hops", hops, num_q, "question")
-    if labelled_questions is not None and labelled is None:
-        raise ValueError("labelled_questions given without labelled edges")
-
     ranks, ranked = _top_ranks(split, scores.to(dev), dev, chunk_size, max_cells, max_rank=ks[-1])
     lay = _layout(split, dev, chunk_size, max_cells)
-    kt = torch.tensor(ks, dtype=torch.long, device=dev)
-    edge_ptr, ent_ptr = split.edge_ptr.to(dev), split.ent_ptr.to(dev)
-    # only ranked edges (top max(ks) of each question) can be hits
-    r_rank = ranks[ranked]
-    r_q = torch.searchsorted(edge_ptr, ranked, right=True) - 1
-
-    def edge_recall(positive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        positive = positive.to(dev).bool()
-        hit = positive[ranked]
-        total = segment_count(positive, edge_ptr)
-        return _ratio(_bucket_hits(r_q[hit], r_rank[hit], kt, num_q), total), total
-
-    per_q: dict[str, torch.Tensor] = {}
-    eligible: dict[str, torch.Tensor] = {}
     meta: dict[str, Any] = {}
-    if sp_label is not None:
-        rec, total = edge_recall(sp_label)
-        per_q["sp_recall"], eligible["sp_recall"] = rec, total > 0
-    if labelled is not None:
-        rec, total = edge_recall(labelled)
-        ok = total > 0
-        if labelled_questions is not None:
-            lq = labelled_questions.to(dev).bool()
-            empty = lq & ~ok
-            if bool(empty.any()):
-                meta["labelled_questions_without_edges"] = int(empty.sum())
-                log.warning("%d questions marked as labelled have no labelled edge; left out", int(empty.sum()))
-            ok = lq & ok
-        per_q["labelled_recall"], eligible["labelled_recall"] = rec, ok
-    # answer coverage: best rank of a ranked edge touching each answer node (heads and tails)
-    offsets = ent_ptr[r_q]
-    nodes = torch.cat([split.edge_index[0].to(dev)[ranked] + offsets, split.edge_index[1].to(dev)[ranked] + offsets])
-    node_ranks = torch.cat([r_rank, r_rank])
-    is_answer = split.answer_mask.to(dev)[nodes]
-    answer_nodes, inverse = torch.unique(nodes[is_answer], return_inverse=True)
-    # every answer node has a ranked edge (it comes from the ranked edges), so no NOT_RETRIEVED fill
-    best = scatter(node_ranks[is_answer], inverse, 0, dim_size=answer_nodes.numel(), reduce="min")
-    answer_q = torch.searchsorted(ent_ptr, answer_nodes, right=True) - 1
-    rec = _ratio(_bucket_hits(answer_q, best, kt, num_q), lay.n_answers)
-    per_q["answer_recall"], eligible["answer_recall"] = rec, lay.n_answers > 0
-
-    for m in per_q:
-        per_q[m] = torch.where(eligible[m].unsqueeze(1), per_q[m], torch.full_like(per_q[m], math.nan))
-
-    def summarise(select: torch.Tensor | None) -> tuple[dict, dict]:
-        overall, counts = {}, {}
-        for m, values in per_q.items():
-            mask = eligible[m] if select is None else eligible[m] & select
-            n = int(mask.sum())
-            means = values[mask].mean(0).tolist() if n else [None] * num_k
-            overall[m] = dict(zip(ks, means))
-            counts[m] = n
-        return overall, counts
-
-    overall, counts = summarise(None)
-    report = RetrievalReport(ks, num_q, overall, counts, meta=meta, per_question={m: v.cpu() for m, v in per_q.items()})
-
-    def breakdown(group_ids: torch.Tensor, names: Sequence[str]) -> dict[str, GroupMetrics]:
-        sizes = torch.bincount(group_ids, minlength=len(names)).tolist()
-        out = {}
-        for g, name in enumerate(names):
-            if sizes[g]:
-                o, c = summarise(group_ids == g)
-                out[name] = GroupMetrics(sizes[g], o, c)
-        return out
-
+    per_q, eligible = _per_question(
+        split, _Ranked.of(split, ranks, ranked, ks, dev), lay.n_answers, sp_label, labelled, labelled_questions, meta
+    )
+    overall, counts = _summarise(per_q, eligible, ks, None)
+    report = RetrievalReport(
+        ks, len(split), overall, counts, meta=meta, per_question={m: v.cpu() for m, v in per_q.items()}
+    )
     if hops is not None:
-        report.by_hops = breakdown(hop_groups(hops.to(dev).long()), HOP_GROUPS)
-    report.by_topics = breakdown(lay.n_topics.clamp(max=2), TOPIC_GROUPS)
+        report.by_hops = _breakdown(per_q, eligible, ks, hop_groups(hops.to(dev).long()), HOP_GROUPS)
+    report.by_topics = _breakdown(per_q, eligible, ks, lay.n_topics.clamp(max=2), TOPIC_GROUPS)
     return report
 
 
