@@ -129,6 +129,12 @@ class _TopK:
     def worst(self) -> float:
         return self.order[-1][0] if len(self.order) >= self.k else INF
 
+    @property
+    def limit(self) -> float:
+        """``worst`` with slack against float rounding: a distance above it cannot enter."""
+        worst = self.worst
+        return worst + _TOL * (1.0 + abs(worst))
+
     def push(self, m: Match) -> None:
         key = m.key
         rank = (m.distance, tuple(sorted(m.edges)))
@@ -159,6 +165,146 @@ def _distance(node_cost, rel_cost, rels, nodes, edges) -> float:
     )
 
 
+def _check_costs(
+    graph: LocalGraph,
+    pattern_edges: Sequence[tuple[int, int]],
+    node_cost: Sequence[np.ndarray],
+    rel_cost: Sequence[np.ndarray],
+    k: int,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The cost tables as float64 arrays, after the checks of ``k`` and of their number and shape."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if len(rel_cost) != len(pattern_edges):
+        raise ValueError(f"{len(pattern_edges)} pattern edges but {len(rel_cost)} relation cost arrays")
+    node_cost = [np.asarray(c, dtype=np.float64) for c in node_cost]
+    rel_cost = [np.asarray(c, dtype=np.float64) for c in rel_cost]
+    for p, c in enumerate(node_cost):
+        if c.shape != (graph.num_nodes,):
+            raise ValueError(f"node_cost[{p}] has shape {c.shape}, expected ({graph.num_nodes},)")
+    return node_cost, rel_cost
+
+
+def _step_costs(
+    graph: LocalGraph, plan: list, node_cost: list[np.ndarray], rel_cost: list[np.ndarray], min_node: list[float]
+) -> tuple[list[np.ndarray], list[float]]:
+    """Per planned step, the cost of every adjacency row (relation + new node), computed once so
+    an expansion only slices it; and ``rem[s]``, the cheapest possible cost of steps ``s..``
+    (the X + Y part of the lower bound)."""
+    step_cost = []
+    rem = [0.0] * (len(plan) + 1)
+    for i, _, v, new in plan:
+        rc = rel_cost[i]
+        if rc.shape[0] <= int(graph.nbr.size and graph.rel.max()):
+            raise ValueError(f"rel_cost[{i}] has {rc.shape[0]} entries; the graph uses relation id {graph.rel.max()}")
+        cost = rc[graph.rel] + (node_cost[v][graph.nbr] if new else 0.0)
+        step_cost.append(cost)
+    for s in range(len(plan) - 1, -1, -1):
+        i, _, v, new = plan[s]
+        rc = rel_cost[i]
+        fin = rc[np.isfinite(rc)]
+        step_min = (float(fin.min()) if fin.size else INF) + (min_node[v] if new else 0.0)
+        rem[s] = rem[s + 1] + step_min
+    return step_cost, rem
+
+
+class _Search:
+    """The DFS of one search: extends the partial mapping (``f`` pattern node -> graph node,
+    ``used`` graph nodes, ``edges`` pattern edge -> graph edge) one planned step at a time, in
+    place and undone on the way back; complete matches go to ``top``."""
+
+    def __init__(
+        self,
+        graph: LocalGraph,
+        plan: list,
+        step_cost: list[np.ndarray],
+        rem: list[float],
+        node_cost: list[np.ndarray],
+        rel_cost: list[np.ndarray],
+        k: int,
+        prune: bool,
+        stats: SearchStats,
+        max_partial: int | None,
+    ):
+        self.graph, self.plan, self.step_cost, self.rem = graph, plan, step_cost, rem
+        self.node_cost, self.rel_cost = node_cost, rel_cost
+        self.prune, self.stats, self.max_partial = prune, stats, max_partial
+        self.top = _TopK(k)
+        self.f = [-1] * len(node_cost)
+        self.used: set[int] = set()
+        self.edges = [-1] * len(rel_cost)
+
+    def run(self, start: int) -> list[Match]:
+        """Try every candidate of the start node (cheapest first when pruning) and expand it."""
+        f, used, top, cost = self.f, self.used, self.top, self.node_cost[start]
+        cand = np.nonzero(np.isfinite(cost))[0]
+        if self.prune:
+            cand = cand[np.argsort(cost[cand], kind="stable")]
+        for w in cand.tolist():
+            first = float(cost[w])
+            if self.prune and first + self.rem[0] > top.limit:
+                self.stats.pruned += 1
+                break
+            f[start] = w
+            used.add(w)
+            self.expand(0, first)
+            used.discard(w)
+            f[start] = -1
+        return top.result()
+
+    def _complete(self, dist: float) -> None:
+        """A complete match: kept if it can enter the top k (its distance re-summed canonically)."""
+        self.stats.complete += 1
+        top = self.top
+        if dist <= top.limit:  # else it cannot enter
+            d = _distance(self.node_cost, self.rel_cost, self.graph.rels, self.f, self.edges)
+            top.push(Match(d, tuple(self.edges), tuple(self.f)))
+
+    def expand(self, s: int, dist: float) -> None:
+        """Extend by step ``s`` every way its costs allow (cheapest first and bounded when pruning)."""
+        stats = self.stats
+        stats.partial_matches += 1
+        if self.max_partial is not None and stats.partial_matches > self.max_partial:
+            return
+        if s == len(self.plan):
+            self._complete(dist)
+            return
+        f, used, edges, prune, top = self.f, self.used, self.edges, self.prune, self.top
+        ptr, nbr, eid = self.graph.ptr, self.graph.nbr, self.graph.edge
+        i, u, v, new = self.plan[s]
+        a, b = ptr[f[u]], ptr[f[u] + 1]
+        cost = self.step_cost[s][a:b]
+        ok = np.isfinite(cost)
+        if not new:
+            ok &= nbr[a:b] == f[v]
+        rows = np.nonzero(ok)[0]
+        if rows.size == 0:
+            return
+        if prune:
+            rows = rows[np.argsort(cost[rows], kind="stable")]
+        rest = self.rem[s + 1]
+        for r in rows.tolist():
+            c = cost[r]
+            if prune and dist + c + rest > top.limit:
+                stats.pruned += 1
+                break
+            w = int(nbr[a + r])
+            e = int(eid[a + r])
+            if not new and e in edges:  # parallel pattern edges need distinct graph edges
+                continue
+            if new:
+                if w in used:
+                    continue
+                f[v] = w
+                used.add(w)
+            edges[i] = e
+            self.expand(s + 1, dist + c)
+            if new:
+                used.discard(w)
+                f[v] = -1
+        edges[i] = -1
+
+
 def topk_matches(
     graph: LocalGraph,
     pattern_edges: Sequence[tuple[int, int]],
@@ -177,100 +323,18 @@ def topk_matches(
     ``max_partial`` stops a runaway search (the result is then not guaranteed exact and
     ``stats.partial_matches`` shows it).
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    num_p = len(node_cost)
-    if len(rel_cost) != len(pattern_edges):
-        raise ValueError(f"{len(pattern_edges)} pattern edges but {len(rel_cost)} relation cost arrays")
+    costs, rcosts = _check_costs(graph, pattern_edges, node_cost, rel_cost, k)
     stats = stats if stats is not None else SearchStats()
-    node_cost = [np.asarray(c, dtype=np.float64) for c in node_cost]
-    rel_cost = [np.asarray(c, dtype=np.float64) for c in rel_cost]
-    for p, c in enumerate(node_cost):
-        if c.shape != (graph.num_nodes,):
-            raise ValueError(f"node_cost[{p}] has shape {c.shape}, expected ({graph.num_nodes},)")
-    n_cand = [int(np.isfinite(c).sum()) for c in node_cost]
+    num_p = len(costs)
+    n_cand = [int(np.isfinite(c).sum()) for c in costs]
     if min(n_cand) == 0 or graph.nbr.size == 0:
         return []
-    min_node = [float(c[np.isfinite(c)].min()) for c in node_cost]
+    min_node = [float(c[np.isfinite(c)].min()) for c in costs]
+    # start from the pattern node with the fewest candidates (then the cheapest, then the first)
     start = min(range(num_p), key=lambda p: (n_cand[p], min_node[p], p))
     plan = _plan(pattern_edges, num_p, start)
-    # cost of every adjacency row for every planned step: relation + (new) node cost
-    step_cost = []
-    rem = [0.0] * (len(plan) + 1)
-    for i, _, v, new in plan:
-        rc = rel_cost[i]
-        if rc.shape[0] <= int(graph.nbr.size and graph.rel.max()):
-            raise ValueError(f"rel_cost[{i}] has {rc.shape[0]} entries; the graph uses relation id {graph.rel.max()}")
-        cost = rc[graph.rel] + (node_cost[v][graph.nbr] if new else 0.0)
-        step_cost.append(cost)
-    for s in range(len(plan) - 1, -1, -1):
-        i, _, v, new = plan[s]
-        rc = rel_cost[i]
-        fin = rc[np.isfinite(rc)]
-        step_min = (float(fin.min()) if fin.size else INF) + (min_node[v] if new else 0.0)
-        rem[s] = rem[s + 1] + step_min
-    top = _TopK(k)
-    f = [-1] * num_p
-    used: set[int] = set()
-    edges = [-1] * len(pattern_edges)
-    ptr, nbr, eid = graph.ptr, graph.nbr, graph.edge
-
-    def expand(s: int, dist: float) -> None:
-        stats.partial_matches += 1
-        if max_partial is not None and stats.partial_matches > max_partial:
-            return
-        if s == len(plan):
-            stats.complete += 1
-            if dist <= top.worst + _TOL * (1.0 + abs(top.worst)):  # else it cannot enter
-                top.push(Match(_distance(node_cost, rel_cost, graph.rels, f, edges), tuple(edges), tuple(f)))
-            return
-        i, u, v, new = plan[s]
-        a, b = ptr[f[u]], ptr[f[u] + 1]
-        cost = step_cost[s][a:b]
-        ok = np.isfinite(cost)
-        if not new:
-            ok &= nbr[a:b] == f[v]
-        rows = np.nonzero(ok)[0]
-        if rows.size == 0:
-            return
-        if prune:
-            rows = rows[np.argsort(cost[rows], kind="stable")]
-        rest = rem[s + 1]
-        for r in rows.tolist():
-            c = cost[r]
-            if prune and dist + c + rest > top.worst + _TOL * (1.0 + abs(top.worst)):
-                stats.pruned += 1
-                break
-            w = int(nbr[a + r])
-            e = int(eid[a + r])
-            if not new and e in edges:  # parallel pattern edges need distinct graph edges
-                continue
-            if new:
-                if w in used:
-                    continue
-                f[v] = w
-                used.add(w)
-            edges[i] = e
-            expand(s + 1, dist + c)
-            if new:
-                used.discard(w)
-                f[v] = -1
-        edges[i] = -1
-
-    cand = np.nonzero(np.isfinite(node_cost[start]))[0]
-    if prune:
-        cand = cand[np.argsort(node_cost[start][cand], kind="stable")]
-    for w in cand.tolist():
-        first = float(node_cost[start][w])
-        if prune and first + rem[0] > top.worst + _TOL * (1.0 + abs(top.worst)):
-            stats.pruned += 1
-            break
-        f[start] = w
-        used.add(w)
-        expand(0, first)
-        used.discard(w)
-        f[start] = -1
-    return top.result()
+    step_cost, rem = _step_costs(graph, plan, costs, rcosts, min_node)
+    return _Search(graph, plan, step_cost, rem, costs, rcosts, k, prune, stats, max_partial).run(start)
 
 
 def brute_force_matches(
