@@ -6,8 +6,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from gsr_train.datamodules.gsr_chains import ChainQuestion
+from gsr_train.datamodules.gsr_prepare import GSRData
 from gsr_train.runs.common import PreflightError
-from gsr_train.runs.gsr import GSRData, relation_vocab
+from gsr_train.runs.gsr import relation_vocab
 
 
 def _cfg(source, file=None):

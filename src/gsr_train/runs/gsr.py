@@ -11,6 +11,10 @@
   graphs from a RoG dataset that shares question ids (``data.graphs``, webqsp_mini), the
   evaluation questions' graphs gathered from whichever of its splits holds them.
 
+The data preparation lives in :mod:`gsr_train.datamodules.gsr_prepare` (questions, graphs, holdout,
+walks, relation vocabulary) and :mod:`gsr_train.datamodules.gsr_datamodule` (the training items);
+this module opens the data, checks the options, trains, evaluates and reports.
+
 Every run writes into its Hydra folder: ``checkpoints/*.ckpt`` (best on ``gsr.monitor``),
 ``model/`` (``save_pretrained`` folder with tokenizer and relation list), ``results_<split>
 [_constrained].jsonl`` (project results format) and ``metrics.json`` (all figures, the
@@ -22,7 +26,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,11 +35,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from gsr_train.datamodules import gsr_prepare
+from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
 from gsr_train.runs.common import (
     PreflightError,
     cache_dir,
     fit_state,
     is_rank_zero,
+    load_kg_index,
     log_final_metrics,
     make_trainer,
     one_setting,
@@ -48,448 +56,72 @@ from gsr_train.runs.common import (
 )
 
 if TYPE_CHECKING:
-    from gsr_train.datamodules.gsr_chains import ChainQuestion
-    from gsr_train.datamodules.gsr_data import Seq2SeqItem
+    from gsr_train.runs.recipes import GSRWalks
 
 log = logging.getLogger(__name__)
 GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
-
-
-@dataclass
-class GSRData:
-    """Everything the runner needs besides the model."""
-
-    train: list  # ChainQuestion
-    validation: list
-    evaluation: list
-    eval_split: str
-    graph_index: Any  # KGIndex with one split `eval_split` holding the evaluation graphs in order
-    kg_relations: list[str]
-    subjects: dict[str, list[str]] = field(default_factory=dict)
-    summary: dict = field(default_factory=dict)
-    has_graph: list[bool] = field(default_factory=list)  # per evaluation question
-    walks: list = field(default_factory=list)  # WalkExample: multi-hop random-walk training examples
+EVAL_MODES = ("unconstrained", "constrained")
 
 
 def _container(node) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
 
 
-def _llm_chains(cfg: DictConfig):
-    path = cfg.gsr.get("llm_chains")
-    if not path:
-        return None
-    from gsr_train.datamodules.gsr_data import load_llm_chains
-
-    return load_llm_chains(path)
-
-
-def _graph_splits(cfg: DictConfig) -> tuple[str, ...]:
-    """``data.graph_splits``, or (null) every split file the graphs folder holds."""
-    if cfg.data.get("graph_splits"):
-        return tuple(cfg.data.graph_splits)
-    from gsr_train.data.rows import find_split_file
-    from gsr_train.eval.evaluate import DEFAULT_SPLITS
-
-    present = []
-    for split in DEFAULT_SPLITS:
-        try:
-            find_split_file(str(cfg.data.graphs), split)
-            present.append(split)
-        except FileNotFoundError:
-            continue
-    if not present:
-        raise PreflightError(f"data.graphs={cfg.data.graphs}: no split file ({', '.join(DEFAULT_SPLITS)}) there")
-    return tuple(present)
+@contextmanager
+def _preflight_errors() -> Iterator[None]:
+    """The data preparation's mistakes (:class:`GSRDataError`) reported as the runner's
+    :class:`PreflightError`, message unchanged."""
+    try:
+        yield
+    except GSRDataError as e:
+        raise PreflightError(str(e)) from e
 
 
-def _questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[list, int]:
-    """The evaluation questions to score and how many of them have no graph in ``gidx``.
-    ``data.questions_without_graph``: ``error`` (the default: such a question could only score 0 in
-    constrained decoding and answer coverage), ``skip`` (left out) or ``keep`` (scored, as misses
-    where a graph is needed)."""
-    policy = str(cfg.data.get("questions_without_graph") or "error")
-    if policy not in ("error", "skip", "keep"):
-        raise PreflightError(f"data.questions_without_graph={policy}: use error, skip or keep")
-    known = {qid for graphs in gidx.splits.values() for qid in graphs.ids}
-    kept = [q for q in evaluation if q.id in known]
-    lost = len(evaluation) - len(kept)
-    if lost and policy == "error":
-        examples = ", ".join(q.id for q in evaluation if q.id not in known)[:200]
-        raise PreflightError(
-            f"{lost} of {len(evaluation)} evaluation questions of {cfg.data.name} [{cfg.gsr.eval_split}] have no graph "
-            f"in data.graphs={cfg.data.graphs} (splits {', '.join(gidx.splits)}; e.g. {examples}): point "
-            "data.graphs at the RoG-format folder holding these question ids, or set "
-            "data.questions_without_graph=skip (evaluate only the questions that have one) or =keep (score them "
-            "as misses wherever a graph is needed)"
-        )
-    if lost:
-        log.warning(
-            "%d of %d evaluation questions have no graph in %s: %s (data.questions_without_graph=%s)",
-            lost,
-            len(evaluation),
-            cfg.data.graphs,
-            "left out" if policy == "skip" else "misses in constrained decoding and coverage",
-            policy,
-        )
-    if not kept:
-        raise PreflightError(f"no evaluation question of {cfg.data.name} has a graph in data.graphs={cfg.data.graphs}")
-    return (kept if policy == "skip" else evaluation), lost
-
-
-def _gather_graphs(index, ids: list[str]):
-    """One SplitGraphs with the graph of every id, in order (an empty graph when no split has it)."""
-    from gsr_train.kg.index import KGIndex, QuestionGraph, _concat
-
-    where: dict[str, tuple[str, int]] = {}
-    for split, graphs in index.splits.items():
-        for i, qid in enumerate(graphs.ids):
-            where.setdefault(qid, (split, i))
-    parts, missing = [], 0
-    for qid in ids:
-        if qid in where:
-            s, i = where[qid]
-            parts.append(index[s].graph(i))
-        else:
-            missing += 1
-            z = torch.zeros(0, dtype=torch.long)
-            parts.append(
-                QuestionGraph(
-                    qid,
-                    "",
-                    [],
-                    z,
-                    torch.zeros(2, 0, dtype=torch.long),
-                    z,
-                    torch.zeros(0, dtype=torch.bool),
-                    torch.zeros(0, dtype=torch.bool),
-                )
-            )
-    merged = _concat(parts)
-    has_graph = [qid in where for qid in ids]
-    return KGIndex(index.entities, index.relations, {"eval": merged}, {}), has_graph, missing
-
-
-def apply_holdout(
-    cfg: DictConfig, train: list, validation: list, extra_chains: dict | None = None
-) -> tuple[list, list, dict]:
-    """``gsr.holdout.fraction`` of the training chains' relations held out (by name hash); every
-    training and validation question whose ground, training or LLM chains use one is dropped."""
-    from gsr_train.datamodules.gsr_data import chain_relations
-    from gsr_train.datamodules.relation_holdout import drop_questions_using, held_out_relations
-
-    h = cfg.gsr.get("holdout") or {}
-    fraction = float(h.get("fraction") or 0.0)
-    if fraction <= 0.0 or not train:
-        return train, validation, {}
-    held = held_out_relations(chain_relations(train), fraction, int(h.get("seed", 0)))
-    before = len(train)
-    train, dropped_train = drop_questions_using(train, held, extra_chains)
-    validation, dropped_val = drop_questions_using(validation, held, extra_chains)
-    if not train:
-        raise PreflightError(f"gsr.holdout.fraction={fraction}: no training question is left")
-    info = {
-        "fraction": fraction,
-        "seed": int(h.get("seed", 0)),
-        "relations_held_out": len(held),
-        "train_kept": len(train),
-        "train_dropped": dropped_train,
-        "validation_dropped": dropped_val,
-    }
-    log.info(
-        "leave relations out: %d relations held out; %d of %d training questions kept", len(held), len(train), before
-    )
-    return train, validation, info
-
-
-def walk_options(cfg: DictConfig):
+def walk_options(cfg: DictConfig) -> GSRWalks:
     """``gsr.walks`` through its recipe (:class:`~gsr_train.runs.recipes.GSRWalks`: one place for defaults)."""
     from gsr_train.runs.recipes import GSRWalks
 
     return GSRWalks(**(_container(cfg.gsr.get("walks")) or {}))
 
 
-def random_walks(cfg: DictConfig, index, splits: tuple, default_starts: str, exclude=()) -> list:
-    """``gsr.walks``: composed multi-hop examples from random walks over ``splits``' graphs
-    (``starts: auto`` = topic entities for a RoG dataset, named entities for a shared KG)."""
-    from gsr_train.datamodules.gsr_walks import sample_walks, walk_examples
-
-    w = walk_options(cfg)
-    if w.count <= 0:
-        return []
-    walks = sample_walks(
-        index,
-        splits,
-        count=w.count,
-        min_hops=w.min_hops,
-        max_hops=w.max_hops,
-        starts=default_starts if w.starts == "auto" else w.starts,
-        exclude=exclude,
-        drop_prefixes=tuple(cfg.gsr.filter.get("drop_prefixes") or ()),
-        seed=int(cfg.seed),
-    )
-    return walk_examples(walks, seed=int(cfg.seed))
-
-
 def check_walks(cfg: DictConfig) -> None:
     """``gsr.walks`` mistakes, before any data work."""
-    from gsr_train.datamodules.gsr_walks import STARTS
-
-    w = walk_options(cfg)
-    if w.count <= 0:
-        return
-    problems = []
-    if w.prefix not in ("retrieval", "index"):
-        problems.append(f"gsr.walks.prefix must be retrieval | index, got {w.prefix!r}")
-    if w.starts not in ("auto", *STARTS):
-        problems.append(f"gsr.walks.starts must be one of {('auto', *STARTS)}, got {w.starts!r}")
-    if not 1 <= w.min_hops <= w.max_hops:
-        problems.append(f"gsr.walks needs 1 <= min_hops <= max_hops, got {w.min_hops}..{w.max_hops}")
-    if w.ratio <= 0:
-        problems.append(
-            f"gsr.walks.count={w.count} needs gsr.walks.ratio > 0 (walk examples per "
-            f"retrieval question and epoch), got {w.ratio}"
-        )
+    problems = gsr_prepare.walk_problems(walk_options(cfg))
     if problems:
         raise PreflightError("; ".join(problems))
 
 
-def walk_counts(walks: list) -> dict:
-    if not walks:
-        return {}
-    from gsr_train.datamodules.gsr_walks import walk_summary
-
-    return walk_summary(walks)
-
-
 def prepare_paths_data(cfg: DictConfig) -> GSRData:
-    """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids."""
-    from gsr_train.datamodules.gsr_data import load_path_rows, questions_from_paths, relation_subjects
-    from gsr_train.runs.common import load_kg_index
+    """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids
+    (:func:`gsr_prepare.prepare_paths_data`), the graphs opened as every runner opens its data."""
 
-    g = cfg.gsr
-    rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
-    variant = g.variant
-    training = not g.get("eval_only")
-    llm = _llm_chains(cfg)
-    # the rows are read anyway: eval-only runs of models that did not record their training
-    # chains' relations take the seen / unseen groups from this training split
-    train = questions_from_paths(rows["train"], variant, llm, _container(g.get("filter"))) if "train" in rows else []
-    validation = questions_from_paths(rows.get("validation", []), "raw") if training else []
-    gpt = {
-        r.id: [*(r.llm_paths or []), *((llm or {}).get(r.id) or [])]  # GPT chains count for the holdout too
-        for s in ("train", "validation")
-        for r in rows.get(s, [])
-    }
-    train, validation, holdout = apply_holdout(cfg, train, validation, gpt)
-    evaluation = questions_from_paths(rows[g.eval_split], "raw")
-    graph_index, has_graph, missing = None, [False] * len(evaluation), len(evaluation)
-    kg_relations: list[str] = []
-    subjects: dict[str, list[str]] = {}
-    walks: list = []
-    without_graph = 0
-    if not cfg.data.get("graphs") and "constrained" in g.get("eval_modes", []):
-        raise PreflightError(
-            f"gsr.eval_modes has constrained, which decodes on each question's graph, but "
-            f"{cfg.data.name} is chain files and data.graphs is not set: point data.graphs at the "
-            "RoG-format folder holding the questions' graphs, or set gsr.eval_modes=[unconstrained]"
-        )
-    if cfg.data.get("graphs"):
-        graph_splits = _graph_splits(cfg)
-        gidx = load_kg_index(cfg, source=cfg.data.graphs, splits=graph_splits)
-        evaluation, without_graph = _questions_with_graphs(cfg, evaluation, gidx)
-        graph_index, has_graph, missing = _gather_graphs(gidx, [q.id for q in evaluation])
-        kg_relations = list(gidx.relations)
-        eval_graphs = graph_index["eval"]
-        topics = {gidx.entities[int(e)] for e in eval_graphs.entity_ids[eval_graphs.topic_mask].tolist()}
-        subjects = relation_subjects(
-            gidx, graph_splits, exclude=topics, per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed)
-        )
-        if training:  # the KG is shared with the evaluation questions: no walk starts at their topics
-            walks = random_walks(cfg, gidx, graph_splits, "named", exclude=topics)
-    summary = {
-        "layout": "paths",
-        "eval_without_graph": without_graph,
-        "train_questions": len(train),
-        "train_chains": sum(len(q.chains) for q in train),
-        "variant": variant,
-        "eval_questions": len(evaluation),
-        "eval_with_graph": int(sum(has_graph)),
-        "holdout": holdout,
-        **walk_counts(walks),
-    }
-    return GSRData(
-        train, validation, evaluation, "eval", graph_index, kg_relations, subjects, summary, has_graph, walks
-    )
+    def load_graphs(source: Any, splits: tuple[str, ...]) -> Any:
+        return load_kg_index(cfg, source=source, splits=splits)
+
+    with _preflight_errors():
+        return gsr_prepare.prepare_paths_data(cfg, load_graphs, walk_options(cfg))
 
 
 def prepare_rog_data(cfg: DictConfig) -> GSRData:
-    """A RoG-format dataset: chains from the KG supervision, graphs from the KG index."""
-    from gsr_train.datamodules.gsr_data import questions_from_kg, relation_subjects
-    from gsr_train.kg.index import KGIndex
-    from gsr_train.kg.paths import get_supervision
-    from gsr_train.runs.common import load_kg_index
-
-    g = cfg.gsr
-    index = load_kg_index(cfg, evaluate=[g.eval_split])
-    sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in cfg.data.splits}
-    training = not g.get("eval_only")  # evaluation needs only the split it scores
-    train: list[ChainQuestion] = []
-    validation: list[ChainQuestion] = []
-    subjects: dict[str, list[str]] = {}
-    holdout: dict[str, Any] = {}
-    walks: list = []
-    if training:
-        train = questions_from_kg(index, "train", sup["train"], g.variant, _llm_chains(cfg))
-        validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
-        train, validation, holdout = apply_holdout(cfg, train, validation, _llm_chains(cfg))
-        subjects = relation_subjects(
-            index, ("train",), per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed)
-        )
-        walks = random_walks(cfg, index, ("train",), "topics")
-    evaluation = questions_from_kg(index, g.eval_split, sup[g.eval_split], "raw")
-    graph_index = KGIndex(index.entities, index.relations, {"eval": index[g.eval_split]}, {})
-    summary = {
-        "layout": "rog",
-        "train_questions": len(train),
-        "train_chains": sum(len(q.chains) for q in train),
-        "variant": g.variant,
-        "eval_questions": len(evaluation),
-        "eval_with_graph": len(evaluation),
-        "holdout": holdout if training else {},
-        **walk_counts(walks),
-    }
-    return GSRData(
-        train,
-        validation,
-        evaluation,
-        "eval",
-        graph_index,
-        list(index.relations),
-        subjects,
-        summary,
-        [True] * len(evaluation),
-        walks,
-    )
+    """A RoG-format dataset (:func:`gsr_prepare.prepare_rog_data`) from the run's KG index."""
+    index = load_kg_index(cfg, evaluate=[cfg.gsr.eval_split])
+    with _preflight_errors():
+        return gsr_prepare.prepare_rog_data(cfg, index, cache_dir(cfg), walk_options(cfg))
 
 
 def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
-    """``kg``: KG relations + training-chain relations; ``chains``: training chains only;
-    ``file``: a vocabulary file (``gsr.relations.file``, ``keep``) + training-chain relations;
-    ``all``: the KG's, the file's and the training chains' relations (indexing data for every one)."""
-    from gsr_train.datamodules.gsr_data import chain_relations
-    from gsr_train.features.relation_tokens import load_relation_file, merge_vocab
-
-    src = cfg.gsr.relations.source
-    train_rels = chain_relations(data.train)
-    if src == "kg":
-        return merge_vocab(data.kg_relations, train_rels)
-    if src == "chains":
-        return merge_vocab(train_rels)
-    if src in ("file", "all"):
-        if not cfg.gsr.relations.get("file"):
-            raise PreflightError(
-                f"gsr.relations.source={src} needs gsr.relations.file (e.g. "
-                "${paths.shared_data}/freebase_relations.txt)"
-            )
-        listed = load_relation_file(cfg.gsr.relations.file, cfg.gsr.relations.get("keep", "relations"))
-        return merge_vocab(listed, train_rels) if src == "file" else merge_vocab(data.kg_relations, listed, train_rels)
-    raise ValueError(f"gsr.relations.source must be kg | chains | file | all, got {src!r}")
-
-
-def build_datamodule(cfg: DictConfig, data: GSRData, gsr):
-    from gsr_train.datamodules.gsr_data import (
-        GSRDataModule,
-        index_items,
-        load_index_file,
-        pseudo_questions,
-        retrieval_items,
-        walk_items,
-    )
-    from gsr_train.features.relation_tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
-
-    g = cfg.gsr
-    retrieval, counts = retrieval_items(data.train, gsr.relations)
-    val_q = [q for q in data.validation if q.ground]
-    if g.get("max_val_questions"):
-        val_q = val_q[: int(g.max_val_questions)]
-    from gsr_train.datamodules.gsr_data import ChainQuestion
-
-    val_q = [ChainQuestion(q.id, q.question, q.ground, q.ground) for q in val_q]
-    validation, vcounts = retrieval_items(val_q, gsr.relations, strict=False, require_targets=False)
-    index_pool = []
-    if g.schedule != "retrieval":
-        sources = load_index_file(g.index.templates) if g.index.get("templates") else None
-        rels = gsr.relations.relations
-        if g.index.relations == "kg":
-            kg = set(data.kg_relations)
-            rels = [r for r in rels if r in kg]
-        elif g.index.relations == "subjects":
-            rels = [r for r in rels if r in data.subjects]
-        examples = pseudo_questions(
-            rels,
-            data.subjects,
-            sources,
-            per_relation=int(g.index.per_relation),
-            seed=int(cfg.seed),
-            fallback_subject=bool(g.index.fallback_subject),
-        )
-        index_pool = index_items(examples, gsr.relations)
-    focus = None
-    share = g.index.get("kg_share")
-    if share is not None and index_pool:  # weight the indexing sample toward the KG's (and chains') relations
-        from gsr_train.datamodules.gsr_data import chain_relations
-
-        lookup = gsr.relations.lookup
-        wanted = {lookup[r] for r in (*data.kg_relations, *chain_relations(data.train)) if r in lookup}
-        focus = [it.targets[0][0] in wanted for it in index_pool]
-        data.summary["index_focus"] = sum(focus)
-    walks = walk_options(cfg)
-    walk_pool: list[Seq2SeqItem] = []
-    walk_dropped = 0
-    if data.walks:
-        prefix = {"retrieval": RETRIEVAL_PREFIX, "index": INDEX_PREFIX}[walks.prefix]
-        walk_pool, walk_dropped = walk_items(data.walks, gsr.relations, prefix)
-        if walk_dropped:
-            data.summary["walks_outside_vocab"] = walk_dropped
-    data.summary.update(
-        {
-            "walk_pool": len(walk_pool),
-            "retrieval_items": len(retrieval),
-            "retrieval_targets": sum(len(i.targets) for i in retrieval),
-            "index_pool": len(index_pool),
-            "validation_items": len(validation),
-            **{f"train_{k}": v for k, v in counts.items()},
-            **{f"val_{k}": v for k, v in vcounts.items()},
-        }
-    )
-    return GSRDataModule(
-        gsr,
-        retrieval,
-        index_pool,
-        validation,
-        schedule=g.schedule,
-        index_epochs=int(g.get("index_epochs", 0)),
-        index_ratio=float(g.index_ratio),
-        batch_size=rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size"),
-        eval_batch_size=int(g.get("eval_batch_size", 64)),
-        seed=int(cfg.seed),
-        max_targets=g.get("max_targets"),
-        walk_pool=walk_pool,
-        walk_ratio=walks.ratio,
-        index_focus=focus,
-        focus_share=None if focus is None else float(share),
-    )
+    """The model's relations by ``gsr.relations.source`` (:func:`gsr_prepare.relation_vocab`)."""
+    with _preflight_errors():
+        return gsr_prepare.relation_vocab(cfg.gsr.relations, data)
 
 
 def train_gsr(cfg: DictConfig, data: GSRData, gsr):
-    """Fit; returns (best checkpoint path or None, training seconds)."""
-    from pytorch_lightning.callbacks import ModelCheckpoint
-
-    from gsr_train.datamodules.triple_datamodule import RankSampler
+    """Fit; returns (best checkpoint path or None, training seconds, fit figures with the trainer)."""
+    from gsr_train.datamodules.gsr_datamodule import build_datamodule
     from gsr_train.models.gsr.module import GSRModule
 
-    dm = build_datamodule(cfg, data, gsr)
+    batch = rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size")
+    dm = build_datamodule(cfg, data, gsr, walk_options(cfg), batch)
     max_epochs = int(cfg.trainer.max_epochs)
     accum = int(cfg.trainer.get("accumulate_grad_batches", 1) or 1)
     module = GSRModule(
@@ -499,30 +131,13 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
         total_steps=None,
         weighting=cfg.gsr.get("loss_weighting", "question"),
     )
-    monitor = cfg.gsr.monitor
     has_val = bool(dm.validation)
-    ckpt = ModelCheckpoint(
-        dirpath=str(output_dir(cfg) / "checkpoints"),
-        filename="best-epoch{epoch:02d}",
-        auto_insert_metric_name=False,
-        save_top_k=1,
-        monitor=monitor if has_val else None,
-        mode="min" if monitor.endswith("loss") else "max",
-        save_last=False,
-        enable_version_counter=False,
-    )
+    ckpt = _best_checkpoint(cfg, has_val)
     trainer = make_trainer(
         cfg, callbacks=[ckpt], reload_dataloaders_every_n_epochs=1, **({} if has_val else {"limit_val_batches": 0})
     )
-    # optimiser steps of the whole run on each rank (DDP: every rank holds 1/W of an epoch's items)
     world = int(trainer.world_size)
-    total = sum(
-        math.ceil(
-            -(-len(RankSampler(len(dm.epoch_items(e)), shuffle=False, num_replicas=world, rank=0)) // dm.batch_size)
-            / accum
-        )
-        for e in range(max_epochs)
-    )
+    total = _total_steps(dm, max_epochs, accum, world)
     module.total_steps = total
     log.info("GSR training: %s", data.summary)
     t0 = time.perf_counter()
@@ -542,6 +157,36 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
             "devices": world,
             "trainer": trainer,
         },
+    )
+
+
+def _best_checkpoint(cfg: DictConfig, has_val: bool):
+    """The checkpoint callback: the best epoch on ``gsr.monitor`` (no validation data: the last one)."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    monitor = cfg.gsr.monitor
+    return ModelCheckpoint(
+        dirpath=str(output_dir(cfg) / "checkpoints"),
+        filename="best-epoch{epoch:02d}",
+        auto_insert_metric_name=False,
+        save_top_k=1,
+        monitor=monitor if has_val else None,
+        mode="min" if monitor.endswith("loss") else "max",
+        save_last=False,
+        enable_version_counter=False,
+    )
+
+
+def _total_steps(dm, max_epochs: int, accum: int, world: int) -> int:
+    """Optimiser steps of the whole run on each rank (DDP: every rank holds 1/W of an epoch's items)."""
+    from gsr_train.datamodules.triple_datamodule import RankSampler
+
+    return sum(
+        math.ceil(
+            -(-len(RankSampler(len(dm.epoch_items(e)), shuffle=False, num_replicas=world, rank=0)) // dm.batch_size)
+            / accum
+        )
+        for e in range(max_epochs)
     )
 
 
@@ -669,15 +314,40 @@ def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoi
     )
 
 
+@dataclass
+class _GSRRun:
+    """What the stages of one GSR run share."""
+
+    cfg: DictConfig
+    data: GSRData
+    prep_seconds: float
+    figures: dict[str, Any]
+    gsr: Any = None
+    best: str | None = None
+    train_seconds: float = 0.0
+    fit_info: dict[str, Any] = field(default_factory=dict)
+    trainer: Any = None
+
+
 def run(cfg: DictConfig) -> float | None:
-    from gsr_train.datamodules.gsr_data import chain_relations
-    from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
+    """Check the options, prepare the data, train (or load ``gsr.eval_only``), evaluate in every
+    ``gsr.eval_modes`` mode and report; match@``gsr.decode.top_n`` of the first mode."""
+    _check_options(cfg)
+    r = _prepare(cfg)
+    if not _train_or_load(r):
+        return None  # DDP (subprocess launch): rank 0 alone evaluates and writes
+    return _evaluate(r)
+
+
+def _check_options(cfg: DictConfig) -> None:
+    """Every option and input the run needs, before any data work."""
+    from gsr_train.models.gsr.modeling import resolve_pretrained
 
     g = cfg.gsr
     require_family(cfg, GSR_FAMILIES, "gsr")
     one_setting(cfg, "model.epochs")
     for mode in g.get("eval_modes", ["unconstrained"]):
-        if mode not in ("unconstrained", "constrained"):
+        if mode not in EVAL_MODES:
             raise PreflightError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
     check_walks(cfg)
     share = g.index.get("kg_share")
@@ -694,17 +364,16 @@ def run(cfg: DictConfig) -> float | None:
     if cfg.model.get("pretrained") and not g.get("eval_only"):
         resolve_pretrained(cfg.model.pretrained)  # fail before any data work when the hub is unreachable
     torch.set_num_threads(int(g.get("threads") or torch.get_num_threads()))
+
+
+def _prepare(cfg: DictConfig) -> _GSRRun:
+    """The run's data in either layout (smoke runs: its first ``gsr.max_eval_questions`` evaluation
+    questions) and the figures that describe the run."""
+    g = cfg.gsr
     t0 = time.perf_counter()
     data = prepare_paths_data(cfg) if cfg.data.get("format") == "paths" else prepare_rog_data(cfg)
     if g.get("max_eval_questions"):  # smoke runs: evaluate on the first questions only
-        n = min(int(g.max_eval_questions), len(data.evaluation))  # a split can be smaller
-        data.evaluation = data.evaluation[:n]
-        data.has_graph = data.has_graph[:n]
-        if data.graph_index is not None:
-            from gsr_train.kg.index import KGIndex
-
-            gi = data.graph_index
-            data.graph_index = KGIndex(gi.entities, gi.relations, {"eval": gi["eval"].subset(range(n))}, {})
+        _first_questions(data, min(int(g.max_eval_questions), len(data.evaluation)))  # a split can be smaller
     prep_seconds = time.perf_counter() - t0
     figures: dict[str, Any] = {
         "experiment": cfg.get("experiment_name"),
@@ -719,46 +388,71 @@ def run(cfg: DictConfig) -> float | None:
         "walks": walk_options(cfg).count,
         "holdout": float((g.get("holdout") or {}).get("fraction") or 0.0),
     }
-    trainer = None
+    return _GSRRun(cfg, data, prep_seconds, figures)
+
+
+def _first_questions(data: GSRData, n: int) -> None:
+    """Keep the first ``n`` evaluation questions (and their graphs)."""
+    data.evaluation = data.evaluation[:n]
+    data.has_graph = data.has_graph[:n]
+    if data.graph_index is not None:
+        from gsr_train.kg.index import KGIndex
+
+        gi = data.graph_index
+        data.graph_index = KGIndex(gi.entities, gi.relations, {"eval": gi["eval"].subset(range(n))}, {})
+
+
+def _train_or_load(r: _GSRRun) -> bool:
+    """The model: ``gsr.eval_only``'s, or built on the relation vocabulary, trained, reloaded from its
+    best checkpoint and saved into ``model/``; False on DDP ranks > 0 (they stop after training)."""
+    from gsr_train.datamodules.gsr_chains import chain_relations
+    from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
+
+    cfg, g = r.cfg, r.cfg.gsr
     if g.get("eval_only"):
-        gsr = load_gsr(g.eval_only)
-        best, train_seconds, fit_info = str(g.eval_only), 0.0, {}
-    else:
-        relations = relation_vocab(cfg, data)
-        gsr = build_gsr_model(_container(cfg.model), relations)
-        gsr.chain_relations = sorted(chain_relations(data.train))  # travels in checkpoints and the saved folder
-        best, train_seconds, fit_info = train_gsr(cfg, data, gsr)
-        trainer = fit_info.pop("trainer")
-        if not is_rank_zero():  # DDP (subprocess launch): rank 0 alone evaluates and writes
-            return None
-        if best:
-            gsr = load_gsr(best)
-        gsr.save_pretrained(output_dir(cfg) / "model")
-    figures["unknown_relations"] = unknown_relations(data, gsr)
+        r.gsr, r.best = load_gsr(g.eval_only), str(g.eval_only)
+        return True
+    relations = relation_vocab(cfg, r.data)
+    gsr = build_gsr_model(_container(cfg.model), relations)
+    gsr.chain_relations = sorted(chain_relations(r.data.train))  # travels in checkpoints and the saved folder
+    r.best, r.train_seconds, r.fit_info = train_gsr(cfg, r.data, gsr)
+    r.trainer = r.fit_info.pop("trainer")
+    if not is_rank_zero():
+        return False
+    r.gsr = load_gsr(r.best) if r.best else gsr
+    r.gsr.save_pretrained(output_dir(cfg) / "model")
+    return True
+
+
+def _evaluate(r: _GSRRun) -> float | None:
+    """Every decoding mode scored, the match table printed, metrics.json written; the first mode's
+    match@``gsr.decode.top_n``."""
+    cfg, g, figures = r.cfg, r.cfg.gsr, r.figures
+    figures["unknown_relations"] = unknown_relations(r.data, r.gsr)
     if figures["unknown_relations"]["kg_relations_without_token"]:
         log.info("relations the model has no token for: %s", figures["unknown_relations"])
     figures.update(
         {
-            "data": data.summary,
-            "num_relations": len(gsr.relations),
-            "checkpoint": best,
-            "fit": fit_info,
-            "prep_seconds": prep_seconds,
-            "train_seconds": train_seconds,
-            "parameters": sum(p.numel() for p in gsr.parameters()),
+            "data": r.data.summary,
+            "num_relations": len(r.gsr.relations),
+            "checkpoint": r.best,
+            "fit": r.fit_info,
+            "prep_seconds": r.prep_seconds,
+            "train_seconds": r.train_seconds,
+            "parameters": sum(p.numel() for p in r.gsr.parameters()),
         }
     )
     modes = list(g.get("eval_modes", ["unconstrained"]))
     for mode in modes:
-        if mode not in ("unconstrained", "constrained"):
+        if mode not in EVAL_MODES:
             raise ValueError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
-        figures[mode] = evaluate_gsr(cfg, data, gsr, constrained=(mode == "constrained"))
+        figures[mode] = evaluate_gsr(cfg, r.data, r.gsr, constrained=(mode == "constrained"))
     figures["tables"] = {"overall": match_table(figures, modes)}
     print(figures["tables"]["overall"])
-    save_metrics(cfg, _fingerprint(cfg), [_metrics_row(cfg, mode, figures[mode], best) for mode in modes], figures)
+    save_metrics(cfg, _fingerprint(cfg), [_metrics_row(cfg, mode, figures[mode], r.best) for mode in modes], figures)
     main = figures[modes[0]]["chain_match"] if modes else {}
     log_final_metrics(
-        trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in figures[mode].get("chain_match", {}).items()}
+        r.trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in figures[mode].get("chain_match", {}).items()}
     )
     return main.get(f"match@{int(g.decode.top_n)}")
 

@@ -1,0 +1,121 @@
+"""A GSR run's training data for its model: :class:`~gsr_train.datamodules.gsr_prepare.GSRData` and the
+model's relation vocabulary -> the retrieval, validation, indexing and walk items of a
+:class:`~gsr_train.datamodules.gsr_data.GSRDataModule` (``gsr.schedule``, ``gsr.index``, ``gsr.walks``).
+The figures of each pool go into the data summary (``metrics.json``'s ``data``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig
+
+if TYPE_CHECKING:
+    from gsr_train.datamodules.gsr_data import GSRDataModule, Seq2SeqItem
+    from gsr_train.datamodules.gsr_prepare import GSRData, WalkSettings
+
+
+def build_datamodule(cfg: DictConfig, data: GSRData, gsr, walks: WalkSettings, batch_size: int) -> GSRDataModule:
+    """The DataModule of ``gsr`` (its ``relations`` vocabulary) on ``data``: every training question's
+    chains as one retrieval item, the validation questions' ground chains, the indexing pool and the
+    walk pool; ``batch_size`` is this process's batch."""
+    from gsr_train.datamodules.gsr_data import GSRDataModule, retrieval_items
+
+    g = cfg.gsr
+    retrieval, counts = retrieval_items(data.train, gsr.relations)
+    validation, vcounts = _validation_items(g, data, gsr.relations)
+    index_pool = _index_pool(cfg, data, gsr.relations) if g.schedule != "retrieval" else []
+    share = g.index.get("kg_share")
+    focus = _index_focus(data, gsr.relations, index_pool) if share is not None and index_pool else None
+    walk_pool = _walk_pool(data, gsr.relations, walks)
+    data.summary.update(
+        {
+            "walk_pool": len(walk_pool),
+            "retrieval_items": len(retrieval),
+            "retrieval_targets": sum(len(i.targets) for i in retrieval),
+            "index_pool": len(index_pool),
+            "validation_items": len(validation),
+            **{f"train_{k}": v for k, v in counts.items()},
+            **{f"val_{k}": v for k, v in vcounts.items()},
+        }
+    )
+    return GSRDataModule(
+        gsr,
+        retrieval,
+        index_pool,
+        validation,
+        schedule=g.schedule,
+        index_epochs=int(g.get("index_epochs", 0)),
+        index_ratio=float(g.index_ratio),
+        batch_size=batch_size,
+        eval_batch_size=int(g.get("eval_batch_size", 64)),
+        seed=int(cfg.seed),
+        max_targets=g.get("max_targets"),
+        walk_pool=walk_pool,
+        walk_ratio=walks.ratio,
+        index_focus=focus,
+        focus_share=None if focus is None else float(share),
+    )
+
+
+def _validation_items(g: DictConfig, data: GSRData, relations) -> tuple[list, dict]:
+    """The validation questions with ground chains (the first ``gsr.max_val_questions``), their
+    ground chains as targets."""
+    from gsr_train.datamodules.gsr_data import ChainQuestion, retrieval_items
+
+    val_q = [q for q in data.validation if q.ground]
+    if g.get("max_val_questions"):
+        val_q = val_q[: int(g.max_val_questions)]
+    val_q = [ChainQuestion(q.id, q.question, q.ground, q.ground) for q in val_q]
+    return retrieval_items(val_q, relations, strict=False, require_targets=False)
+
+
+def _index_pool(cfg: DictConfig, data: GSRData, relations) -> list:
+    """Indexing items: pseudo questions (templates, ``gsr.index.templates`` or the relation's name)
+    about the ``gsr.index.relations`` relations of the vocabulary (every one, the KG's, or those
+    with subjects)."""
+    from gsr_train.datamodules.gsr_data import index_items, load_index_file, pseudo_questions
+
+    g = cfg.gsr
+    sources = load_index_file(g.index.templates) if g.index.get("templates") else None
+    rels = relations.relations
+    if g.index.relations == "kg":
+        kg = set(data.kg_relations)
+        rels = [r for r in rels if r in kg]
+    elif g.index.relations == "subjects":
+        rels = [r for r in rels if r in data.subjects]
+    examples = pseudo_questions(
+        rels,
+        data.subjects,
+        sources,
+        per_relation=int(g.index.per_relation),
+        seed=int(cfg.seed),
+        fallback_subject=bool(g.index.fallback_subject),
+    )
+    return index_items(examples, relations)
+
+
+def _index_focus(data: GSRData, relations, index_pool: list) -> list[bool]:
+    """``gsr.index.kg_share``: which indexing items are about the KG's (and training chains')
+    relations, the items the indexing sample is weighted toward."""
+    from gsr_train.datamodules.gsr_data import chain_relations
+
+    lookup = relations.lookup
+    wanted = {lookup[r] for r in (*data.kg_relations, *chain_relations(data.train)) if r in lookup}
+    focus = [it.targets[0][0] in wanted for it in index_pool]
+    data.summary["index_focus"] = sum(focus)
+    return focus
+
+
+def _walk_pool(data: GSRData, relations, walks: WalkSettings) -> list[Seq2SeqItem]:
+    """The walk examples as items with the ``gsr.walks.prefix`` task prefix (walks through a relation
+    outside the vocabulary are dropped and counted)."""
+    from gsr_train.datamodules.gsr_data import walk_items
+    from gsr_train.features.relation_tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
+
+    if not data.walks:
+        return []
+    prefix = {"retrieval": RETRIEVAL_PREFIX, "index": INDEX_PREFIX}[walks.prefix]
+    walk_pool, walk_dropped = walk_items(data.walks, relations, prefix)
+    if walk_dropped:
+        data.summary["walks_outside_vocab"] = walk_dropped
+    return walk_pool

@@ -1,0 +1,429 @@
+"""The data of a GSR run (:class:`GSRData`): questions with their chains, the evaluation graphs, the
+KG's relations, indexing subjects and random walks. Two layouts:
+
+* RoG datasets (graphs in the rows, :func:`prepare_rog_data`): chains from the shortest-path
+  supervision (:mod:`gsr_train.kg.paths`), graphs for execution from the KG index, ground chains
+  for evaluation = the split's raw chains.
+* chain-supervision files (``data.format: paths``, e.g. webqsp_paths, :func:`prepare_paths_data`):
+  chains from the rows, graphs from a RoG dataset that shares question ids (``data.graphs``,
+  webqsp_mini), the evaluation questions' graphs gathered from whichever of its splits holds them.
+
+Leave-relations-out (``gsr.holdout``, :func:`apply_holdout`), random walks (``gsr.walks``,
+:func:`random_walks`) and the model's relation vocabulary (``gsr.relations``,
+:func:`relation_vocab`) are worked out here too. The runner (:mod:`gsr_train.runs.gsr`) opens the KG
+indexes and reads the walk options, and hands them in; a mistake found here is a
+:class:`GSRDataError`, which the runner reports as its PreflightError.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from gsr_train.data.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+class GSRDataError(UserError, ValueError):
+    """GSR data options or inputs that make no run (no training question left, evaluation questions
+    without a graph, a vocabulary source without its file): found while preparing the data, before
+    any training; the runner reports it as a PreflightError with the same message."""
+
+
+class WalkSettings(Protocol):
+    """``gsr.walks`` as the runner reads it (its recipe, ``gsr_train.runs.recipes.GSRWalks``, holds the defaults)."""
+
+    count: int
+    ratio: float
+    min_hops: int
+    max_hops: int
+    starts: str
+    prefix: str
+
+
+@dataclass
+class GSRData:
+    """Everything the runner needs besides the model."""
+
+    train: list  # ChainQuestion
+    validation: list
+    evaluation: list
+    eval_split: str
+    graph_index: Any  # KGIndex with one split `eval_split` holding the evaluation graphs in order
+    kg_relations: list[str]
+    subjects: dict[str, list[str]] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    has_graph: list[bool] = field(default_factory=list)  # per evaluation question
+    walks: list = field(default_factory=list)  # WalkExample: multi-hop random-walk training examples
+
+
+def _container(node) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def llm_chains(path: str | None):
+    """``gsr.llm_chains``: the LLM-selected chains by question id, or None when no file is set."""
+    if not path:
+        return None
+    from gsr_train.datamodules.gsr_chains import load_llm_chains
+
+    return load_llm_chains(path)
+
+
+# --------------------------------------------------------------------------- leave relations out
+
+
+def apply_holdout(
+    train: list, validation: list, holdout: Mapping[str, Any], extra_chains: dict | None = None
+) -> tuple[list, list, dict]:
+    """``holdout.fraction`` (``gsr.holdout``) of the training chains' relations held out (by name
+    hash, ``holdout.seed``); every training and validation question whose ground, training or LLM
+    chains use one is dropped. Returns the kept questions and the figures of the holdout."""
+    from gsr_train.datamodules.gsr_chains import chain_relations
+    from gsr_train.datamodules.relation_holdout import drop_questions_using, held_out_relations
+
+    fraction = float(holdout.get("fraction") or 0.0)
+    if fraction <= 0.0 or not train:
+        return train, validation, {}
+    held = held_out_relations(chain_relations(train), fraction, int(holdout.get("seed", 0)))
+    before = len(train)
+    train, dropped_train = drop_questions_using(train, held, extra_chains)
+    validation, dropped_val = drop_questions_using(validation, held, extra_chains)
+    if not train:
+        raise GSRDataError(f"gsr.holdout.fraction={fraction}: no training question is left")
+    info = {
+        "fraction": fraction,
+        "seed": int(holdout.get("seed", 0)),
+        "relations_held_out": len(held),
+        "train_kept": len(train),
+        "train_dropped": dropped_train,
+        "validation_dropped": dropped_val,
+    }
+    log.info(
+        "leave relations out: %d relations held out; %d of %d training questions kept", len(held), len(train), before
+    )
+    return train, validation, info
+
+
+# --------------------------------------------------------------------------- random walks
+
+
+def walk_problems(walks: WalkSettings) -> list[str]:
+    """``gsr.walks`` mistakes (none when walks are off), to report before any data work."""
+    from gsr_train.datamodules.gsr_walks import STARTS
+
+    if walks.count <= 0:
+        return []
+    problems = []
+    if walks.prefix not in ("retrieval", "index"):
+        problems.append(f"gsr.walks.prefix must be retrieval | index, got {walks.prefix!r}")
+    if walks.starts not in ("auto", *STARTS):
+        problems.append(f"gsr.walks.starts must be one of {('auto', *STARTS)}, got {walks.starts!r}")
+    if not 1 <= walks.min_hops <= walks.max_hops:
+        problems.append(f"gsr.walks needs 1 <= min_hops <= max_hops, got {walks.min_hops}..{walks.max_hops}")
+    if walks.ratio <= 0:
+        problems.append(
+            f"gsr.walks.count={walks.count} needs gsr.walks.ratio > 0 (walk examples per "
+            f"retrieval question and epoch), got {walks.ratio}"
+        )
+    return problems
+
+
+def random_walks(cfg: DictConfig, index, splits: tuple, walks: WalkSettings, default_starts: str, exclude=()) -> list:
+    """``gsr.walks``: composed multi-hop examples from random walks over ``splits``' graphs
+    (``starts: auto`` = ``default_starts``: topic entities for a RoG dataset, named entities for a
+    shared KG), seeded by ``cfg.seed``, skipping ``gsr.filter.drop_prefixes`` relations."""
+    from gsr_train.datamodules.gsr_walks import sample_walks, walk_examples
+
+    if walks.count <= 0:
+        return []
+    sampled = sample_walks(
+        index,
+        splits,
+        count=walks.count,
+        min_hops=walks.min_hops,
+        max_hops=walks.max_hops,
+        starts=default_starts if walks.starts == "auto" else walks.starts,
+        exclude=exclude,
+        drop_prefixes=tuple(cfg.gsr.filter.get("drop_prefixes") or ()),
+        seed=int(cfg.seed),
+    )
+    return walk_examples(sampled, seed=int(cfg.seed))
+
+
+def walk_counts(walks: list) -> dict:
+    """The data summary's walk figures (none without walks)."""
+    if not walks:
+        return {}
+    from gsr_train.datamodules.gsr_walks import walk_summary
+
+    return walk_summary(walks)
+
+
+# --------------------------------------------------------------------------- graphs of chain files
+
+
+def graph_splits(graphs: str, configured: Sequence[str] | None) -> tuple[str, ...]:
+    """``data.graph_splits`` (``configured``), or (null) every split file the ``graphs`` folder holds."""
+    if configured:
+        return tuple(configured)
+    from gsr_train.data.rows import find_split_file
+    from gsr_train.eval.evaluate import DEFAULT_SPLITS
+
+    present = []
+    for split in DEFAULT_SPLITS:
+        try:
+            find_split_file(graphs, split)
+            present.append(split)
+        except FileNotFoundError:
+            continue
+    if not present:
+        raise GSRDataError(f"data.graphs={graphs}: no split file ({', '.join(DEFAULT_SPLITS)}) there")
+    return tuple(present)
+
+
+def questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[list, int]:
+    """The evaluation questions to score and how many of them have no graph in ``gidx``.
+    ``data.questions_without_graph``: ``error`` (the default: such a question could only score 0 in
+    constrained decoding and answer coverage), ``skip`` (left out) or ``keep`` (scored, as misses
+    where a graph is needed)."""
+    policy = str(cfg.data.get("questions_without_graph") or "error")
+    if policy not in ("error", "skip", "keep"):
+        raise GSRDataError(f"data.questions_without_graph={policy}: use error, skip or keep")
+    known = {qid for graphs in gidx.splits.values() for qid in graphs.ids}
+    kept = [q for q in evaluation if q.id in known]
+    lost = len(evaluation) - len(kept)
+    if lost and policy == "error":
+        examples = ", ".join(q.id for q in evaluation if q.id not in known)[:200]
+        raise GSRDataError(
+            f"{lost} of {len(evaluation)} evaluation questions of {cfg.data.name} [{cfg.gsr.eval_split}] have no graph "
+            f"in data.graphs={cfg.data.graphs} (splits {', '.join(gidx.splits)}; e.g. {examples}): point "
+            "data.graphs at the RoG-format folder holding these question ids, or set "
+            "data.questions_without_graph=skip (evaluate only the questions that have one) or =keep (score them "
+            "as misses wherever a graph is needed)"
+        )
+    if lost:
+        log.warning(
+            "%d of %d evaluation questions have no graph in %s: %s (data.questions_without_graph=%s)",
+            lost,
+            len(evaluation),
+            cfg.data.graphs,
+            "left out" if policy == "skip" else "misses in constrained decoding and coverage",
+            policy,
+        )
+    if not kept:
+        raise GSRDataError(f"no evaluation question of {cfg.data.name} has a graph in data.graphs={cfg.data.graphs}")
+    return (kept if policy == "skip" else evaluation), lost
+
+
+def gather_graphs(index, ids: list[str]):
+    """One SplitGraphs (split ``eval`` of a new KGIndex) with the graph of every id, in order (an
+    empty graph when no split has it); also which ids have a graph and how many do not."""
+    from gsr_train.kg.index import KGIndex, QuestionGraph, _concat
+
+    where: dict[str, tuple[str, int]] = {}
+    for split, graphs in index.splits.items():
+        for i, qid in enumerate(graphs.ids):
+            where.setdefault(qid, (split, i))
+    parts, missing = [], 0
+    for qid in ids:
+        if qid in where:
+            s, i = where[qid]
+            parts.append(index[s].graph(i))
+        else:
+            missing += 1
+            z = torch.zeros(0, dtype=torch.long)
+            parts.append(
+                QuestionGraph(
+                    qid,
+                    "",
+                    [],
+                    z,
+                    torch.zeros(2, 0, dtype=torch.long),
+                    z,
+                    torch.zeros(0, dtype=torch.bool),
+                    torch.zeros(0, dtype=torch.bool),
+                )
+            )
+    merged = _concat(parts)
+    has_graph = [qid in where for qid in ids]
+    return KGIndex(index.entities, index.relations, {"eval": merged}, {}), has_graph, missing
+
+
+# --------------------------------------------------------------------------- the two layouts
+
+
+@dataclass
+class _EvalGraphs:
+    """What the graphs folder of a chain-file layout gives (nothing without ``data.graphs``)."""
+
+    evaluation: list
+    has_graph: list[bool]
+    graph_index: Any = None
+    kg_relations: list[str] = field(default_factory=list)
+    subjects: dict[str, list[str]] = field(default_factory=dict)
+    walks: list = field(default_factory=list)
+    without_graph: int = 0
+
+
+def prepare_paths_data(
+    cfg: DictConfig, load_graphs: Callable[[Any, tuple[str, ...]], Any], walks: WalkSettings
+) -> GSRData:
+    """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids;
+    ``load_graphs(folder, splits)`` opens the KG index of ``data.graphs``."""
+    from gsr_train.datamodules.gsr_chains import load_path_rows, questions_from_paths
+
+    g = cfg.gsr
+    rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
+    variant = g.variant
+    training = not g.get("eval_only")
+    llm = llm_chains(g.get("llm_chains"))
+    # the rows are read anyway: eval-only runs of models that did not record their training
+    # chains' relations take the seen / unseen groups from this training split
+    train = questions_from_paths(rows["train"], variant, llm, _container(g.get("filter"))) if "train" in rows else []
+    validation = questions_from_paths(rows.get("validation", []), "raw") if training else []
+    gpt = {
+        r.id: [*(r.llm_paths or []), *((llm or {}).get(r.id) or [])]  # GPT chains count for the holdout too
+        for s in ("train", "validation")
+        for r in rows.get(s, [])
+    }
+    train, validation, holdout = apply_holdout(train, validation, g.get("holdout") or {}, gpt)
+    evaluation = questions_from_paths(rows[g.eval_split], "raw")
+    if not cfg.data.get("graphs") and "constrained" in g.get("eval_modes", []):
+        raise GSRDataError(
+            f"gsr.eval_modes has constrained, which decodes on each question's graph, but "
+            f"{cfg.data.name} is chain files and data.graphs is not set: point data.graphs at the "
+            "RoG-format folder holding the questions' graphs, or set gsr.eval_modes=[unconstrained]"
+        )
+    eg = _EvalGraphs(evaluation, [False] * len(evaluation))
+    if cfg.data.get("graphs"):
+        eg = _paths_graphs(cfg, load_graphs, walks, evaluation, training)
+    summary = {
+        "layout": "paths",
+        "eval_without_graph": eg.without_graph,
+        "train_questions": len(train),
+        "train_chains": sum(len(q.chains) for q in train),
+        "variant": variant,
+        "eval_questions": len(eg.evaluation),
+        "eval_with_graph": int(sum(eg.has_graph)),
+        "holdout": holdout,
+        **walk_counts(eg.walks),
+    }
+    return GSRData(
+        train,
+        validation,
+        eg.evaluation,
+        "eval",
+        eg.graph_index,
+        eg.kg_relations,
+        eg.subjects,
+        summary,
+        eg.has_graph,
+        eg.walks,
+    )
+
+
+def _paths_graphs(cfg: DictConfig, load_graphs, walks: WalkSettings, evaluation: list, training: bool) -> _EvalGraphs:
+    """The evaluation questions' graphs gathered from ``data.graphs``, the KG's relations, indexing
+    subjects and (training) walks over it, none starting at an evaluation question's topic."""
+    from gsr_train.datamodules.gsr_indexing import relation_subjects
+
+    g = cfg.gsr
+    splits = graph_splits(str(cfg.data.graphs), cfg.data.get("graph_splits"))
+    gidx = load_graphs(cfg.data.graphs, splits)
+    evaluation, without_graph = questions_with_graphs(cfg, evaluation, gidx)
+    graph_index, has_graph, _ = gather_graphs(gidx, [q.id for q in evaluation])
+    eval_graphs = graph_index["eval"]
+    topics = {gidx.entities[int(e)] for e in eval_graphs.entity_ids[eval_graphs.topic_mask].tolist()}
+    subjects = relation_subjects(
+        gidx, splits, exclude=topics, per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed)
+    )
+    # the KG is shared with the evaluation questions: no walk starts at their topics
+    sampled = random_walks(cfg, gidx, splits, walks, "named", exclude=topics) if training else []
+    return _EvalGraphs(evaluation, has_graph, graph_index, list(gidx.relations), subjects, sampled, without_graph)
+
+
+def prepare_rog_data(cfg: DictConfig, index, cache: Path, walks: WalkSettings) -> GSRData:
+    """A RoG-format dataset (its KG ``index``, the supervision cached in ``cache``): chains from the
+    KG supervision, graphs from the KG index."""
+    from gsr_train.datamodules.gsr_chains import ChainQuestion, questions_from_kg
+    from gsr_train.datamodules.gsr_indexing import relation_subjects
+    from gsr_train.kg.index import KGIndex
+    from gsr_train.kg.paths import get_supervision
+
+    g = cfg.gsr
+    sup = {s: get_supervision(index, s, cache) for s in cfg.data.splits}
+    training = not g.get("eval_only")  # evaluation needs only the split it scores
+    train: list[ChainQuestion] = []
+    validation: list[ChainQuestion] = []
+    subjects: dict[str, list[str]] = {}
+    holdout: dict[str, Any] = {}
+    sampled: list = []
+    if training:
+        llm = llm_chains(g.get("llm_chains"))
+        train = questions_from_kg(index, "train", sup["train"], g.variant, llm)
+        validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
+        train, validation, holdout = apply_holdout(train, validation, g.get("holdout") or {}, llm)
+        subjects = relation_subjects(
+            index, ("train",), per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed)
+        )
+        sampled = random_walks(cfg, index, ("train",), walks, "topics")
+    evaluation = questions_from_kg(index, g.eval_split, sup[g.eval_split], "raw")
+    graph_index = KGIndex(index.entities, index.relations, {"eval": index[g.eval_split]}, {})
+    summary = {
+        "layout": "rog",
+        "train_questions": len(train),
+        "train_chains": sum(len(q.chains) for q in train),
+        "variant": g.variant,
+        "eval_questions": len(evaluation),
+        "eval_with_graph": len(evaluation),
+        "holdout": holdout if training else {},
+        **walk_counts(sampled),
+    }
+    return GSRData(
+        train,
+        validation,
+        evaluation,
+        "eval",
+        graph_index,
+        list(index.relations),
+        subjects,
+        summary,
+        [True] * len(evaluation),
+        sampled,
+    )
+
+
+# --------------------------------------------------------------------------- relation vocabulary
+
+
+def relation_vocab(relations: Mapping[str, Any], data: GSRData) -> list[str]:
+    """The model's relations by ``relations.source`` (``gsr.relations``): ``kg``: KG relations +
+    training-chain relations; ``chains``: training chains only; ``file``: a vocabulary file
+    (``relations.file``, ``keep``) + training-chain relations; ``all``: the KG's, the file's and the
+    training chains' relations (indexing data for every one)."""
+    from gsr_train.datamodules.gsr_chains import chain_relations
+    from gsr_train.features.relation_tokens import load_relation_file, merge_vocab
+
+    src = relations["source"]
+    train_rels = chain_relations(data.train)
+    if src == "kg":
+        return merge_vocab(data.kg_relations, train_rels)
+    if src == "chains":
+        return merge_vocab(train_rels)
+    if src in ("file", "all"):
+        if not relations.get("file"):
+            raise GSRDataError(
+                f"gsr.relations.source={src} needs gsr.relations.file (e.g. "
+                "${paths.shared_data}/freebase_relations.txt)"
+            )
+        listed = load_relation_file(relations["file"], relations.get("keep", "relations"))
+        return merge_vocab(listed, train_rels) if src == "file" else merge_vocab(data.kg_relations, listed, train_rels)
+    raise ValueError(f"gsr.relations.source must be kg | chains | file | all, got {src!r}")
