@@ -56,6 +56,13 @@ class TripleBatch:
     def num_questions(self) -> int:
         return int(self.q_emb.shape[0])
 
+    def to(self, device: torch.device | str) -> TripleBatch:
+        """The batch with every tensor on ``device``."""
+        from dataclasses import fields, replace
+
+        tensors = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(self, **{k: v.to(device) for k, v in tensors.items() if isinstance(v, torch.Tensor)})
+
     def triple_question(self) -> torch.Tensor:
         return self.pair_q[self.triple_pair]
 

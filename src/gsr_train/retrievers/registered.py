@@ -80,6 +80,24 @@ def _subgraphrag(options: Mapping[str, Any], inputs: RetrievalInputs) -> Subgrap
     return SubgraphRAGScores(str(options["checkpoint"]), inputs, str(options.get("serving", "auto")))
 
 
+@register("trained")
+def _trained(options: Mapping[str, Any], inputs: RetrievalInputs):
+    from gsr_train.retrievers.edge_scorer import TrainedEdgeScorer
+
+    known = {"checkpoint", "graphs_per_batch", "device"}
+    unknown = set(options) - known
+    if unknown:
+        raise ValueError(f"retriever 'trained': unknown options {sorted(unknown)} (known: {sorted(known)})")
+    if not options.get("checkpoint"):
+        raise ValueError("retriever 'trained' needs options.checkpoint (a checkpoint of a trained triple scorer)")
+    return TrainedEdgeScorer(
+        str(options["checkpoint"]),
+        inputs,
+        int(options.get("graphs_per_batch") or 64),
+        str(options.get("device") or "cpu"),
+    )
+
+
 for _method in ("triplets", "paths", "pcst"):
 
     def _classic(options: Mapping[str, Any], inputs: RetrievalInputs, _m: str = _method) -> ClassicRetriever:

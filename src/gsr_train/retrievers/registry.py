@@ -12,6 +12,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from gsr_train.data.errors import UserError
+from gsr_train.models.edge_scorer import EdgeScorerModule
 from gsr_train.retrievers import registered  # noqa: F401  (registers the built-in retrievers)
 from gsr_train.retrievers.interface import REGISTRY, RetrievalInputs, Retriever
 
@@ -38,6 +39,11 @@ def build(name: str, options: Mapping[str, Any] | None, inputs: RetrievalInputs)
             f"unknown retriever {name!r}; registered: {', '.join(sorted(REGISTRY))} (or give "
             "retriever._target_=<module.Class> for one outside gsr-train)"
         )
+    if trainable(name) is not None:
+        raise RetrieverError(
+            f"retriever {name!r} is a trainable scorer: train it with python train.py +experiment=retrieve "
+            f"retriever.name={name}, then serve its checkpoint as retriever 'trained' (options.checkpoint=...)"
+        )
     try:
         made = REGISTRY[name](dict(options or {}), inputs)
     except (ValueError, TypeError) as e:  # its options checked when it is made: the user's to fix
@@ -56,11 +62,35 @@ def build_target(target: str, options: Mapping[str, Any] | None, inputs: Retriev
         raise RetrieverError(f"retriever._target_={target}: cannot import it ({type(e).__name__}: {e})") from None
     if not callable(factory):
         raise RetrieverError(f"retriever._target_={target} is not a class or a function")
+    if isinstance(factory, type) and issubclass(factory, EdgeScorerModule):
+        raise RetrieverError(
+            f"retriever._target_={target} is a trainable scorer: train it with python train.py "
+            "+experiment=retrieve, then serve its checkpoint as retriever 'trained' (options.checkpoint=...)"
+        )
     try:
         made = factory(inputs=inputs, **dict(options or {}))
     except (ValueError, TypeError) as e:
         raise RetrieverError(f"retriever._target_={target}: {e}") from None
     return _checked(made, str(target))
+
+
+def trainable(name: str | None = None, target: str | None = None) -> type[EdgeScorerModule] | None:
+    """The trainable scorer class behind a retriever name or ``_target_`` (an
+    :class:`~gsr_train.models.edge_scorer.EdgeScorerModule` subclass), else None."""
+    if target:
+        import hydra.utils
+
+        try:
+            found = hydra.utils.get_object(str(target))
+        except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
+            raise RetrieverError(f"retriever._target_={target}: cannot import it ({type(e).__name__}: {e})") from None
+    elif name:
+        if name not in REGISTRY:
+            _load_entry_points()
+        found = REGISTRY.get(name)
+    else:
+        return None
+    return found if isinstance(found, type) and issubclass(found, EdgeScorerModule) else None
 
 
 def _checked(retriever: Any, name: str) -> Retriever:

@@ -252,7 +252,7 @@ class SubgraphRAGRetriever:
             )
             edge_ids = batch.edge_ids
             if self.device.type != "cpu":
-                batch = _to(batch, self.device)
+                batch = batch.to(self.device)
             out[edge_ids] = self.scorer.forward_projected(proj, batch).float().cpu()
         timings["features_s"] += t1 - t0
         timings["scoring_s"] += time.perf_counter() - t1
@@ -266,7 +266,7 @@ class SubgraphRAGRetriever:
         rows = graph_structure(graph.edge_index, graph.topic_mask, cfg.structure, cfg.dde_forward, cfg.dde_reverse)
         batch = question_batch(graph, rows, question_emb, emb.entity, emb.entity_has_text, emb.relation)
         if self.device.type != "cpu":
-            batch = _to(batch, self.device)
+            batch = batch.to(self.device)
         return self.scorer.forward_projected(self.projections(emb), batch).float().cpu()
 
     def retrieve(
@@ -288,19 +288,6 @@ class SubgraphRAGRetriever:
 
             write_results(path, index, split_name, scores, k)
         return scores
-
-
-def _to(batch, device):
-    from dataclasses import fields, replace
-
-    return replace(
-        batch,
-        **{
-            f.name: getattr(batch, f.name).to(device)
-            for f in fields(batch)
-            if isinstance(getattr(batch, f.name), torch.Tensor)
-        },
-    )
 
 
 def top_k_per_question(scores: torch.Tensor, edge_ptr: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,7 +8,8 @@ folder gets the same results and metrics files a training run writes, plus ``eva
 (what was scored, from which run). ``python eval.py +experiment=NAME data.dir=...`` scores
 an untrained retriever (cosine, classic, SimGRAG, SAFE) the same way.
 
-Which checkpoint of a run: SubgraphRAG, the best one (``metrics.json``, else the
+Which checkpoint of a run: SubgraphRAG and a trained retriever (``+experiment=retrieve`` with a
+trainable scorer, a plugin's included), the best one (``metrics.json``, else the
 ``best-*.ckpt``); GSR, the saved ``model/`` folder; readers, the ``adapter/`` folder. A
 ``.ckpt`` or folder given directly is used as it is.
 """
@@ -70,7 +71,7 @@ def _experiment_of(folder: Path, config: DictConfig) -> str:
         return runner_name(config.get("runner", "run"))
 
 
-def _best_subgraphrag(folder: Path) -> str:
+def _best_checkpoint(folder: Path) -> str:
     try:
         best = json.loads((folder / "metrics.json").read_text()).get("checkpoint")
         if best and Path(best).is_file():
@@ -86,6 +87,11 @@ def _best_subgraphrag(folder: Path) -> str:
     raise PreflightError(f"ckpt_path={folder}: no checkpoint in {folder / 'checkpoints'} (did the run train?)")
 
 
+def _trained_retriever(runner: str, folder: Path) -> bool:
+    """A ``+experiment=retrieve`` run of a trainable retriever (it left checkpoints)."""
+    return runner == "retrieve" and any((folder / "checkpoints").glob("*.ckpt"))
+
+
 def find_source(ckpt_path: str | Path) -> RunSource:
     """The run behind ``ckpt_path`` (a run folder, a checkpoint, a model or adapter folder)."""
     path = Path(str(ckpt_path)).expanduser()
@@ -96,7 +102,7 @@ def find_source(ckpt_path: str | Path) -> RunSource:
     if not isinstance(config, DictConfig):
         raise PreflightError(f"{folder / '.hydra' / 'config.yaml'} is not a run config (a mapping)")
     runner = runner_name(config.get("runner"))
-    method = runner if runner in TRAINED else None
+    method = runner if runner in TRAINED or _trained_retriever(runner, folder) else None
     if method is None:
         raise PreflightError(
             f"{folder}: a {runner} run has nothing trained to evaluate; score that method on "
@@ -104,8 +110,8 @@ def find_source(ckpt_path: str | Path) -> RunSource:
         )
     if path.resolve() != folder:
         checkpoint = str(path)
-    elif method == "subgraphrag":
-        checkpoint = _best_subgraphrag(folder)
+    elif method in ("subgraphrag", "retrieve"):
+        checkpoint = _best_checkpoint(folder)
     elif method == "gsr":
         checkpoint = str(folder / "model")
     else:
@@ -219,6 +225,11 @@ def eval_config(source: RunSource, composed: DictConfig, overrides: list[str]) -
             cfg.subgraphrag.eval_split = split
             if k is not None:
                 cfg.subgraphrag.top_k = int(k)
+        elif source.method == "retrieve":
+            cfg.eval_only = source.checkpoint
+            cfg.split = split
+            if k is not None:
+                cfg.top_k = int(k)
         elif source.method == "gsr":
             cfg.gsr.eval_only = source.checkpoint
             cfg.gsr.eval_split = split
@@ -255,6 +266,20 @@ def untrained_config(composed: DictConfig) -> DictConfig:
     return cfg
 
 
+def _refuse_untrained_learner(cfg: DictConfig) -> None:
+    """``eval.py +experiment=retrieve`` with a trainable retriever and nothing trained to score."""
+    from gsr_train.retrievers.registry import trainable
+
+    spec = cfg.get("retriever")
+    if runner_name(cfg.get("runner")) != "retrieve" or spec is None or cfg.get("eval_only"):
+        return
+    if trainable(spec.get("name"), spec.get("_target_")) is not None:
+        raise PreflightError(
+            f"retriever {spec.get('_target_') or spec.get('name')} is trainable: eval.py scores a trained one, "
+            "ckpt_path=<its run folder or checkpoint> (train it with python train.py +experiment=retrieve ...)"
+        )
+
+
 def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
     """Entry of ``eval.py``: build the evaluation config, run the method's runner, note the source.
 
@@ -276,6 +301,7 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
         runner_name(OmegaConf.select(composed, "runner")) not in TRAINED
     ):
         cfg = untrained_config(composed)
+        _refuse_untrained_learner(cfg)
         note = {
             "source_run": None,
             "checkpoint": None,

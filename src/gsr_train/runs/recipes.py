@@ -344,6 +344,24 @@ class RobustnessRun:
 
 
 @dataclass
+class EdgeLoss:
+    pos_weight: float | None = None
+    listwise: float = 1.0
+
+
+@dataclass
+class EdgeTrain:
+    """How a trainable retriever (an EdgeScorerModule) trains."""
+
+    epochs: int = 10
+    graphs_per_batch: int = 16
+    eval_graphs_per_batch: int = 64
+    patience: int | None = 4
+    val_k: int = 20
+    loss: EdgeLoss = field(default_factory=EdgeLoss)
+
+
+@dataclass
 class RetrieverSpec:
     """``+experiment=retrieve``'s retriever: a registered ``name`` or an import path (``_target_``),
     and the options its factory takes (each retriever checks its own)."""
@@ -351,6 +369,7 @@ class RetrieverSpec:
     name: str = "cosine"
     _target_: str | None = None
     options: dict = field(default_factory=dict)
+    train: EdgeTrain = field(default_factory=lambda: EdgeTrain())
 
 
 # ------------------------------------------------------------------ recipes
@@ -369,20 +388,18 @@ def _gsr_model(cfg: Mapping[str, Any]) -> type:
 
 
 RECIPES: dict[str, Recipe] = {
-    "subgraphrag": Recipe(
-        "conf/experiment/subgraphrag_defaults.yaml", ("model",), {"subgraphrag": SubgraphRAGRun}
-    ),
+    "subgraphrag": Recipe("conf/experiment/subgraphrag_defaults.yaml", ("model",), {"subgraphrag": SubgraphRAGRun}),
     "gsr": Recipe("conf/experiment/gsr_defaults.yaml", (), {"gsr": GSRRun, "model": _gsr_model}),
     "reader": Recipe(
         "conf/experiment/reader_defaults.yaml", (), {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig}
     ),
     "cosine": Recipe("conf/experiment/cosine_baseline.yaml", ("split", "top_k", "cosine_mode")),
     "retrieve": Recipe(
-        "conf/experiment/retrieve.yaml", ("split", "top_k"), {"retriever": RetrieverSpec}
+        "conf/experiment/retrieve.yaml",
+        ("split", "top_k", "train_split", "val_split", "eval_only"),
+        {"retriever": RetrieverSpec},
     ),
-    "classic": Recipe(
-        "conf/experiment/classic_defaults.yaml", ("split", "top_k"), {"classic": ClassicRun}
-    ),
+    "classic": Recipe("conf/experiment/classic_defaults.yaml", ("split", "top_k"), {"classic": ClassicRun}),
     "simgrag": Recipe(
         "conf/experiment/simgrag.yaml",
         ("split",),

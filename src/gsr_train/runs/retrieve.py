@@ -12,19 +12,33 @@ import torch
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
-from gsr_train.runs.common import cache_dir, label_path, load_kg_index, output_dir, preflight, save_metrics
+from gsr_train.runs.common import (
+    PreflightError,
+    cache_dir,
+    label_path,
+    load_kg_index,
+    output_dir,
+    preflight,
+    save_metrics,
+)
 
 log = logging.getLogger(__name__)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """Open the data, build the retriever, score the split, report it."""
+    """Open the data, build the retriever, score the split, report it (a trainable one trains first)."""
     from gsr_train.retrievers.interface import RetrievalInputs
-    from gsr_train.retrievers.registry import build, build_target
+    from gsr_train.retrievers.registry import build, build_target, trainable
+    from gsr_train.runs.train_retriever import run_trainable
     from gsr_train.text.embeddings import get_embeddings
     from gsr_train.text.encoders import load_encoder
 
     split, spec = str(cfg.split), cfg.retriever
+    learner = trainable(spec.get("name"), spec.get("_target_"))
+    if learner is not None:
+        return run_trainable(cfg, learner)
+    if cfg.get("eval_only"):
+        raise PreflightError(f"eval_only={cfg.eval_only}: retriever {spec.get('_target_') or spec.name} is not trained")
     preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)
     index = load_kg_index(cfg, evaluate=[split])
     encoder = load_encoder(as_dict(cfg.encoder))

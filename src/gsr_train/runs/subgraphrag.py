@@ -25,19 +25,14 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.runs.common import (
     PreflightError,
     cache_dir,
-    fit_state,
-    is_rank_zero,
     label_path,
     load_kg_index,
     log_final_metrics,
-    make_trainer,
     one_setting,
     output_dir,
     preflight,
-    rank_batch,
     require_family,
     require_split,
-    resume_path,
     save_metrics,
 )
 
@@ -85,21 +80,6 @@ def settings(cfg: DictConfig) -> tuple[dict, dict, dict]:
     train["optim"] = {**TRAIN_DEFAULTS["optim"], **(train.get("optim") or {})}
     train["loss"] = {**TRAIN_DEFAULTS["loss"], **(train.get("loss") or {})}
     return run, model, train
-
-
-def model_meta(index, emb, data_name: str) -> dict:
-    """What a checkpoint needs to be matched with its inputs again."""
-    return {
-        "encoder_name": emb.encoder_name,
-        "dim": emb.dim,
-        "relation_text": emb.meta.get("relation_text"),
-        "entity_vocab_hash": index.entities.fingerprint(),
-        "relation_vocab_hash": index.relations.fingerprint(),
-        "num_entities": len(index.entities),
-        "num_relations": len(index.relations),
-        "index_key": index.key,
-        "data": data_name,
-    }
 
 
 def hop_table(reports: Mapping[str, Any], ks: Sequence[int], metrics: Sequence[str] = METRICS, digits: int = 3) -> str:
@@ -224,27 +204,12 @@ def _prepare(r: _Run) -> None:
     log.info("scorer: %s", r.scorer_cfg)
 
 
-def _fit_parts(r: _Run):
-    """The datamodule, the module, the monitored checkpoint and the callbacks of training."""
-    from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
-
-    from gsr_train.datamodules.triple_datamodule import TripleDataModule
+def _train(r: _Run) -> tuple[str | None, dict, Any]:
+    """Fit; the checkpoint to evaluate (None on DDP ranks > 0), what training did, the trainer."""
     from gsr_train.models.subgraphrag.module import SubgraphRAGModule
+    from gsr_train.runs.edge_training import EdgeRecipe, fit_edge_scorer, model_meta
 
-    cfg, run_cfg, train, sc = r.cfg, r.run_cfg, r.train, r.scorer_cfg
-    dm = TripleDataModule(
-        r.index,
-        r.emb,
-        r.sup,
-        sc.structure,
-        sc.dde_forward,
-        sc.dde_reverse,
-        train_split=run_cfg["train_split"],
-        val_split=run_cfg["val_split"],
-        graphs_per_batch=rank_batch(cfg, int(train["graphs_per_batch"]), "model.train.graphs_per_batch"),
-        eval_graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]),
-        seed=int(cfg.seed),
-    )
+    cfg, run_cfg, train = r.cfg, r.run_cfg, r.train
     module = SubgraphRAGModule(
         r.model_opts,
         r.emb.dim,
@@ -253,52 +218,20 @@ def _fit_parts(r: _Run):
         val_k=int(train["val_k"]),
         seed=int(cfg.seed),
         meta=model_meta(r.index, r.emb, str(cfg.data.name)),
-    ).validate_on(dm)
-    # without a validation split: no early stopping, and the final epoch is the checkpoint evaluated
-    monitor = f"val/sp_recall@{int(train['val_k'])}" if run_cfg["val_split"] else None
-    ckpt = ModelCheckpoint(
-        dirpath=r.out / "checkpoints",
-        filename="best-{epoch:02d}",
-        monitor=monitor,
-        mode="max",
-        save_last=False,
-        auto_insert_metric_name=False,
-        enable_version_counter=False,
     )
-    callbacks: list[Callback] = [ckpt]
-    if train.get("patience") and monitor:
-        callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(train["patience"])))
-    return dm, module, ckpt, callbacks, monitor
-
-
-def _train(r: _Run) -> tuple[str | None, dict, Any]:
-    """Fit; the checkpoint to evaluate (None on DDP ranks > 0), what training did, the trainer."""
-    dm, module, ckpt, callbacks, monitor = _fit_parts(r)
-    trainer = make_trainer(r.cfg, callbacks=callbacks, max_epochs=int(r.train["epochs"]))
-    t0 = time.perf_counter()
-    trainer.fit(module, dm, ckpt_path=resume_path(r.cfg))
-    r.timings["train_s"] = time.perf_counter() - t0
-    if not is_rank_zero():
-        return None, {}, trainer
-    state = fit_state(trainer, ckpt)
-    best_path = state["best_path"] or str(r.out / "checkpoints" / "last.ckpt")
-    dm.setup("fit")
-    assert dm.train_questions is not None  # set by setup
-    train_triples = int(r.index[r.run_cfg["train_split"]].num_edges[dm.train_questions].sum())
-    train_info = {
-        "epochs_run": state["epochs_run"],
-        "graphs": int(dm.train_questions.numel()),
-        "skipped": dm.skipped,
-        "triples_per_epoch": train_triples,
-        "best_score": state["best_score"],
-        "best_checkpoint": best_path,
-        "last_checkpoint": str(r.out / "checkpoints" / "last.ckpt"),
-        "monitor": monitor,
-        "global_step": state["global_step"],
-        "devices": int(trainer.world_size),
-    }
-    log.info("training done in %.1fs; best %s = %s (%s)", r.timings["train_s"], monitor, state["best_score"], best_path)
-    return best_path, train_info, trainer
+    recipe = EdgeRecipe(
+        train_split=run_cfg["train_split"],
+        val_split=run_cfg["val_split"],
+        graphs_per_batch=int(train["graphs_per_batch"]),
+        batch_option="model.train.graphs_per_batch",
+        eval_graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]),
+        epochs=int(train["epochs"]),
+        patience=train.get("patience"),
+        val_k=int(train["val_k"]),
+    )
+    trained = fit_edge_scorer(cfg, module, r.index, r.emb, r.sup, recipe)
+    r.timings["train_s"] = trained.seconds
+    return trained.best_path, trained.info, trained.trainer
 
 
 def _retrieve(r: _Run, best_path: str):

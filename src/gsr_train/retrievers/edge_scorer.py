@@ -1,0 +1,87 @@
+"""Any trained triple scorer as a retriever: ``retriever=trained retriever.options.checkpoint=CKPT``.
+
+The checkpoint names its own class (:data:`gsr_train.models.edge_scorer.CHECKPOINT_KEY`), so a
+scorer trained by ``python train.py +experiment=retrieve retriever._target_=my_pkg.MyScorer``
+is served here without knowing ``my_pkg``'s name: readers (``qa.retrieval.retriever=trained``),
+the robustness study and eval.py reach it through the registry like any built-in retriever.
+Graphs are batched many at a time, in the layout the scorer trained on (the node features its
+class asks for, computed for the whole split at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gsr_train.features.structure import node_features
+from gsr_train.features.triple_batch import make_batch
+from gsr_train.kg.index import SplitGraphs
+from gsr_train.models.edge_scorer import CheckpointError, EdgeScorerModule, load_edge_scorer
+from gsr_train.retrievers.interface import RetrievalInputs, Scores
+
+
+def check_trained_on(meta: Mapping[str, Any], emb: Any, where: str) -> None:
+    """Fail clearly when a scorer meets embeddings of another size or encoder than it trained on."""
+    dim = meta.get("dim")
+    if dim is not None and int(dim) != int(emb.dim):
+        raise ValueError(f"{where}: trained on {dim}-d embeddings, these are {emb.dim}-d ({emb.encoder_name})")
+    encoder = meta.get("encoder_name")
+    if encoder and encoder != emb.encoder_name:
+        raise ValueError(f"{where}: trained with encoder {encoder!r}, the embeddings come from {emb.encoder_name!r}")
+
+
+def score_split(
+    module: EdgeScorerModule, split: SplitGraphs, question_emb: torch.Tensor, emb: Any, graphs_per_batch: int = 64
+) -> torch.Tensor:
+    """``FloatTensor[sum E]``: ``module``'s logit of every edge of ``split`` (no gradients)."""
+    structure = str(module.structure)
+    forward, reverse = module.dde_rounds
+    features = node_features(split, structure, int(forward), int(reverse))
+    device = next(module.parameters(), torch.empty(0)).device
+    scores = torch.full((int(split.edge_ptr[-1]),), float("-inf"))
+    n = len(split)
+    with torch.no_grad():
+        for start in range(0, n, graphs_per_batch):
+            questions = list(range(start, min(n, start + graphs_per_batch)))
+            batch = make_batch(
+                split, questions, features, question_emb, emb.entity, emb.entity_has_text, emb.relation, None
+            )
+            if device.type != "cpu":
+                batch = batch.to(device)
+            if batch.num_triples:
+                scores[batch.edge_ids.cpu()] = module(batch).float().cpu()
+    return scores
+
+
+class TrainedEdgeScorer:
+    """The retriever of a trained :class:`EdgeScorerModule` checkpoint."""
+
+    def __init__(
+        self, checkpoint: str | Path, inputs: RetrievalInputs, graphs_per_batch: int = 64, device: str = "cpu"
+    ) -> None:
+        path = Path(str(checkpoint)).expanduser()
+        if not path.is_file():
+            raise ValueError(f"retriever 'trained': checkpoint {path} does not exist")
+        if inputs.embeddings is None or inputs.question_emb is None:
+            raise ValueError("retriever 'trained' needs the run's embeddings (RetrievalInputs.embeddings)")
+        try:
+            self.module = load_edge_scorer(path, map_location=device)
+        except CheckpointError as e:
+            raise ValueError(f"retriever 'trained': {e}") from None
+        check_trained_on(self.module.meta, inputs.embeddings, f"retriever 'trained' ({path})")
+        self.name = type(self.module).__name__
+        self.inputs, self.graphs_per_batch, self.checkpoint = inputs, int(graphs_per_batch), str(path)
+
+    def score(self, split: SplitGraphs) -> Scores:
+        inputs = self.inputs
+        assert inputs.question_emb is not None  # checked when made
+        if len(split) != inputs.question_emb.shape[0]:
+            raise ValueError(
+                f"retriever {self.name!r}: {len(split)} questions to score, {inputs.question_emb.shape[0]} question "
+                "embeddings (score the split it was made for)"
+            )
+        scores = score_split(self.module, split, inputs.question_emb, inputs.embeddings, self.graphs_per_batch)
+        return scores, {"checkpoint": self.checkpoint}

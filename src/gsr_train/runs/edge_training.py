@@ -1,0 +1,139 @@
+"""Training any triple scorer on the shared pipeline: SubgraphRAG and every trainable plugin.
+
+One path for the datamodule (whole question graphs with the node features the module asks
+for and shortest-path labels), the monitored best checkpoint, early stopping, the run's
+Trainer (loggers, ``last.ckpt``, DDP, resume) and the figures of what training did.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from gsr_train.runs.common import fit_state, is_rank_zero, make_trainer, output_dir, rank_batch, resume_path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EdgeRecipe:
+    """How a triple scorer trains: the splits, the batch (and the option that sets it), epochs,
+    early stopping and the K of the monitored validation recall."""
+
+    train_split: str
+    val_split: str | None
+    graphs_per_batch: int
+    batch_option: str  # the option a user sets it with (named in DDP batch messages)
+    eval_graphs_per_batch: int
+    epochs: int
+    patience: int | None
+    val_k: int
+
+
+@dataclass
+class Trained:
+    """What :func:`fit_edge_scorer` returns: the checkpoint to evaluate (None on DDP ranks > 0),
+    the training figures for metrics.json, the trainer and the datamodule."""
+
+    best_path: str | None
+    info: dict[str, Any]
+    trainer: Any
+    datamodule: Any
+    seconds: float
+
+
+def model_meta(index: Any, emb: Any, data_name: str) -> dict:
+    """What a checkpoint needs to be matched with its inputs again."""
+    return {
+        "encoder_name": emb.encoder_name,
+        "dim": emb.dim,
+        "relation_text": emb.meta.get("relation_text"),
+        "entity_vocab_hash": index.entities.fingerprint(),
+        "relation_vocab_hash": index.relations.fingerprint(),
+        "num_entities": len(index.entities),
+        "num_relations": len(index.relations),
+        "index_key": index.key,
+        "data": data_name,
+    }
+
+
+def monitor_of(recipe: EdgeRecipe) -> str | None:
+    """The validation figure that picks the best checkpoint (none without a validation split)."""
+    return f"val/sp_recall@{recipe.val_k}" if recipe.val_split else None
+
+
+def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dict, recipe: EdgeRecipe) -> Trained:
+    """Fit ``module`` (an :class:`~gsr_train.models.edge_scorer.EdgeScorerModule`) with the run's trainer."""
+    from gsr_train.datamodules.triple_datamodule import TripleDataModule
+
+    forward, reverse = module.dde_rounds
+    dm = TripleDataModule(
+        index,
+        emb,
+        sup,
+        str(module.structure),
+        int(forward),
+        int(reverse),
+        train_split=recipe.train_split,
+        val_split=recipe.val_split,
+        graphs_per_batch=rank_batch(cfg, recipe.graphs_per_batch, recipe.batch_option),
+        eval_graphs_per_batch=recipe.eval_graphs_per_batch,
+        seed=int(cfg.seed),
+    )
+    module.validate_on(dm)
+    ckpt, callbacks = _callbacks(output_dir(cfg), recipe)
+    trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=recipe.epochs)
+    t0 = time.perf_counter()
+    trainer.fit(module, dm, ckpt_path=resume_path(cfg))
+    seconds = time.perf_counter() - t0
+    if not is_rank_zero():
+        return Trained(None, {}, trainer, dm, seconds)
+    return Trained(*_figures(output_dir(cfg), index, recipe, trainer, ckpt, dm), trainer, dm, seconds)
+
+
+def _callbacks(out: Path, recipe: EdgeRecipe) -> tuple[Any, list]:
+    """The monitored best checkpoint (first: DDP spawn sends its path back) and early stopping."""
+    from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+
+    monitor = monitor_of(recipe)
+    # without a validation split: no early stopping, and the final epoch is the checkpoint evaluated
+    ckpt = ModelCheckpoint(
+        dirpath=out / "checkpoints",
+        filename="best-{epoch:02d}",
+        monitor=monitor,
+        mode="max",
+        save_last=False,
+        auto_insert_metric_name=False,
+        enable_version_counter=False,
+    )
+    callbacks: list[Callback] = [ckpt]
+    if recipe.patience and monitor:
+        callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(recipe.patience)))
+    return ckpt, callbacks
+
+
+def _figures(out: Path, index: Any, recipe: EdgeRecipe, trainer: Any, ckpt: Any, dm: Any) -> tuple[str, dict]:
+    """The checkpoint to evaluate and the training figures (rank 0, after ``fit``)."""
+    state = fit_state(trainer, ckpt)
+    best_path = state["best_path"] or str(out / "checkpoints" / "last.ckpt")
+    dm.setup("fit")
+    assert dm.train_questions is not None  # set by setup
+    info = {
+        "epochs_run": state["epochs_run"],
+        "graphs": int(dm.train_questions.numel()),
+        "skipped": dm.skipped,
+        "triples_per_epoch": int(index[recipe.train_split].num_edges[dm.train_questions].sum()),
+        "best_score": state["best_score"],
+        "best_checkpoint": best_path,
+        "last_checkpoint": str(out / "checkpoints" / "last.ckpt"),
+        "monitor": monitor_of(recipe),
+        "global_step": state["global_step"],
+        "devices": int(trainer.world_size),
+    }
+    log.info("training done; best %s = %s (%s)", info["monitor"], state["best_score"], best_path)
+    return best_path, info

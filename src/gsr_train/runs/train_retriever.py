@@ -1,0 +1,113 @@
+"""``+experiment=retrieve`` with a trainable retriever: train it, then score it like any other.
+
+A retriever whose name or ``_target_`` is an
+:class:`~gsr_train.models.edge_scorer.EdgeScorerModule` subclass (a plugin outside gsr-train
+included) is made from ``retriever.options`` (plus ``dim``, the text embedding size, when its
+constructor takes it), trained on the shared pipeline by :func:`~gsr_train.runs.edge_training.fit_edge_scorer`
+(the run's trainer, callbacks, DDP, ``resume=auto``, run folder) with ``retriever.train``, and its
+best checkpoint scores the split through :func:`~gsr_train.runs.retrieve.report_retrieval`.
+``eval_only=<checkpoint>`` (what eval.py sets) skips training.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+from omegaconf import DictConfig
+
+from gsr_train.config import as_dict
+from gsr_train.runs.common import PreflightError, cache_dir, load_kg_index, preflight, require_split
+
+log = logging.getLogger(__name__)
+
+
+def make_module(cls: type, options: dict[str, Any], dim: int) -> Any:
+    """``cls.create(**options)`` (with ``dim`` when the constructor takes it); refused options are one line."""
+    from gsr_train.retrievers.registry import RetrieverError
+
+    params = inspect.signature(cls).parameters
+    kwargs = {"dim": dim, **options} if "dim" in params and "dim" not in options else dict(options)
+    try:
+        return cls.create(**kwargs)  # type: ignore[attr-defined]
+    except (TypeError, ValueError) as e:
+        raise RetrieverError(f"retriever {cls.__module__}.{cls.__qualname__}: {e}") from None
+
+
+def run_trainable(cfg: DictConfig, cls: type) -> dict[str, Any]:
+    """Train ``cls`` (unless ``eval_only``), score ``cfg.split`` with its best checkpoint, report."""
+    from gsr_train.kg.paths import get_supervision
+    from gsr_train.text.embeddings import get_embeddings
+
+    split, train = str(cfg.split), cfg.retriever.train
+    eval_only = cfg.get("eval_only")
+    fit_splits = [] if eval_only else [str(cfg.train_split), *([str(cfg.val_split)] if cfg.get("val_split") else [])]
+    preflight(
+        cfg,
+        splits=[*fit_splits, split],
+        label_splits=[split],
+        checkpoints={"eval_only": eval_only},
+        encoder=cfg.encoder,
+    )
+    index = load_kg_index(cfg, evaluate=[split])
+    splits = list(dict.fromkeys([*fit_splits, split]))
+    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=splits)
+    info: dict[str, Any] = {}
+    best = str(eval_only) if eval_only else None
+    if best is None:
+        sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in fit_splits}
+        best, info = _train(cfg, cls, index, emb, sup)
+        if best is None:  # DDP: rank 0 alone evaluates and writes
+            return {}
+    return _score(cfg, index, emb, split, best, int(train.eval_graphs_per_batch), info)
+
+
+def _train(cfg: DictConfig, cls: type, index: Any, emb: Any, sup: dict) -> tuple[str | None, dict]:
+    from gsr_train.runs.edge_training import EdgeRecipe, fit_edge_scorer, model_meta
+
+    train, data = cfg.retriever.train, str(cfg.data.name)
+    require_split(index, str(cfg.train_split), "training", data, sup[str(cfg.train_split)].triple_label)
+    if cfg.get("val_split"):
+        require_split(
+            index,
+            str(cfg.val_split),
+            "validation",
+            data,
+            sup[str(cfg.val_split)].triple_label,
+            hint="the best checkpoint needs it; fix the split, or set val_split=null to train without validation",
+        )
+    module = make_module(cls, as_dict(cfg.retriever.options) if cfg.retriever.get("options") else {}, emb.dim)
+    module.train_with(int(train.val_k), int(cfg.seed), as_dict(train.loss), model_meta(index, emb, data))
+    recipe = EdgeRecipe(
+        train_split=str(cfg.train_split),
+        val_split=str(cfg.val_split) if cfg.get("val_split") else None,
+        graphs_per_batch=int(train.graphs_per_batch),
+        batch_option="retriever.train.graphs_per_batch",
+        eval_graphs_per_batch=int(train.eval_graphs_per_batch),
+        epochs=int(train.epochs),
+        patience=train.get("patience"),
+        val_k=int(train.val_k),
+    )
+    trained = fit_edge_scorer(cfg, module, index, emb, sup, recipe)
+    return trained.best_path, {**trained.info, "train_s": round(trained.seconds, 3)}
+
+
+def _score(cfg: DictConfig, index: Any, emb: Any, split: str, best: str, per_batch: int, info: dict) -> dict[str, Any]:
+    import time
+
+    from gsr_train.models.edge_scorer import CheckpointError, load_edge_scorer
+    from gsr_train.retrievers.edge_scorer import check_trained_on, score_split
+    from gsr_train.runs.retrieve import report_retrieval
+
+    try:
+        module = load_edge_scorer(best)
+        check_trained_on(module.meta, emb, best)
+    except (CheckpointError, ValueError) as e:
+        raise PreflightError(f"eval_only={best}: {e}" if cfg.get("eval_only") else str(e)) from None
+    t0 = time.perf_counter()
+    scores = score_split(module, index[split], emb.question[split], emb, per_batch)
+    extra = {"score_seconds": round(time.perf_counter() - t0, 3)}
+    return report_retrieval(
+        cfg, index, split, type(module).__name__, scores, extra, {"training": info, "checkpoint": best}
+    )

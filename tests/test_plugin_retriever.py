@@ -1,0 +1,148 @@
+"""A trainable retriever from outside gsr-train (``examples/plugin_retriever``) joins with zero edits.
+
+The README's plugin block runs exactly as written in a fresh checkout: install the package, train
+it with ``train.py``, score the run with ``eval.py``, sweep it against the built-ins. Then what a
+user would also do: serve the trained checkpoint by name (``retriever.name=trained``), stop a
+plugin run with SIGTERM mid-training and continue it with ``resume=auto`` (same figures as the
+uninterrupted run), and make a mistake in its options (one line, exit 2). ``src/`` never names it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+from .test_readme_commands import _argv, _checkout, _env
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SECTION = REPO.joinpath("README.md").read_text().split("### A method that trains, as a plugin", 1)[1]
+BLOCK = re.findall(r"```bash\n(.*?)```", SECTION.split("\n## ", 1)[0], re.S)[0]
+COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not line.startswith("#")]
+PLUGIN_NAMES = ("edge_mlp", "edge-mlp", "EdgeMLP")
+
+
+def _run(argv: list[str], cwd: Path, env: dict, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kw)
+
+
+def _metrics(folder: Path) -> dict:
+    return json.loads((folder / "metrics.json").read_text())
+
+
+def _sp_recall(folder: Path) -> dict:
+    return _metrics(folder)["metrics"]["overall"]["sp_recall"]
+
+
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory):
+    """The README's plugin commands, in order, in a fresh checkout; the checkout and its env."""
+    root = _checkout(tmp_path_factory.mktemp("plugin"))
+    (root / "examples").symlink_to(REPO / "examples")
+    env = _env(tmp_path_factory.mktemp("plugin_cache"))
+    for line in COMMANDS:
+        argv = _argv(line, root)
+        if argv[0] == "pip":
+            argv = [sys.executable, "-m", "pip", *argv[1:]]
+        proc = _run(argv, root, env)
+        assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return root, env
+
+
+def test_src_never_names_the_plugin():
+    for path in (REPO / "src").rglob("*"):
+        if path.is_file() and path.suffix in (".py", ".yaml", ".txt", ".toml"):
+            text = path.read_text(errors="replace")
+            assert not any(n in text for n in PLUGIN_NAMES), path
+    for path in (REPO / "conf").rglob("*.yaml"):
+        assert not any(n in path.read_text() for n in PLUGIN_NAMES), path
+
+
+def test_readme_commands_train_evaluate_and_sweep_the_plugin(readme_run):
+    root, _ = readme_run
+    (train,) = sorted((root / "outputs" / "retrieve").iterdir())
+    figures = _metrics(train)
+    assert figures["method"] == "EdgeMLP" and figures["training"]["epochs_run"] >= 1
+    assert Path(figures["checkpoint"]).is_file() and (train / "checkpoints" / "last.ckpt").is_file()
+    assert json.loads((train / "run.json").read_text())["status"] == "finished"
+    (evaluated,) = sorted((root / "outputs" / "eval").iterdir())
+    note = json.loads((evaluated / "eval.json").read_text())
+    assert note["method"] == "retrieve" and note["checkpoint"] == figures["checkpoint"]
+    assert _sp_recall(evaluated) == _sp_recall(train)  # the same checkpoint on the same split
+    (sweep,) = sorted((root / "multirun" / "retrieve").iterdir())
+    table = (sweep / "aggregate.md").read_text()
+    for method in ("cosine", "ppr", "EdgeMLP"):
+        assert f"| {method} |" in table, table
+    assert (sweep / "aggregate_recall.png").stat().st_size > 0
+    # the trained plugin beats the untrained cosine baseline at small K
+    swept = {_metrics(p)["method"]: p for p in sweep.iterdir() if (p / "metrics.json").is_file()}
+    assert _sp_recall(swept["EdgeMLP"])["10"] > _sp_recall(swept["cosine"])["10"]
+    assert _sp_recall(swept["EdgeMLP"]) == _sp_recall(train)  # the sweep point trains the same way
+
+
+def test_trained_checkpoint_is_a_retriever_by_name(readme_run):
+    root, env = readme_run
+    (train,) = sorted((root / "outputs" / "retrieve").iterdir())
+    best = _metrics(train)["checkpoint"]
+    out = root / "served"
+    proc = _run(
+        [
+            sys.executable,
+            "train.py",
+            "+experiment=retrieve",
+            "retriever.name=trained",
+            f"+retriever.options.checkpoint={best}",
+            f"hydra.run.dir={out}",
+        ],
+        root,
+        env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _metrics(out)["method"] == "EdgeMLP" and _sp_recall(out) == _sp_recall(train)
+
+
+def test_sigterm_mid_training_then_resume_matches_the_uninterrupted_run(readme_run):
+    root, env = readme_run
+    (train,) = sorted((root / "outputs" / "retrieve").iterdir())
+    run = root / "killed"
+    args = ["+experiment=retrieve", "retriever.name=edge-mlp", f"hydra.run.dir={run}"]
+    stopped = _run(
+        [sys.executable, "-m", "tests.signal_at", "edge_mlp.scorer:EdgeMLP.training_step", "25", "TERM", "train.py"]
+        + args,
+        root,
+        {**env, "PYTHONPATH": str(REPO)},
+    )
+    assert stopped.returncode == 128 + 15, stopped.stderr[-3000:]
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+    assert "resume=auto" in stopped.stderr and (run / "checkpoints" / "last.ckpt").is_file()
+    resumed = _run([sys.executable, "train.py", *args, "resume=auto"], root, env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+    assert _sp_recall(run) == _sp_recall(train)
+
+
+def test_a_wrong_plugin_option_is_one_line(readme_run):
+    root, env = readme_run
+    proc = _run(
+        [sys.executable, "train.py", "+experiment=retrieve", "retriever.name=edge-mlp", "+retriever.options.hidden=0"],
+        root,
+        env,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: retriever edge_mlp.scorer.EdgeMLP: hidden must be >= 1, got 0"
+    ), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+
+def test_eval_refuses_a_trainable_retriever_without_a_checkpoint(readme_run):
+    root, env = readme_run
+    proc = _run([sys.executable, "eval.py", "+experiment=retrieve", "retriever.name=edge-mlp"], root, env)
+    assert proc.returncode == 2 and "is trainable: eval.py scores a trained one" in proc.stderr
+    assert "Traceback" not in proc.stderr
