@@ -223,6 +223,74 @@ def prepare_graph(
     return OK, -1, rows, rel_ids[:p], inv, distinct, feature_row, products
 
 
+@njit(inline="always")
+def _pair_rows(q, w_q, b_first, rel_ids, rel_proj, pair_extra, h):
+    """``[max(P, 1), H]`` first-layer part shared by all triples of a relation: its projection
+    + the question part + bias (+ the precomputed extras); computed once per distinct relation."""
+    q_part = b_first.copy()
+    for j in range(h):
+        s = np.float32(0.0)
+        for k in range(q.shape[0]):
+            s += w_q[j, k] * q[k]
+        q_part[j] += s
+    num_pairs = rel_ids.shape[0]
+    pair = np.empty((max(num_pairs, 1), h), np.float32)
+    for p in range(num_pairs):
+        rr = rel_ids[p]
+        for j in range(h):
+            pair[p, j] = rel_proj[rr, j] + q_part[j]
+        if pair_extra.shape[0]:
+            for j in range(h):
+                pair[p, j] += pair_extra[p, j]
+    return pair
+
+
+@njit(inline="always")
+def _struct_rows(distinct, w_struct, h):
+    """``[D, 2H]`` structural part (head side, tail side) of each distinct feature row: the
+    rows are few and sparse, so zero channels are skipped."""
+    channels = distinct.shape[1]
+    struct = np.zeros((distinct.shape[0], 2 * h), np.float32)
+    for r in range(distinct.shape[0]):
+        for k in range(channels):
+            v = distinct[r, k]
+            if v != 0.0:
+                for j in range(2 * h):
+                    struct[r, j] += v * w_struct[k, j]
+    return struct
+
+
+@njit(inline="always")
+def _question_cosines(q, rows, unit, rel_ids, rel_unit, w_cos_r, pair):
+    """``[N]`` cosine of each node with the question (zeros when the model has no cosine
+    features); the relations' cosines go straight into their ``pair`` rows (times ``w_cos_r``)."""
+    n = rows.shape[0]
+    dim = q.shape[0]
+    h = pair.shape[1]
+    cos = np.zeros(n, np.float32)
+    if unit.shape[1]:
+        norm = np.float32(0.0)
+        for k in range(dim):
+            norm += q[k] * q[k]
+        q_unit = q / max(np.sqrt(norm), np.float32(1e-12))
+        for i in range(n):
+            if i + ROWS_AHEAD < n:
+                _prefetch_row(unit, rows[i + ROWS_AHEAD], 0, dim)
+            s = np.float32(0.0)
+            ri = rows[i]
+            for k in range(dim):
+                s += unit[ri, k] * q_unit[k]
+            cos[i] = s
+        for p in range(rel_ids.shape[0]):
+            s = np.float32(0.0)
+            rr = rel_ids[p]
+            for k in range(dim):
+                s += rel_unit[rr, k] * q_unit[k]
+            for j in range(h):
+                pair[p, j] += s * w_cos_r[j]
+    return cos
+
+
 @njit(cache=True, nogil=True, fastmath=True)
 def score_triples(
     head,
@@ -257,56 +325,11 @@ def score_triples(
     projections per row; ``unit`` / ``rel_unit``: unit-length embeddings for the cosine
     features (zero columns when the model has none).
     """
-    n = rows.shape[0]
     h = w_out.shape[0]
-    dim = q.shape[0]
-    # per relation of the graph: projection + question part + bias (+ extras, + cosine)
-    q_part = b_first.copy()
-    for j in range(h):
-        s = np.float32(0.0)
-        for k in range(dim):
-            s += w_q[j, k] * q[k]
-        q_part[j] += s
-    num_pairs = rel_ids.shape[0]
-    pair = np.empty((max(num_pairs, 1), h), np.float32)
-    for p in range(num_pairs):
-        rr = rel_ids[p]
-        for j in range(h):
-            pair[p, j] = rel_proj[rr, j] + q_part[j]
-        if pair_extra.shape[0]:
-            for j in range(h):
-                pair[p, j] += pair_extra[p, j]
-    # structural part of each distinct feature row: [D, 2H]
-    channels = distinct.shape[1]
-    struct = np.zeros((distinct.shape[0], 2 * h), np.float32)
-    for r in range(distinct.shape[0]):
-        for k in range(channels):
-            v = distinct[r, k]
-            if v != 0.0:
-                for j in range(2 * h):
-                    struct[r, j] += v * w_struct[k, j]
-    # question cosines of nodes and relations
-    cos = np.zeros(n, np.float32)
-    if unit.shape[1]:
-        norm = np.float32(0.0)
-        for k in range(dim):
-            norm += q[k] * q[k]
-        q_unit = q / max(np.sqrt(norm), np.float32(1e-12))
-        for i in range(n):
-            if i + ROWS_AHEAD < n:
-                _prefetch_row(unit, rows[i + ROWS_AHEAD], 0, dim)
-            s = np.float32(0.0)
-            ri = rows[i]
-            for k in range(dim):
-                s += unit[ri, k] * q_unit[k]
-            cos[i] = s
-        for p in range(num_pairs):
-            s = np.float32(0.0)
-            rr = rel_ids[p]
-            for k in range(dim):
-                s += rel_unit[rr, k] * q_unit[k]
-            for j in range(h):
-                pair[p, j] += s * w_cos_r[j]
+    # per relation of the graph: projection + question part + bias (+ extras, + cosine below)
+    pair = _pair_rows(q, w_q, b_first, rel_ids, rel_proj, pair_extra, h)
+    struct = _struct_rows(distinct, w_struct, h)
+    cos = _question_cosines(q, rows, unit, rel_ids, rel_unit, w_cos_r, pair)
     num_triples = head.shape[0]
     for e in range(num_triples):
         if e + ROWS_AHEAD < num_triples:
