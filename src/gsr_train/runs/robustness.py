@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +26,64 @@ def _container(node) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
 
 
+@dataclass
+class _Study:
+    """What the stages of one robustness run share: the split studied (its first
+    ``robustness.max_questions``), its gold evidence, the KGE scorer and the retrievers."""
+
+    split_name: str
+    index: Any
+    split: Any
+    gold: Any
+    scorer: Any
+    retrievers: dict
+
+
 def run(cfg) -> dict:
     """Hydra runner (``runner: gsr_train.runs.robustness.run``)."""
+    rc = cfg.robustness
+    torch.set_num_threads(int(rc.get("threads") or 1))
+    t0 = time.perf_counter()
+    s = _prepare(cfg)
+    prep = time.perf_counter() - t0
+    figures = evaluate_robustness(
+        s.split,
+        s.retrievers,
+        s.gold,
+        list(rc.methods),
+        list(rc.levels),
+        list(cfg.eval_ks),
+        int(rc.seed),
+        bool(rc.protect_gold),
+        s.scorer,
+    )
+    figures.update(
+        {
+            "experiment": cfg.get("experiment_name"),
+            "data": cfg.data.name,
+            "split": s.split_name,
+            "questions": len(s.split),
+            "edges": int(s.split.edge_ptr[-1]),
+            "retrievers": list(s.retrievers),
+            "kge": s.scorer.meta,
+            "prep_seconds": round(prep, 2),
+            "total_seconds": round(time.perf_counter() - t0, 2),
+        }
+    )
+    _report(cfg, s, figures)
+    return figures
+
+
+def _prepare(cfg) -> _Study:
+    """The split, its gold shortest-path triples, its embeddings, the KGE scorer and the retrievers."""
     from gsr_train.kg.paths import get_supervision
     from gsr_train.robustness.kge import get_scorer
     from gsr_train.robustness.retrievers import build_retrievers
-    from gsr_train.runs.common import cache_dir, load_kg_index, output_dir, save_metrics
+    from gsr_train.runs.common import cache_dir, load_kg_index
     from gsr_train.text.embeddings import get_embeddings
 
     rc = cfg.robustness
-    torch.set_num_threads(int(rc.get("threads") or 1))
     split_name = cfg.get("split", "test")
-    t0 = time.perf_counter()
     index = load_kg_index(cfg, evaluate=[split_name])
     split = index[split_name]
     sup = get_supervision(index, split_name, cache_dir(cfg))
@@ -59,44 +106,26 @@ def run(cfg) -> dict:
         _container(cfg.encoder),
         cache_dir(cfg),
     )
-    prep = time.perf_counter() - t0
-    figures = evaluate_robustness(
-        split,
-        retrievers,
-        gold,
-        list(rc.methods),
-        list(rc.levels),
-        list(cfg.eval_ks),
-        int(rc.seed),
-        bool(rc.protect_gold),
-        scorer,
-    )
-    figures.update(
-        {
-            "experiment": cfg.get("experiment_name"),
-            "data": cfg.data.name,
-            "split": split_name,
-            "questions": len(split),
-            "edges": int(split.edge_ptr[-1]),
-            "retrievers": list(retrievers),
-            "kge": scorer.meta,
-            "prep_seconds": round(prep, 2),
-            "total_seconds": round(time.perf_counter() - t0, 2),
-        }
-    )
+    return _Study(split_name, index, split, gold, scorer, retrievers)
+
+
+def _report(cfg, s: _Study, figures: dict) -> None:
+    """``robustness.md``, metrics.json and the recall plots written; the tables printed."""
+    from gsr_train.runs.common import output_dir, save_metrics
+
+    rc = cfg.robustness
     out = output_dir(cfg)
     k = int(rc.get("report_k", 100))
     tables = report_tables(figures, k)
-    title = f"{cfg.data.name} [{split_name}], {len(split)} questions, seed {int(rc.seed)}" + (
+    title = f"{cfg.data.name} [{s.split_name}], {len(s.split)} questions, seed {int(rc.seed)}" + (
         ", gold protected" if rc.protect_gold else ""
     )
     with atomic_write(out / "robustness.md", "w") as f:
         f.write(f"# Robustness: {title}\n\n{tables}\n")
-    save_metrics(cfg, index.key, metrics_rows(figures, k), figures)
+    save_metrics(cfg, s.index.key, metrics_rows(figures, k), figures)
     pngs = [plot(figures, out / f"robustness_{m}.png", m, k, title) for m in ("answer_recall", "sp_recall")]
     print(tables)
     print(f"\nwrote {out / 'robustness.md'}, {out / 'metrics.json'}, " + ", ".join(str(p) for p in pngs))
-    return figures
 
 
 def metrics_rows(figures: dict, k: int) -> list[dict]:
