@@ -484,6 +484,24 @@ def _rows(r: _ReaderRun, figures: dict) -> list[dict]:
     return rows
 
 
+@dataclass
+class _ReaderTraining:
+    """What the stages of the reader's fine-tuning share."""
+
+    cfg: DictConfig
+    model: Any
+    tokenizer: Any
+    fmt: str
+    k: int
+    budget: int | None
+    out: Path
+    timings: dict
+
+    @property
+    def tr(self) -> Any:
+        return self.cfg.qa.train
+
+
 def train_reader(
     cfg: DictConfig,
     model,
@@ -497,36 +515,55 @@ def train_reader(
     timings: dict,
 ) -> dict:
     """Fine-tune the reader on the train split's retrieved evidence; save the adapter folder."""
+    t = _ReaderTraining(cfg, model, tokenizer, fmt, k, budget, out, timings)
+    t0 = time.perf_counter()
+    dataset = _train_dataset(t, questions, results)
+    timings["prepare_train_s"] = time.perf_counter() - t0
+    module, trainer, ckpt_path = _fit_reader(t, dataset)
+    state = fit_state(trainer, trainer.checkpoint_callback)
+    if not is_rank_zero():
+        return {"steps": state["global_step"]}
+    return _save_reader(t, module, trainer, state, dataset, ckpt_path)
+
+
+def _train_dataset(t: _ReaderTraining, questions, results):
+    """The training prompts with their evidence (plus ``qa.train.no_evidence_fraction`` closed-book
+    copies), those without answers left out unless ``qa.train.require_answers=false``."""
     import numpy as np
 
-    from gsr_train.memory import peak_rss_mb
-    from gsr_train.readers.data import ReaderDataModule, ReaderDataset
-    from gsr_train.readers.model import ReaderModule, merge_and_export, save_adapter
+    from gsr_train.readers.data import ReaderDataset
     from gsr_train.readers.prompts import build_examples
 
-    tr = cfg.qa.train
-    t0 = time.perf_counter()
-    examples = build_examples(questions, results, fmt, k, tokenizer, budget, bool(cfg.qa.icl))
+    cfg, tr, tokenizer = t.cfg, t.tr, t.tokenizer
+    examples = build_examples(questions, results, t.fmt, t.k, tokenizer, t.budget, bool(cfg.qa.icl))
     if tr.get("no_evidence_fraction"):
         # a share of closed-book copies so the reader also answers without evidence
         rng = np.random.default_rng(int(cfg.seed))
         pick = rng.random(len(questions)) < float(tr.no_evidence_fraction)
         examples += build_examples(
-            [q for q, p in zip(questions, pick) if p], None, fmt, 0, tokenizer, budget, bool(cfg.qa.icl)
+            [q for q, p in zip(questions, pick) if p], None, t.fmt, 0, tokenizer, t.budget, bool(cfg.qa.icl)
         )
     if tr.get("require_answers", True):
         examples = [ex for ex in examples if ex.answers]
-    dataset = ReaderDataset(tokenizer, examples, int(tr.max_length))
-    timings["prepare_train_s"] = time.perf_counter() - t0
+    return ReaderDataset(tokenizer, examples, int(tr.max_length))
+
+
+def _fit_reader(t: _ReaderTraining, dataset) -> tuple[Any, Any, str | None]:
+    """Train (``resume=auto``: from the run's last checkpoint); the module, the trainer and the
+    checkpoint resumed from."""
+    from gsr_train.readers.data import ReaderDataModule
+    from gsr_train.readers.model import ReaderModule
+
+    cfg, tr = t.cfg, t.tr
     module = ReaderModule(
-        model,
+        t.model,
         lr=float(tr.lr),
         weight_decay=float(tr.weight_decay),
         warmup_ratio=float(tr.warmup_ratio),
         log_every=int(tr.get("log_every", 10)),
     )
     dm = ReaderDataModule(
-        dataset, tokenizer.pad_token_id, rank_batch(cfg, int(tr.batch_size), "qa.train.batch_size"), int(cfg.seed)
+        dataset, t.tokenizer.pad_token_id, rank_batch(cfg, int(tr.batch_size), "qa.train.batch_size"), int(cfg.seed)
     )
     overrides: dict[str, Any] = {
         "max_epochs": int(tr.epochs),
@@ -538,26 +575,34 @@ def train_reader(
     if tr.get("gradient_clip_val"):
         overrides["gradient_clip_val"] = float(tr.gradient_clip_val)
     trainer = make_trainer(cfg, **overrides)
-    model.train()
+    t.model.train()
     t0 = time.perf_counter()
     ckpt_path = resume_path(cfg)
     trainer.fit(module, dm, ckpt_path=ckpt_path)
-    timings["train_s"] = time.perf_counter() - t0
-    model.eval()
-    state = fit_state(trainer, trainer.checkpoint_callback)
-    if not is_rank_zero():
-        return {"steps": state["global_step"]}
+    t.timings["train_s"] = time.perf_counter() - t0
+    t.model.eval()
+    return module, trainer, ckpt_path
+
+
+def _save_reader(t: _ReaderTraining, module, trainer, state: dict, dataset, ckpt_path: str | None) -> dict:
+    """The adapter folder (and, ``qa.merge`` with LoRA, the merged model) written; the training figures."""
+    import numpy as np
+
+    from gsr_train.memory import peak_rss_mb
+    from gsr_train.readers.model import merge_and_export, save_adapter
+
+    cfg, out = t.cfg, t.out
     steps = np.asarray(module.step_seconds[1:] or module.step_seconds or [float("nan")])
     adapter_dir = out / "adapter"
     meta = {
         "base_model": str(cfg.reader.model),
         "precision": str(cfg.reader.precision),
         "adapter": str(cfg.reader.adapter),
-        "format": fmt,
-        "k": k,
-        "max_prompt_tokens": budget,
+        "format": t.fmt,
+        "k": t.k,
+        "max_prompt_tokens": t.budget,
     }
-    save_adapter(model, tokenizer, adapter_dir, meta)
+    save_adapter(t.model, t.tokenizer, adapter_dir, meta)
     info = {
         "steps": state["global_step"],
         "epochs": state["epochs_run"],
