@@ -18,8 +18,8 @@ register_resolvers()
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")
 def main(cfg: DictConfig):
-    from gsr_train.runs.common import report_user_errors
     from gsr_train.runs.evaluate_run import run
+    from gsr_train.runs.experiment import report_user_errors
 
     return report_user_errors(run, cfg)
 

@@ -17,7 +17,7 @@ register_resolvers()
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    from gsr_train.runs.common import report_user_errors, run_experiment
+    from gsr_train.runs.experiment import report_user_errors, run_experiment
 
     return report_user_errors(run_experiment, cfg)
 

@@ -72,8 +72,8 @@ def test_a_new_retriever_plugs_into_results_metrics_and_robustness(tmp_path):
 def test_reader_evidence_from_any_registered_retriever(tmp_path):
     import pytest
 
+    from gsr_train.data.errors import PreflightError
     from gsr_train.kg.index import get_index
-    from gsr_train.runs.common import PreflightError
     from gsr_train.runs.reader import evidence_source, registered_results_file
 
     from .conftest import compose_config

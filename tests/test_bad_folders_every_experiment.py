@@ -1,4 +1,4 @@
-"""Every experiment opens its data through one path (``gsr_train.runs.common.load_kg_index``), so the
+"""Every experiment opens its data through one path (``gsr_train.runs.run_data.load_kg_index``), so the
 same bad folder gives every experiment the same one-line error, before any training.
 
 The bad folders are the tiny webqsp_mini cut of the end-to-end tests with one fault each: test
@@ -56,7 +56,7 @@ def bad(tiny):
 
 
 def _error(name, tiny, tmp_path, capsys, folder, *extra):
-    from gsr_train.runs.common import report_user_errors, run_experiment
+    from gsr_train.runs.experiment import report_user_errors, run_experiment
 
     given = [o for o in overrides(tiny)[name] if not o.startswith(("data.dir=", "+data.synthetic."))]
     cfg = compose_config(
@@ -101,7 +101,7 @@ def test_every_experiment_refuses_the_same_bad_folder_with_the_same_line(name, f
 def test_skip_and_overlap_options_reach_the_runs_and_the_skips_reach_metrics(tiny, bad, tmp_path, caplog):
     """``data.skip_invalid`` / ``data.allow_overlap``, honoured by the cosine run (which once opened
     its data on its own); the rows skipped are in the run's log and metrics.json."""
-    from gsr_train.runs.common import run_experiment
+    from gsr_train.runs.experiment import run_experiment
 
     def run(folder, out, *extra):
         cfg = compose_config(
@@ -132,7 +132,7 @@ def test_skip_and_overlap_options_reach_the_runs_and_the_skips_reach_metrics(tin
 def test_gsr_smoke_cap_larger_than_the_split(tiny, tmp_path):
     """``gsr.max_eval_questions`` above the split's size (a hub preset that skipped bad rows left
     fewer) evaluates every question instead of indexing past the split."""
-    from gsr_train.runs.common import run_experiment
+    from gsr_train.runs.experiment import run_experiment
 
     from .test_experiments_e2e import SYNTHETIC
 

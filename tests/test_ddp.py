@@ -119,7 +119,7 @@ def test_rank_sampler_shards_the_single_process_order():
 def test_reader_run_with_two_ddp_processes_matches_one(tmp_path):
     """runs/reader.py with ``trainer=ddp_cpu`` (2 forked ranks, 2 examples each) trains the same adapter
     as one process with batch 4 (the loss is the mean over the global batch's answer tokens)."""
-    from gsr_train.runs.common import run_experiment
+    from gsr_train.runs.experiment import run_experiment
 
     from .scale_helpers import reader_adapter, reader_run_config, reader_run_inputs
 
@@ -154,7 +154,7 @@ def test_reader_run_writes_nothing_on_other_ranks(tmp_path, monkeypatch):
     """``strategy=ddp`` re-runs the whole script on every rank: ranks > 0 train, then return without
     scoring or writing results (Lightning itself writes checkpoints from rank 0 only)."""
     import gsr_train.runs.reader as reader_run
-    from gsr_train.runs.common import run_experiment
+    from gsr_train.runs.experiment import run_experiment
 
     from .scale_helpers import reader_run_config, reader_run_inputs
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from gsr_train.runs.common import PreflightError
+from gsr_train.data.errors import PreflightError
 
 from .conftest import compose_config
 from .subgraphrag_toy import toy_rows, toy_run_overrides

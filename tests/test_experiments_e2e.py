@@ -1,7 +1,7 @@
 """Every experiment file runs end to end on tiny data, through the entry point the README documents.
 
 ``train.py +experiment=NAME ...`` composes ``conf/config.yaml`` with the experiment and hands it to
-``gsr_train.runs.common.run_experiment``; each test does the same in-process (``compose_config`` is
+``gsr_train.runs.experiment.run_experiment``; each test does the same in-process (``compose_config`` is
 train.py's composition) and checks that the run folder holds a finished run (``run.json``) and a
 ``metrics.json`` in the shared schema whose main figures are there and are fractions.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from gsr_train.runs.runners import runner_name
+from gsr_train.runs.recipes import runner_name
 
 from .conftest import REPO, compose_config
 from .test_reader_helpers import tiny_llama_folder
@@ -271,7 +271,7 @@ def _rows_expected(cfg) -> tuple[str, set]:
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in EXPERIMENTS])
 def test_experiment_runs_end_to_end_on_tiny_data(name, tiny, tmp_path):
     from gsr_train.eval.tail import read_metrics
-    from gsr_train.runs.common import run_experiment
+    from gsr_train.runs.experiment import run_experiment
 
     out = tmp_path / "run"
     cfg = compose_config(

@@ -12,7 +12,7 @@ import shutil
 import pytest
 from omegaconf import OmegaConf
 
-from gsr_train.runs.common import PreflightError
+from gsr_train.data.errors import PreflightError
 
 from .conftest import compose_config
 from .test_eval_cli import eval_cfg, save_run_config

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules.gsr_chains import ChainQuestion
 from gsr_train.datamodules.gsr_prepare import GSRData
-from gsr_train.runs.common import PreflightError
 from gsr_train.runs.gsr import relation_vocab
 
 

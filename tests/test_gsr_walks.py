@@ -145,7 +145,7 @@ def test_index_share_mistakes_are_one_message_before_any_work(tmp_path, override
 
 
 def _one_message_before_any_work(tmp_path, overrides, message):
-    from gsr_train.runs.common import PreflightError
+    from gsr_train.data.errors import PreflightError
     from gsr_train.runs.gsr import run
 
     cfg = compose_config(
@@ -164,7 +164,7 @@ def _one_message_before_any_work(tmp_path, overrides, message):
 
 @pytest.mark.slow
 def test_run_with_walks_trains_on_them_and_reports_them(tmp_path):
-    from gsr_train.runs.common import run_experiment
+    from gsr_train.runs.experiment import run_experiment
 
     from .test_gsr_run import SMALL
 

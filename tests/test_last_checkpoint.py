@@ -10,7 +10,7 @@ from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
 from gsr_train.runs.checkpoints import LastCheckpoint
-from gsr_train.runs.common import make_trainer
+from gsr_train.runs.training import make_trainer
 
 from .conftest import compose_config
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(tmp_path, logger: str):
-    from gsr_train.runs.common import finish_trackers
+    from gsr_train.runs.experiment import finish_trackers
     from gsr_train.runs.subgraphrag import run
 
     overrides = toy_run_overrides(

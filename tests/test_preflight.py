@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gsr_train.runs.common import PreflightError
+from gsr_train.data.errors import PreflightError
 
 from .conftest import compose_config
 from .subgraphrag_toy import toy_run_overrides

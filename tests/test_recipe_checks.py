@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gsr_train.data.errors import PreflightError
 from gsr_train.models.subgraphrag.scorer import ScorerConfig
-from gsr_train.runs.common import PreflightError
 
 from .conftest import compose_config
 from .subgraphrag_toy import toy_run_overrides
@@ -58,7 +58,7 @@ def test_model_of_another_family_is_refused(tmp_path):
     ],
 )
 def test_two_settings_for_epochs_are_an_error_and_one_follows_the_other(tmp_path, experiment, used):
-    from gsr_train.runs.common import one_setting
+    from gsr_train.runs.run_data import one_setting
 
     base = [f"+experiment={experiment}", f"paths.output_dir={tmp_path}"]
     cfg = compose_config(base)
@@ -81,17 +81,87 @@ def test_two_settings_for_epochs_are_an_error_and_one_follows_the_other(tmp_path
 def test_every_experiment_follows_its_typed_recipe(name):
     from omegaconf import OmegaConf
 
-    from gsr_train.runs.recipes import RECIPES, recipe_errors
+    from gsr_train.runs.recipes import RECIPES, recipe_errors, value_errors
 
     cfg = compose_config([f"+experiment={name}", "paths.output_dir=/tmp/x", f"experiment_name={name}"])
     assert cfg.runner in RECIPES, f"{name}: runner {cfg.runner} has no typed recipe in gsr_train.runs.recipes"
     plain = OmegaConf.to_container(cfg, resolve=False)
     plain.pop("hydra", None)
     assert recipe_errors(plain) == []
+    assert value_errors(plain) == []  # every shipped value has the type and range its recipe says
+
+
+@pytest.mark.parametrize(
+    "experiment, override, message",
+    [
+        (
+            "subgraphrag_quickstart",
+            "subgraphrag.top_k=ten",
+            "subgraphrag.top_k=ten: expected an integer (conf/experiment/subgraphrag_defaults.yaml)",
+        ),
+        (
+            "subgraphrag_quickstart",
+            "model.train.epochs=1.5",
+            "model.train.epochs=1.5: expected an integer (conf/model/subgraphrag.yaml)",
+        ),
+        (
+            "subgraphrag_quickstart",
+            "model.dropout=2",
+            "model.dropout=2: expected in [0, 1] (conf/model/subgraphrag.yaml)",
+        ),
+        (
+            "subgraphrag_quickstart",
+            "subgraphrag.serving=fast",
+            "subgraphrag.serving=fast: expected one of auto, compiled, torch "
+            "(conf/experiment/subgraphrag_defaults.yaml)",
+        ),
+        (
+            "gsr_quickstart",
+            "gsr.decode.beams=-2",
+            "gsr.decode.beams=-2: expected >= 1 (conf/experiment/gsr_defaults.yaml)",
+        ),
+        ("gsr_quickstart", "model.epochs=1.5", "model.epochs=1.5: expected an integer"),
+        ("cosine_baseline", "top_k=0", "top_k=0: expected >= 1 (conf/config.yaml)"),
+        (
+            "retrieve",
+            "retriever.train.val_k=0",
+            "retriever.train.val_k=0: expected >= 1 (conf/experiment/retrieve.yaml)",
+        ),
+        ("retrieve", "seed=abc", "seed=abc: expected an integer (conf/config.yaml)"),
+        ("retrieve", "eval_ks=[10,x]", "eval_ks=[10, 'x']: expected a list of integers (conf/config.yaml)"),
+    ],
+)
+def test_a_wrong_type_or_range_is_one_line_naming_key_expectation_and_file(experiment, override, message):
+    from gsr_train.runs.recipes import RecipeError, check_recipe
+
+    cfg = compose_config([f"+experiment={experiment}", override, f"experiment_name={experiment}"])
+    with pytest.raises(RecipeError) as e:
+        check_recipe(cfg)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_wrong_value_stops_train_py_before_any_work(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), "+experiment=subgraphrag_quickstart", "subgraphrag.top_k=ten"],
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "GSR_TRAIN_CACHE": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: subgraphrag.top_k=ten: expected an integer")
+    assert not (tmp_path / "cache").exists()  # nothing was built
 
 
 def test_unknown_keys_anywhere_are_named_with_their_file_and_closest_option(tmp_path):
-    from gsr_train.runs.common import run_experiment, user_errors
+    from gsr_train.runs.experiment import run_experiment, user_errors
     from gsr_train.runs.recipes import RecipeError
 
     assert issubclass(RecipeError, user_errors())  # printed as one message by train.py, no traceback
@@ -136,3 +206,57 @@ def test_unknown_keys_anywhere_are_named_with_their_file_and_closest_option(tmp_
         r"\(conf/reader/smollm2.yaml\)",
     ):
         run_experiment(reader)
+
+
+def _disagreements(yaml_values: dict, defaults: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key, value in yaml_values.items():
+        if key not in defaults:
+            out.append(f"{prefix}{key}: not in the dataclass")
+        elif isinstance(value, dict) and isinstance(defaults[key], dict):
+            if defaults[key] or not value:  # an open mapping (dict field, empty default) holds anything
+                out += _disagreements(value, defaults[key], f"{prefix}{key}.")
+        elif value != defaults[key]:
+            out.append(f"{prefix}{key}: YAML {value!r}, dataclass {defaults[key]!r}")
+    return out
+
+
+@pytest.mark.parametrize(
+    "path, section, cls",
+    [
+        ("conf/experiment/subgraphrag_defaults.yaml", "subgraphrag", "gsr_train.runs.recipes:SubgraphRAGRun"),
+        ("conf/model/subgraphrag_paper.yaml", None, "gsr_train.models.subgraphrag.options:SubgraphRAGModel"),
+        ("conf/experiment/classic_defaults.yaml", "classic", "gsr_train.retrievers.classic:ClassicRun"),
+        ("conf/experiment/gsr_defaults.yaml", "gsr", "gsr_train.runs.recipes:GSRRun"),
+        ("conf/experiment/reader_defaults.yaml", "qa", "gsr_train.runs.recipes:QARun"),
+        ("conf/robustness/default.yaml", None, "gsr_train.runs.recipes:RobustnessRun"),
+    ],
+)
+def test_the_defaults_files_restate_the_dataclass_defaults(path, section, cls):
+    """One set of defaults: a runner's defaults file says what its typed dataclass says (the other
+    files override them), and the code fills what a config leaves out from the same dataclass."""
+    import importlib
+
+    import yaml
+
+    from gsr_train.config import defaults_of
+
+    from .conftest import REPO
+
+    module, _, name = cls.partition(":")
+    values = yaml.safe_load((REPO / path).read_text())
+    values = values[section] if section else values
+    assert _disagreements(values, defaults_of(getattr(importlib.import_module(module), name))) == []
+
+
+def test_runner_and_module_fill_missing_options_from_the_dataclasses():
+    from gsr_train.config import defaults_of
+    from gsr_train.models.subgraphrag.module import DEFAULT_OPTIM
+    from gsr_train.models.subgraphrag.options import SubgraphRAGOptim, SubgraphRAGTrain
+    from gsr_train.retrievers.classic import DEFAULTS as CLASSIC
+    from gsr_train.runs.recipes import ClassicRun, SubgraphRAGRun
+    from gsr_train.runs.subgraphrag import DEFAULTS, TRAIN_DEFAULTS
+
+    assert DEFAULTS == defaults_of(SubgraphRAGRun) and TRAIN_DEFAULTS == defaults_of(SubgraphRAGTrain)
+    assert {k: v for k, v in DEFAULT_OPTIM.items() if k != "fused"} == defaults_of(SubgraphRAGOptim)
+    assert CLASSIC == {k: v for k, v in defaults_of(ClassicRun).items() if k != "method"}

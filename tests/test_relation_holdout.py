@@ -46,7 +46,7 @@ def test_vocabulary_groups_need_one_fully_seen_ground_chain():
 @pytest.mark.slow
 def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, shared_data, capsys, head):
     from gsr_train.datamodules.gsr_chains import load_path_rows
-    from gsr_train.runs.common import run_experiment
+    from gsr_train.runs.experiment import run_experiment
 
     from .test_experiments_e2e import GSR_SMALL, paths_cut
 

@@ -223,7 +223,7 @@ def test_mid_epoch_resume_matches_uninterrupted_for_every_kind(kind, epoch, tmp_
 # ----------------------------------------------------------------------------- the reader runner, resume=auto
 def test_reader_run_crashed_mid_epoch_resumes_with_resume_auto(tmp_path):
     """runs/reader.py: crash at step 4 (epoch 1) -> ``resume=auto`` -> same steps, adapter and predictions."""
-    from gsr_train.runs.common import run_experiment as run  # seeds from cfg.seed like train.py
+    from gsr_train.runs.experiment import run_experiment as run  # seeds from cfg.seed like train.py
 
     from .scale_helpers import reader_adapter, reader_run_config, reader_run_inputs
 

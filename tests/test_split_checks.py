@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from gsr_train.runs.common import PreflightError, label_path
+from gsr_train.data.errors import PreflightError
+from gsr_train.runs.run_data import label_path
 
 from .conftest import compose_config
 from .subgraphrag_toy import toy_run_overrides

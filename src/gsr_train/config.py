@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -163,3 +164,26 @@ def dataclass_from_mapping(cls, cfg, label: str, positive: tuple[str, ...] = ())
         if int(getattr(out, name)) < 1:
             raise ValueError(f"{label} config: {name} must be >= 1, got {getattr(out, name)}")
     return out
+
+
+# ---------------------------------------------------------------- typed option fields
+# Typed config dataclasses (gsr_train.runs.recipes and the option classes of lower layers) mark a
+# field's range with these; the recipe check reports a value outside it, naming key and file.
+def at_least(low: float, default: Any, *, above: bool = False) -> Any:
+    """A dataclass field whose value (when set) must be ``>= low`` (``> low`` with ``above``)."""
+    return field(default=default, metadata={"gt" if above else "min": low})
+
+
+def between(low: float, high: float, default: Any) -> Any:
+    """A dataclass field whose value (when set) must be in ``[low, high]``."""
+    return field(default=default, metadata={"min": low, "max": high})
+
+
+def one_of(default: Any, *choices: Any) -> Any:
+    """A dataclass field whose value must be one of ``choices``."""
+    return field(default=default, metadata={"choices": tuple(choices)})
+
+
+def defaults_of(cls: type) -> dict[str, Any]:
+    """The defaults of a typed option dataclass as a plain dict (nested sections included)."""
+    return asdict(cls())

@@ -140,3 +140,7 @@ def report_user_errors(
     """``fn(*args, **kwargs)`` inside :func:`user_error_exit` (what every command's ``main`` runs)."""
     with user_error_exit(extra, list(cache_dirs)):
         return fn(*args, **kwargs)
+
+
+class PreflightError(UserError, ValueError):
+    """Inputs a run needs are missing or wrong: found before any long work starts."""

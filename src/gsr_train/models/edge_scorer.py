@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -34,12 +35,24 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.utils import scatter
 
+from gsr_train.config import at_least, defaults_of
 from gsr_train.features.triple_batch import TripleBatch
 from gsr_train.kg.index import SplitGraphs
 
 # a checkpoint's {"class": "module:QualName", "init": constructor kwargs, "meta": what it was trained on, "val_k"}
 CHECKPOINT_KEY = "edge_scorer"
-DEFAULT_LOSS = {"pos_weight": None, "listwise": 0.0}
+
+
+@dataclass
+class EdgeLoss:
+    """The loss of a triple scorer: BCE (``pos_weight`` on positives) plus ``listwise`` times the
+    softmax cross-entropy of each graph's positives against all of its triples."""
+
+    pos_weight: float | None = at_least(0, None, above=True)
+    listwise: float = at_least(0, 0.0)
+
+
+DEFAULT_LOSS = defaults_of(EdgeLoss)
 
 
 def listwise_loss(

@@ -30,12 +30,14 @@ import copy
 import logging
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch_geometric.utils import scatter
 
 from gsr_train.arrays import segment_count
+from gsr_train.config import defaults_of
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, SplitGraphs
 from gsr_train.retrievers.cosine import segment_cosine
 from gsr_train.retrievers.segment_ranks import group_rank, segment_rank  # noqa: F401  (segment_rank re-exported)
@@ -45,22 +47,59 @@ log = logging.getLogger(__name__)
 METHODS = ("triplets", "paths", "pcst")
 TIE = 1e-3  # weight of the raw similarity used to break prize ties
 
-DEFAULTS: dict[str, Any] = {
-    "prizes": {"topk_nodes": 10, "topk_edges": 10},
-    "triplets": {"edge_prize": "rank"},
-    "paths": {
-        "edge_prize": "rank",
-        "starts": "topic",
-        "num_starts": 5,
-        "max_len": 3,
-        "beam": 20,
-        "max_paths": 50,
-        "edge_cost": 1.0,
-        "chunk_questions": 16,
-    },
-    "pcst": {"edge_prize": "split", "edge_cost": 0.5, "budget": 200, "pruning": "gw"},
-    "ppr": {"enabled": False, "top_nodes": 200, "alpha": 0.15, "iters": 30},
-}
+
+@dataclass
+class ClassicPrizes:
+    topk_nodes: int = 10
+    topk_edges: int = 10
+
+
+@dataclass
+class ClassicTriplets:
+    edge_prize: str = "rank"
+
+
+@dataclass
+class ClassicPaths:
+    edge_prize: str = "rank"
+    starts: str = "topic"
+    num_starts: int = 5
+    max_len: int = 3
+    beam: int = 20
+    max_paths: int = 50
+    edge_cost: float = 1.0
+    chunk_questions: int = 16
+
+
+@dataclass
+class ClassicPCST:
+    edge_prize: str = "split"
+    edge_cost: float = 0.5
+    budget: int = 200
+    pruning: str = "gw"
+
+
+@dataclass
+class ClassicPPR:
+    enabled: bool = False
+    top_nodes: int = 200
+    alpha: float = 0.15
+    iters: int = 30
+
+
+@dataclass
+class ClassicRun:
+    """The classic retrievers' options (conf/experiment/classic_defaults.yaml restates these defaults)."""
+
+    method: str = "triplets"
+    prizes: ClassicPrizes = field(default_factory=ClassicPrizes)
+    triplets: ClassicTriplets = field(default_factory=ClassicTriplets)
+    paths: ClassicPaths = field(default_factory=ClassicPaths)
+    pcst: ClassicPCST = field(default_factory=ClassicPCST)
+    ppr: ClassicPPR = field(default_factory=ClassicPPR)
+
+
+DEFAULTS: dict[str, Any] = {k: v for k, v in defaults_of(ClassicRun).items() if k != "method"}
 
 
 def merge_options(options: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ Lightning skips them and early stopping finds no metric. :class:`LastCheckpoint`
 
 It also honours stop signals (:mod:`gsr_train.runs.interrupts`): a signal received during
 training stops it at the next of those states, after writing ``last.ckpt`` there.
-:func:`gsr_train.runs.common.make_trainer` adds one to every Trainer (``callbacks.step_checkpoint``).
+:func:`gsr_train.runs.training.make_trainer` adds one to every Trainer (``callbacks.step_checkpoint``).
 """
 
 from __future__ import annotations

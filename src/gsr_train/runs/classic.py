@@ -21,8 +21,8 @@ def run(cfg: DictConfig) -> dict:
     (:func:`gsr_train.runs.retrieve.report_retrieval`)."""
     from gsr_train.arrays import segment_count
     from gsr_train.retrievers.classic import classic_scores, merge_options
-    from gsr_train.runs.common import cache_dir, load_kg_index
-    from gsr_train.runs.retrieve import report_retrieval
+    from gsr_train.runs.retrieval_report import report_retrieval
+    from gsr_train.runs.run_data import cache_dir, load_kg_index
     from gsr_train.text.embeddings import get_embeddings
 
     split = cfg.get("split", "test")

@@ -15,7 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from gsr_train.runs.common import fit_state, is_rank_zero, make_trainer, output_dir, rank_batch, resume_path
+from gsr_train.runs.run_data import output_dir
+from gsr_train.runs.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
 

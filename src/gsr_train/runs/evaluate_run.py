@@ -24,9 +24,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from gsr_train.data.errors import PreflightError
 from gsr_train.io import write_json
-from gsr_train.runs.common import PreflightError, is_rank_zero, output_dir
-from gsr_train.runs.runners import runner_name, runner_of
+from gsr_train.runs.recipes import runner_name
+from gsr_train.runs.run_data import output_dir
+from gsr_train.runs.runners import runner_of
+from gsr_train.runs.training import is_rank_zero
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +288,7 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
 
     ``overrides``: the command line's overrides to put on the run's config (default: Hydra's).
     """
-    from gsr_train.runs.common import run_experiment
+    from gsr_train.runs.experiment import run_experiment
 
     if composed.get("ckpt_path"):
         source = find_source(composed.ckpt_path)

@@ -35,25 +35,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules import gsr_prepare
 from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
-from gsr_train.runs.common import (
-    PreflightError,
+from gsr_train.runs.run_data import (
     cache_dir,
-    fit_state,
-    is_rank_zero,
     load_kg_index,
-    log_final_metrics,
-    make_trainer,
     one_setting,
     output_dir,
     preflight,
-    rank_batch,
     require_family,
     resolve_data_dir,
-    resume_path,
     save_metrics,
 )
+from gsr_train.runs.training import fit_state, is_rank_zero, log_final_metrics, make_trainer, rank_batch, resume_path
 
 if TYPE_CHECKING:
     from gsr_train.runs.recipes import GSRWalks

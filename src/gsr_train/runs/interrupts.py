@@ -5,7 +5,7 @@ records it; :class:`gsr_train.runs.checkpoints.LastCheckpoint` then writes ``las
 next state a resumed run can continue from exactly (a step boundary, or the end of the epoch
 after validation) and raises :class:`RunInterrupted`. Outside training (index, embeddings,
 scoring) there is no state to save, every cache being written atomically, so the run stops at
-once. :func:`gsr_train.runs.common.run_experiment` marks the folder interrupted, requeues a
+once. :func:`gsr_train.runs.experiment.run_experiment` marks the folder interrupted, requeues a
 SLURM job on its requeue signal, and exits with ``128 + signal``. A second Ctrl-C stops at once.
 
 Lightning's own handlers are not used for this: its SIGTERM handling ends the process with

@@ -12,7 +12,7 @@
 4. writes ``predictions_<variant>.jsonl``, ``metrics.json`` (every variant: all / sub / per hop,
    timings, step times) and prints the reader x evidence x metric table.
 
-Scale-out (as every runner, see :mod:`gsr_train.runs.common`): ``trainer=...`` picks the
+Scale-out (as every runner, see :mod:`gsr_train.runs.training`): ``trainer=...`` picks the
 Trainer (DDP included: each rank trains on its shard of the same global batch); ``resume=auto``
 continues the fine-tuning from ``<run folder>/checkpoints/last.ckpt`` (written every
 ``checkpoint_every_n_steps``; the order of the examples is a function of seed and epoch, so a
@@ -39,24 +39,20 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from gsr_train.data.errors import PreflightError
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
 from gsr_train.eval.tail import results_file
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
-from gsr_train.runs.common import (
-    PreflightError,
+from gsr_train.runs.run_data import (
     cache_dir,
-    fit_state,
-    is_rank_zero,
     load_kg_index,
-    make_trainer,
     one_setting,
     output_dir,
     preflight,
-    rank_batch,
     resolve_data_dir,
-    resume_path,
     save_metrics,
 )
+from gsr_train.runs.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
 

@@ -16,17 +16,42 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gsr_train.config import at_least, between, one_of
 from gsr_train.data.errors import UserError
 from gsr_train.llm.client import LLMConfig
+from gsr_train.models.edge_scorer import EdgeLoss
 from gsr_train.models.gsr.decoding import DecodeConfig
+from gsr_train.models.subgraphrag.options import SubgraphRAGModel
+from gsr_train.retrievers.classic import ClassicRun
 from gsr_train.retrievers.safe import SAFEConfig
 from gsr_train.retrievers.simgrag import SimGRAGConfig
 from gsr_train.robustness.kge import KGEConfig
+
+# what run folders saved before the runners had names
+DOTTED = {
+    "gsr_train.runs.subgraphrag.run": "subgraphrag",
+    "gsr_train.runs.gsr.run": "gsr",
+    "gsr_train.runs.reader.run": "reader",
+    "gsr_train.runs.retrieve.run": "retrieve",
+    "gsr_train.runs.cosine.run": "cosine",
+    "gsr_train.runs.classic.run": "classic",
+    "gsr_train.runs.patterns.run_simgrag": "simgrag",
+    "gsr_train.runs.patterns.run_safe": "safe",
+    "gsr_train.runs.robustness.run": "robustness",
+}
+
+
+def runner_name(value: Any) -> str:
+    """The built-in name of ``value`` (a name or a dotted path saved by an older run), else ``value``."""
+    text = str(value)
+    return DOTTED.get(text, text)
+
 
 # keys every experiment has (conf/config.yaml and its groups; conf/eval.yaml adds ckpt_path, split, k)
 COMMON = (
@@ -50,27 +75,46 @@ COMMON = (
 )
 
 
+@dataclass
+class TopLevel:
+    """The types and ranges of the top-level keys (those an experiment has are checked)."""
+
+    seed: int = 42
+    resume: str | None = None
+    checkpoint_every_n_steps: int | None = at_least(1, 500)
+    batch_scope: str = one_of("global", "global", "per_device")
+    eval_ks: list[int] = field(default_factory=lambda: [10, 20, 50, 100, 200])
+    split: str = "test"
+    top_k: int = at_least(1, 100)
+    k: int | None = at_least(1, None)
+    train_split: str | None = "train"
+    val_split: str | None = "validation"
+    eval_only: str | None = None
+
+
 # ------------------------------------------------------------------ SubgraphRAG
 @dataclass
 class SubgraphRAGRun:
-    train_split: str = "train"
+    train_split: str | None = "train"
     val_split: str | None = "validation"
     eval_split: str = "test"
-    eval_graphs_per_batch: int = 128
-    top_k: int = 500
-    threads: int | None = 1
+    eval_graphs_per_batch: int = at_least(1, 128)
+    top_k: int = at_least(1, 500)
+    threads: int | None = at_least(1, 1)
     eval_only: str | None = None
     compare_cosine: bool = True
     device: str | None = None
-    serving: str = "auto"
-    serving_workers: int | None = None
+    serving: str = one_of("auto", "auto", "compiled", "torch")
+    serving_workers: int | None = at_least(1, None)
 
 
 # ------------------------------------------------------------------ GSR
 @dataclass
 class GSRFilter:
     drop_repeats: bool = True
-    drop_prefixes: list = field(default_factory=list)
+    drop_prefixes: list = field(
+        default_factory=lambda: ["common.", "freebase.", "type.", "kg.", "user.", "dataworld.", "base.type_ontology."]
+    )
 
 
 @dataclass
@@ -92,16 +136,16 @@ class GSRIndexData:
 
 @dataclass
 class GSRHoldout:
-    fraction: float = 0.0
+    fraction: float = between(0, 1, 0.0)
     seed: int = 0
 
 
 @dataclass
 class GSRWalks:
-    count: int = 0
-    ratio: float = 0.25
-    min_hops: int = 2
-    max_hops: int = 4
+    count: int = at_least(0, 0)
+    ratio: float = at_least(0, 0.25)
+    min_hops: int = at_least(1, 2)
+    max_hops: int = at_least(1, 4)
     starts: str = "auto"
     prefix: str = "retrieval"
 
@@ -113,32 +157,32 @@ class GSRRun:
     filter: GSRFilter = field(default_factory=GSRFilter)
     relations: GSRRelations = field(default_factory=GSRRelations)
     schedule: str = "joint"
-    index_epochs: int = 0
+    index_epochs: int = at_least(0, 0)
     index_ratio: float = 1.0
     index: GSRIndexData = field(default_factory=GSRIndexData)
     holdout: GSRHoldout = field(default_factory=GSRHoldout)
     walks: GSRWalks = field(default_factory=GSRWalks)
-    max_targets: int = 8
+    max_targets: int = at_least(1, 8)
     loss_weighting: str = "question"
     eval_split: str = "test"
     decode: DecodeConfig = field(default_factory=DecodeConfig)
-    val_decode: DecodeConfig = field(default_factory=DecodeConfig)  # read through DecodeConfig too
+    val_decode: DecodeConfig = field(default_factory=lambda: DecodeConfig(beams=5, batch_size=64))
     eval_modes: list = field(default_factory=lambda: ["unconstrained", "constrained"])
     match_ns: list = field(default_factory=lambda: [1, 3, 5, 10])
     monitor: str = "val/match@1"
-    max_val_questions: int | None = None
-    max_eval_questions: int | None = None
-    max_paths: int = 64
+    max_val_questions: int | None = at_least(1, None)
+    max_eval_questions: int | None = at_least(1, None)
+    max_paths: int = at_least(1, 64)
     eval_only: str | None = None
-    threads: int | None = 1
+    threads: int | None = at_least(1, 1)
 
 
 @dataclass
 class GSROptim:
-    lr: float = 1e-3
+    lr: float = at_least(0, 1e-3, above=True)
     encoder_lr: float | None = None
-    weight_decay: float = 0.0
-    warmup_ratio: float = 0.0
+    weight_decay: float = at_least(0, 0.0)
+    warmup_ratio: float = between(0, 1, 0.0)
     schedule: str = "linear"
 
 
@@ -152,10 +196,10 @@ class GSRModelT5:
     relation_init: str = "random"
     relation_head: str = "token"
     relation_residual: bool = True
-    relation_residual_dropout: float = 0.0
-    max_source_length: int = 64
-    epochs: int = 10
-    batch_size: int = 32
+    relation_residual_dropout: float = between(0, 1, 0.0)
+    max_source_length: int = at_least(1, 64)
+    epochs: int = at_least(1, 10)
+    batch_size: int = at_least(1, 32)
     optim: GSROptim = field(default_factory=GSROptim)
     revision: str | None = None
 
@@ -178,12 +222,12 @@ class GSRModelMiniLM:
     relation_init: str = "words"
     relation_head: str = "token"
     relation_residual: bool = True
-    relation_residual_dropout: float = 0.0
+    relation_residual_dropout: float = between(0, 1, 0.0)
     freeze_encoder_embeddings: bool = True
     freeze_encoder_layers: int = 0
-    max_source_length: int = 48
-    epochs: int = 6
-    batch_size: int = 64
+    max_source_length: int = at_least(1, 48)
+    epochs: int = at_least(1, 6)
+    batch_size: int = at_least(1, 64)
     optim: GSROptim = field(default_factory=GSROptim)
 
 
@@ -191,7 +235,7 @@ class GSRModelMiniLM:
 @dataclass
 class QARetrieval:
     checkpoint: str | None = None
-    k: int = 100
+    k: int = at_least(1, 100)
     results: dict = field(default_factory=dict)  # split -> results file
     retriever: str | None = None
     options: dict | None = None  # the registered retriever's own options
@@ -200,16 +244,16 @@ class QARetrieval:
 @dataclass
 class QATrain:
     enabled: bool = True
-    epochs: int = 3
+    epochs: int = at_least(0, 3)
     max_steps: int | None = None
-    batch_size: int = 4
-    accumulate: int = 1
-    lr: float = 2e-4
+    batch_size: int = at_least(1, 4)
+    accumulate: int = at_least(1, 1)
+    lr: float = at_least(0, 2e-4, above=True)
     weight_decay: float = 0.0
-    warmup_ratio: float = 0.03
+    warmup_ratio: float = between(0, 1, 0.03)
     gradient_clip_val: float = 1.0
-    max_length: int = 4096
-    no_evidence_fraction: float = 0.0
+    max_length: int = at_least(1, 4096)
+    no_evidence_fraction: float = between(0, 1, 0.0)
     require_answers: bool = True
     log_every: int = 10
 
@@ -222,8 +266,8 @@ class QAVariants:
 
 @dataclass
 class QAEval:
-    batch_size: int = 16
-    max_new_tokens: int = 64
+    batch_size: int = at_least(1, 16)
+    max_new_tokens: int = at_least(1, 64)
     variants: QAVariants = field(default_factory=QAVariants)
 
 
@@ -231,13 +275,13 @@ class QAEval:
 class QARun:
     backend: str = "local"
     format: str = "subgraphrag"
-    k: int = 100
-    max_prompt_tokens: int = 4000
+    k: int = at_least(1, 100)
+    max_prompt_tokens: int = at_least(1, 4000)
     icl: bool = True
-    train_split: str = "train"
+    train_split: str | None = "train"
     eval_split: str = "test"
     limit: dict = field(default_factory=dict)  # split -> first N questions
-    threads: int | None = 1
+    threads: int | None = at_least(1, 1)
     eval_only: str | None = None
     merge: bool = False
     retrieval: QARetrieval = field(default_factory=QARetrieval)
@@ -247,9 +291,9 @@ class QARun:
 
 @dataclass
 class LoRA:
-    r: int = 16
-    alpha: int = 16
-    dropout: float = 0.05
+    r: int = at_least(1, 16)
+    alpha: int = at_least(1, 16)
+    dropout: float = between(0, 1, 0.05)
     target_modules: list = field(default_factory=list)
 
 
@@ -266,55 +310,6 @@ class ReaderModel:
 
 
 # ------------------------------------------------------------------ classic / patterns / robustness
-@dataclass
-class ClassicPrizes:
-    topk_nodes: int = 10
-    topk_edges: int = 10
-
-
-@dataclass
-class ClassicTriplets:
-    edge_prize: str = "rank"
-
-
-@dataclass
-class ClassicPaths:
-    edge_prize: str = "rank"
-    starts: str = "topic"
-    num_starts: int = 5
-    max_len: int = 3
-    beam: int = 20
-    max_paths: int = 50
-    edge_cost: float = 1.0
-    chunk_questions: int = 16
-
-
-@dataclass
-class ClassicPCST:
-    edge_prize: str = "split"
-    edge_cost: float = 0.5
-    budget: int = 200
-    pruning: str = "gw"
-
-
-@dataclass
-class ClassicPPR:
-    enabled: bool = False
-    top_nodes: int = 200
-    alpha: float = 0.15
-    iters: int = 30
-
-
-@dataclass
-class ClassicRun:
-    method: str = "triplets"
-    prizes: ClassicPrizes = field(default_factory=ClassicPrizes)
-    triplets: ClassicTriplets = field(default_factory=ClassicTriplets)
-    paths: ClassicPaths = field(default_factory=ClassicPaths)
-    pcst: ClassicPCST = field(default_factory=ClassicPCST)
-    ppr: ClassicPPR = field(default_factory=ClassicPPR)
-
-
 @dataclass
 class PatternSource:
     """The union of the three sources' options (conf/patterns/{gold,gsr,llm}.yaml)."""
@@ -336,28 +331,22 @@ class RobustnessRun:
     levels: list = field(default_factory=lambda: [0.2, 0.4, 0.6, 0.8, 1.0])
     seed: int = 0
     protect_gold: bool = False
-    max_questions: int | None = None
-    report_k: int = 100
-    threads: int | None = 1
+    max_questions: int | None = at_least(1, None)
+    report_k: int = at_least(1, 100)
+    threads: int | None = at_least(1, 1)
     kge: KGEConfig = field(default_factory=KGEConfig)
     retrievers: dict = field(default_factory=dict)  # name -> options of any registered retriever
-
-
-@dataclass
-class EdgeLoss:
-    pos_weight: float | None = None
-    listwise: float = 1.0
 
 
 @dataclass
 class EdgeTrain:
     """How a trainable retriever (an EdgeScorerModule) trains."""
 
-    epochs: int = 10
-    graphs_per_batch: int = 16
-    eval_graphs_per_batch: int = 64
-    patience: int | None = 4
-    val_k: int = 20
+    epochs: int = at_least(1, 10)
+    graphs_per_batch: int = at_least(1, 16)
+    eval_graphs_per_batch: int = at_least(1, 64)
+    patience: int | None = at_least(0, 4)
+    val_k: int = at_least(1, 20)
     loss: EdgeLoss = field(default_factory=EdgeLoss)
 
 
@@ -388,7 +377,9 @@ def _gsr_model(cfg: Mapping[str, Any]) -> type:
 
 
 RECIPES: dict[str, Recipe] = {
-    "subgraphrag": Recipe("conf/experiment/subgraphrag_defaults.yaml", ("model",), {"subgraphrag": SubgraphRAGRun}),
+    "subgraphrag": Recipe(
+        "conf/experiment/subgraphrag_defaults.yaml", (), {"subgraphrag": SubgraphRAGRun, "model": SubgraphRAGModel}
+    ),
     "gsr": Recipe("conf/experiment/gsr_defaults.yaml", (), {"gsr": GSRRun, "model": _gsr_model}),
     "reader": Recipe(
         "conf/experiment/reader_defaults.yaml", (), {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig}
@@ -451,6 +442,88 @@ def _unknown(node: Any, cls: type, prefix: str) -> list[tuple[str, str, list[str
     return out
 
 
+def _expected(hint: Any) -> str:
+    """How a type hint reads in an error: ``an integer``, ``a number or null``, ..."""
+    if hint is Any:
+        return "anything"
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_expected(a) for a in args)
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(map(str, args))
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}
+    if hint in names:
+        return names[hint]
+    if (typing.get_origin(hint) or hint) in (list, tuple):
+        items = typing.get_args(hint)[:1]
+        return f"a list of {_expected(items[0]).removeprefix('an ').removeprefix('a ')}s" if items else "a list"
+    return "a mapping"
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Does ``value`` (a plain YAML value) have the type ``hint`` asks for?"""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if (origin or hint) in (list, tuple):
+        items = typing.get_args(hint)[:1]
+        return isinstance(value, (list, tuple)) and all(_fits(v, items[0]) for v in value if items)
+    return isinstance(value, Mapping)  # dict and dataclass sections
+
+
+def _out_of_range(value: Any, meta: Mapping[str, Any]) -> str | None:
+    """What the field's range says ``value`` should be, when it is not."""
+    if "choices" in meta and value not in meta["choices"]:
+        return "one of " + ", ".join("null" if c is None else str(c) for c in meta["choices"])
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if "gt" in meta and not value > meta["gt"]:
+        return f"a number > {meta['gt']}"
+    low, high = meta.get("min"), meta.get("max")
+    if (low is not None and value < low) or (high is not None and value > high):
+        return f"in [{low}, {high}]" if high is not None else f">= {low}"
+    return None
+
+
+def _unset(value: Any) -> bool:
+    """A value that is resolved later (an interpolation) or filled in by the user (``???``)."""
+    return isinstance(value, str) and ("${" in value or value == "???")
+
+
+def _invalid(node: Any, cls: type, prefix: str) -> list[str]:
+    """``key=value: expected ...`` for every value of ``node`` whose type or range ``cls`` refuses."""
+    if not isinstance(node, Mapping):
+        return []
+    hints, out = _fields(cls), []
+    meta = {f.name: f.metadata for f in dataclasses.fields(cls)}
+    for key, value in node.items():
+        if key not in hints or _unset(value):
+            continue
+        hint, where = hints[key], f"{prefix}.{key}" if prefix else str(key)
+        if not _fits(value, hint):
+            shown = "null" if value is None else value
+            out.append(f"{where}={shown}: expected {_expected(hint)}")
+        elif value is not None and (why := _out_of_range(value, meta[key])):
+            out.append(f"{where}={value}: expected {why}")
+        elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            out += _invalid(value, hint, where)
+    return out
+
+
 def _hint(key: str, known: list[str]) -> str:
     close = difflib.get_close_matches(key.rsplit(".", 1)[-1], known, n=1)
     return f"; did you mean {key.rsplit('.', 1)[0]}.{close[0]}?" if close else f" (known: {', '.join(known)})"
@@ -458,8 +531,6 @@ def _hint(key: str, known: list[str]) -> str:
 
 def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
     """Every unknown key of the composed config ``cfg`` (a plain mapping) under its runner's recipe."""
-    from gsr_train.runs.runners import runner_name
-
     runner = runner_name(cfg.get("runner"))
     recipe = RECIPES.get(runner)
     if recipe is None:  # a runner of the user's own: its options are its business
@@ -485,12 +556,28 @@ def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def value_errors(cfg: Mapping[str, Any]) -> list[str]:
+    """Every value of the composed config whose type or range its recipe refuses, with its file."""
+    recipe = RECIPES.get(runner_name(cfg.get("runner")))
+    errors = [f"{e} (conf/config.yaml)" for e in _invalid(cfg, TopLevel, "")]
+    if recipe is None:
+        return errors
+    for section, cls in recipe.sections.items():
+        node = cfg.get(section)
+        if isinstance(node, Mapping):
+            schema: type = cls if isinstance(cls, type) else cls(node)
+            where = _section_file(section, node, recipe)
+            errors += [f"{e} ({where})" for e in _invalid(node, schema, section)]
+    return errors
+
+
 class RecipeError(UserError, ValueError):
     """Options the runner does not have (one of the user's mistakes: reported without a traceback)."""
 
 
 def check_recipe(cfg: Any) -> None:
-    """Raise one :class:`RecipeError` listing every unknown key."""
+    """Raise one :class:`RecipeError` listing every unknown key, else every value of the wrong type
+    or out of range (a single one is one line: key, value, what it should be, the file)."""
     from omegaconf import DictConfig
 
     from gsr_train.config import as_dict
@@ -500,3 +587,8 @@ def check_recipe(cfg: Any) -> None:
     errors = recipe_errors(plain)
     if errors:
         raise RecipeError("unknown options:\n  " + "\n  ".join(errors))
+    invalid = value_errors(plain)
+    if len(invalid) == 1:
+        raise RecipeError(invalid[0])
+    if invalid:
+        raise RecipeError("invalid options:\n  " + "\n  ".join(invalid))

@@ -1,12 +1,10 @@
-"""Runner of the OKGQA-P robustness study (``runner: gsr_train.runs.robustness.run``), and
-``python -m gsr_train.runs.robustness [+experiment=robustness_webqsp_mini] [overrides]``: the same
-command without train.py (same Hydra config tree; defaults to the WebQSP fixture experiment).
+"""Runner of the OKGQA-P robustness study (``runner: robustness``; ``gsr-train robustness`` runs it
+without train.py, :mod:`gsr_train.commands.robustness`).
 The study itself (perturbations, scoring, tables, plots) lives in :mod:`gsr_train.robustness`.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +38,7 @@ class _Study:
 
 
 def run(cfg) -> dict:
-    """Hydra runner (``runner: gsr_train.runs.robustness.run``)."""
+    """Hydra runner (``runner: robustness``)."""
     rc = cfg.robustness
     torch.set_num_threads(int(rc.get("threads") or 1))
     t0 = time.perf_counter()
@@ -79,7 +77,7 @@ def _prepare(cfg) -> _Study:
     from gsr_train.kg.paths import get_supervision
     from gsr_train.robustness.kge import get_scorer
     from gsr_train.robustness.retrievers import build_retrievers
-    from gsr_train.runs.common import cache_dir, load_kg_index
+    from gsr_train.runs.run_data import cache_dir, load_kg_index
     from gsr_train.text.embeddings import get_embeddings
 
     rc = cfg.robustness
@@ -111,7 +109,7 @@ def _prepare(cfg) -> _Study:
 
 def _report(cfg, s: _Study, figures: dict) -> None:
     """``robustness.md``, metrics.json and the recall plots written; the tables printed."""
-    from gsr_train.runs.common import output_dir, save_metrics
+    from gsr_train.runs.run_data import output_dir, save_metrics
 
     rc = cfg.robustness
     out = output_dir(cfg)
@@ -145,25 +143,3 @@ def metrics_rows(figures: dict, k: int) -> list[dict]:
             metrics_row(r["retriever"], figures.get("split"), at, values, perturbation=r["method"], level=r["level"])
         )
     return rows
-
-
-def main() -> None:
-    import hydra
-    from omegaconf import DictConfig
-
-    from gsr_train.config import register_resolvers
-    from gsr_train.runs.common import report_user_errors, run_experiment
-
-    register_resolvers()
-
-    @hydra.main(version_base="1.3", config_path=CONF, config_name="config")
-    def _main(cfg: DictConfig):
-        return report_user_errors(run_experiment, cfg)
-
-    if not any(a.startswith("+experiment=") for a in sys.argv[1:]):
-        sys.argv.insert(1, "+experiment=robustness_webqsp_mini")
-    _main()
-
-
-if __name__ == "__main__":
-    main()

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from gsr_train.data.errors import UserError
 from gsr_train.runs import classic, cosine, gsr, patterns, reader, retrieve, robustness, subgraphrag
+from gsr_train.runs.recipes import runner_name
 
 Runner = Callable[[DictConfig], Any]
 
@@ -29,28 +30,10 @@ RUNNERS: dict[str, Runner] = {
     "safe": patterns.run_safe,
     "robustness": robustness.run,
 }
-# what run folders saved before the runners had names
-DOTTED = {
-    "gsr_train.runs.subgraphrag.run": "subgraphrag",
-    "gsr_train.runs.gsr.run": "gsr",
-    "gsr_train.runs.reader.run": "reader",
-    "gsr_train.runs.retrieve.run": "retrieve",
-    "gsr_train.runs.cosine.run": "cosine",
-    "gsr_train.runs.classic.run": "classic",
-    "gsr_train.runs.patterns.run_simgrag": "simgrag",
-    "gsr_train.runs.patterns.run_safe": "safe",
-    "gsr_train.runs.robustness.run": "robustness",
-}
 
 
 class UnknownRunner(UserError, ValueError):
     """An experiment's ``runner`` that is neither a built-in name nor an importable function."""
-
-
-def runner_name(value: Any) -> str:
-    """The built-in name of ``value`` (a name or a dotted path saved by an older run), else ``value``."""
-    text = str(value)
-    return DOTTED.get(text, text)
 
 
 def runner_of(cfg: DictConfig) -> Runner:

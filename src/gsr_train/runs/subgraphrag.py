@@ -22,12 +22,14 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.runs.common import (
-    PreflightError,
+from gsr_train.config import defaults_of
+from gsr_train.data.errors import PreflightError
+from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
+from gsr_train.runs.recipes import SubgraphRAGRun
+from gsr_train.runs.run_data import (
     cache_dir,
     label_path,
     load_kg_index,
-    log_final_metrics,
     one_setting,
     output_dir,
     preflight,
@@ -35,30 +37,12 @@ from gsr_train.runs.common import (
     require_split,
     save_metrics,
 )
+from gsr_train.runs.training import log_final_metrics
 
 log = logging.getLogger(__name__)
 
-DEFAULTS = {
-    "train_split": "train",
-    "val_split": "validation",
-    "eval_split": "test",
-    "eval_graphs_per_batch": 128,
-    "top_k": 500,
-    "threads": None,
-    "eval_only": None,
-    "compare_cosine": True,
-    "device": None,
-    "serving": "auto",
-    "serving_workers": None,
-}
-TRAIN_DEFAULTS: dict[str, Any] = {
-    "graphs_per_batch": 1,
-    "epochs": 10,
-    "patience": 5,
-    "val_k": 100,
-    "optim": {"lr": 1e-3, "weight_decay": 0.0, "scheduler": "none", "warmup_epochs": 0},
-    "loss": {"pos_weight": None, "listwise": 0.0},
-}
+DEFAULTS = defaults_of(SubgraphRAGRun)  # the runner's options a config leaves out
+TRAIN_DEFAULTS: dict[str, Any] = defaults_of(SubgraphRAGTrain)
 METRICS = ("answer_recall", "sp_recall", "labelled_recall")
 
 

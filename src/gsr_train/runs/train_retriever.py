@@ -18,7 +18,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
-from gsr_train.runs.common import PreflightError, cache_dir, load_kg_index, preflight, require_split
+from gsr_train.data.errors import PreflightError
+from gsr_train.runs.run_data import cache_dir, load_kg_index, preflight, require_split
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def _score(cfg: DictConfig, index: Any, emb: Any, split: str, best: str, per_bat
 
     from gsr_train.models.edge_scorer import CheckpointError, load_edge_scorer
     from gsr_train.retrievers.edge_scorer import check_trained_on, score_split
-    from gsr_train.runs.retrieve import report_retrieval
+    from gsr_train.runs.retrieval_report import report_retrieval
 
     try:
         module = load_edge_scorer(best)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import LogitsProcessor
@@ -37,14 +37,14 @@ Constraint = Callable[[int, tuple[int, ...]], torch.Tensor]
 
 @dataclass
 class DecodeConfig:
-    beams: int = 10
-    top_n: int = 3
-    max_hops: int = 3
+    beams: int = field(default=10, metadata={"min": 1})
+    top_n: int = field(default=3, metadata={"min": 1})
+    max_hops: int = field(default=3, metadata={"min": 1})
     constrained: bool = False
     shortest: bool = True  # constrained: every hop moves one hop farther from the topic entities
     restrict_vocab: bool = True
     length_penalty: float = 1.0
-    batch_size: int = 32
+    batch_size: int = field(default=32, metadata={"min": 1})
 
     @classmethod
     def from_any(cls, cfg) -> DecodeConfig:

@@ -18,15 +18,17 @@ from typing import Any
 
 import torch
 
+from gsr_train.config import defaults_of
 from gsr_train.features.triple_batch import TripleBatch
 from gsr_train.models.edge_scorer import DEFAULT_LOSS, EdgeScorerModule, listwise_loss
+from gsr_train.models.subgraphrag.options import SubgraphRAGOptim
 from gsr_train.models.subgraphrag.scorer import ScorerConfig, TripleScorer
 
 __all__ = ["SubgraphRAGModule", "listwise_loss"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_OPTIM = {"lr": 1e-3, "weight_decay": 0.0, "scheduler": "none", "warmup_epochs": 0, "fused": True}
+DEFAULT_OPTIM = {**defaults_of(SubgraphRAGOptim), "fused": True}
 
 
 class SubgraphRAGModule(EdgeScorerModule):

@@ -1,0 +1,68 @@
+"""The one ending of every retriever run: the results file, recall at the run's K and at the Ks
+people compare, the printed table and metrics.json (:func:`report_retrieval`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from gsr_train.runs.run_data import cache_dir, label_path, output_dir, save_metrics
+
+
+def report_retrieval(
+    cfg: DictConfig,
+    index: Any,
+    split: str,
+    method: str,
+    scores: torch.Tensor,
+    extra: dict[str, Any] | None = None,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write the top-``top_k`` results file, measure recall at the run's K and ``eval_ks`` (with the
+    shortest-path and, where the data has them, labelled triples), print the table and write
+    metrics.json: what every retriever run ends with. ``extra``: the retriever's own figures (plain
+    values kept); ``details``: the runner's, merged into metrics.json as they are."""
+    from gsr_train.eval.labels import load_labelled_triples
+    from gsr_train.eval.results import write_results
+    from gsr_train.eval.retrieval import retrieval_metrics
+    from gsr_train.eval.tail import results_file, retrieval_row
+    from gsr_train.kg.paths import get_supervision
+
+    graphs, k = index[split], int(cfg.top_k)
+    if scores.shape != (graphs.edge_rel.numel(),):
+        raise ValueError(
+            f"retriever {method!r} returned {tuple(scores.shape)} scores for {graphs.edge_rel.numel()} edges"
+        )
+    results = results_file(output_dir(cfg), split)
+    write_results(results, index, split, scores, k)
+    sup = get_supervision(index, split, cache_dir(cfg))
+    labelled = labelled_questions = label_stats = None
+    labels = label_path(cfg, split)
+    if labels:
+        labelled, labelled_questions, label_stats = load_labelled_triples(labels, index, split)
+    report = retrieval_metrics(
+        graphs,
+        scores,
+        sorted({*map(int, cfg.eval_ks), k}),
+        sp_label=sup.triple_label,
+        labelled=labelled,
+        labelled_questions=labelled_questions,
+        hops=sup.hops,
+    )
+    print(report.table(f"{method} on {cfg.data.name} [{split}]", breakdowns=True))
+    figures = {
+        "method": method,
+        "data": str(cfg.data.name),
+        "split": split,
+        "k": k,
+        "questions": len(graphs),
+        "labels": label_stats,
+        "metrics": report.to_dict(),
+        "results_path": str(results),
+        "extra": {key: v for key, v in (extra or {}).items() if isinstance(v, (int, float, str, bool))},
+        **(details or {}),
+    }
+    save_metrics(cfg, index.key, [retrieval_row(method, report, split, k, results=results)], figures)
+    return figures

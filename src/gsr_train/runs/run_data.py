@@ -1,0 +1,238 @@
+"""What a run reads and writes: its folders, its data (the KG index, opened one way for every
+runner, and the checks before any long work) and its ``metrics.json``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from gsr_train.config import as_dict
+from gsr_train.data.errors import PreflightError
+from gsr_train.runs.training import check_resume_target, is_rank_zero
+
+log = logging.getLogger(__name__)
+
+
+def cache_dir(cfg: DictConfig) -> Path:
+    return Path(cfg.paths.cache_dir)
+
+
+def output_dir(cfg: DictConfig) -> Path:
+    path = Path(cfg.paths.output_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def resolve_data_dir(cfg: DictConfig) -> str:
+    """The folder (or hub name) of the dataset; the embedded benchmark is generated on demand."""
+    if cfg.data.get("dir"):
+        return str(cfg.data.dir)
+    if cfg.data.name == "synthetic":
+        from gsr_train.data.synthetic import ensure_synthetic
+
+        options = as_dict(cfg.data.get("synthetic") or OmegaConf.create({}))  # none or empty: the defaults
+        return str(ensure_synthetic(options, cache_dir(cfg)))
+    raise ValueError(f"data config {cfg.data.name!r} has no `dir`; set data.dir=/path/to/rog/splits")
+
+
+_LOADED_DATA: dict[str, dict] = {}
+
+
+def load_kg_index(
+    cfg: DictConfig, evaluate: Sequence[str] = (), source: Any = None, splits: Sequence[str] | None = None
+):
+    """The run's KG index, the one way every runner opens its data: ``data.skip_invalid`` and
+    ``data.allow_overlap`` honoured, the rows each split skipped logged (and written into the
+    run's metrics.json by :func:`save_metrics`), and each ``evaluate`` split checked to give the
+    run something to score (:func:`require_split`). ``source`` / ``splits``: another folder of
+    the run (GSR's graphs folder), default ``data.dir`` / ``data.splits``."""
+    from gsr_train.kg.index import get_index
+
+    folder = resolve_data_dir(cfg) if source is None else str(source)
+    index = get_index(
+        folder,
+        splits=tuple(cfg.data.splits if splits is None else splits),
+        cache_dir=cache_dir(cfg),
+        skip_invalid=bool(cfg.data.get("skip_invalid", False)),
+        allow_overlap=bool(cfg.data.get("allow_overlap", False)),
+    )
+    summary = index.skip_summary()
+    _LOADED_DATA[folder] = {"index": index.key, "action": index.action, "splits": summary}
+    skipped = any(
+        fig.get("skipped_rows") or fig.get("rows_lost") or fig.get("truncated_files") for fig in summary.values()
+    )
+    (log.warning if skipped else log.info)("data %s (%s index): %s", folder, index.action, index.describe_skips())
+    for split in evaluate:
+        require_split(index, split, "evaluation", str(cfg.data.name))
+    return index
+
+
+def loaded_data() -> dict[str, dict]:
+    """What :func:`load_kg_index` opened in this process: per folder, the index key, what was
+    done to get it (built, opened, ...) and the rows each split loaded and skipped."""
+    return dict(_LOADED_DATA)
+
+
+def label_path(cfg: DictConfig, split: str) -> str | None:
+    """The labelled-triples file of ``split``, or None.
+
+    ``data.labels`` is a mapping ``{split: file}`` (each file must exist), or a file name
+    pattern with ``{split}`` looked up in ``data.dir`` (labels where the folder has them: a
+    preset's labels follow ``data.dir`` and vanish for a folder without them), or empty /
+    null (``data.labels={}`` or ``data.labels=null``: no labels).
+    """
+    labels = cfg.data.get("labels")
+    if not labels:
+        return None
+    if isinstance(labels, str):
+        if "{split}" not in labels:
+            raise PreflightError(f"data.labels={labels!r}: a pattern needs {{split}}, or give {{split: file}}")
+        path = Path(str(cfg.data.get("dir") or "")) / labels.format(split=split)
+        return str(path) if path.is_file() else None
+    path = labels.get(split)
+    return str(path) if path else None
+
+
+def preflight(
+    cfg: DictConfig,
+    splits: Sequence[str] = (),
+    label_splits: Sequence[str] = (),
+    checkpoints: dict[str, Any] | None = None,
+    encoder: Any = None,
+) -> None:
+    """Check every input the run will need, before the index, embeddings or training.
+
+    ``splits``: splits the run reads (each must be in ``data.splits`` and, for a local
+    folder, have its file(s)); ``label_splits``: splits whose ``data.labels`` file must exist
+    when one is configured; ``checkpoints``: ``{option name: path}`` that must be files
+    (``auto`` and empty values are skipped); ``encoder``: an encoder config that must load.
+    All problems are reported at once, each naming the option to fix.
+    """
+    from gsr_train.data.rows import split_files
+
+    problems: list[str] = []
+    configured = list(cfg.data.get("splits") or [])
+    for split in dict.fromkeys(s for s in splits if s):
+        if configured and split not in configured:
+            problems.append(f"split {split!r} is not in data.splits {configured}")
+    data_dir = cfg.data.get("dir")
+    if data_dir and Path(str(data_dir)).is_dir():
+        for split in dict.fromkeys(s for s in [*configured, *splits] if s):
+            try:
+                split_files(Path(str(data_dir)), split)
+            except (FileNotFoundError, FileExistsError) as e:
+                problems.append(f"data.dir: {e}")
+    elif data_dir and (str(data_dir).startswith(("/", ".", "~")) or Path(str(data_dir)).suffix):
+        problems.append(f"data.dir={data_dir} does not exist")
+    for split in label_splits:
+        path = label_path(cfg, split)
+        if path and not Path(path).is_file():
+            problems.append(f"data.labels.{split}={path} does not exist")
+    for option, path in (checkpoints or {}).items():
+        if option == "resume":
+            continue
+        if path and str(path) != "auto" and not Path(str(path)).exists():
+            problems.append(f"{option}={path} does not exist")
+    try:
+        check_resume_target(cfg)
+    except PreflightError as e:
+        problems.append(str(e))
+    if encoder is not None:
+        from gsr_train.text.encoders import load_encoder
+
+        try:
+            load_encoder(as_dict(encoder) if isinstance(encoder, DictConfig) else encoder)
+        except Exception as e:  # unknown name or option, model folder missing, hub offline
+            problems.append(f"encoder: {e}")
+    if problems:
+        raise PreflightError("cannot start the run:\n  - " + "\n  - ".join(problems))
+
+
+def _answer_in_some_graph(graphs: Any, chunk: int = 1 << 22) -> bool:
+    """Whether any answer entity is an endpoint of an edge (answers missing from a graph are
+    kept as isolated nodes: they can be neither retrieved nor reached). Runs over edge chunks."""
+    import numpy as np
+
+    answer = graphs.answer_mask.numpy()
+    if not answer.any():
+        return False
+    edge_ptr, ent_ptr = graphs.edge_ptr.numpy(), graphs.ent_ptr.numpy()
+    heads, tails = graphs.edge_index[0].numpy(), graphs.edge_index[1].numpy()
+    for start in range(0, int(edge_ptr[-1]), chunk):
+        idx = np.arange(start, min(start + chunk, int(edge_ptr[-1])))
+        base = ent_ptr[np.searchsorted(edge_ptr, idx, side="right") - 1]
+        if answer[base + heads[idx]].any() or answer[base + tails[idx]].any():
+            return True
+    return False
+
+
+def require_split(index: Any, split: str, role: str, data: str, labels: Any = None, hint: str = "") -> None:
+    """The ``role`` split (train / validation / evaluation) must give the run something to do:
+    questions, answers present in their graphs, and (``labels``: per-edge positives, e.g. the
+    shortest-path labels) at least one question with a positive edge. Raised before training,
+    as a :class:`PreflightError` naming the split, the data and the fix."""
+    from gsr_train.arrays import segment_sum
+
+    graphs = index[split]
+    where = f"the {role} split {split!r} of {data}"
+    if len(graphs) == 0:
+        raise PreflightError(f"{where} is empty" + (f"; {hint}" if hint else ""))
+    if not _answer_in_some_graph(graphs):
+        raise PreflightError(
+            f"{where}: none of its {len(graphs)} questions has an answer entity in its graph, "
+            "so nothing can be found or scored" + (f"; {hint}" if hint else "")
+        )
+    if labels is not None:
+        positives = segment_sum(labels.numpy().astype("int64"), graphs.edge_ptr.numpy())
+        if not (positives > 0).any():
+            raise PreflightError(
+                f"{where}: none of its {len(graphs)} questions has a path from a topic to an "
+                "answer entity (no positive triple)" + (f"; {hint}" if hint else "")
+            )
+
+
+def one_setting(cfg: DictConfig, used: str, other: str = "trainer.max_epochs") -> None:
+    """``other`` must equal ``used`` (the runner reads ``used``): two different values for one
+    thing (epochs) are the user's mistake, reported instead of one silently winning."""
+    a, b = OmegaConf.select(cfg, used, default=None), OmegaConf.select(cfg, other, default=None)
+    if a is not None and b is not None and a != b:
+        raise PreflightError(
+            f"two settings for one thing: {other}={b} and {used}={a}; this experiment reads {used}, set that one"
+        )
+
+
+def require_family(cfg: DictConfig, families: Sequence[str], runner: str) -> None:
+    """``cfg.model`` must be a model of one of ``families`` (``model=gsr_tiny`` on SubgraphRAG is an error)."""
+    family = OmegaConf.select(cfg, "model.family", default=None)
+    if family not in families:
+        name = OmegaConf.select(cfg, "model.name", default="?")
+        raise PreflightError(
+            f"model={name} is a {family or 'unknown'} model; the {runner} runner needs a "
+            f"{' / '.join(families)} model (model=...)"
+        )
+
+
+def save_metrics(
+    cfg: DictConfig, fingerprint: str | None, rows: Sequence[Mapping[str, Any]], details: Mapping[str, Any]
+) -> Path:
+    """The run's ``metrics.json`` (:mod:`gsr_train.eval.tail`: the header every method shares, then
+    ``details``), atomically, rank 0 only."""
+    from gsr_train.eval.tail import METRICS_FILE, write_metrics
+
+    path = output_dir(cfg) / METRICS_FILE
+    if not is_rank_zero():
+        return path
+    try:
+        experiment = cfg.get("experiment_name")
+    except Exception:  # ${hydra:...} outside a Hydra run (a runner called from Python)
+        experiment = details.get("experiment")
+    details = {k: v for k, v in details.items() if k != "experiment"}
+    if loaded_data():  # the rows the data kept and skipped, however the index was made
+        details.setdefault("data_rows", loaded_data())
+    write_metrics(output_dir(cfg), experiment, str(cfg.data.name), fingerprint, rows, details)
+    log.info("wrote %s", path)
+    return path
