@@ -1,4 +1,4 @@
-"""Hydra entry point: ``python eval.py ckpt_path=RUN_OR_CHECKPOINT data.dir=FOLDER [split=test] [k=K]``.
+"""Hydra entry point: ``python eval.py ckpt_path=RUN_OR_CHECKPOINT data.dir=FOLDER [split=test] [top_k=K]``.
 
 Scores a trained run (SubgraphRAG, GSR, a LoRA / QLoRA reader) or an untrained retriever
 (``+experiment=cosine_baseline``, ``classic_*``, ``simgrag``, ``safe``) on any data, into a

@@ -63,7 +63,7 @@ def main() -> None:
                 "~callbacks.rich_progress",
                 "trainer.enable_progress_bar=false",
                 f"gsr.decode.beams={args.beams}",
-                f"gsr.decode.top_n={args.top_n}",
+                f"top_k={args.top_n}",
             ],
         )
     torch.manual_seed(int(cfg.seed))

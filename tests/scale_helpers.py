@@ -286,7 +286,7 @@ def reader_run_config(inputs: dict, out: Path, *extra: str):
         f"reader.model={inputs['model']}",
         "reader.precision=fp32",
         "qa.format=triples",
-        "qa.k=2",
+        "top_k=2",
         "qa.max_prompt_tokens=400",
         f"qa.retrieval.results.train={results['train']}",
         f"qa.retrieval.results.test={results['test']}",

@@ -86,7 +86,7 @@ def test_subgraphrag_run_scored_on_unseen_test_only_folder_via_the_command(tmp_p
             f"ckpt_path={tmp_path / 'run'}",
             f"data.dir={other}",
             "split=test",
-            "k=20",
+            "top_k=20",
         ],
         cwd=tmp_path,
         env=_env(tmp_path),
@@ -176,7 +176,7 @@ def test_reader_adapter_scored_on_another_folder_with_cosine_evidence(tmp_path):
         f"reader.model={model}",
         "reader.precision=fp32",
         "qa.format=triples",
-        "qa.k=2",
+        "top_k=2",
         "qa.max_prompt_tokens=400",
         "qa.train.max_steps=2",
         "qa.train.batch_size=3",
@@ -202,7 +202,10 @@ def test_reader_adapter_scored_on_another_folder_with_cosine_evidence(tmp_path):
     other.mkdir()
     _write(other, "test", _rows("zz", 4))
     out = tmp_path / "eval"
-    run(eval_cfg(tmp_path, out, f"ckpt_path={run_dir}", f"data.dir={other}", "k=1"), [f"data.dir={other}"])
+    run(
+        eval_cfg(tmp_path, out, f"ckpt_path={run_dir}", f"data.dir={other}", "top_k=1"),
+        [f"data.dir={other}", "top_k=1"],
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["metrics"]) == {f"finetuned_{v}" for v in cfg.qa.eval.variants.finetuned}
     assert metrics["k"] == 1 and metrics["eval_split"] == "test"
@@ -222,7 +225,7 @@ def test_untrained_retriever_by_experiment_name(tmp_path):
             f"data.dir={other}",
             "encoder.name=hashing",
             "+encoder.dim=32",
-            "k=7",
+            "top_k=7",
         ),
         [],
     )

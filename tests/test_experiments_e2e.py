@@ -82,7 +82,7 @@ GSR_SMALL = [
     "gsr.max_val_questions=4",
 ]
 READER_SMALL = [
-    "qa.k=3",
+    "top_k=3",
     "qa.max_prompt_tokens=200",
     "qa.train.max_steps=2",
     "qa.train.batch_size=2",
@@ -224,7 +224,7 @@ def overrides(t: dict) -> dict[str, list[str]]:
             f"llm.autostart={t['llama']}",
             "llm.model=tiny_llama",
             f"llm.base_url=http://127.0.0.1:{_free_port()}/v1",
-            "qa.k=3",
+            "top_k=3",
             "qa.limit.test=3",
             "qa.retrieval.k=5",
             "qa.eval.max_new_tokens=4",

@@ -26,7 +26,7 @@ def test_experiments_compose(experiment, model, data):
     assert cfg.runner == "gsr"
     assert cfg.model.name == model and cfg.data.name == data
     assert cfg.trainer.max_epochs == cfg.model.epochs
-    assert cfg.gsr.decode.beams == 10 and cfg.gsr.decode.top_n == 3
+    assert cfg.gsr.decode.beams == 10 and cfg.top_k == 3
 
 
 @pytest.mark.parametrize("size,batch,lr", [("base", 128, 5e-4), ("large", 128, 2e-4), ("3b", 64, 1e-4)])

@@ -35,7 +35,7 @@ ARGS = [
     "model.train.epochs=3",
     "model.train.patience=5",
     "model.train.graphs_per_batch=4",
-    "subgraphrag.top_k=10",
+    "top_k=10",
     "subgraphrag.compare_cosine=false",
     "checkpoint_every_n_steps=2",
     "~callbacks.rich_progress",
@@ -49,7 +49,7 @@ POINTS = {
     "mid-epoch": "gsr_train.runs.checkpoints:LastCheckpoint.on_train_batch_end 9",
     "validation": "gsr_train.models.subgraphrag.module:SubgraphRAGModule.validation_step 1",
     "best saved": "pytorch_lightning.callbacks:ModelCheckpoint.on_validation_end 2",  # before the epoch-end write
-    "after training": "gsr_train.runs.subgraphrag:fit_state 1",
+    "after training": "gsr_train.runs.edge_training:fit_state 1",
     "test retrieval": "gsr_train.retrievers.subgraphrag:SubgraphRAGRetriever.score_split 1",
 }
 CASES = [

@@ -46,7 +46,7 @@ def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
         "encoder.name=hashing",
         "+encoder.dim=32",
         "model.hidden=16,32",
-        "subgraphrag.top_k=5,20",
+        "top_k=5,20",
         "model.train.epochs=1",
         "model.train.graphs_per_batch=4",
         "subgraphrag.compare_cosine=false",
@@ -60,7 +60,7 @@ def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
     rows = list(csv.DictReader((sweep / "aggregate.csv").open()))
     assert len(rows) == 4
     assert sorted((r["model.hidden"], r["K"]) for r in rows) == [("16", "20"), ("16", "5"), ("32", "20"), ("32", "5")]
-    assert all(r["subgraphrag.top_k"] == r["K"] and r["method"] == "subgraphrag" for r in rows)
+    assert all(r["top_k"] == r["K"] and r["method"] == "subgraphrag" for r in rows)
     for r in rows:  # recall at K matches the run's own metrics.json
         res = json.loads((sweep / r["job"] / "metrics.json").read_text())
         assert float(r["answer_recall"]) == pytest.approx(res["at_k"]["answer_recall"], abs=1e-4)
@@ -69,7 +69,7 @@ def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
     by = {(r["model.hidden"], r["K"]): float(r["answer_recall"]) for r in rows}
     assert by[("16", "20")] >= by[("16", "5")] and by[("32", "20")] >= by[("32", "5")]
     md = (sweep / "aggregate.md").read_text()
-    assert "| job | method | data | split | K | model.hidden | subgraphrag.top_k |" in md
+    assert "| job | method | data | split | K | model.hidden | top_k |" in md
     # the CLI writes the same table again
     again = subprocess.run(
         [sys.executable, "-m", "gsr_train.cli", "aggregate", str(sweep), "--no-write"],

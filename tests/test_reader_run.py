@@ -73,7 +73,7 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
         f"reader.model={model}",
         "reader.precision=fp32",
         "qa.format=triples",
-        "qa.k=2",
+        "top_k=2",
         "qa.max_prompt_tokens=400",
         f"qa.retrieval.results.train={results['train']}",
         f"qa.retrieval.results.test={results['test']}",

@@ -96,8 +96,8 @@ def test_every_experiment_follows_its_typed_recipe(name):
     [
         (
             "subgraphrag_quickstart",
-            "subgraphrag.top_k=ten",
-            "subgraphrag.top_k=ten: expected an integer (conf/experiment/subgraphrag_defaults.yaml)",
+            "top_k=ten",
+            "top_k=ten: expected an integer (conf/experiment/subgraphrag_defaults.yaml)",
         ),
         (
             "subgraphrag_quickstart",
@@ -121,7 +121,7 @@ def test_every_experiment_follows_its_typed_recipe(name):
             "gsr.decode.beams=-2: expected >= 1 (conf/experiment/gsr_defaults.yaml)",
         ),
         ("gsr_quickstart", "model.epochs=1.5", "model.epochs=1.5: expected an integer"),
-        ("cosine_baseline", "top_k=0", "top_k=0: expected >= 1 (conf/config.yaml)"),
+        ("cosine_baseline", "top_k=0", "top_k=0: expected >= 1 (conf/experiment/cosine_baseline.yaml)"),
         (
             "retrieve",
             "retriever.train.val_k=0",
@@ -148,7 +148,7 @@ def test_a_wrong_value_stops_train_py_before_any_work(tmp_path):
     from .conftest import REPO
 
     proc = subprocess.run(
-        [sys.executable, str(REPO / "train.py"), "+experiment=subgraphrag_quickstart", "subgraphrag.top_k=ten"],
+        [sys.executable, str(REPO / "train.py"), "+experiment=subgraphrag_quickstart", "top_k=ten"],
         cwd=tmp_path,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "GSR_TRAIN_CACHE": str(tmp_path / "cache")},
         capture_output=True,
@@ -156,7 +156,7 @@ def test_a_wrong_value_stops_train_py_before_any_work(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: subgraphrag.top_k=ten: expected an integer")
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: top_k=ten: expected an integer")
     assert not (tmp_path / "cache").exists()  # nothing was built
 
 
@@ -260,3 +260,39 @@ def test_runner_and_module_fill_missing_options_from_the_dataclasses():
     assert DEFAULTS == defaults_of(SubgraphRAGRun) and TRAIN_DEFAULTS == defaults_of(SubgraphRAGTrain)
     assert {k: v for k, v in DEFAULT_OPTIM.items() if k != "fused"} == defaults_of(SubgraphRAGOptim)
     assert CLASSIC == {k: v for k, v in defaults_of(ClassicRun).items() if k != "method"}
+
+
+@pytest.mark.parametrize(
+    "experiment, old",
+    [
+        ("subgraphrag_quickstart", "subgraphrag.top_k=10"),
+        ("gsr_quickstart", "+gsr.decode.top_n=5"),
+        ("reader_webqsp_mini", "+qa.k=5"),
+        ("robustness_quickstart", "+robustness.report_k=50"),
+    ],
+)
+def test_an_old_name_of_the_kept_k_is_one_line_naming_top_k(experiment, old):
+    from gsr_train.runs.recipes import RecipeError, check_recipe
+
+    if old.startswith("subgraphrag.top_k"):  # no longer in the config: only addable, as a user's old command would
+        old = "+" + old
+    cfg = compose_config([f"+experiment={experiment}", old, f"experiment_name={experiment}"])
+    with pytest.raises(RecipeError) as e:
+        check_recipe(cfg)
+    key = old.lstrip("+").split("=")[0]
+    assert str(e.value).splitlines()[1].strip() == (
+        f"{key}: renamed to top_k (one name for how many a run keeps, in every method and in eval.py)"
+    ), str(e.value)
+
+
+def test_eval_moves_an_old_run_folders_k_to_top_k():
+    from omegaconf import OmegaConf
+
+    from gsr_train.runs.evaluate_run import migrate_renamed
+
+    old = OmegaConf.create({"runner": "gsr_train.runs.gsr.run", "gsr": {"decode": {"beams": 4, "top_n": 7}}})
+    migrate_renamed(old)
+    assert old.top_k == 7 and "top_n" not in old.gsr.decode and old.gsr.decode.beams == 4
+    kept = OmegaConf.create({"runner": "reader", "top_k": 3, "qa": {"k": 9}})
+    migrate_renamed(kept)
+    assert kept.top_k == 3 and "k" not in kept.qa

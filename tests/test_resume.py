@@ -49,7 +49,7 @@ def _run(data, cache, out, *extra: str) -> subprocess.CompletedProcess:
         f"model.train.epochs={EPOCHS}",
         "model.train.patience=null",
         "model.train.graphs_per_batch=4",
-        "subgraphrag.top_k=10",
+        "top_k=10",
         "subgraphrag.compare_cosine=false",
         "checkpoint_every_n_steps=2",
         "~callbacks.rich_progress",
@@ -111,7 +111,7 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path):
     log = next(runs[0].glob("run-*.wandb")).read_bytes()
     for key in (
         b"model/hidden",
-        b"subgraphrag/top_k",
+        b"top_k",
         b"epoch",
         b"val/sp_recall@",
         b"final/test/answer_recall@10",

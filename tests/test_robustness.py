@@ -140,7 +140,7 @@ def test_hydra_runners(toy, tmp_path):
             "robustness.kge.epochs=2",
             "robustness.kge.dim=8",
             "robustness.retrievers.classic=[triplets]",
-            "robustness.report_k=50",
+            "top_k=50",
         ],
     )
     figs = run(cfg)

@@ -292,7 +292,7 @@ def test_runner_end_to_end(tmp_path):
     from .conftest import compose_config
     from .subgraphrag_toy import toy_run_overrides
 
-    overrides = toy_run_overrides(tmp_path, settings={"subgraphrag.top_k": 7})
+    overrides = toy_run_overrides(tmp_path, settings={"top_k": 7})
     cfg = compose_config(overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -1,6 +1,6 @@
 """``python eval.py``: score a trained run, or an untrained retriever, on any data.
 
-``python eval.py ckpt_path=RUN_FOLDER_OR_CHECKPOINT data.dir=FOLDER [split=test] [k=K]``
+``python eval.py ckpt_path=RUN_FOLDER_OR_CHECKPOINT data.dir=FOLDER [split=test] [top_k=K]``
 reads the experiment, model and data options from the run folder's saved config
 (``.hydra/config.yaml``), swaps in the data given on the command line, needs only the split
 it scores, and calls the experiment's own runner in evaluation-only mode, so the new run
@@ -34,7 +34,7 @@ from gsr_train.runs.training import is_rank_zero
 log = logging.getLogger(__name__)
 
 TRAINED = ("subgraphrag", "gsr", "reader")  # runners whose runs hold something trained
-EVAL_KEYS = ("ckpt_path", "split", "k")
+EVAL_KEYS = ("ckpt_path", "split")
 # options of a run that name its own data; dropped when eval reads other data (unless given again)
 DATA_BOUND = {"reader": ("qa.retrieval.results",), "gsr": ("gsr.llm_chains", "data.graphs")}
 
@@ -199,12 +199,28 @@ def _layout(data_dir: str, split: str) -> str:
     return "rog"
 
 
+def migrate_renamed(cfg: DictConfig) -> None:
+    """A run folder saved before an option took its one name: the value moves to the new name."""
+    from gsr_train.runs.recipes import RENAMED
+
+    for old, new in RENAMED.get(runner_name(cfg.get("runner")), {}).items():
+        value = OmegaConf.select(cfg, old, default=None)
+        if value is None:
+            continue
+        parent, _, leaf = old.rpartition(".")
+        with open_dict(cfg):
+            del OmegaConf.select(cfg, parent)[leaf]
+            if OmegaConf.select(cfg, new, default=None) is None:
+                OmegaConf.update(cfg, new, value, force_add=True)
+
+
 def eval_config(source: RunSource, composed: DictConfig, overrides: list[str]) -> DictConfig:
     """The run's config, pointed at the data and split to score, in evaluation-only mode."""
     cfg = source.config.copy()
+    migrate_renamed(cfg)
     old_dir = OmegaConf.select(cfg, "data.dir", default=None)
     touched = apply_overrides(cfg, overrides, composed)
-    split, k = str(composed.split), composed.get("k")
+    split = str(composed.split)
     with open_dict(cfg):
         cfg.paths = composed.paths
         cfg.experiment_name = source.experiment
@@ -226,18 +242,12 @@ def eval_config(source: RunSource, composed: DictConfig, overrides: list[str]) -
             cfg.subgraphrag.train_split = None
             cfg.subgraphrag.val_split = None
             cfg.subgraphrag.eval_split = split
-            if k is not None:
-                cfg.subgraphrag.top_k = int(k)
         elif source.method == "retrieve":
             cfg.eval_only = source.checkpoint
             cfg.split = split
-            if k is not None:
-                cfg.top_k = int(k)
         elif source.method == "gsr":
             cfg.gsr.eval_only = source.checkpoint
             cfg.gsr.eval_split = split
-            if k is not None:
-                cfg.gsr.decode.top_n = int(k)
             if other_data and not _touched(touched, "data.format"):
                 if _layout(str(cfg.data.dir), split) == "rog":
                     cfg.data.format = "rog"
@@ -249,8 +259,6 @@ def eval_config(source: RunSource, composed: DictConfig, overrides: list[str]) -
             cfg.qa.eval_only = source.checkpoint
             cfg.qa.train_split = None
             cfg.qa.eval_split = split
-            if k is not None:
-                cfg.qa.k = int(k)
     return cfg
 
 
@@ -264,8 +272,8 @@ def untrained_config(composed: DictConfig) -> DictConfig:
     with open_dict(cfg):
         cfg.experiment_name = name
         cfg.data.splits = [str(composed.split)]
-        if composed.get("k") is not None:
-            cfg.top_k = int(composed.k)
+        if cfg.get("top_k", 0) is None:  # eval.yaml's placeholder, for a method without a top_k
+            del cfg["top_k"]
     return cfg
 
 

@@ -191,7 +191,7 @@ def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: 
     from gsr_train.models.gsr.decoding import DecodeConfig
     from gsr_train.retrievers.gsr import GSRRetriever, evaluate, write_gsr_results
 
-    decode = DecodeConfig.from_any({**_container(cfg.gsr.decode), "constrained": constrained})
+    decode = DecodeConfig.from_any({**_container(cfg.gsr.decode), "top_n": int(cfg.top_k), "constrained": constrained})
     ev = data.evaluation
     gidx = data.graph_index
     has_graph = data.has_graph or [gidx is not None] * len(ev)
@@ -275,7 +275,7 @@ def _fingerprint(cfg: DictConfig) -> str | None:
 
 
 def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoint: str | None) -> dict:
-    """The tail's row of one decoding mode: chain match and answer coverage at ``decode.top_n``."""
+    """The tail's row of one decoding mode: chain match and answer coverage at ``top_k``."""
     from gsr_train.eval.tail import metrics_row
 
     values = dict(report.get("chain_match") or {})
@@ -296,7 +296,7 @@ def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoi
     return metrics_row(
         "gsr",
         str(cfg.gsr.eval_split),
-        int(cfg.gsr.decode.top_n),
+        int(cfg.top_k),
         values,
         checkpoint,
         output_dir(cfg) / results if results else None,
@@ -326,7 +326,7 @@ class _GSRRun:
 
 def run(cfg: DictConfig) -> float | None:
     """Check the options, prepare the data, train (or load ``gsr.eval_only``), evaluate in every
-    ``gsr.eval_modes`` mode and report; match@``gsr.decode.top_n`` of the first mode."""
+    ``gsr.eval_modes`` mode and report; match@``top_k`` of the first mode."""
     _check_options(cfg)
     r = _prepare(cfg)
     if not _train_or_load(r):
@@ -421,7 +421,7 @@ def _train_or_load(r: _GSRRun) -> bool:
 
 def _evaluate(r: _GSRRun) -> float | None:
     """Every decoding mode scored, the match table printed, metrics.json written; the first mode's
-    match@``gsr.decode.top_n``."""
+    match@``top_k``."""
     cfg, g, figures = r.cfg, r.cfg.gsr, r.figures
     figures["unknown_relations"] = unknown_relations(r.data, r.gsr)
     if figures["unknown_relations"]["kg_relations_without_token"]:
@@ -449,7 +449,7 @@ def _evaluate(r: _GSRRun) -> float | None:
     log_final_metrics(
         r.trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in figures[mode].get("chain_match", {}).items()}
     )
-    return main.get(f"match@{int(g.decode.top_n)}")
+    return main.get(f"match@{int(cfg.top_k)}")
 
 
 def match_table(figures: Mapping[str, Any], modes: list[str]) -> str:

@@ -5,7 +5,7 @@
 1. retrieval results for the train and eval splits: given files (``qa.retrieval.results``)
    or a SubgraphRAG checkpoint (``qa.retrieval.checkpoint``) that retrieves them once into
    the cache (keyed by checkpoint digest + data + split + k) and a copy in the run folder;
-2. prompts in ``qa.format`` with the top ``qa.k`` evidence lines, cut to ``qa.max_prompt_tokens``;
+2. prompts in ``qa.format`` with the top ``top_k`` evidence lines, cut to ``qa.max_prompt_tokens``;
 3. scores the untouched base model (with and without evidence), fine-tunes the LoRA / full
    reader (``reader=...``, ``qa.train``), saves the adapter folder (``adapter/``, peft format;
    ``qa.merge=true`` also writes the merged model), scores the fine-tuned model;
@@ -279,7 +279,7 @@ class _ReaderRun:
 
     @property
     def k(self) -> int:
-        return int(self.qa.k)
+        return int(self.cfg.top_k)
 
     @property
     def eval_split(self) -> str:

@@ -27,6 +27,7 @@ from gsr_train.data.errors import UserError
 from gsr_train.llm.client import LLMConfig
 from gsr_train.models.edge_scorer import EdgeLoss
 from gsr_train.models.gsr.decoding import DecodeConfig
+from gsr_train.models.gsr.options import GSROptim
 from gsr_train.models.subgraphrag.options import SubgraphRAGModel
 from gsr_train.retrievers.classic import ClassicRun
 from gsr_train.retrievers.safe import SAFEConfig
@@ -53,7 +54,7 @@ def runner_name(value: Any) -> str:
     return DOTTED.get(text, text)
 
 
-# keys every experiment has (conf/config.yaml and its groups; conf/eval.yaml adds ckpt_path, split, k)
+# keys every experiment has (conf/config.yaml and its groups; conf/eval.yaml adds ckpt_path, split)
 COMMON = (
     "runner",
     "experiment_name",
@@ -71,7 +72,6 @@ COMMON = (
     "callbacks",
     "ckpt_path",
     "split",
-    "k",
 )
 
 
@@ -86,10 +86,14 @@ class TopLevel:
     eval_ks: list[int] = field(default_factory=lambda: [10, 20, 50, 100, 200])
     split: str = "test"
     top_k: int = at_least(1, 100)
-    k: int | None = at_least(1, None)
     train_split: str | None = "train"
     val_split: str | None = "validation"
     eval_only: str | None = None
+
+
+@dataclass
+class ReaderTopLevel(TopLevel):
+    top_k: int = at_least(0, 100)  # evidence lines per prompt; 0: closed book
 
 
 # ------------------------------------------------------------------ SubgraphRAG
@@ -99,7 +103,6 @@ class SubgraphRAGRun:
     val_split: str | None = "validation"
     eval_split: str = "test"
     eval_graphs_per_batch: int = at_least(1, 128)
-    top_k: int = at_least(1, 500)
     threads: int | None = at_least(1, 1)
     eval_only: str | None = None
     compare_cosine: bool = True
@@ -175,15 +178,6 @@ class GSRRun:
     max_paths: int = at_least(1, 64)
     eval_only: str | None = None
     threads: int | None = at_least(1, 1)
-
-
-@dataclass
-class GSROptim:
-    lr: float = at_least(0, 1e-3, above=True)
-    encoder_lr: float | None = None
-    weight_decay: float = at_least(0, 0.0)
-    warmup_ratio: float = between(0, 1, 0.0)
-    schedule: str = "linear"
 
 
 @dataclass
@@ -275,7 +269,6 @@ class QAEval:
 class QARun:
     backend: str = "local"
     format: str = "subgraphrag"
-    k: int = at_least(1, 100)
     max_prompt_tokens: int = at_least(1, 4000)
     icl: bool = True
     train_split: str | None = "train"
@@ -332,7 +325,6 @@ class RobustnessRun:
     seed: int = 0
     protect_gold: bool = False
     max_questions: int | None = at_least(1, None)
-    report_k: int = at_least(1, 100)
     threads: int | None = at_least(1, 1)
     kge: KGEConfig = field(default_factory=KGEConfig)
     retrievers: dict = field(default_factory=dict)  # name -> options of any registered retriever
@@ -370,6 +362,7 @@ class Recipe:
     file: str
     top_level: tuple[str, ...] = ()
     sections: Mapping[str, Any] = field(default_factory=dict)
+    top: type = field(default_factory=lambda: TopLevel)  # types and ranges of the top-level keys
 
 
 def _gsr_model(cfg: Mapping[str, Any]) -> type:
@@ -378,11 +371,16 @@ def _gsr_model(cfg: Mapping[str, Any]) -> type:
 
 RECIPES: dict[str, Recipe] = {
     "subgraphrag": Recipe(
-        "conf/experiment/subgraphrag_defaults.yaml", (), {"subgraphrag": SubgraphRAGRun, "model": SubgraphRAGModel}
+        "conf/experiment/subgraphrag_defaults.yaml",
+        ("top_k",),
+        {"subgraphrag": SubgraphRAGRun, "model": SubgraphRAGModel},
     ),
-    "gsr": Recipe("conf/experiment/gsr_defaults.yaml", (), {"gsr": GSRRun, "model": _gsr_model}),
+    "gsr": Recipe("conf/experiment/gsr_defaults.yaml", ("top_k",), {"gsr": GSRRun, "model": _gsr_model}),
     "reader": Recipe(
-        "conf/experiment/reader_defaults.yaml", (), {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig}
+        "conf/experiment/reader_defaults.yaml",
+        ("top_k",),
+        {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig},
+        ReaderTopLevel,
     ),
     "cosine": Recipe("conf/experiment/cosine_baseline.yaml", ("split", "top_k", "cosine_mode")),
     "retrieve": Recipe(
@@ -529,13 +527,35 @@ def _hint(key: str, known: list[str]) -> str:
     return f"; did you mean {key.rsplit('.', 1)[0]}.{close[0]}?" if close else f" (known: {', '.join(known)})"
 
 
+# options that took the one name of their concept (the README's glossary), by runner
+RENAMED = {
+    "subgraphrag": {"subgraphrag.top_k": "top_k"},
+    "gsr": {"gsr.decode.top_n": "top_k"},
+    "reader": {"qa.k": "top_k"},
+    "robustness": {"robustness.report_k": "top_k"},
+}
+
+
+def _renamed(cfg: Mapping[str, Any], runner: str) -> list[str]:
+    """An option given by its old name: one line naming the new one."""
+    out = []
+    for old, new in RENAMED.get(runner, {}).items():
+        section, _, key = old.rpartition(".")
+        node: Any = cfg
+        for part in section.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping) and key in node:
+            out.append(f"{old}: renamed to {new} (one name for how many a run keeps, in every method and in eval.py)")
+    return out
+
+
 def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
     """Every unknown key of the composed config ``cfg`` (a plain mapping) under its runner's recipe."""
     runner = runner_name(cfg.get("runner"))
     recipe = RECIPES.get(runner)
     if recipe is None:  # a runner of the user's own: its options are its business
         return []
-    errors = []
+    errors = _renamed(cfg, runner)
     allowed = set(COMMON) | set(recipe.top_level) | set(recipe.sections)
     for key in cfg:
         if key not in allowed:
@@ -552,6 +572,8 @@ def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
             cls = cls(node)
         where = _section_file(section, node, recipe)
         for key, owner, known in _unknown(node, cls, section):
+            if key in RENAMED.get(runner, {}):
+                continue  # named by _renamed
             errors.append(f"{key}: not a {owner} option ({where}){_hint(key, known)}")
     return errors
 
@@ -559,7 +581,11 @@ def recipe_errors(cfg: Mapping[str, Any]) -> list[str]:
 def value_errors(cfg: Mapping[str, Any]) -> list[str]:
     """Every value of the composed config whose type or range its recipe refuses, with its file."""
     recipe = RECIPES.get(runner_name(cfg.get("runner")))
-    errors = [f"{e} (conf/config.yaml)" for e in _invalid(cfg, TopLevel, "")]
+    own = set(recipe.top_level) if recipe else set()
+    errors = [
+        f"{e} ({recipe.file if recipe and e.split('=', 1)[0] in own else 'conf/config.yaml'})"
+        for e in _invalid(cfg, recipe.top if recipe else TopLevel, "")
+    ]
     if recipe is None:
         return errors
     for section, cls in recipe.sections.items():

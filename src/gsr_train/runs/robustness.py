@@ -113,7 +113,7 @@ def _report(cfg, s: _Study, figures: dict) -> None:
 
     rc = cfg.robustness
     out = output_dir(cfg)
-    k = int(rc.get("report_k", 100))
+    k = int(cfg.top_k)
     tables = report_tables(figures, k)
     title = f"{cfg.data.name} [{s.split_name}], {len(s.split)} questions, seed {int(rc.seed)}" + (
         ", gold protected" if rc.protect_gold else ""

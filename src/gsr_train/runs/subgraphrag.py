@@ -238,7 +238,7 @@ def _retrieve(r: _Run, best_path: str):
         split_name,
         r.emb,
         results_path,
-        k=int(run_cfg["top_k"]),
+        k=int(r.cfg.top_k),
         graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]),
     )
     r.timings["retrieve_s"] = time.perf_counter() - t0
@@ -288,7 +288,7 @@ def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
     print(f"### by hop count ({cfg.data.name} [{split_name}])\n")
     print(hops)
     r.timings["total_s"] = time.perf_counter() - r.t_start
-    top_k = int(r.run_cfg["top_k"])
+    top_k = int(r.cfg.top_k)
     at_k_report = reports[name] if top_k in ks else report(scores, [top_k])
     at_k = {"k": top_k, **{m: at_k_report.overall[m][top_k] for m in METRICS if m in at_k_report.overall}}
     figures = {

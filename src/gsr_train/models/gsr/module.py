@@ -28,22 +28,15 @@ import torch
 from pytorch_lightning.utilities.types import OptimizerLRScheduler
 from transformers.modeling_outputs import BaseModelOutput
 
+from gsr_train.config import defaults_of
 from gsr_train.models.gsr.decoding import DecodeConfig, beam_chains
+from gsr_train.models.gsr.options import GSROptim
 
 log = logging.getLogger(__name__)
 
 warnings.filterwarnings("ignore", message=r".*introduces a better way to train encoder-decoder models.*")
 
-DEFAULT_OPTIM = {
-    "lr": 5e-4,
-    "encoder_lr": None,
-    "weight_decay": 0.01,
-    "warmup_ratio": 0.06,
-    "warmup_steps": None,
-    "betas": (0.9, 0.999),
-    "eps": 1e-8,
-    "schedule": "linear",
-}
+DEFAULT_OPTIM = defaults_of(GSROptim)
 SCHEDULES = ("linear", "constant")
 
 
