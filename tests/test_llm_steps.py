@@ -181,7 +181,7 @@ def test_pseudo_questions_validated_and_filled_with_kg_subjects(webqsp_mini, min
 
     out = tmp_path / "pq.jsonl.gz"
     cfg = {
-        "dataset": str(webqsp_mini),
+        "data": {"dir": str(webqsp_mini)},
         "splits": ["test"],
         "cache_dir": str(mini_cache),
         "relations": "index",
@@ -229,7 +229,7 @@ def test_pseudo_questions_cover_every_relation_of_a_file_with_or_without_subject
     rel_file.write_text("\n".join(["zoos", "zoos.zoo_animal", *absent, *in_kg]) + "\n")
     out = tmp_path / "pq_all.jsonl.gz"
     cfg = {
-        "dataset": str(webqsp_mini),
+        "data": {"dir": str(webqsp_mini)},
         "splits": ["test"],
         "cache_dir": str(mini_cache),
         "relations": "file",
@@ -272,7 +272,7 @@ def test_label_triples_output_is_read_by_the_label_loader(webqsp_mini, mini_cach
 
     out = tmp_path / "labels_test.jsonl.gz"
     cfg = {
-        "dataset": str(webqsp_mini),
+        "data": {"dir": str(webqsp_mini)},
         "split": "test",
         "cache_dir": str(mini_cache),
         "num_candidates": 40,
@@ -321,7 +321,7 @@ def test_select_chains_from_dataset_supervision(webqsp_mini, mini_cache, tmp_pat
 
     out = tmp_path / "ds.jsonl.gz"
     cfg = {
-        "dataset": str(webqsp_mini),
+        "data": {"dir": str(webqsp_mini)},
         "split": "test",
         "chains": "raw",
         "cache_dir": str(mini_cache),

@@ -1,7 +1,7 @@
 """Relevance labels: up to 20 relevant triples per question chosen by an LLM among candidates.
 
-    gsr-train llm-label-triples dataset=../shared/data/webqsp_mini split=test limit=20
-    gsr-train llm-label-triples dataset=rmanluo/RoG-webqsp retrieval=path/to/results_test.jsonl llm=openai
+    gsr-train llm-label-triples data.dir=../shared/data/webqsp_mini split=test limit=20
+    gsr-train llm-label-triples data.dir=rmanluo/RoG-webqsp retrieval=path/to/results_test.jsonl llm=openai
 
 Hydra app (config: conf/prep/llm_label_triples.yaml; the endpoint: conf/llm/*.yaml). Writes
 `{"id", "triples", "raw_response"}` rows (the gpt_triples format read by labelled-triple

@@ -1,7 +1,7 @@
 """Pseudo questions: ~10 `[SUBJECT]` templates per relation, filled with real KG subjects.
 
-    gsr-train llm-pseudo-questions dataset=../shared/data/webqsp_mini limit=20
-    gsr-train llm-pseudo-questions dataset=rmanluo/RoG-webqsp relations=file \\
+    gsr-train llm-pseudo-questions data.dir=../shared/data/webqsp_mini limit=20
+    gsr-train llm-pseudo-questions data.dir=rmanluo/RoG-webqsp relations=file \\
         relation_file=../shared/data/freebase_relations.txt llm=openai
 
 Hydra app (config: conf/prep/llm_pseudo_questions.yaml; the endpoint: conf/llm/*.yaml). Writes

@@ -1,7 +1,7 @@
 """LLM-selected relation chains: the model picks the relevant shortest-path chains per question.
 
     gsr-train llm-select-chains input=../shared/data/webqsp_paths/train.jsonl.gz limit=30
-    gsr-train llm-select-chains dataset=rmanluo/RoG-webqsp split=train llm=openai llm.model=gpt-4o
+    gsr-train llm-select-chains data.dir=rmanluo/RoG-webqsp split=train llm=openai llm.model=gpt-4o
 
 Hydra app (config: conf/prep/llm_select_chains.yaml; the endpoint: conf/llm/*.yaml). Writes
 JSONL rows with `selected` / `llm_paths` (gpt_paths layout) and a `.summary.json` next to them.

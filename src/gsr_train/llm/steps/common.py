@@ -90,3 +90,9 @@ def note_skipped(ordered: dict[str, Any], skipped: Sequence[Any], list_name: str
     ordered["requests_skipped_after_errors"] = len(skipped)
     if skipped:
         ordered[list_name] = list(skipped)
+
+
+def data_dir(cfg: Mapping[str, Any]) -> str | None:
+    """The step's data folder or hub name (``data.dir=``, the option train.py and eval.py use)."""
+    data = cfg.get("data")
+    return str(data["dir"]) if isinstance(data, Mapping) and data.get("dir") else None

@@ -18,7 +18,7 @@ from typing import Any
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import parse_triple_selection
 from gsr_train.llm.runner import read_jsonl, to_container
-from gsr_train.llm.steps.common import Prompts, ask_answers, note_skipped, open_step, ordered_counts, window
+from gsr_train.llm.steps.common import Prompts, ask_answers, data_dir, note_skipped, open_step, ordered_counts, window
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,11 @@ def _candidates(cfg: dict, counts: Counter) -> tuple[Any, list[int], dict[str, l
     """
     from gsr_train.kg.index import get_index
 
-    if not cfg.get("dataset"):
-        raise ValueError("llm_label_triples: set dataset=<RoG folder / hub name> (questions and graphs)")
+    folder = data_dir(cfg)
+    if not folder:
+        raise ValueError("llm_label_triples: set data.dir=<RoG folder / hub name> (questions and graphs)")
     split = cfg.get("split", "test")
-    index = get_index(cfg["dataset"], splits=(split,), cache_dir=cfg.get("cache_dir"))
+    index = get_index(folder, splits=(split,), cache_dir=cfg.get("cache_dir"))
     graphs = index[split]
     n_cand = int(cfg.get("num_candidates", 40))
     positions = window(list(range(len(graphs))), cfg)

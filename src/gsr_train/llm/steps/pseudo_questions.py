@@ -26,7 +26,7 @@ from gsr_train.io import open_text, stable_hash
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import check_templates, parse_templates
 from gsr_train.llm.runner import companion, to_container
-from gsr_train.llm.steps.common import Prompts, ask_answers, note_skipped, open_step, ordered_counts, window
+from gsr_train.llm.steps.common import Prompts, ask_answers, data_dir, note_skipped, open_step, ordered_counts, window
 
 log = logging.getLogger(__name__)
 
@@ -126,13 +126,14 @@ _COUNT_ORDER = (
 
 
 def _load_index(cfg: dict):
-    """The KG index of ``dataset`` (its ``splits``), or None when no dataset is given."""
-    if not cfg.get("dataset"):
+    """The KG index of ``data.dir`` (its ``splits``), or None when no dataset is given."""
+    folder = data_dir(cfg)
+    if not folder:
         return None
     from gsr_train.kg.index import get_index
 
     return get_index(
-        cfg["dataset"],
+        folder,
         splits=tuple(cfg.get("splits") or ("train", "validation", "test")),
         cache_dir=cfg.get("cache_dir"),
     )
@@ -149,7 +150,7 @@ def _relations(cfg: dict, index) -> list[str]:
         return relations_from_file(cfg["relation_file"], cfg.get("min_parts", 3), cfg.get("max_parts", 3))
     if mode == "index":
         if index is None:
-            raise ValueError("llm_pseudo_questions: relations=index needs dataset=<RoG folder / hub name>")
+            raise ValueError("llm_pseudo_questions: relations=index needs data.dir=<RoG folder / hub name>")
         lo, hi = cfg.get("min_parts", 3), cfg.get("max_parts", 3)
         return sorted(r for r in index.relations if lo <= len(r.split(".")) <= hi)
     raise ValueError(f"llm_pseudo_questions: relations must be 'index' or 'file', not {mode!r}")
@@ -167,7 +168,7 @@ def _with_subjects(
     )
     if cfg.get("require_subjects", True):
         if index is None:
-            raise ValueError("llm_pseudo_questions: require_subjects needs dataset=<RoG source> to find subjects")
+            raise ValueError("llm_pseudo_questions: require_subjects needs data.dir=<RoG source> to find subjects")
         counts["relations_without_subjects_skipped"] = sum(1 for r in relations if not subjects.get(r))
         relations = [r for r in relations if subjects.get(r)]
     return window(relations, cfg), subjects, examples

@@ -21,7 +21,7 @@ from typing import Any
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import parse_chain_selection
 from gsr_train.llm.runner import read_jsonl, to_container
-from gsr_train.llm.steps.common import Prompts, ask_answers, note_skipped, open_step, ordered_counts, window
+from gsr_train.llm.steps.common import Prompts, ask_answers, data_dir, note_skipped, open_step, ordered_counts, window
 
 log = logging.getLogger(__name__)
 
@@ -97,17 +97,17 @@ _COUNT_ORDER = (
 
 
 def _items(cfg: dict) -> tuple[list[dict], str]:
-    """The windowed questions with their chains, from ``input`` or ``dataset``, and where they came from."""
+    """The windowed questions with their chains, from ``input`` or ``data.dir``, and where they came from."""
     if cfg.get("input"):
         items = candidates_from_file(cfg["input"], cfg.get("field", "ground_paths"))
         source = cfg["input"]
-    elif cfg.get("dataset"):
+    elif folder := data_dir(cfg):
         items = candidates_from_dataset(
-            cfg["dataset"], cfg.get("split", "train"), cfg.get("chains", "raw"), cfg.get("cache_dir")
+            folder, cfg.get("split", "train"), cfg.get("chains", "raw"), cfg.get("cache_dir")
         )
-        source = f"{cfg['dataset']}[{cfg.get('split', 'train')}]"
+        source = f"{folder}[{cfg.get('split', 'train')}]"
     else:
-        raise ValueError("llm_select_chains: set input=<JSONL with ground_paths> or dataset=<RoG folder / hub name>")
+        raise ValueError("llm_select_chains: set input=<JSONL with ground_paths> or data.dir=<RoG folder / hub name>")
     items = window(items, cfg)
     dup = [k for k, n in Counter(it["id"] for it in items).items() if n > 1]
     if dup:
