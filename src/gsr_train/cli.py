@@ -70,7 +70,7 @@ DELEGATED = {
     "llm-pseudo-questions": ("gsr_train.commands.llm_pseudo_questions", "LLM pseudo questions (Hydra options)"),
     "llm-select-chains": ("gsr_train.commands.llm_select_chains", "LLM-filtered chains (Hydra options)"),
     "serve-llm": ("gsr_train.llm.serve", "serve a local GGUF model behind an OpenAI-compatible API"),
-    "score": ("gsr_train.eval.evaluate", "recall of a retrieval-results file on a dataset"),
+    "score": ("gsr_train.eval.evaluate", "QA scoreboard of prediction files (score FILE...), or --results recall"),
     "cosine": ("gsr_train.retrievers.cosine", "the cosine baseline on any data, outside a run folder"),
     "reader": ("gsr_train.runs.reader", "re-score a readers' predictions file (reader score FILE)"),
     "compare-patterns": ("gsr_train.runs.pattern_compare", "SimGRAG / SAFE pattern sources side by side"),

@@ -109,6 +109,13 @@ def evaluate_results(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``--results FILE``: recall of a retrieval results file; prediction files without ``--results``:
+    the QA scoreboard (:mod:`gsr_train.eval.scoreboard`)."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    if "--results" not in given and any(not a.startswith("-") for a in given[:1]):
+        from gsr_train.eval.scoreboard import main as scoreboard_main
+
+        return scoreboard_main(given)
     p = argparse.ArgumentParser(prog="python -m gsr_train.eval.evaluate", description=__doc__.splitlines()[0])
     p.add_argument("--results", required=True, help="retrieval results JSONL(.gz), one row per question")
     p.add_argument("--data", required=True, help="dataset folder of RoG-format splits (or a hub name)")
