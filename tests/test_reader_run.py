@@ -99,6 +99,11 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
     assert len(preds) == 4 and preds[0]["evidence_shown"] == 2
     assert preds[0]["entities"][:2] == ["Country te0", "Language te0"]  # best-scored triple first
     assert "finetuned_retrieved" in (out / "qa_table.txt").read_text()
+    # the evidence answering alone (its top candidate entity), next to every reader
+    alone = metrics["retrieval_answers"]["all"]
+    assert alone["n"] == 4 and 0.0 <= alone["metrics"]["hit@1"] <= 1.0
+    assert "retrieval_answers" in (out / "qa_table.txt").read_text()
+    assert any(row.get("variant") == "retrieval_answers" and row["method"] == "retrieval" for row in metrics["rows"])
 
     # score the saved adapter again (eval-only entry point), then re-score a predictions file
     out2 = tmp_path / "eval"

@@ -263,6 +263,7 @@ class _ReaderRun:
     results: dict[str, dict] = field(default_factory=dict)
     retrieval_info: dict[str, Any] = field(default_factory=dict)
     reports: dict[str, QAReport] = field(default_factory=dict)
+    answers: QAReport | None = None  # answering with the evidence's top candidate, no reader
     train_info: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -295,6 +296,7 @@ def run(cfg: DictConfig) -> float:
     loaded), report; the macro F1 of the best variant."""
     r = _start(cfg)
     _gather_evidence(r)
+    _answer_from_retrieval(r)
     if str(r.qa.get("backend", "local")) == "llm":
         _read_with_llm(r)
     elif not _read_locally(r):
@@ -341,6 +343,28 @@ def _gather_evidence(r: _ReaderRun) -> None:
         r.retrieval_info[s]["evidence"] = evidence_source(cfg, s)
         log.info("evidence for split %s: %s", s, r.retrieval_info[s]["evidence"])
     r.timings["evidence_s"] = time.perf_counter() - t0
+
+
+def topic_names(index: Any, split_name: str) -> dict[str, list[str]]:
+    """Per question id, the names of its topic entities (what retrieval's answers leave out)."""
+    sp = index[split_name]
+    ptr = sp.ent_ptr.tolist()
+    names = index.entities
+    out: dict[str, list[str]] = {}
+    for q, qid in enumerate(sp.ids):
+        topic = sp.entity_ids[ptr[q] : ptr[q + 1]][sp.topic_mask[ptr[q] : ptr[q + 1]]]
+        out[qid] = [str(names[int(e)]) for e in topic.tolist()]
+    return out
+
+
+def _answer_from_retrieval(r: _ReaderRun) -> None:
+    """The evidence's own answer as a row next to the readers (its top candidate entity): what a
+    reader adds over answering with the retriever alone."""
+    from gsr_train.eval.retrieval_answers import answers_report
+
+    split = r.eval_split
+    r.answers = answers_report(r.questions[split], r.results[split], topic_names(r.index, split), n=1)
+    log.info("answer from retrieval (top candidate): %s", r.answers.flat())
 
 
 def _examples(r: _ReaderRun, evidence: str, tokenizer: Any = None, budget: int | None = None):
@@ -418,10 +442,13 @@ def _read_locally(r: _ReaderRun) -> bool:
 
 def _report(r: _ReaderRun) -> float:
     """The QA tables, metrics.json rows (one per variant) and qa_table.txt; the best macro F1."""
+    from gsr_train.eval.retrieval_answers import ANSWER_VARIANT
+
     cfg, qa, out, timings = r.cfg, r.qa, r.out, r.timings
     timings["total_s"] = time.perf_counter() - r.t_start
-    table = comparison_table(r.reports, "all")
-    table_sub = comparison_table(r.reports, "sub")
+    shown = {**r.reports, **({ANSWER_VARIANT: r.answers} if r.answers is not None else {})}
+    table = comparison_table(shown, "all")
+    table_sub = comparison_table(shown, "sub")
     command = " ".join(sys.argv)
     figures = {
         "command": command,
@@ -433,6 +460,7 @@ def _report(r: _ReaderRun) -> float:
         "qa": _container(qa),
         "retrieval": r.retrieval_info,
         "metrics": {name: rep.to_dict() for name, rep in r.reports.items()},
+        ANSWER_VARIANT: r.answers.to_dict() if r.answers is not None else None,
         "train": r.train_info,
         "timings": timings,
     }
@@ -457,6 +485,7 @@ def _report(r: _ReaderRun) -> float:
 
 def _rows(r: _ReaderRun, figures: dict) -> list[dict]:
     """One metrics.json row per variant, named by who answered."""
+    from gsr_train.eval.retrieval_answers import ANSWER_VARIANT
     from gsr_train.eval.tail import metrics_row
 
     qa, out = r.qa, r.out
@@ -475,6 +504,14 @@ def _rows(r: _ReaderRun, figures: dict) -> list[dict]:
                 out / f"predictions_{name}.jsonl",
                 variant=name,
                 n=view.get("n"),
+            )
+        )
+    answers = figures.get(ANSWER_VARIANT)
+    if answers:  # the evidence answering alone: what each reader row adds over it
+        view = answers.get("all") or {}
+        rows.append(
+            metrics_row(
+                "retrieval", r.eval_split, 1, view.get("metrics") or {}, variant=ANSWER_VARIANT, n=view.get("n")
             )
         )
     return rows
