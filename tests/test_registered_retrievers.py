@@ -70,3 +70,22 @@ def test_pattern_retrievers_match_by_question_id(tmp_path, method, options):
         build(method, options, RetrievalInputs(index, emb.question["test"], emb, split))
     with pytest.raises(ValueError, match="patterns.source"):
         build(method, {"patterns": {"source": "oracle"}}, inputs)
+
+
+def test_a_broken_plugin_entry_point_is_named_only_when_asked_for(monkeypatch):
+    """An installed plugin that cannot be imported (removed, or installed while this process runs)
+    does not break the listing or any other retriever; asking for it names it and its entry point."""
+    from importlib.metadata import EntryPoint
+
+    from gsr_train.retrievers import registry
+
+    ep = EntryPoint(name="broken-one", value="no_such_pkg.mod:Thing", group=registry.ENTRY_POINTS)
+
+    def fake(group, name=None):
+        return [e for e in [ep] if group == registry.ENTRY_POINTS and name in (None, e.name)]
+
+    monkeypatch.setattr(registry, "entry_points", fake)
+    assert "broken-one" in registry.names() and "cosine" in registry.names()
+    assert registry.trainable("cosine") is None
+    with pytest.raises(registry.RetrieverError, match=r"'broken-one'.*no_such_pkg.mod:Thing cannot be loaded"):
+        registry.trainable("broken-one")

@@ -77,6 +77,7 @@ def test_entry_points_of_installed_packages_register_their_retrievers(monkeypatc
 
     class EntryPoint:
         name = "from-a-package"
+        value = "a_package.retrievers:factory"
 
         @staticmethod
         def load():
@@ -88,9 +89,10 @@ def test_entry_points_of_installed_packages_register_their_retrievers(monkeypatc
         def score(self, split):
             return None, {}
 
-    monkeypatch.setattr(
-        registry, "entry_points", lambda group: [EntryPoint()] if group == registry.ENTRY_POINTS else []
-    )
+    def entry_points(group, name=None):  # importlib.metadata's selection by group (and name)
+        return [EntryPoint()] if group == registry.ENTRY_POINTS and name in (None, EntryPoint.name) else []
+
+    monkeypatch.setattr(registry, "entry_points", entry_points)
     monkeypatch.delitem(REGISTRY, "from-a-package", raising=False)
     assert "from-a-package" in names()
     assert build("from-a-package", {}, None).name == "from-a-package"

@@ -23,18 +23,25 @@ class RetrieverError(UserError, ValueError):
     """An unknown retriever name or a target that is not a retriever."""
 
 
-def _load_entry_points() -> None:
-    """Register the factories installed packages declare under ``[project.entry-points."gsr_train.retrievers"]``."""
-    for ep in entry_points(group=ENTRY_POINTS):
-        if ep.name not in REGISTRY:
-            REGISTRY[ep.name] = ep.load()
+def _lookup(name: str) -> Any:
+    """The factory (or trainable class) registered as ``name``, loading only that entry point of the
+    installed packages: a broken plugin fails where it is asked for, not in every other run."""
+    if name not in REGISTRY:
+        for ep in entry_points(group=ENTRY_POINTS, name=name):
+            try:
+                REGISTRY[name] = ep.load()
+            except Exception as e:  # noqa: BLE001 - an installed plugin that cannot load is named, not raised
+                raise RetrieverError(
+                    f"retriever {name!r}: its entry point {ep.value} cannot be loaded ({type(e).__name__}: {e}); "
+                    "is the package that declares it installed in this environment?"
+                ) from None
+            break
+    return REGISTRY.get(name)
 
 
 def build(name: str, options: Mapping[str, Any] | None, inputs: RetrievalInputs) -> Retriever:
     """The retriever registered as ``name``, made from ``options``; an unknown name lists the known ones."""
-    if name not in REGISTRY:
-        _load_entry_points()
-    if name not in REGISTRY:
+    if _lookup(name) is None:
         raise RetrieverError(
             f"unknown retriever {name!r}; registered: {', '.join(sorted(REGISTRY))} (or give "
             "retriever._target_=<module.Class> for one outside gsr-train)"
@@ -85,9 +92,7 @@ def trainable(name: str | None = None, target: str | None = None) -> type[EdgeSc
         except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
             raise RetrieverError(f"retriever._target_={target}: cannot import it ({type(e).__name__}: {e})") from None
     elif name:
-        if name not in REGISTRY:
-            _load_entry_points()
-        found = REGISTRY.get(name)
+        found = _lookup(name)
     else:
         return None
     return found if isinstance(found, type) and issubclass(found, EdgeScorerModule) else None
@@ -104,5 +109,4 @@ def _checked(retriever: Any, name: str) -> Retriever:
 
 def names() -> list[str]:
     """Every registered retriever name (entry points of installed packages included)."""
-    _load_entry_points()
-    return sorted(REGISTRY)
+    return sorted(set(REGISTRY) | {ep.name for ep in entry_points(group=ENTRY_POINTS)})
