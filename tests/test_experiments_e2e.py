@@ -192,6 +192,7 @@ def overrides(t: dict) -> dict[str, list[str]]:
         "subgraphrag_cwq": [*hub, *NO_GTE, *ON_CPU, *SGR_SMALL],
         "cosine_baseline": [*SYNTHETIC],
         "retrieve": [*SYNTHETIC],
+        "gnnrag_webqsp_mini": [*mini, "retriever.train.epochs=1", "retriever.options.hidden=16"],
         "classic_triplets": [*SYNTHETIC],
         "classic_paths": [*SYNTHETIC],
         "classic_pcst": [*SYNTHETIC],

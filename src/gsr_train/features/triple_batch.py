@@ -47,6 +47,7 @@ class TripleBatch:
     questions: torch.Tensor  # [B] question positions in the split
     edge_ptr: torch.Tensor  # [B+1] triples per question inside the batch
     labels: torch.Tensor | None = None  # [T] float 0/1
+    node_answer: torch.Tensor | None = None  # [N] bool: the node is an answer entity (node scorers' labels)
 
     @property
     def num_triples(self) -> int:
@@ -152,6 +153,7 @@ def make_batch(
         questions=qs,
         edge_ptr=torch.cat([torch.zeros(1, dtype=torch.long), e_sizes.cumsum(0)]),
         labels=None if labels is None else labels[edge_ids].float(),
+        node_answer=split.answer_mask[node_ids],
     )
 
 

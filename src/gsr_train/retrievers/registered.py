@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gsr_train.kg.index import SplitGraphs
-from gsr_train.retrievers.interface import RetrievalInputs, Scores, register
+from gsr_train.retrievers.interface import REGISTRY, RetrievalInputs, Scores, register
 
 if TYPE_CHECKING:
     import torch
@@ -96,6 +96,17 @@ def _trained(options: Mapping[str, Any], inputs: RetrievalInputs):
         int(options.get("graphs_per_batch") or 64),
         str(options.get("device") or "cpu"),
     )
+
+
+def _gnn_rag() -> type:
+    from gsr_train.models.gnn_rag import GNNRAG
+
+    return GNNRAG
+
+
+# trainable: train.py +experiment=gnnrag_webqsp_mini (or retrieve retriever.name=gnn-rag) trains it;
+# its checkpoint is then served as retriever 'trained'
+REGISTRY["gnn-rag"] = _gnn_rag()
 
 
 for _method in ("triplets", "paths", "pcst"):
