@@ -52,3 +52,35 @@ def test_bad_options_are_named():
 
     with pytest.raises(ValueError, match="hidden, rounds and max_hops must be >= 1"):
         GNNRAG(dim=4, rounds=0)
+
+
+def test_candidates_are_the_likeliest_non_topic_nodes_per_question(webqsp_mini, tmp_path):
+    from gsr_train.features.structure import node_features
+    from gsr_train.kg.index import get_index
+    from gsr_train.retrievers.edge_scorer import answer_rows, score_split
+
+    class Emb:  # the embedding tables score_split reads
+        def __init__(self, index, dim):
+            gen = torch.Generator().manual_seed(1)
+            self.entity = torch.randn(len(index.entities), dim, generator=gen)
+            self.relation = torch.randn(len(index.relations), dim, generator=gen)
+            self.entity_has_text = torch.ones(len(index.entities), dtype=torch.bool)
+
+    index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
+    split = index["test"]
+    emb = Emb(index, 8)
+    q_emb = torch.randn(len(split), 8, generator=torch.Generator().manual_seed(2))
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2).eval()
+    scores, answers = score_split(module, split, q_emb, emb, graphs_per_batch=50)
+    assert scores.shape == (int(split.edge_ptr[-1]),) and answers is not None and len(answers) == len(split)
+    for q in (0, 7, len(split) - 1):
+        probs = [p for _, p in answers[q]]
+        assert 0 < len(answers[q]) <= 5 and probs == sorted(probs, reverse=True)
+        nodes = slice(int(split.ent_ptr[q]), int(split.ent_ptr[q + 1]))
+        graph = set(split.entity_ids[nodes].tolist())
+        topic = set(split.entity_ids[nodes][split.topic_mask[nodes]].tolist())
+        assert all(e in graph and e not in topic for e, _ in answers[q])
+    rows = answer_rows(index, answers)["answers"]
+    assert rows[0][0]["name"] == index.entities[answers[0][0][0]] and 0.0 <= rows[0][0]["prob"] <= 1.0
+    feats = node_features(split, "topic")
+    assert feats.rows.numel() == int(split.ent_ptr[-1])

@@ -9,6 +9,7 @@ uninterrupted run), and make a mistake in its options (one line, exit 2). ``src/
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -40,6 +41,19 @@ def _sp_recall(folder: Path) -> dict:
     return _metrics(folder)["metrics"]["overall"]["sp_recall"]
 
 
+@contextlib.contextmanager
+def _one_install_at_a_time():
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "gsr_train_plugin_install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="module")
 def readme_run(tmp_path_factory):
     """The README's plugin commands, in order, in a fresh checkout; the checkout and its env."""
@@ -50,7 +64,10 @@ def readme_run(tmp_path_factory):
         argv = _argv(line, root)
         if argv[0] == "pip":
             argv = [sys.executable, "-m", "pip", *argv[1:]]
-        proc = _run(argv, root, env)
+            with _one_install_at_a_time():  # xdist workers each run this fixture: one pip per environment
+                proc = _run(argv, root, env)
+        else:
+            proc = _run(argv, root, env)
         assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     return root, env
 

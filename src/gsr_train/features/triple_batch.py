@@ -48,6 +48,7 @@ class TripleBatch:
     edge_ptr: torch.Tensor  # [B+1] triples per question inside the batch
     labels: torch.Tensor | None = None  # [T] float 0/1
     node_answer: torch.Tensor | None = None  # [N] bool: the node is an answer entity (node scorers' labels)
+    nodes: torch.Tensor | None = None  # [N] each node's position in the split's node arrays (its entity id)
 
     @property
     def num_triples(self) -> int:
@@ -154,6 +155,7 @@ def make_batch(
         edge_ptr=torch.cat([torch.zeros(1, dtype=torch.long), e_sizes.cumsum(0)]),
         labels=None if labels is None else labels[edge_ids].float(),
         node_answer=split.answer_mask[node_ids],
+        nodes=node_ids,
     )
 
 

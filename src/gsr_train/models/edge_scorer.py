@@ -110,6 +110,11 @@ class EdgeScorerModule(pl.LightningModule):
     def forward(self, batch: TripleBatch) -> torch.Tensor:  # pragma: no cover - the subclass's job
         raise NotImplementedError(f"{type(self).__name__}.forward(batch) must return one logit per triple")
 
+    def candidates(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """A node scorer's answer candidates: ``(node positions in the batch, probabilities)``, the
+        top ``n`` per question, grouped by question and best first; None for triple scorers."""
+        return None
+
     def training_logits(self, batch: TripleBatch) -> torch.Tensor:
         """The logits the loss is taken on (``forward``; a subclass may train through another path)."""
         return self(batch)

@@ -114,6 +114,19 @@ class GNNRAG(EdgeScorerModule):
         topic = batch.feat_rows[batch.node_frow, 0] > 0.5
         return shortest_path_scores(batch.head, batch.tail, topic, prob, self.max_hops)
 
+    def candidates(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``n`` likeliest non-topic answer nodes of each question, best first."""
+        prob = torch.sigmoid(self.node_logits(batch))
+        topic = batch.feat_rows[batch.node_frow, 0] > 0.5
+        prob = prob.masked_fill(topic, -1.0)
+        order = torch.argsort(prob, descending=True, stable=True)
+        order = order[torch.argsort(batch.node_q[order], stable=True)]  # by question, best first within
+        q = batch.node_q[order]
+        counts = torch.bincount(q, minlength=batch.num_questions)
+        rank = torch.arange(q.numel(), device=q.device) - (counts.cumsum(0) - counts)[q]
+        keep = (rank < n) & (prob[order] >= 0)
+        return order[keep], prob[order][keep]
+
     def training_step(self, batch: TripleBatch, batch_idx: int) -> torch.Tensor:
         if batch.node_answer is None:
             raise ValueError("GNN-RAG trains on answer nodes: batches need node_answer")

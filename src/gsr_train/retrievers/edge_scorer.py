@@ -20,7 +20,7 @@ from gsr_train.features.structure import node_features
 from gsr_train.features.triple_batch import make_batch
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.models.edge_scorer import CheckpointError, EdgeScorerModule, load_edge_scorer
-from gsr_train.retrievers.interface import RetrievalInputs, Scores
+from gsr_train.retrievers.interface import ROW_FIELDS, RetrievalInputs, Scores
 
 
 def check_trained_on(meta: Mapping[str, Any], emb: Any, where: str) -> None:
@@ -33,16 +33,21 @@ def check_trained_on(meta: Mapping[str, Any], emb: Any, where: str) -> None:
         raise ValueError(f"{where}: trained with encoder {encoder!r}, the embeddings come from {emb.encoder_name!r}")
 
 
+ANSWERS_PER_QUESTION = 5  # a node scorer's candidates written into each results row
+
+
 def score_split(
     module: EdgeScorerModule, split: SplitGraphs, question_emb: torch.Tensor, emb: Any, graphs_per_batch: int = 64
-) -> torch.Tensor:
-    """``FloatTensor[sum E]``: ``module``'s logit of every edge of ``split`` (no gradients)."""
+) -> tuple[torch.Tensor, list[list[tuple[int, float]]] | None]:
+    """``module``'s logit of every edge of ``split`` (``FloatTensor[sum E]``, no gradients) and, for a
+    node scorer, each question's answer candidates as ``(entity id, probability)``, best first."""
     structure = str(module.structure)
     forward, reverse = module.dde_rounds
     features = node_features(split, structure, int(forward), int(reverse))
     device = next(module.parameters(), torch.empty(0)).device
     scores = torch.full((int(split.edge_ptr[-1]),), float("-inf"))
     n = len(split)
+    answers: list[list[tuple[int, float]]] | None = None
     with torch.no_grad():
         for start in range(0, n, graphs_per_batch):
             questions = list(range(start, min(n, start + graphs_per_batch)))
@@ -53,7 +58,27 @@ def score_split(
                 batch = batch.to(device)
             if batch.num_triples:
                 scores[batch.edge_ids.cpu()] = module(batch).float().cpu()
-    return scores
+            found = module.candidates(batch, ANSWERS_PER_QUESTION)
+            if found is not None:
+                answers = answers if answers is not None else [[] for _ in range(n)]
+                _collect(answers, split, batch, *found)
+    return scores, answers
+
+
+def _collect(answers: list, split: SplitGraphs, batch: Any, nodes: torch.Tensor, prob: torch.Tensor) -> None:
+    """Append each candidate ``(entity id, probability)`` to its question's list (order kept)."""
+    assert batch.nodes is not None  # make_batch sets it
+    entity = split.entity_ids[batch.nodes[nodes.cpu()]].tolist()
+    owner = batch.questions[batch.node_q[nodes].cpu()].tolist()
+    for q, e, p in zip(owner, entity, prob.float().cpu().tolist()):
+        answers[q].append((int(e), float(p)))
+
+
+def answer_rows(index: Any, answers: list[list[tuple[int, float]]]) -> dict[str, list]:
+    """The ``answers`` field of every results row: ``[{"name", "prob"}]`` best first."""
+    flat = [e for row in answers for e, _ in row]
+    names = iter(index.entities.take(flat)) if flat else iter(())
+    return {"answers": [[{"name": next(names), "prob": round(p, 4)} for _, p in row] for row in answers]}
 
 
 class TrainedEdgeScorer:
@@ -83,5 +108,8 @@ class TrainedEdgeScorer:
                 f"retriever {self.name!r}: {len(split)} questions to score, {inputs.question_emb.shape[0]} question "
                 "embeddings (score the split it was made for)"
             )
-        scores = score_split(self.module, split, inputs.question_emb, inputs.embeddings, self.graphs_per_batch)
-        return scores, {"checkpoint": self.checkpoint}
+        scores, answers = score_split(self.module, split, inputs.question_emb, inputs.embeddings, self.graphs_per_batch)
+        extra: dict[str, Any] = {"checkpoint": self.checkpoint}
+        if answers is not None:
+            extra[ROW_FIELDS] = answer_rows(inputs.index, answers)
+        return scores, extra

@@ -30,6 +30,9 @@ import torch
 from gsr_train.kg.index import KGIndex, SplitGraphs
 
 Scores = tuple[torch.Tensor, dict]
+# a key of the extra figures: {field: [value per question]} written into each results row (a node
+# scorer's ``answers`` with their probabilities, a path retriever's ``paths``)
+ROW_FIELDS = "row_fields"
 
 
 @dataclass

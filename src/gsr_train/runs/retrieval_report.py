@@ -8,7 +8,17 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from gsr_train.retrievers.interface import ROW_FIELDS
 from gsr_train.runs.run_data import cache_dir, label_path, output_dir, save_metrics
+
+
+def _answer_ranking(graphs: Any, answers: list) -> dict[str, Any]:
+    """QA metrics of the retriever's own top answer per question (a node scorer's ranking)."""
+    from gsr_train.eval.retrieval_answers import answers_report
+
+    questions = [{"id": graphs.ids[i], "answers": list(graphs.answers[i])} for i in range(len(graphs))]
+    rows = {graphs.ids[i]: {"answers": answers[i]} for i in range(len(graphs))}
+    return answers_report(questions, rows, {}, n=1).to_dict()
 
 
 def report_retrieval(
@@ -35,8 +45,9 @@ def report_retrieval(
         raise ValueError(
             f"retriever {method!r} returned {tuple(scores.shape)} scores for {graphs.edge_rel.numel()} edges"
         )
+    rows = (extra or {}).get(ROW_FIELDS)  # per-question fields of the results rows (a GNN's answers)
     results = results_file(output_dir(cfg), split)
-    write_results(results, index, split, scores, k)
+    write_results(results, index, split, scores, k, extra=rows)
     sup = get_supervision(index, split, cache_dir(cfg))
     labelled = labelled_questions = label_stats = None
     labels = label_path(cfg, split)
@@ -64,5 +75,8 @@ def report_retrieval(
         "extra": {key: v for key, v in (extra or {}).items() if isinstance(v, (int, float, str, bool))},
         **(details or {}),
     }
+    if rows and rows.get("answers") is not None:
+        figures["answer_ranking"] = _answer_ranking(graphs, rows["answers"])
+        print(f"its own answers (top 1): {figures['answer_ranking']['all']['metrics']}")
     save_metrics(cfg, index.key, [retrieval_row(method, report, split, k, results=results)], figures)
     return figures
