@@ -15,7 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from gsr_train.runs.run_data import output_dir
+from gsr_train.config import as_dict
+from gsr_train.runs.run_data import cache_dir, output_dir, require_split
 from gsr_train.runs.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,34 @@ class Trained:
     trainer: Any
     datamodule: Any
     seconds: float
+
+
+def edge_data(
+    cfg: DictConfig, index: Any, train_split: str | None, val_split: str | None, eval_split: str, val_option: str
+) -> tuple[Any, dict]:
+    """Embeddings and shortest-path supervision of the splits a triple-scorer run reads (no training
+    split: evaluation only), with the training and validation splits checked to teach something.
+    ``val_option``: the option that names the validation split (named in its error)."""
+    from gsr_train.kg.paths import get_supervision
+    from gsr_train.text.embeddings import get_embeddings
+
+    splits = list(dict.fromkeys(s for s in ((train_split, val_split) if train_split else ()) + (eval_split,) if s))
+    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=splits)
+    sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in splits}
+    data = str(cfg.data.name)
+    if train_split:
+        require_split(index, train_split, "training", data, sup[train_split].triple_label)
+        if val_split:
+            require_split(
+                index,
+                val_split,
+                "validation",
+                data,
+                sup[val_split].triple_label,
+                hint="early stopping and the best checkpoint need it; fix the split, or set "
+                f"{val_option}=null to train without validation",
+            )
+    return emb, sup
 
 
 def model_meta(index: Any, emb: Any, data_name: str) -> dict:

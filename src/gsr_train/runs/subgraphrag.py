@@ -27,14 +27,12 @@ from gsr_train.data.errors import PreflightError
 from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
 from gsr_train.runs.recipes import SubgraphRAGRun
 from gsr_train.runs.run_data import (
-    cache_dir,
     label_path,
     load_kg_index,
     one_setting,
     output_dir,
     preflight,
     require_family,
-    require_split,
     save_metrics,
 )
 from gsr_train.runs.training import log_final_metrics
@@ -159,30 +157,16 @@ def _check_options(cfg: DictConfig) -> _Run:
 
 def _prepare(r: _Run) -> None:
     """Index, embeddings and shortest-path supervision of the splits the run reads, checked."""
-    from gsr_train.kg.paths import get_supervision
     from gsr_train.models.subgraphrag.scorer import ScorerConfig
-    from gsr_train.text.embeddings import get_embeddings
+    from gsr_train.runs.edge_training import edge_data
 
     cfg, run_cfg = r.cfg, r.run_cfg
     t0 = time.perf_counter()
     r.index = load_kg_index(cfg, evaluate=[run_cfg["eval_split"]])
-    splits = list(dict.fromkeys(s for s in (run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]) if s))
-    r.emb = get_embeddings(r.index, _container(cfg.encoder), cache_dir(cfg), splits=splits)
-    r.sup = {s: get_supervision(r.index, s, cache_dir(cfg)) for s in splits}
-    data_name = str(cfg.data.name)
-    if not run_cfg["eval_only"]:
-        train_split = run_cfg["train_split"]
-        require_split(r.index, train_split, "training", data_name, r.sup[train_split].triple_label)
-        if run_cfg["val_split"]:
-            require_split(
-                r.index,
-                run_cfg["val_split"],
-                "validation",
-                data_name,
-                r.sup[run_cfg["val_split"]].triple_label,
-                hint="early stopping and the best checkpoint need it; fix the split, or set "
-                "subgraphrag.val_split=null to train without validation",
-            )
+    train_split = None if run_cfg["eval_only"] else run_cfg["train_split"]
+    r.emb, r.sup = edge_data(
+        cfg, r.index, train_split, run_cfg["val_split"], run_cfg["eval_split"], "subgraphrag.val_split"
+    )
     r.timings["prepare_s"] = time.perf_counter() - t0
     r.scorer_cfg = ScorerConfig.from_options(r.model_opts, r.emb.dim)
     log.info("scorer: %s", r.scorer_cfg)

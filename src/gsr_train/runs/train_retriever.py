@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
-from gsr_train.runs.run_data import cache_dir, load_kg_index, preflight, require_split
+from gsr_train.runs.run_data import load_kg_index, preflight
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,7 @@ def make_module(cls: type, options: dict[str, Any], dim: int) -> Any:
 
 def run_trainable(cfg: DictConfig, cls: type) -> dict[str, Any]:
     """Train ``cls`` (unless ``eval_only``), score ``cfg.split`` with its best checkpoint, report."""
-    from gsr_train.kg.paths import get_supervision
-    from gsr_train.text.embeddings import get_embeddings
+    from gsr_train.runs.edge_training import edge_data
 
     split, train = str(cfg.split), cfg.retriever.train
     eval_only = cfg.get("eval_only")
@@ -52,12 +51,12 @@ def run_trainable(cfg: DictConfig, cls: type) -> dict[str, Any]:
         encoder=cfg.encoder,
     )
     index = load_kg_index(cfg, evaluate=[split])
-    splits = list(dict.fromkeys([*fit_splits, split]))
-    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=splits)
+    train_split = None if eval_only else str(cfg.train_split)
+    val_split = str(cfg.val_split) if cfg.get("val_split") else None
+    emb, sup = edge_data(cfg, index, train_split, val_split, split, "val_split")
     info: dict[str, Any] = {}
     best = str(eval_only) if eval_only else None
     if best is None:
-        sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in fit_splits}
         best, info = _train(cfg, cls, index, emb, sup)
         if best is None:  # DDP: rank 0 alone evaluates and writes
             return {}
@@ -68,16 +67,6 @@ def _train(cfg: DictConfig, cls: type, index: Any, emb: Any, sup: dict) -> tuple
     from gsr_train.runs.edge_training import EdgeRecipe, fit_edge_scorer, model_meta
 
     train, data = cfg.retriever.train, str(cfg.data.name)
-    require_split(index, str(cfg.train_split), "training", data, sup[str(cfg.train_split)].triple_label)
-    if cfg.get("val_split"):
-        require_split(
-            index,
-            str(cfg.val_split),
-            "validation",
-            data,
-            sup[str(cfg.val_split)].triple_label,
-            hint="the best checkpoint needs it; fix the split, or set val_split=null to train without validation",
-        )
     module = make_module(cls, as_dict(cfg.retriever.options) if cfg.retriever.get("options") else {}, emb.dim)
     module.train_with(int(train.val_k), int(cfg.seed), as_dict(train.loss), model_meta(index, emb, data))
     recipe = EdgeRecipe(
