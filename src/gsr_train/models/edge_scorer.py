@@ -110,10 +110,18 @@ class EdgeScorerModule(pl.LightningModule):
     def forward(self, batch: TripleBatch) -> torch.Tensor:  # pragma: no cover - the subclass's job
         raise NotImplementedError(f"{type(self).__name__}.forward(batch) must return one logit per triple")
 
-    def candidates(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """A node scorer's answer candidates: ``(node positions in the batch, probabilities)``, the
-        top ``n`` per question, grouped by question and best first; None for triple scorers."""
-        return None
+    def score_batch(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Serving: the batch's triple scores and, for a node scorer, its answer candidates
+        ``(node positions in the batch, probabilities)``, the top ``n`` per question grouped by
+        question and best first (None for triple scorers); one forward pass for both."""
+        return self(batch), None
+
+    def training_targets(self, batch: TripleBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(logits, labels, group)`` the loss is taken on: the triples and their shortest-path
+        labels, grouped by question (a node scorer returns its nodes and answer flags instead)."""
+        if batch.labels is None:
+            raise ValueError("training batches need labels")
+        return self.training_logits(batch), batch.labels, batch.triple_question()
 
     def training_logits(self, batch: TripleBatch) -> torch.Tensor:
         """The logits the loss is taken on (``forward``; a subclass may train through another path)."""
@@ -124,26 +132,27 @@ class EdgeScorerModule(pl.LightningModule):
         torch.manual_seed((self.seed * 1_000_003 + self.global_step) % (1 << 63))
 
     def compute_loss(self, logits: torch.Tensor, batch: TripleBatch) -> torch.Tensor:
-        labels = batch.labels
-        if labels is None:
+        if batch.labels is None:
             raise ValueError("the loss needs batches with labels")
+        return self.loss_on(logits, batch.labels, batch.triple_question(), batch.num_questions)
+
+    def loss_on(self, logits: torch.Tensor, labels: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
+        """BCE (``pos_weight`` on positives) plus ``listwise`` times each group's softmax cross-entropy."""
         pw = self.loss_cfg.get("pos_weight")
         pos_weight = None if pw in (None, 0, 1) else torch.tensor(float(pw), device=logits.device)
-        loss = F.binary_cross_entropy_with_logits(logits, labels, pos_weight=pos_weight)
+        loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), pos_weight=pos_weight)
         weight = float(self.loss_cfg.get("listwise") or 0.0)
         if weight:
-            loss = loss + weight * listwise_loss(logits, labels, batch.triple_question(), batch.num_questions)
+            loss = loss + weight * listwise_loss(logits, labels.to(logits.dtype), group, num_groups)
         return loss
 
     def training_step(self, batch: TripleBatch, batch_idx: int) -> torch.Tensor:
-        if batch.labels is None:
-            raise ValueError("training batches need labels")
-        logits = self.training_logits(batch)
-        if logits.shape != (batch.num_triples,):
+        logits, labels, group = self.training_targets(batch)
+        if logits.shape != labels.shape:
             raise ValueError(
-                f"{type(self).__name__}.forward returned {tuple(logits.shape)} for {batch.num_triples} triples"
+                f"{type(self).__name__} returned {tuple(logits.shape)} logits for {tuple(labels.shape)} labels"
             )
-        loss = self.compute_loss(logits, batch)
+        loss = self.loss_on(logits, labels, group, batch.num_questions)
         self.log("train/loss", loss, batch_size=batch.num_questions, prog_bar=True)
         return loss
 
@@ -227,7 +236,7 @@ class CheckpointError(ValueError):
 
 def load_edge_scorer(path: str | Path, map_location: str | torch.device = "cpu") -> EdgeScorerModule:
     """Rebuild the scorer saved in ``path`` (any :class:`EdgeScorerModule` subclass), in eval mode."""
-    import importlib
+    import hydra.utils
 
     try:
         checkpoint = torch.load(str(path), map_location=map_location, weights_only=False)
@@ -236,12 +245,9 @@ def load_edge_scorer(path: str | Path, map_location: str | torch.device = "cpu")
     info = checkpoint.get(CHECKPOINT_KEY) if isinstance(checkpoint, dict) else None
     if not isinstance(info, dict) or "class" not in info:
         raise CheckpointError(f"{path}: not a checkpoint of a trainable triple scorer (no {CHECKPOINT_KEY!r} entry)")
-    module_name, _, qualname = str(info["class"]).partition(":")
-    try:
-        cls: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-    except (ImportError, AttributeError) as e:
+    try:  # "module:QualName", the class's import path (Hydra resolves nested names too)
+        cls: Any = hydra.utils.get_object(str(info["class"]).replace(":", "."))
+    except Exception as e:  # noqa: BLE001 - a missing or moved package: named below
         raise CheckpointError(
             f"{path}: its scorer class {info['class']} cannot be imported ({e}); install the package that defines it"
         ) from None

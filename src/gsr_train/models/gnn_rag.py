@@ -25,7 +25,7 @@ from torch import nn
 from torch_geometric.nn import MessagePassing
 
 from gsr_train.features.triple_batch import TripleBatch
-from gsr_train.models.edge_scorer import EdgeScorerModule, listwise_loss
+from gsr_train.models.edge_scorer import EdgeScorerModule
 
 
 class QuestionRelationConv(MessagePassing):
@@ -110,33 +110,28 @@ class GNNRAG(EdgeScorerModule):
         return self.scorer(torch.cat([x * q[batch.node_q], x], dim=-1)).squeeze(-1)
 
     def forward(self, batch: TripleBatch) -> torch.Tensor:
-        prob = torch.sigmoid(self.node_logits(batch))
+        return self._evidence(batch, torch.sigmoid(self.node_logits(batch)))
+
+    def _evidence(self, batch: TripleBatch, prob: torch.Tensor) -> torch.Tensor:
         topic = batch.feat_rows[batch.node_frow, 0] > 0.5
         return shortest_path_scores(batch.head, batch.tail, topic, prob, self.max_hops)
 
-    def candidates(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The ``n`` likeliest non-topic answer nodes of each question, best first."""
+    def score_batch(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """The evidence scores and the ``n`` likeliest non-topic answer nodes of each question, best
+        first, from one pass of the GNN."""
         prob = torch.sigmoid(self.node_logits(batch))
         topic = batch.feat_rows[batch.node_frow, 0] > 0.5
-        prob = prob.masked_fill(topic, -1.0)
-        order = torch.argsort(prob, descending=True, stable=True)
+        ranked = prob.masked_fill(topic, -1.0)
+        order = torch.argsort(ranked, descending=True, stable=True)
         order = order[torch.argsort(batch.node_q[order], stable=True)]  # by question, best first within
         q = batch.node_q[order]
         counts = torch.bincount(q, minlength=batch.num_questions)
         rank = torch.arange(q.numel(), device=q.device) - (counts.cumsum(0) - counts)[q]
-        keep = (rank < n) & (prob[order] >= 0)
-        return order[keep], prob[order][keep]
+        keep = (rank < n) & (ranked[order] >= 0)
+        return self._evidence(batch, prob), (order[keep], ranked[order][keep])
 
-    def training_step(self, batch: TripleBatch, batch_idx: int) -> torch.Tensor:
+    def training_targets(self, batch: TripleBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Node-level: every node's answer logit against its answer flag, grouped by question."""
         if batch.node_answer is None:
             raise ValueError("GNN-RAG trains on answer nodes: batches need node_answer")
-        logits = self.node_logits(batch)
-        labels = batch.node_answer.to(logits.dtype)
-        pw = self.loss_cfg.get("pos_weight")
-        pos_weight = None if pw in (None, 0, 1) else torch.tensor(float(pw), device=logits.device)
-        loss = F.binary_cross_entropy_with_logits(logits, labels, pos_weight=pos_weight)
-        weight = float(self.loss_cfg.get("listwise") or 0.0)
-        if weight:
-            loss = loss + weight * listwise_loss(logits, labels, batch.node_q, batch.num_questions)
-        self.log("train/loss", loss, batch_size=batch.num_questions, prog_bar=True)
-        return loss
+        return self.node_logits(batch), batch.node_answer, batch.node_q

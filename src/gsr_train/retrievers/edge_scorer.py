@@ -24,13 +24,14 @@ from gsr_train.retrievers.interface import ROW_FIELDS, RetrievalInputs, Scores
 
 
 def check_trained_on(meta: Mapping[str, Any], emb: Any, where: str) -> None:
-    """Fail clearly when a scorer meets embeddings of another size or encoder than it trained on."""
-    dim = meta.get("dim")
-    if dim is not None and int(dim) != int(emb.dim):
-        raise ValueError(f"{where}: trained on {dim}-d embeddings, these are {emb.dim}-d ({emb.encoder_name})")
-    encoder = meta.get("encoder_name")
-    if encoder and encoder != emb.encoder_name:
-        raise ValueError(f"{where}: trained with encoder {encoder!r}, the embeddings come from {emb.encoder_name!r}")
+    """Fail clearly when a scorer meets embeddings of another size or encoder than it trained on
+    (the check every trained scorer's checkpoint goes through: ``check_compatible``)."""
+    from gsr_train.retrievers.subgraphrag import check_compatible
+
+    try:
+        check_compatible({"dim": meta.get("dim") or emb.dim, "meta": meta}, emb)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
 
 
 ANSWERS_PER_QUESTION = 5  # a node scorer's candidates written into each results row
@@ -56,9 +57,10 @@ def score_split(
             )
             if device.type != "cpu":
                 batch = batch.to(device)
-            if batch.num_triples:
-                scores[batch.edge_ids.cpu()] = module(batch).float().cpu()
-            found = module.candidates(batch, ANSWERS_PER_QUESTION)
+            if batch.num_triples == 0:
+                continue
+            batch_scores, found = module.score_batch(batch, ANSWERS_PER_QUESTION)
+            scores[batch.edge_ids.cpu()] = batch_scores.float().cpu()
             if found is not None:
                 answers = answers if answers is not None else [[] for _ in range(n)]
                 _collect(answers, split, batch, *found)
