@@ -39,6 +39,16 @@ def _lookup(name: str) -> Any:
     return REGISTRY.get(name)
 
 
+def _imported(target: str) -> Any:
+    """What ``retriever._target_`` names (Hydra's import-path lookup); a failure is the user's to fix."""
+    import hydra.utils
+
+    try:
+        return hydra.utils.get_object(str(target))
+    except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
+        raise RetrieverError(f"retriever._target_={target}: cannot import it ({type(e).__name__}: {e})") from None
+
+
 def build(name: str, options: Mapping[str, Any] | None, inputs: RetrievalInputs) -> Retriever:
     """The retriever registered as ``name``, made from ``options``; an unknown name lists the known ones."""
     if _lookup(name) is None:
@@ -61,12 +71,7 @@ def build(name: str, options: Mapping[str, Any] | None, inputs: RetrievalInputs)
 
 def build_target(target: str, options: Mapping[str, Any] | None, inputs: RetrievalInputs) -> Retriever:
     """``target(inputs=inputs, **options)``: a class or factory named by its import path."""
-    import hydra.utils
-
-    try:
-        factory = hydra.utils.get_object(str(target))
-    except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
-        raise RetrieverError(f"retriever._target_={target}: cannot import it ({type(e).__name__}: {e})") from None
+    factory = _imported(target)
     if not callable(factory):
         raise RetrieverError(f"retriever._target_={target} is not a class or a function")
     if isinstance(factory, type) and issubclass(factory, EdgeScorerModule):
@@ -85,12 +90,7 @@ def trainable(name: str | None = None, target: str | None = None) -> type[EdgeSc
     """The trainable scorer class behind a retriever name or ``_target_`` (an
     :class:`~gsr_train.models.edge_scorer.EdgeScorerModule` subclass), else None."""
     if target:
-        import hydra.utils
-
-        try:
-            found = hydra.utils.get_object(str(target))
-        except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
-            raise RetrieverError(f"retriever._target_={target}: cannot import it ({type(e).__name__}: {e})") from None
+        found = _imported(target)
     elif name:
         found = _lookup(name)
     else:
