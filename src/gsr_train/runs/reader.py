@@ -348,13 +348,11 @@ def _gather_evidence(r: _ReaderRun) -> None:
 def topic_names(index: Any, split_name: str) -> dict[str, list[str]]:
     """Per question id, the names of its topic entities (what retrieval's answers leave out)."""
     sp = index[split_name]
-    ptr = sp.ent_ptr.tolist()
-    names = index.entities
-    out: dict[str, list[str]] = {}
-    for q, qid in enumerate(sp.ids):
-        topic = sp.entity_ids[ptr[q] : ptr[q + 1]][sp.topic_mask[ptr[q] : ptr[q + 1]]]
-        out[qid] = [str(names[int(e)]) for e in topic.tolist()]
-    return out
+    per_question = torch.bincount(
+        torch.repeat_interleave(torch.arange(len(sp)), sp.ent_ptr.diff())[sp.topic_mask], minlength=len(sp)
+    ).tolist()
+    names = iter(index.entities.take(sp.entity_ids[sp.topic_mask].numpy()))  # one lookup for the split
+    return {qid: [str(next(names)) for _ in range(n)] for qid, n in zip(sp.ids, per_question)}
 
 
 def _answer_from_retrieval(r: _ReaderRun) -> None:
