@@ -3,6 +3,18 @@
 ``data_prep/`` call these, so their old command lines keep working."""
 
 
+def add_split_and_cache_options(parser) -> None:
+    """``--splits`` and ``--cache`` (alias ``--cache-dir``), the same in every data step."""
+    parser.add_argument("--splits", default="train,validation,test", help="comma separated")
+    parser.add_argument(
+        "--cache",
+        "--cache-dir",
+        dest="cache",
+        default=None,
+        help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)",
+    )
+
+
 def run_llm_step(run, cfg) -> None:
     """Run an LLM data step (``gsr_train.llm.steps.*.run``) on its Hydra config. A wrong option or input
     file (the steps raise ValueError / FileNotFoundError naming it), bad rows, an unreachable

@@ -32,6 +32,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from gsr_train.commands import add_split_and_cache_options
 from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.io import write_json
 from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
@@ -72,14 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--shape", default="webqsp", choices=["webqsp", "cwq"], help="split proportions (--generate)")
     parser.add_argument("--out", default=None, help="folder for the generated corpus (--generate)")
-    parser.add_argument("--splits", default="train,validation,test", help="comma separated")
-    parser.add_argument(
-        "--cache",
-        "--cache-dir",
-        dest="cache",
-        default=None,
-        help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)",
-    )
+    add_split_and_cache_options(parser)
     parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
     parser.add_argument(
         "--allow-overlap",

@@ -25,6 +25,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from gsr_train.commands import add_split_and_cache_options
 from gsr_train.data.errors import report_user_errors
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
@@ -67,14 +68,7 @@ def split_summary(sup: Supervision, split) -> dict:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, help="folder of RoG-format splits or a hub dataset name")
-    parser.add_argument("--splits", default="train,validation,test", help="comma separated")
-    parser.add_argument(
-        "--cache",
-        "--cache-dir",
-        dest="cache",
-        default=None,
-        help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)",
-    )
+    add_split_and_cache_options(parser)
     parser.add_argument(
         "--max-chains", type=int, default=DEFAULT_MAX_CHAINS, help="cap on distinct relation chains per question"
     )

@@ -18,6 +18,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from gsr_train.commands import add_split_and_cache_options
 from gsr_train.data.errors import report_user_errors
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
@@ -28,7 +29,7 @@ from gsr_train.text.encoders import EncoderUnavailable, load_encoder
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, help="folder of RoG-format splits or a hub dataset name")
-    parser.add_argument("--splits", default="train,validation,test", help="comma separated")
+    add_split_and_cache_options(parser)
     parser.add_argument("--encoder", default="minilm", help="minilm | gte-large | hashing | hf | local folder")
     parser.add_argument("--path", default=None, help="local model folder (encoder hf, or to override the hub)")
     parser.add_argument("--pooling", choices=("mean", "cls"), default=None)
@@ -36,12 +37,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--relation-text", choices=("raw", "words"), default="raw")
-    parser.add_argument("--cache-dir", default=None, help="default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train")
     parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
     parser.add_argument("--json", default=None, help="also write the summary to this JSON file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cache_dir = args.cache_dir or default_cache_dir()
+    cache_dir = args.cache or default_cache_dir()
     # bad rows, a model not available here, an unwritable cache: one line and exit 2, as in train.py
     return report_user_errors(run, args, cache_dir, extra=(EncoderUnavailable,), cache_dirs=[cache_dir])
 
