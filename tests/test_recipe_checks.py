@@ -261,6 +261,23 @@ def test_runner_and_module_fill_missing_options_from_the_dataclasses():
     assert {k: v for k, v in DEFAULT_OPTIM.items() if k != "fused"} == defaults_of(SubgraphRAGOptim)
     assert CLASSIC == {k: v for k, v in defaults_of(ClassicRun).items() if k != "method"}
 
+    # and what the code does with a config that leaves them out: it fills them from the dataclasses
+    from omegaconf import OmegaConf
+
+    from gsr_train.models.subgraphrag.module import SubgraphRAGModule
+    from gsr_train.retrievers.classic import merge_options
+    from gsr_train.runs.subgraphrag import settings
+
+    cfg = OmegaConf.create({"subgraphrag": {"top_k_unused": None}, "model": {"hidden": 8, "train": {"epochs": 2}}})
+    del cfg.subgraphrag["top_k_unused"]
+    run, _, train = settings(cfg)
+    assert run["threads"] == SubgraphRAGRun().threads and run["serving"] == SubgraphRAGRun().serving
+    assert train["epochs"] == 2 and train["patience"] == SubgraphRAGTrain().patience
+    assert train["optim"]["lr"] == SubgraphRAGOptim().lr
+    module = SubgraphRAGModule({"hidden": 8}, dim=4)
+    assert module.optim_cfg["weight_decay"] == SubgraphRAGOptim().weight_decay and module.loss_cfg["listwise"] == 0.0
+    assert merge_options({})["pcst"]["budget"] == ClassicRun().pcst.budget
+
 
 @pytest.mark.parametrize(
     "experiment, old",
