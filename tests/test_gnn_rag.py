@@ -23,6 +23,25 @@ def test_evidence_is_the_shortest_paths_to_the_likeliest_answers():
     assert torch.argsort(r, descending=True).tolist()[:2] == [1, 0]
 
 
+def test_each_candidate_gets_one_shortest_path_from_a_topic_entity():
+    from gsr_train.models.gnn_rag import hop_distances, trace_paths
+
+    # 0 (topic) -> 1 -> 2; 3 -> 0 (stored towards the topic); 3 -> 1 is not shortest; 4 unreached
+    head = torch.tensor([0, 1, 3, 3, 4])
+    tail = torch.tensor([1, 2, 0, 1, 4])
+    topic = torch.tensor([True, False, False, False, False])
+    dist = hop_distances(head, tail, topic, max_hops=3)
+    assert dist.tolist() == [0, 1, 2, 1, 4]
+    paths = trace_paths(head, tail, dist, torch.tensor([2, 3, 4, 0]), max_hops=3)
+    assert paths.tolist() == [[0, 1, -1], [2, -1, -1], [-1, -1, -1], [-1, -1, -1]]
+    # two ways into node 3 (via 1 or via 2): the edge the weights prefer is taken
+    head, tail = torch.tensor([0, 0, 1, 2]), torch.tensor([1, 2, 3, 3])
+    dist = hop_distances(head, tail, torch.tensor([True, False, False, False]), max_hops=2)
+    node3 = torch.tensor([3])
+    assert trace_paths(head, tail, dist, node3, 2).tolist() == [[1, 3]]  # no weights: the last listed
+    assert trace_paths(head, tail, dist, node3, 2, torch.tensor([0.0, 0.0, 0.9, 0.1])).tolist() == [[0, 2]]
+
+
 def test_node_training_step_and_forward_on_real_batches(webqsp_mini, tmp_path):
     from gsr_train.features.structure import node_features
     from gsr_train.features.triple_batch import make_batch
@@ -36,7 +55,7 @@ def test_node_training_step_and_forward_on_real_batches(webqsp_mini, tmp_path):
     ent = torch.randn(len(index.entities), dim, generator=gen)
     rel = torch.randn(len(index.relations), dim, generator=gen)
     has_text = torch.ones(len(index.entities), dtype=torch.bool)
-    feats = node_features(split, "topic")
+    feats = node_features(split, GNNRAG.structure)
     batch = make_batch(split, [0, 1, 2], feats, q_emb, ent, has_text, rel)
     assert batch.node_answer is not None and int(batch.node_answer.sum()) > 0
     module = GNNRAG.create(dim=dim, hidden=16, rounds=2)
@@ -73,14 +92,24 @@ def test_candidates_are_the_likeliest_non_topic_nodes_per_question(webqsp_mini, 
     module = GNNRAG.create(dim=8, hidden=16, rounds=2).eval()
     scores, answers = score_split(module, split, q_emb, emb, graphs_per_batch=50)
     assert scores.shape == (int(split.edge_ptr[-1]),) and answers is not None and len(answers) == len(split)
+    fields = answer_rows(index, split, answers)
+    rows, paths = fields["answers"], fields["paths"]
     for q in (0, 7, len(split) - 1):
-        probs = [p for _, p in answers[q]]
+        probs = [p for _, p, _ in answers[q]]
         assert 0 < len(answers[q]) <= 5 and probs == sorted(probs, reverse=True)
         nodes = slice(int(split.ent_ptr[q]), int(split.ent_ptr[q + 1]))
         graph = set(split.entity_ids[nodes].tolist())
         topic = set(split.entity_ids[nodes][split.topic_mask[nodes]].tolist())
-        assert all(e in graph and e not in topic for e, _ in answers[q])
-    rows = answer_rows(index, answers)["answers"]
+        assert all(e in graph and e not in topic for e, _, _ in answers[q])
+        # each path runs from a topic entity to its candidate over triples of this question's graph
+        edges = range(int(split.edge_ptr[q]), int(split.edge_ptr[q + 1]))
+        topic_names = {index.entities[e] for e in topic}
+        with_path = [(e, path) for e, _, path in answers[q] if path]
+        assert len(paths[q]) == len(with_path) > 0
+        for (e, path), text in zip(with_path, paths[q]):
+            assert all(x in edges for x in path)
+            assert any(text.startswith(t + " ") for t in topic_names) and text.endswith(" " + index.entities[e])
+            assert text.count(" -> ") + text.count(" <- ") == 2 * len(path)
     assert rows[0][0]["name"] == index.entities[answers[0][0][0]] and 0.0 <= rows[0][0]["prob"] <= 1.0
-    feats = node_features(split, "topic")
+    feats = node_features(split, GNNRAG.structure)
     assert feats.rows.numel() == int(split.ent_ptr[-1])

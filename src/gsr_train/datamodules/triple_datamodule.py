@@ -7,8 +7,9 @@ layout of :class:`~gsr_train.features.triple_batch.TripleBatch`. Structural feat
 in :meth:`TripleDataModule.setup` (and stored as distinct rows: DDE vectors repeat).
 
 Training graphs that cannot teach anything are skipped and counted (``skipped``): graphs
-without edges and graphs without a positive triple (no shortest path between a topic and
-an answer entity). Validation keeps every question so its recall is comparable.
+without edges and graphs without a positive: a triple on a shortest path between a topic and
+an answer entity for triple scorers (``targets="triples"``), an answer entity in the graph for
+node scorers (``targets="nodes"``). Validation keeps every question so its recall is comparable.
 
 Shuffling is a pure function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`, whose
 epoch Lightning sets), so a run resumed from ``last.ckpt`` sees the same order as an
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
@@ -167,10 +169,21 @@ class GraphCollate:
         )
 
 
-def trainable_questions(split: SplitGraphs, labels: torch.Tensor) -> tuple[torch.Tensor, dict[str, int]]:
-    """Positions of questions with at least one edge and one positive, and the skip counts."""
+TARGETS = ("triples", "nodes")
+
+
+def trainable_questions(
+    split: SplitGraphs, labels: torch.Tensor, targets: str = "triples"
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """Positions of questions with at least one edge and one positive (a labelled triple, or for
+    ``targets="nodes"`` an answer entity in the graph), and the skip counts."""
+    if targets not in TARGETS:
+        raise ValueError(f"targets must be one of {TARGETS}, got {targets!r}")
     edges = split.num_edges
-    positives = torch.from_numpy(segment_sum(labels.numpy(), split.edge_ptr.numpy()))
+    if targets == "nodes":
+        positives = torch.from_numpy(segment_sum(split.answer_mask.numpy().view(np.uint8), split.ent_ptr.numpy()))
+    else:
+        positives = torch.from_numpy(segment_sum(labels.numpy(), split.edge_ptr.numpy()))
     no_edges = edges == 0
     no_positive = ~no_edges & (positives == 0)
     keep = (~no_edges & ~no_positive).nonzero().flatten()
@@ -199,6 +212,7 @@ class TripleDataModule(pl.LightningDataModule):
         eval_graphs_per_batch: int = 64,
         seed: int = 0,
         num_workers: int = 0,
+        targets: str = "triples",
     ) -> None:
         super().__init__()
         if graphs_per_batch < 1 or eval_graphs_per_batch < 1:
@@ -215,7 +229,7 @@ class TripleDataModule(pl.LightningDataModule):
         self.structure, self.dde_forward, self.dde_reverse = structure, dde_forward, dde_reverse
         self.train_split, self.val_split = train_split, val_split
         self.graphs_per_batch, self.eval_graphs_per_batch = int(graphs_per_batch), int(eval_graphs_per_batch)
-        self.seed, self.num_workers = int(seed), int(num_workers)
+        self.seed, self.num_workers, self.targets = int(seed), int(num_workers), str(targets)
         self.features: dict[str, NodeFeatures] = {}
         self.train_questions: torch.Tensor | None = None
         self.skipped: dict[str, int] = {}
@@ -237,17 +251,20 @@ class TripleDataModule(pl.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_questions is None:
-            keep, self.skipped = trainable_questions(self.index[self.train_split], self.labels(self.train_split))
+            graphs = self.index[self.train_split]
+            keep, self.skipped = trainable_questions(graphs, self.labels(self.train_split), self.targets)
+            positive = "an answer entity in the graph" if self.targets == "nodes" else "a positive triple"
             if keep.numel() == 0:
-                raise ValueError(f"split {self.train_split!r} has no question with an edge and a positive triple")
+                raise ValueError(f"split {self.train_split!r} has no question with an edge and {positive}")
             self.train_questions = keep
             if self.skipped["no_edges"] or self.skipped["no_positive"]:
                 log.info(
-                    "training on %d graphs of %r; skipped %d without edges and %d without a positive triple",
+                    "training on %d graphs of %r; skipped %d without edges and %d without %s",
                     keep.numel(),
                     self.train_split,
                     self.skipped["no_edges"],
                     self.skipped["no_positive"],
+                    positive,
                 )
         for split in (self.train_split, self.val_split):
             if split is not None:

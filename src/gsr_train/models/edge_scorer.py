@@ -80,11 +80,23 @@ class ValidationSource(Protocol):
     def validation_graphs(self) -> tuple[SplitGraphs, torch.Tensor]: ...
 
 
+@dataclass
+class NodeCandidates:
+    """A node scorer's answer candidates in a batch: ``nodes [M]`` (node positions in the batch),
+    ``prob [M]`` and, optionally, ``paths [M, H]``: the batch triples of one path from a topic
+    entity to each candidate, from the topic outwards, ``-1`` padded (an empty row: no path)."""
+
+    nodes: torch.Tensor
+    prob: torch.Tensor
+    paths: torch.Tensor | None = None
+
+
 class EdgeScorerModule(pl.LightningModule):
     """Base of every trainable triple scorer; subclasses implement :meth:`forward`."""
 
     structure: ClassVar[str] = "none"  # node features the batches carry: "dde" | "topic" | "none"
     dde_rounds: ClassVar[tuple[int, int]] = (2, 2)  # (forward, reverse) rounds when structure is "dde"
+    targets: ClassVar[str] = "triples"  # what it learns from: "triples" (shortest-path labels) | "nodes" (answers)
     lr: float = 1e-3
     _init_arguments: dict[str, Any] | None = None  # set by create()
 
@@ -110,10 +122,10 @@ class EdgeScorerModule(pl.LightningModule):
     def forward(self, batch: TripleBatch) -> torch.Tensor:  # pragma: no cover - the subclass's job
         raise NotImplementedError(f"{type(self).__name__}.forward(batch) must return one logit per triple")
 
-    def score_batch(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Serving: the batch's triple scores and, for a node scorer, its answer candidates
-        ``(node positions in the batch, probabilities)``, the top ``n`` per question grouped by
-        question and best first (None for triple scorers); one forward pass for both."""
+    def score_batch(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, NodeCandidates | None]:
+        """Serving: the batch's triple scores and, for a node scorer, its answer candidates (the top
+        ``n`` per question, grouped by question and best first; None for triple scorers); one
+        forward pass for both."""
         return self(batch), None
 
     def training_targets(self, batch: TripleBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,19 +1,22 @@
 """A GNN-RAG style retriever: a question-conditioned GNN scores answer nodes, and the evidence is
 the shortest paths from the topic entities to the likeliest answers.
 
-Reasoning (in the spirit of ReaRev): nodes start from their text embedding plus a topic-entity
-flag; each of ``rounds`` rounds passes messages along every triple in both directions
+Reasoning (in the spirit of ReaRev): nodes start from their text embedding plus their
+directional distance encoding (DDE: where they sit relative to the topic entities); each of
+``rounds`` rounds passes messages along every triple in both directions
 (:class:`QuestionRelationConv`, a ``torch_geometric`` ``MessagePassing``), each message the
-sender's state gated by its relation's embedding multiplied with the question's, and a node
-scorer reads ``[h * q, h]``. Training is node-level: BCE on the answer entities plus the
-listwise term (softmax cross-entropy of each graph's answer nodes against all of its nodes);
-graphs without a usable answer are skipped by the shared datamodule and counted there.
+sender's state gated by its relation's embedding multiplied with that round's instruction (its
+own projection of the question), and a node scorer reads ``[h * q, h]``. Answer candidates are
+the nodes with a name (not a topic entity, not a nameless CVT node). Training is node-level: BCE
+on the answer entities plus the listwise term (softmax cross-entropy of each graph's answer nodes
+against all of its nodes); graphs without a usable answer are skipped by the shared datamodule and counted there.
 
 Evidence (:func:`shortest_path_scores`): a breadth-first pass from the topic nodes gives every
 node its hop distance; the edges from distance d to d + 1 form the shortest-path DAG; each node
 takes the best answer probability below it in that DAG, and a triple on the DAG scores that
 value (deeper edges first among equals), so the top triples are the shortest paths to the most
-probable answers. Triples off every shortest path rank after all of them. All of it is tensor
+probable answers. Triples off every shortest path rank after all of them. Each candidate's path
+(:func:`trace_paths`) follows one DAG edge per hop back to a topic entity. All of it is tensor
 work over the whole batch of graphs, on CPU or CUDA.
 """
 
@@ -24,8 +27,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import MessagePassing
 
+from gsr_train.features.structure import dde_channels
 from gsr_train.features.triple_batch import TripleBatch
-from gsr_train.models.edge_scorer import EdgeScorerModule
+from gsr_train.models.edge_scorer import EdgeScorerModule, NodeCandidates
 
 
 class QuestionRelationConv(MessagePassing):
@@ -46,13 +50,19 @@ class QuestionRelationConv(MessagePassing):
         return x_j * rel
 
 
-def shortest_path_scores(
-    head: torch.Tensor, tail: torch.Tensor, topic: torch.Tensor, prob: torch.Tensor, max_hops: int
-) -> torch.Tensor:
-    """``[T]`` evidence scores of a batch's triples from its nodes' answer probabilities ``prob [N]``."""
-    n = prob.numel()
-    far = max_hops + 1
-    dist = torch.full((n,), far, dtype=torch.long, device=prob.device)
+def follow_relations(head: torch.Tensor, tail: torch.Tensor, reach: torch.Tensor, follow: torch.Tensor) -> torch.Tensor:
+    """``[N]`` one reasoning step: how strongly each node is reached from the nodes reached so far
+    (``reach [N]``) over a triple the question wants followed (``follow [T]`` in [0, 1]), either
+    direction; the strongest way in counts (NSM / ReaRev's instruction-following distribution)."""
+    src, dst = torch.cat([head, tail]), torch.cat([tail, head])
+    out = torch.zeros_like(reach)
+    return out.scatter_reduce(0, dst, reach[src] * follow.repeat(2), reduce="amax", include_self=True)
+
+
+def hop_distances(head: torch.Tensor, tail: torch.Tensor, topic: torch.Tensor, max_hops: int) -> torch.Tensor:
+    """``[N]`` hops from the nearest topic node along triples in either direction (``max_hops + 1``:
+    not reached)."""
+    dist = torch.full((topic.numel(),), max_hops + 1, dtype=torch.long, device=topic.device)
     dist[topic] = 0
     src, dst = torch.cat([head, tail]), torch.cat([tail, head])
     for d in range(1, max_hops + 1):
@@ -61,6 +71,21 @@ def shortest_path_scores(
         if reach.numel() == 0:
             break
         dist[reach] = d
+    return dist
+
+
+def shortest_path_scores(
+    head: torch.Tensor,
+    tail: torch.Tensor,
+    topic: torch.Tensor,
+    prob: torch.Tensor,
+    max_hops: int,
+    dist: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[T]`` evidence scores of a batch's triples from its nodes' answer probabilities ``prob [N]``."""
+    far = max_hops + 1
+    dist = hop_distances(head, tail, topic, max_hops) if dist is None else dist
+    src, dst = torch.cat([head, tail]), torch.cat([tail, head])
     best = prob.detach().clone()
     on_dag = dist[dst] == dist[src] + 1
     for d in range(max_hops, 0, -1):  # children at depth d are final once depth d + 1 is done
@@ -73,11 +98,52 @@ def shortest_path_scores(
     return torch.where(forward, best[tail] + depth[tail], torch.where(backward, best[head] + depth[head], off)).float()
 
 
+def trace_paths(
+    head: torch.Tensor,
+    tail: torch.Tensor,
+    dist: torch.Tensor,
+    nodes: torch.Tensor,
+    max_hops: int,
+    weight: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[M, max_hops]`` one shortest path from a topic node to each of ``nodes``: triple positions
+    from the topic outwards, ``-1`` padding; a node no topic reaches gets an empty row.
+
+    Every reached node keeps one incoming edge of the shortest-path DAG, the one of highest
+    ``weight [T]`` (the last listed among equals), so a path is ``dist[node]`` lookups, done for
+    all candidates at once."""
+    t = torch.arange(head.numel(), device=head.device)
+    fwd = dist[tail] == dist[head] + 1  # head is the parent of tail
+    bwd = dist[head] == dist[tail] + 1
+    child = torch.where(fwd, tail, head)
+    on_dag = fwd | bwd
+    if weight is not None:  # keep, per child, only its best-weighted edges
+        w = weight.detach().float()
+        best = torch.full((dist.numel(),), float("-inf"), device=dist.device)
+        best = best.scatter_reduce(0, child[on_dag], w[on_dag], reduce="amax")
+        on_dag = on_dag & (w >= best[child])
+    parent = torch.full((dist.numel(),), -1, dtype=torch.long, device=dist.device)
+    parent = parent.scatter_reduce(0, child[on_dag], t[on_dag], reduce="amax")
+    out = torch.full((nodes.numel(), max_hops), -1, dtype=torch.long, device=dist.device)
+    cur = nodes.clone()
+    steps = dist[nodes].clamp(max=max_hops + 1)
+    reached = steps <= max_hops
+    for step in range(max_hops):
+        live = reached & (step < steps) & (parent[cur] >= 0)
+        edge = torch.where(live, parent[cur], torch.full_like(cur, -1))
+        slot = (steps - 1 - step).clamp(min=0)
+        out[live, slot[live]] = edge[live]
+        nxt = torch.where(head[edge.clamp(min=0)] == cur, tail[edge.clamp(min=0)], head[edge.clamp(min=0)])
+        cur = torch.where(live, nxt, cur)
+    return out
+
+
 class GNNRAG(EdgeScorerModule):
     """``dim``: text embedding size; ``hidden``, ``rounds`` (reasoning rounds), ``dropout``, ``lr``;
     ``max_hops``: how far from the topic entities evidence paths reach."""
 
-    structure = "topic"  # [is_topic, not_topic] per node
+    structure = "dde"  # column 0 is the topic flag; the rest says where a node sits relative to it
+    targets = "nodes"  # trains on the answer entities: graphs without one in them are skipped
 
     def __init__(
         self, dim: int, hidden: int = 128, rounds: int = 3, dropout: float = 0.1, lr: float = 1e-3, max_hops: int = 4
@@ -89,46 +155,72 @@ class GNNRAG(EdgeScorerModule):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.lr, self.max_hops = float(lr), int(max_hops)
         self.question = nn.Linear(dim, hidden)
+        self.instructions = nn.ModuleList(nn.Linear(dim, hidden) for _ in range(rounds))
         self.entity = nn.Linear(dim, hidden)
         self.no_text = nn.Parameter(torch.zeros(hidden))
-        self.topic = nn.Linear(2, hidden)
+        self.place = nn.Linear(dde_channels(*self.dde_rounds), hidden)
         self.relation = nn.Linear(dim, hidden)
         self.rounds = nn.ModuleList(QuestionRelationConv(hidden) for _ in range(rounds))
         self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(rounds))
+        self.follow = nn.ModuleList(nn.Linear(hidden, 1) for _ in range(rounds))
+        self.reached = nn.ModuleList(nn.Linear(1, hidden) for _ in range(rounds))
         self.dropout = nn.Dropout(dropout)
-        self.scorer = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.scorer = nn.Sequential(nn.Linear(2 * hidden + rounds, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
     def node_logits(self, batch: TripleBatch) -> torch.Tensor:
         """``[N]`` answer logits of every node of the batch's graphs."""
+        return self._reason(batch)[0]
+
+    def _reason(self, batch: TripleBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The node logits and ``[rounds, T]`` how strongly each round follows each triple."""
         q = self.question(batch.q_emb)
         x = torch.cat([self.entity(batch.ent_emb), self.no_text[None]])[batch.node_ent]
-        x = x + self.topic(batch.feat_rows[batch.node_frow])
-        rel_q = self.relation(batch.rel_emb)[batch.pair_rel[batch.triple_pair]] * q[batch.triple_question()]
+        x = x + self.place(batch.feat_rows)[batch.node_frow]
+        relation = self.relation(batch.rel_emb)[batch.pair_rel]  # [P, hidden]: per (question, relation)
         edge_index = torch.stack([batch.head, batch.tail])
-        for conv, norm in zip(self.rounds, self.norms):
-            x = norm(x + self.dropout(F.relu(conv(x, edge_index, rel_q))))
-        return self.scorer(torch.cat([x * q[batch.node_q], x], dim=-1)).squeeze(-1)
+        reach = self._topic(batch).to(x.dtype)
+        reached, follows = [], []
+        for i, (conv, norm) in enumerate(zip(self.rounds, self.norms)):
+            pair_q = relation * self.instructions[i](batch.q_emb)[batch.pair_q]
+            follow = torch.sigmoid(self.follow[i](pair_q)).squeeze(-1)[batch.triple_pair]
+            reach = follow_relations(batch.head, batch.tail, reach, follow)
+            reached.append(reach)
+            follows.append(follow)
+            x = x + self.reached[i](reach[:, None])
+            x = norm(x + self.dropout(F.relu(conv(x, edge_index, pair_q[batch.triple_pair]))))
+        logits = self.scorer(torch.cat([x * q[batch.node_q], x, torch.stack(reached, -1)], dim=-1)).squeeze(-1)
+        return logits, torch.stack(follows)
 
     def forward(self, batch: TripleBatch) -> torch.Tensor:
-        return self._evidence(batch, torch.sigmoid(self.node_logits(batch)))
-
-    def _evidence(self, batch: TripleBatch, prob: torch.Tensor) -> torch.Tensor:
-        topic = batch.feat_rows[batch.node_frow, 0] > 0.5
-        return shortest_path_scores(batch.head, batch.tail, topic, prob, self.max_hops)
-
-    def score_batch(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """The evidence scores and the ``n`` likeliest non-topic answer nodes of each question, best
-        first, from one pass of the GNN."""
         prob = torch.sigmoid(self.node_logits(batch))
-        topic = batch.feat_rows[batch.node_frow, 0] > 0.5
-        ranked = prob.masked_fill(topic, -1.0)
+        return shortest_path_scores(batch.head, batch.tail, self._topic(batch), prob, self.max_hops)
+
+    @staticmethod
+    def _topic(batch: TripleBatch) -> torch.Tensor:
+        return batch.feat_rows[batch.node_frow, 0] > 0.5
+
+    def score_batch(self, batch: TripleBatch, n: int) -> tuple[torch.Tensor, NodeCandidates]:
+        """The evidence scores and the ``n`` likeliest named non-topic nodes of each question, best
+        first, each with its shortest path from a topic entity, from one pass of the GNN."""
+        logits, follows = self._reason(batch)
+        prob = torch.sigmoid(logits)
+        topic = self._topic(batch)
+        dist = hop_distances(batch.head, batch.tail, topic, self.max_hops)
+        nameless = batch.node_ent >= batch.ent_emb.shape[0]
+        ranked = prob.masked_fill(topic | nameless, -1.0)
         order = torch.argsort(ranked, descending=True, stable=True)
         order = order[torch.argsort(batch.node_q[order], stable=True)]  # by question, best first within
         q = batch.node_q[order]
         counts = torch.bincount(q, minlength=batch.num_questions)
         rank = torch.arange(q.numel(), device=q.device) - (counts.cumsum(0) - counts)[q]
         keep = (rank < n) & (ranked[order] >= 0)
-        return self._evidence(batch, prob), (order[keep], ranked[order][keep])
+        nodes = order[keep]
+        scores = shortest_path_scores(batch.head, batch.tail, topic, prob, self.max_hops, dist)
+        # the step into depth d prefers the triple round d follows most (the last round beyond)
+        depth = torch.maximum(dist[batch.head], dist[batch.tail]).clamp(1, follows.shape[0]) - 1
+        weight = follows.gather(0, depth[None]).squeeze(0)
+        paths = trace_paths(batch.head, batch.tail, dist, nodes, self.max_hops, weight)
+        return scores, NodeCandidates(nodes, ranked[nodes], paths)
 
     def training_targets(self, batch: TripleBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Node-level: every node's answer logit against its answer flag, grouped by question."""

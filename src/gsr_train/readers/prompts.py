@@ -86,6 +86,7 @@ class ReaderExample:
     evidence_shown: int = 0
     evidence_total: int = 0
     entities: list[str] = field(default_factory=list)  # entities of the evidence shown
+    sources: list[str] = field(default_factory=list)  # the source of each line shown (merged evidence)
 
     def prompt_text(self) -> str:
         return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.messages)
@@ -101,6 +102,9 @@ def evidence_lines(row: Mapping[str, Any] | None, fmt: str, k: int) -> tuple[lis
         raise ValueError(f"reader format must be one of {FORMATS}, not {fmt!r}")
     if not row or k <= 0:
         return [], []
+    merged = row.get("evidence")
+    if isinstance(merged, list):  # merged from several sources (evidence_merge): already best first
+        return [str(e["line"]) for e in merged], [list(e.get("entities") or []) for e in merged]
     triples = [list(t) for t in row.get("triples") or []]
     scores = row.get("scores")
     if scores is not None and len(scores) == len(triples) and triples:
@@ -159,6 +163,29 @@ def _count_tokens(tokenizer, messages: list[dict]) -> int:
     return len(ids)
 
 
+def within_shares(sources: Sequence[str], shares: Mapping[str, int | None], lengths: Sequence[int]) -> list[int]:
+    """Positions of the lines kept when each source may fill at most its share of tokens
+    (``lengths``: tokens per line); a line over its source's share is dropped, later shorter ones
+    of that source may still fit, order kept."""
+    used: dict[str, int] = {}
+    keep = []
+    for i, (source, n) in enumerate(zip(sources, lengths)):
+        cap = shares.get(source)
+        if cap is not None and used.get(source, 0) + n > cap:
+            continue
+        used[source] = used.get(source, 0) + n
+        keep.append(i)
+    return keep
+
+
+def token_lengths(tokenizer, lines: Sequence[str]) -> list[int]:
+    """Tokens of each line (+ the newline joining lines); about 4 characters per token without a
+    tokenizer (a prompted endpoint's tokenizer is not at hand)."""
+    if tokenizer is None:
+        return [len(line) // 4 + 2 for line in lines]
+    return [len(ids) + 1 for ids in tokenizer(list(lines), add_special_tokens=False)["input_ids"]]
+
+
 def fit_budget(tokenizer, line_lists: Sequence[Sequence[str]], budgets: Sequence[int]) -> np.ndarray:
     """How many leading lines of each list fit in its token budget (one tokenizer call for all)."""
     sizes = np.asarray([len(x) for x in line_lists], dtype=np.int64)
@@ -194,18 +221,26 @@ def build_examples(
     """
     evidence = results if k > 0 else None
     with_evidence = evidence is not None
-    lines_per_q, ents_per_q = [], []
+    lines_per_q, ents_per_q, srcs_per_q = [], [], []
     for q in questions:
-        lines, ents = evidence_lines(evidence.get(q["id"]) if evidence is not None else None, fmt, k)
+        row = evidence.get(q["id"]) if evidence is not None else None
+        lines, ents = evidence_lines(row, fmt, k)
+        merged = row.get("evidence") if row else None
+        srcs = [str(e["source"]) for e in merged] if isinstance(merged, list) else []
+        shares = (row.get("shares") if row else None) or {}
+        if srcs and lines and any(v is not None for v in shares.values()):
+            kept = within_shares(srcs, shares, token_lengths(tokenizer, lines))
+            lines, ents, srcs = [lines[i] for i in kept], [ents[i] for i in kept], [srcs[i] for i in kept]
         lines_per_q.append(lines)
         ents_per_q.append(ents)
+        srcs_per_q.append(srcs)
     keep = np.asarray([len(x) for x in lines_per_q], dtype=np.int64)
     if with_evidence and tokenizer is not None and max_prompt_tokens:
         overhead = [_count_tokens(tokenizer, build_messages(q["question"], [], fmt, True, icl)) for q in questions]
         budgets = [max(int(max_prompt_tokens) - o, 0) for o in overhead]
         keep = fit_budget(tokenizer, lines_per_q, budgets)
     out = []
-    for q, lines, ents, n in zip(questions, lines_per_q, ents_per_q, keep.tolist()):
+    for q, lines, ents, srcs, n in zip(questions, lines_per_q, ents_per_q, srcs_per_q, keep.tolist()):
         shown = lines[:n]
         entities = list(dict.fromkeys(e for es in ents[:n] for e in es))
         out.append(
@@ -220,6 +255,7 @@ def build_examples(
                 evidence_shown=len(shown),
                 evidence_total=len(lines),
                 entities=entities,
+                sources=srcs[:n],
             )
         )
     return out

@@ -10,7 +10,7 @@ class asks for, computed for the whole split at once).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import torch
 from gsr_train.features.structure import node_features
 from gsr_train.features.triple_batch import make_batch
 from gsr_train.kg.index import SplitGraphs
-from gsr_train.models.edge_scorer import CheckpointError, EdgeScorerModule, load_edge_scorer
+from gsr_train.models.edge_scorer import CheckpointError, EdgeScorerModule, NodeCandidates, load_edge_scorer
 from gsr_train.retrievers.interface import ROW_FIELDS, RetrievalInputs, Scores
 
 
@@ -36,19 +36,21 @@ def check_trained_on(meta: Mapping[str, Any], emb: Any, where: str) -> None:
 
 ANSWERS_PER_QUESTION = 5  # a node scorer's candidates written into each results row
 
+Candidate = tuple[int, float, tuple[int, ...]]  # (entity id, probability, split edge ids of its path)
+
 
 def score_split(
     module: EdgeScorerModule, split: SplitGraphs, question_emb: torch.Tensor, emb: Any, graphs_per_batch: int = 64
-) -> tuple[torch.Tensor, list[list[tuple[int, float]]] | None]:
+) -> tuple[torch.Tensor, list[list[Candidate]] | None]:
     """``module``'s logit of every edge of ``split`` (``FloatTensor[sum E]``, no gradients) and, for a
-    node scorer, each question's answer candidates as ``(entity id, probability)``, best first."""
+    node scorer, each question's answer candidates, best first, with the path to each."""
     structure = str(module.structure)
     forward, reverse = module.dde_rounds
     features = node_features(split, structure, int(forward), int(reverse))
     device = next(module.parameters(), torch.empty(0)).device
     scores = torch.full((int(split.edge_ptr[-1]),), float("-inf"))
     n = len(split)
-    answers: list[list[tuple[int, float]]] | None = None
+    answers: list[list[Candidate]] | None = None
     with torch.no_grad():
         for start in range(0, n, graphs_per_batch):
             questions = list(range(start, min(n, start + graphs_per_batch)))
@@ -63,24 +65,81 @@ def score_split(
             scores[batch.edge_ids.cpu()] = batch_scores.float().cpu()
             if found is not None:
                 answers = answers if answers is not None else [[] for _ in range(n)]
-                _collect(answers, split, batch, *found)
+                _collect(answers, split, batch, found)
     return scores, answers
 
 
-def _collect(answers: list, split: SplitGraphs, batch: Any, nodes: torch.Tensor, prob: torch.Tensor) -> None:
-    """Append each candidate ``(entity id, probability)`` to its question's list (order kept)."""
+def _collect(answers: list, split: SplitGraphs, batch: Any, found: NodeCandidates) -> None:
+    """Append each candidate to its question's list (order kept), its path as split edge ids."""
     assert batch.nodes is not None  # make_batch sets it
-    entity = split.entity_ids[batch.nodes[nodes.cpu()]].tolist()
-    owner = batch.questions[batch.node_q[nodes].cpu()].tolist()
-    for q, e, p in zip(owner, entity, prob.float().cpu().tolist()):
-        answers[q].append((int(e), float(p)))
+    nodes = found.nodes.cpu()
+    entity = split.entity_ids[batch.nodes[nodes]].tolist()
+    owner = batch.questions[batch.node_q.cpu()[nodes]].tolist()
+    if found.paths is not None:
+        steps = found.paths.cpu()
+        edge_ids = batch.edge_ids.cpu()[steps.clamp(min=0)]
+        paths = [
+            tuple(e for e, ok in zip(row, valid) if ok) for row, valid in zip(edge_ids.tolist(), (steps >= 0).tolist())
+        ]
+    else:
+        paths = [()] * len(entity)
+    for q, e, p, path in zip(owner, entity, found.prob.float().cpu().tolist(), paths):
+        answers[q].append((int(e), float(p), path))
 
 
-def answer_rows(index: Any, answers: list[list[tuple[int, float]]]) -> dict[str, list]:
-    """The ``answers`` field of every results row: ``[{"name", "prob"}]`` best first."""
-    flat = [e for row in answers for e, _ in row]
-    names = iter(index.entities.take(flat)) if flat else iter(())
-    return {"answers": [[{"name": next(names), "prob": round(p, 4)} for _, p in row] for row in answers]}
+def path_text(split: SplitGraphs, q: int, entity: int, edges: Sequence[int], names: Any, relations: Any) -> str:
+    """``e0 -> r1 -> e1 <- r2 <- e2``: the path from a topic entity to ``entity`` over ``edges``
+    (split edge ids, topic first); arrows follow the stored direction of each triple."""
+    n0 = int(split.ent_ptr[q])
+    cur = entity
+    parts: list[str] = [names(entity)]
+    for e in reversed(edges):
+        h, t = (int(n0 + x) for x in split.edge_index[:, e].tolist())
+        h, t = int(split.entity_ids[h]), int(split.entity_ids[t])
+        rel = relations(int(split.edge_rel[e]))
+        prev, arrow = (h, "->") if t == cur else (t, "<-")
+        parts = [names(prev), arrow, rel, arrow, *parts]
+        cur = prev
+    return " ".join(parts)
+
+
+def answer_rows(index: Any, split: SplitGraphs, answers: list[list[Candidate]]) -> dict[str, list]:
+    """The ``answers`` (``[{"name", "prob"}]`` best first) and ``paths`` (one evidence path per
+    candidate that a topic entity reaches, in the same order) fields of every results row."""
+    ids = {e for row in answers for e, _, path in row} | {
+        int(split.entity_ids[int(split.ent_ptr[q]) + int(x)])
+        for q, row in enumerate(answers)
+        for _, _, path in row
+        for e in path
+        for x in split.edge_index[:, e].tolist()
+    }
+    order = sorted(ids)
+    name_of = dict(zip(order, index.entities.take(order))) if order else {}
+    relations = index.relations
+    rows, paths = [], []
+    for q, row in enumerate(answers):
+        rows.append([{"name": name_of[e], "prob": round(p, 4)} for e, p, _ in row])
+        paths.append(
+            [path_text(split, q, e, path, name_of.__getitem__, relations.__getitem__) for e, _, path in row if path]
+        )
+    return {"answers": rows, "paths": paths}
+
+
+def serve(
+    module: EdgeScorerModule,
+    index: Any,
+    split: SplitGraphs,
+    question_emb: torch.Tensor,
+    emb: Any,
+    graphs_per_batch: int,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Scores of a split and the extras of its results rows (a node scorer's ``answers`` and
+    ``paths``): the one serving path of a trained scorer, for the registry and for training runs."""
+    scores, answers = score_split(module, split, question_emb, emb, graphs_per_batch)
+    extra: dict[str, Any] = {}
+    if answers is not None:
+        extra[ROW_FIELDS] = answer_rows(index, split, answers)
+    return scores, extra
 
 
 class TrainedEdgeScorer:
@@ -110,8 +169,7 @@ class TrainedEdgeScorer:
                 f"retriever {self.name!r}: {len(split)} questions to score, {inputs.question_emb.shape[0]} question "
                 "embeddings (score the split it was made for)"
             )
-        scores, answers = score_split(self.module, split, inputs.question_emb, inputs.embeddings, self.graphs_per_batch)
-        extra: dict[str, Any] = {"checkpoint": self.checkpoint}
-        if answers is not None:
-            extra[ROW_FIELDS] = answer_rows(inputs.index, answers)
-        return scores, extra
+        scores, extra = serve(
+            self.module, inputs.index, split, inputs.question_emb, inputs.embeddings, self.graphs_per_batch
+        )
+        return scores, {"checkpoint": self.checkpoint, **extra}

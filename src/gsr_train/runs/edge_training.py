@@ -114,6 +114,7 @@ def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dic
         graphs_per_batch=rank_batch(cfg, recipe.graphs_per_batch, recipe.batch_option),
         eval_graphs_per_batch=recipe.eval_graphs_per_batch,
         seed=int(cfg.seed),
+        targets=str(module.targets),
     )
     module.validate_on(dm)
     ckpt, callbacks = _callbacks(output_dir(cfg), recipe)

@@ -228,6 +228,7 @@ def score_responses(examples, responses: Sequence[str], fmt: str) -> tuple[QARep
             "evidence_shown": ex.evidence_shown,
             "evidence_total": ex.evidence_total,
             "entities": ex.entities,
+            **({"evidence_sources": ex.sources} if ex.sources else {}),
         }
         for ex, pred, text in zip(examples, parsed, responses)
     ]
@@ -258,6 +259,7 @@ class _ReaderRun:
     t_start: float
     index: Any
     training: bool
+    sources: list[dict[str, Any]] = field(default_factory=list)  # qa.retrieval.sources, checked
     timings: dict[str, float] = field(default_factory=dict)
     questions: dict[str, Any] = field(default_factory=dict)
     results: dict[str, dict] = field(default_factory=dict)
@@ -310,6 +312,7 @@ def _start(cfg: DictConfig) -> _ReaderRun:
     qa = cfg.qa
     if qa.get("threads"):
         torch.set_num_threads(int(qa.threads))
+    sources = evidence_sources(cfg)
     preflight(
         cfg, splits=[qa.get("train_split"), str(qa.eval_split)], checkpoints={"resume": cfg.get("resume")}
     )  # qa.eval_only may name a hub adapter
@@ -321,11 +324,12 @@ def _start(cfg: DictConfig) -> _ReaderRun:
         and bool(qa.get("train_split"))
         and bool(qa.train.get("enabled", True))
     )
-    return _ReaderRun(cfg, t_start, index, training)
+    return _ReaderRun(cfg, t_start, index, training, sources)
 
 
 def _gather_evidence(r: _ReaderRun) -> None:
-    """Each split's questions and retrieved evidence (copied into the run folder)."""
+    """Each split's questions and retrieved evidence (copied into the run folder; merged there
+    first when ``qa.retrieval.sources`` names several)."""
     t0 = time.perf_counter()
     cfg, index = r.cfg, r.index
     splits = [r.eval_split] + ([str(r.qa.train_split)] if r.training else [])
@@ -334,15 +338,97 @@ def _gather_evidence(r: _ReaderRun) -> None:
     for s in splits:
         if limit.get(s):
             r.questions[s] = r.questions[s][: int(limit[s])]
-        path = retrieval_file(cfg, index, s)
         local = results_file(r.out, s)
-        if path.resolve() != local.resolve() and is_rank_zero():
-            with atomic_write(local, "wb") as f, open(path, "rb") as src:
-                shutil.copyfileobj(src, f)
-        r.results[s], r.retrieval_info[s] = read_result_rows(path, index[s].ids)
-        r.retrieval_info[s]["evidence"] = evidence_source(cfg, s)
+        if r.sources:
+            r.results[s], r.retrieval_info[s] = _merged_evidence(r, s)
+            if is_rank_zero():
+                write_jsonl(local, [r.results[s][qid] for qid in index[s].ids if qid in r.results[s]])
+        else:
+            path = retrieval_file(cfg, index, s)
+            if path.resolve() != local.resolve() and is_rank_zero():
+                with atomic_write(local, "wb") as f, open(path, "rb") as src:
+                    shutil.copyfileobj(src, f)
+            r.results[s], r.retrieval_info[s] = read_result_rows(path, index[s].ids)
+            r.retrieval_info[s]["evidence"] = evidence_source(cfg, s)
         log.info("evidence for split %s: %s", s, r.retrieval_info[s]["evidence"])
     r.timings["evidence_s"] = time.perf_counter() - t0
+
+
+def evidence_sources(cfg: DictConfig) -> list[dict[str, Any]]:
+    """``qa.retrieval.sources`` checked before any work: each with a distinct label, exactly one
+    of ``checkpoint`` / ``results`` / ``retriever``, and nothing set at ``qa.retrieval`` besides."""
+    ret = cfg.qa.retrieval
+    given = _container(ret.get("sources")) or []
+    if not given:
+        return []
+    clash = [key for key in ("checkpoint", "retriever", "options") if ret.get(key)]
+    clash += ["results"] if any((ret.get("results") or {}).values()) else []
+    if clash:
+        raise PreflightError(
+            f"qa.retrieval.sources is given, and so is qa.retrieval.{clash[0]}: name every source inside the list"
+        )
+    sources, labels = [], []
+    for i, src in enumerate(given):
+        kinds = [key for key in ("checkpoint", "retriever") if src.get(key)]
+        kinds += ["results"] if any((src.get("results") or {}).values()) else []
+        if len(kinds) != 1:
+            found = ", ".join(kinds) or "none of them"
+            raise PreflightError(
+                f"qa.retrieval.sources[{i}]: give exactly one of checkpoint, results or retriever (found {found})"
+            )
+        label = str(src.get("label") or src.get("retriever") or kinds[0])
+        if label in labels:
+            raise PreflightError(
+                f"qa.retrieval.sources[{i}]: label {label!r} is used twice; set label: to tell them apart"
+            )
+        labels.append(label)
+        _check_source(i, src)
+        sources.append({**src, "label": label})
+    return sources
+
+
+def _check_source(i: int, src: dict[str, Any]) -> None:
+    """A missing file or an unknown retriever of one source, named before any retrieval runs."""
+    from gsr_train.retrievers.registry import names
+
+    where = f"qa.retrieval.sources[{i}]"
+    for split, path in (src.get("results") or {}).items():
+        if path and not Path(str(path)).is_file():
+            raise PreflightError(f"{where}.results.{split}: {path} not found")
+    if src.get("checkpoint") and not Path(str(src["checkpoint"])).is_file():
+        raise PreflightError(f"{where}.checkpoint: {src['checkpoint']} not found")
+    if src.get("retriever") and str(src["retriever"]) not in names():
+        raise PreflightError(f"{where}.retriever={src['retriever']}: not a registered retriever; registered: {names()}")
+
+
+def _source_view(cfg: DictConfig, src: dict[str, Any]) -> DictConfig:
+    """``cfg`` with ``qa.retrieval`` holding one source's keys (what the single-source steps read)."""
+    keys: dict[str, Any] = {"checkpoint": None, "retriever": None, "options": None, "results": {}, "sources": None}
+    view = {key: src.get(key, default) for key, default in keys.items()}
+    view["k"] = int(src.get("k") or cfg.qa.retrieval.k)
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(plain, dict)
+    plain["qa"]["retrieval"] = view
+    return OmegaConf.create(plain)
+
+
+def _merged_evidence(r: _ReaderRun, split: str) -> tuple[dict[str, dict], dict[str, Any]]:
+    """Every source's rows of ``split``, merged (``readers.evidence_merge``), and what came from where."""
+    from gsr_train.readers.evidence_merge import Source, merge_rows
+
+    ids = r.index[split].ids
+    sources, info = [], {}
+    for src in r.sources:
+        view = _source_view(r.cfg, src)
+        rows, info[src["label"]] = read_result_rows(retrieval_file(view, r.index, split), ids)
+        info[src["label"]]["evidence"] = evidence_source(view, split)
+        top_k = int(src.get("top_k") or r.k)
+        share = int(src["share"]) if src.get("share") else None
+        sources.append(Source(src["label"], rows, top_k, share))
+    merged = merge_rows(sources, ids, r.fmt, topic_names(r.index, split))
+    shown = ", ".join(f"{s.label} (top {s.top_k}" + (f", <= {s.share} tokens)" if s.share else ")") for s in sources)
+    lines = {s.label: sum(row["sources"].get(s.label, 0) for row in merged.values()) for s in sources}
+    return merged, {"evidence": f"merged from {shown}", "sources": info, "lines": lines}
 
 
 def topic_names(index: Any, split_name: str) -> dict[str, list[str]]:
@@ -420,10 +506,9 @@ def _read_locally(r: _ReaderRun) -> bool:
     def read(name: str, evidence: str) -> None:
         _evaluate(name, gen_local, _examples(r, evidence, tokenizer, r.budget), r.fmt, r.out, r.reports, r.timings)
 
-    label = "finetuned" if qa.get("eval_only") else "base"
-    if r.training or qa.get("eval_only"):
-        for evidence in ev.variants.base if r.training else ev.variants.finetuned:
-            read(f"{label}_{evidence}", evidence)
+    label = "finetuned" if qa.get("eval_only") else "base"  # an adapter given, or the untouched base model
+    for evidence in ev.variants.finetuned if qa.get("eval_only") else ev.variants.base:
+        read(f"{label}_{evidence}", evidence)
     if r.training:
         split = str(qa.train_split)
         r.train_info.update(

@@ -227,12 +227,28 @@ class GSRModelMiniLM:
 
 # ------------------------------------------------------------------ readers
 @dataclass
+class EvidenceSource:
+    """One source of merged evidence (``qa.retrieval.sources``): the keys of ``qa.retrieval`` plus
+    its label, how many lines it offers and its share of the prompt in tokens."""
+
+    label: str | None = None
+    checkpoint: str | None = None
+    results: dict = field(default_factory=dict)  # split -> results file
+    retriever: str | None = None
+    options: dict | None = None
+    k: int = at_least(1, 100)
+    top_k: int | None = at_least(1, None)  # lines from this source (null: the run's top_k)
+    share: int | None = at_least(1, None)  # most prompt tokens from this source (null: no own bound)
+
+
+@dataclass
 class QARetrieval:
     checkpoint: str | None = None
     k: int = at_least(1, 100)
     results: dict = field(default_factory=dict)  # split -> results file
     retriever: str | None = None
     options: dict | None = None  # the registered retriever's own options
+    sources: list[EvidenceSource] | None = None  # several sources, merged (instead of the keys above)
 
 
 @dataclass
@@ -437,7 +453,20 @@ def _unknown(node: Any, cls: type, prefix: str) -> list[tuple[str, str, list[str
         typ = known[key]
         if isinstance(typ, type) and dataclasses.is_dataclass(typ) and isinstance(value, Mapping):  # a class hint
             out += _unknown(value, typ, f"{prefix}.{key}")
+        elif (item := _item_class(typ)) is not None and isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                out += _unknown(v, item, f"{prefix}.{key}[{i}]")
     return out
+
+
+def _item_class(hint: Any) -> type | None:
+    """The dataclass of a ``list[SomeDataclass]`` hint (optional or not), else None."""
+    for h in (hint, *typing.get_args(hint)):
+        if (typing.get_origin(h) or h) is list:
+            items = typing.get_args(h)[:1]
+            if items and isinstance(items[0], type) and dataclasses.is_dataclass(items[0]):
+                return items[0]
+    return None
 
 
 def _expected(hint: Any) -> str:
@@ -519,6 +548,13 @@ def _invalid(node: Any, cls: type, prefix: str) -> list[str]:
             out.append(f"{where}={value}: expected {why}")
         elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
             out += _invalid(value, hint, where)
+        elif (item := _item_class(hint)) is not None and isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                out += (
+                    _invalid(v, item, f"{where}[{i}]")
+                    if isinstance(v, Mapping)
+                    else [f"{where}[{i}]={v}: expected a mapping"]
+                )
     return out
 
 

@@ -87,8 +87,7 @@ def _score(cfg: DictConfig, index: Any, emb: Any, split: str, best: str, per_bat
     import time
 
     from gsr_train.models.edge_scorer import CheckpointError, load_edge_scorer
-    from gsr_train.retrievers.edge_scorer import answer_rows, check_trained_on, score_split
-    from gsr_train.retrievers.interface import ROW_FIELDS
+    from gsr_train.retrievers.edge_scorer import check_trained_on, serve
     from gsr_train.runs.retrieval_report import report_retrieval
 
     try:
@@ -97,10 +96,8 @@ def _score(cfg: DictConfig, index: Any, emb: Any, split: str, best: str, per_bat
     except (CheckpointError, ValueError) as e:
         raise PreflightError(f"eval_only={best}: {e}" if cfg.get("eval_only") else str(e)) from None
     t0 = time.perf_counter()
-    scores, answers = score_split(module, index[split], emb.question[split], emb, per_batch)
-    extra: dict[str, Any] = {"score_seconds": round(time.perf_counter() - t0, 3)}
-    if answers is not None:  # a node scorer: its candidates and their probabilities in every row
-        extra[ROW_FIELDS] = answer_rows(index, answers)
+    scores, extra = serve(module, index, index[split], emb.question[split], emb, per_batch)
+    extra["score_seconds"] = round(time.perf_counter() - t0, 3)
     return report_retrieval(
         cfg, index, split, type(module).__name__, scores, extra, {"training": info, "checkpoint": best}
     )
