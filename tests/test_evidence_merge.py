@@ -163,3 +163,29 @@ def test_source_options_are_typed_like_every_option():
     assert any("qa.retrieval.sources[0].shar: not a EvidenceSource option" in e for e in recipe_errors(plain))
     cfg = compose_config(["+experiment=reader_webqsp_mini", "qa.retrieval.sources=[{retriever: cosine, share: 0}]"])
     assert any("qa.retrieval.sources[0].share=0: expected >= 1" in e for e in value_errors(OmegaConf.to_container(cfg)))
+
+
+def test_the_readme_sources_command_composes_and_names_both_sources():
+    """The README's merged-evidence command, as written (placeholders aside): Hydra parses it, the
+    recipe checks pass, and the run sees two sources with their labels and share."""
+    import shlex
+
+    from omegaconf import OmegaConf
+
+    from gsr_train.runs.reader import evidence_sources
+    from gsr_train.runs.recipes import recipe_errors, value_errors
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("# evidence merged from several retrievers", 1)[1].split("\n# ", 1)[0]
+    line = block.split("\n", 1)[1].replace("\\\n", " ")
+    line = line.replace("<gnn run>", "outputs/gnnrag_webqsp_mini/2026-11-26_01-30-00")
+    command = shlex.split(line.replace("<gsr run>", "outputs/gsr_webqsp_paths/2026-11-26_01-40-00"))
+    assert command[:3] == ["python", "train.py", "+experiment=reader_webqsp_mini"]
+    cfg = compose_config(command[2:])
+    plain = OmegaConf.to_container(cfg)
+    assert recipe_errors(plain) == [] and value_errors(plain) == []
+    sources = evidence_sources(cfg)
+    assert [s["label"] for s in sources] == ["gnn", "gsr"] and sources[1]["share"] == 120
+    assert (
+        sources[0]["options"]["checkpoint"] == "outputs/gnnrag_webqsp_mini/2026-11-26_01-30-00/checkpoints/best-XX.ckpt"
+    )

@@ -113,3 +113,74 @@ def test_candidates_are_the_likeliest_non_topic_nodes_per_question(webqsp_mini, 
     assert rows[0][0]["name"] == index.entities[answers[0][0][0]] and 0.0 <= rows[0][0]["prob"] <= 1.0
     feats = node_features(split, GNNRAG.structure)
     assert feats.rows.numel() == int(split.ent_ptr[-1])
+
+
+def test_a_graph_without_a_topic_entity_is_counted_and_gets_no_path(webqsp_mini, tmp_path):
+    import dataclasses
+
+    from gsr_train.kg.index import get_index
+    from gsr_train.retrievers.edge_scorer import serve
+    from gsr_train.retrievers.interface import ROW_FIELDS
+
+    index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
+    split = index["test"]
+    mask = split.topic_mask.clone()
+    mask[int(split.ent_ptr[3]) : int(split.ent_ptr[4])] = False  # question 3 loses its topic entity
+    broken = dataclasses.replace(split, topic_mask=mask)
+    gen = torch.Generator().manual_seed(3)
+
+    class Emb:
+        entity = torch.randn(len(index.entities), 8, generator=gen)
+        relation = torch.randn(len(index.relations), 8, generator=gen)
+        entity_has_text = torch.ones(len(index.entities), dtype=torch.bool)
+
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2).eval()
+    scores, extra = serve(module, index, broken, torch.randn(len(split), 8, generator=gen), Emb(), 64)
+    assert torch.isfinite(scores).all()
+    assert extra["no_topic_entity"] == 1 and extra["no_candidate"] == 0
+    rows = extra[ROW_FIELDS]
+    assert rows["answers"][3] and rows["paths"][3] == []  # candidates still ranked, no path to show
+    assert extra["candidates_without_path"] >= len(rows["answers"][3])
+    assert all(rows["paths"][q] for q in (0, 1, 2))
+
+
+def test_validation_scores_the_first_answer_of_each_question(webqsp_mini, tmp_path):
+    """A node scorer's validation logs val/hit@1 (what picks its checkpoint) next to the evidence recall."""
+    import pytest
+
+    from gsr_train.features.structure import node_features
+    from gsr_train.features.triple_batch import make_batch
+    from gsr_train.kg.index import get_index
+    from gsr_train.runs.edge_training import EdgeRecipe, monitor_of
+
+    index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
+    split = index["test"]
+    gen = torch.Generator().manual_seed(4)
+    q_emb = torch.randn(len(split), 8, generator=gen)
+    ent, rel = torch.randn(len(index.entities), 8, generator=gen), torch.randn(len(index.relations), 8, generator=gen)
+    has_text = torch.ones(len(index.entities), dtype=torch.bool)
+
+    class Source:
+        def validation_graphs(self):
+            return split, torch.zeros(int(split.edge_ptr[-1]))
+
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2).eval().validate_on(Source())
+    logged: dict[str, float] = {}
+    module.log = lambda name, value, **_: logged.__setitem__(name, value)  # type: ignore[method-assign]
+    module._merge_val_scores = lambda: None  # type: ignore[method-assign]  # one process: nothing to merge
+    feats = node_features(split, GNNRAG.structure)
+    module.on_validation_epoch_start()
+    expected = []
+    with torch.no_grad():
+        for start in range(0, len(split), 100):
+            batch = make_batch(
+                split, list(range(start, min(len(split), start + 100))), feats, q_emb, ent, has_text, rel
+            )
+            module.validation_step(batch, 0)
+            _, found = module.score_batch(batch, 1)
+            expected += batch.node_answer[found.nodes].float().tolist()
+    module.on_validation_epoch_end()
+    assert logged["val/hit@1"] == pytest.approx(sum(expected) / len(split)) and sum(expected) > 0
+    assert "val/answer_recall@100" in logged
+    recipe = EdgeRecipe("train", "validation", 16, "retriever.train.graphs_per_batch", 64, 12, 4, 30)
+    assert monitor_of(recipe, GNNRAG.targets) == "val/hit@1" and monitor_of(recipe) == "val/sp_recall@30"

@@ -107,6 +107,7 @@ class EdgeScorerModule(pl.LightningModule):
         self.loss_cfg: dict[str, Any] = dict(DEFAULT_LOSS)
         self.meta: dict[str, Any] = {}
         self._val_scores: torch.Tensor | None = None
+        self._val_hits: torch.Tensor | None = None  # node scorers: 1 where a question's first answer is right
         self._validation_source: ValidationSource | None = None
 
     def train_with(
@@ -183,6 +184,7 @@ class EdgeScorerModule(pl.LightningModule):
     def on_validation_epoch_start(self) -> None:
         split, _ = self._val_data()
         self._val_scores = torch.full((int(split.edge_ptr[-1]),), -math.inf)
+        self._val_hits = torch.zeros(len(split)) if self.targets == "nodes" else None
 
     def _epoch_val_scores(self) -> torch.Tensor:
         """The validation epoch's score table (set by :meth:`on_validation_epoch_start`)."""
@@ -191,7 +193,14 @@ class EdgeScorerModule(pl.LightningModule):
         return self._val_scores
 
     def validation_step(self, batch: TripleBatch, batch_idx: int) -> None:
-        self._epoch_val_scores()[batch.edge_ids.cpu()] = self(batch).float().cpu()
+        if self._val_hits is None or batch.node_answer is None:
+            self._epoch_val_scores()[batch.edge_ids.cpu()] = self(batch).float().cpu()
+            return
+        scores, found = self.score_batch(batch, 1)  # a node scorer: its first answer, right or not
+        self._epoch_val_scores()[batch.edge_ids.cpu()] = scores.float().cpu()
+        if found is not None and found.nodes.numel():
+            owner = batch.questions[batch.node_q[found.nodes].cpu()]
+            self._val_hits[owner] = batch.node_answer[found.nodes].float().cpu()
 
     def _merge_val_scores(self) -> None:
         """Max all-reduce of the per-rank validation scores (no-op in a single process)."""
@@ -202,6 +211,10 @@ class EdgeScorerModule(pl.LightningModule):
         scores = self._epoch_val_scores().to(self.device)
         dist.all_reduce(scores, op=dist.ReduceOp.MAX)
         self._val_scores = scores.cpu()
+        if self._val_hits is not None:
+            hits = self._val_hits.to(self.device)
+            dist.all_reduce(hits, op=dist.ReduceOp.MAX)
+            self._val_hits = hits.cpu()
 
     def on_validation_epoch_end(self) -> None:
         from gsr_train.eval.retrieval import retrieval_metrics
@@ -214,7 +227,9 @@ class EdgeScorerModule(pl.LightningModule):
             if value is not None:
                 # identical on every rank after the merge; sync_dist keeps Lightning's reduction explicit
                 self.log(f"val/{metric}@{self.val_k}", float(value), prog_bar=metric == "sp_recall", sync_dist=True)
-        self._val_scores = None
+        if self._val_hits is not None:  # a node scorer: how often its first answer is right
+            self.log("val/hit@1", float(self._val_hits.mean()), prog_bar=True, sync_dist=True)
+        self._val_scores = self._val_hits = None
 
     # ---------------------------------------------------------------- optimiser, checkpoints
     def configure_optimizers(self) -> Any:

@@ -10,6 +10,7 @@ class asks for, computed for the whole split at once).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ def check_trained_on(meta: Mapping[str, Any], emb: Any, where: str) -> None:
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
 
+
+log = logging.getLogger(__name__)
 
 ANSWERS_PER_QUESTION = 5  # a node scorer's candidates written into each results row
 
@@ -139,7 +142,31 @@ def serve(
     extra: dict[str, Any] = {}
     if answers is not None:
         extra[ROW_FIELDS] = answer_rows(index, split, answers)
+        extra.update(candidate_counts(split, answers))
+        if any(extra[key] for key in ("no_topic_entity", "no_candidate", "candidates_without_path")):
+            log.info(
+                "%d questions without a topic entity (no evidence path), %d without an answer candidate, "
+                "%d of %d candidates without a path from a topic entity",
+                extra["no_topic_entity"],
+                extra["no_candidate"],
+                extra["candidates_without_path"],
+                extra["candidates"],
+            )
     return scores, extra
+
+
+def candidate_counts(split: SplitGraphs, answers: list[list[Candidate]]) -> dict[str, int]:
+    """What a node scorer could not give: questions whose graph has no topic entity, questions
+    without any candidate, candidates that no topic entity reaches (their row has no path)."""
+    topics = torch.zeros(len(split), dtype=torch.long)
+    owner = torch.repeat_interleave(torch.arange(len(split)), split.ent_ptr.diff())
+    topics.index_add_(0, owner, split.topic_mask.long())
+    return {
+        "no_topic_entity": int((topics == 0).sum()),
+        "no_candidate": sum(not row for row in answers),
+        "candidates": sum(len(row) for row in answers),
+        "candidates_without_path": sum(not path for row in answers for _, _, path in row),
+    }
 
 
 class TrainedEdgeScorer:

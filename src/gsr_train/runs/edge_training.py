@@ -92,9 +92,12 @@ def model_meta(index: Any, emb: Any, data_name: str) -> dict:
     }
 
 
-def monitor_of(recipe: EdgeRecipe) -> str | None:
-    """The validation figure that picks the best checkpoint (none without a validation split)."""
-    return f"val/sp_recall@{recipe.val_k}" if recipe.val_split else None
+def monitor_of(recipe: EdgeRecipe, targets: str = "triples") -> str | None:
+    """The validation figure that picks the best checkpoint (none without a validation split): the
+    recall of the shortest-path triples at ``val_k``, or a node scorer's Hit@1 (its first answer)."""
+    if not recipe.val_split:
+        return None
+    return "val/hit@1" if targets == "nodes" else f"val/sp_recall@{recipe.val_k}"
 
 
 def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dict, recipe: EdgeRecipe) -> Trained:
@@ -117,21 +120,21 @@ def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dic
         targets=str(module.targets),
     )
     module.validate_on(dm)
-    ckpt, callbacks = _callbacks(output_dir(cfg), recipe)
+    monitor = monitor_of(recipe, str(module.targets))
+    ckpt, callbacks = _callbacks(output_dir(cfg), recipe, monitor)
     trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=recipe.epochs)
     t0 = time.perf_counter()
     trainer.fit(module, dm, ckpt_path=resume_path(cfg))
     seconds = time.perf_counter() - t0
     if not is_rank_zero():
         return Trained(None, {}, trainer, dm, seconds)
-    return Trained(*_figures(output_dir(cfg), index, recipe, trainer, ckpt, dm), trainer, dm, seconds)
+    return Trained(*_figures(output_dir(cfg), index, recipe, trainer, ckpt, dm, monitor), trainer, dm, seconds)
 
 
-def _callbacks(out: Path, recipe: EdgeRecipe) -> tuple[Any, list]:
+def _callbacks(out: Path, recipe: EdgeRecipe, monitor: str | None) -> tuple[Any, list]:
     """The monitored best checkpoint (first: DDP spawn sends its path back) and early stopping."""
     from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
-    monitor = monitor_of(recipe)
     # without a validation split: no early stopping, and the final epoch is the checkpoint evaluated
     ckpt = ModelCheckpoint(
         dirpath=out / "checkpoints",
@@ -148,7 +151,9 @@ def _callbacks(out: Path, recipe: EdgeRecipe) -> tuple[Any, list]:
     return ckpt, callbacks
 
 
-def _figures(out: Path, index: Any, recipe: EdgeRecipe, trainer: Any, ckpt: Any, dm: Any) -> tuple[str, dict]:
+def _figures(
+    out: Path, index: Any, recipe: EdgeRecipe, trainer: Any, ckpt: Any, dm: Any, monitor: str | None
+) -> tuple[str, dict]:
     """The checkpoint to evaluate and the training figures (rank 0, after ``fit``)."""
     state = fit_state(trainer, ckpt)
     best_path = state["best_path"] or str(out / "checkpoints" / "last.ckpt")
@@ -162,7 +167,7 @@ def _figures(out: Path, index: Any, recipe: EdgeRecipe, trainer: Any, ckpt: Any,
         "best_score": state["best_score"],
         "best_checkpoint": best_path,
         "last_checkpoint": str(out / "checkpoints" / "last.ckpt"),
-        "monitor": monitor_of(recipe),
+        "monitor": monitor,
         "global_step": state["global_step"],
         "devices": int(trainer.world_size),
     }
