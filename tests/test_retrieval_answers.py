@@ -20,6 +20,20 @@ def test_a_rows_own_answers_win_and_empty_rows_answer_nothing():
     assert candidate_answers(None) == [] and candidate_answers({"triples": []}) == []
 
 
+def test_a_path_retriever_answers_with_where_its_paths_end():
+    row = {
+        "triples": [["Jamaica", "capital", "Kingston"]],  # ranked triples come after the paths
+        "paths": [
+            "Jamaica -> location.country.languages_spoken -> Jamaican English",
+            "Jamaica <- people.person.nationality <- Bob Marley",  # stored (Bob Marley, nationality, Jamaica)
+            "Jamaica -> location.country.languages_spoken -> Jamaican English",
+            "Jamaica",  # a chain that ends where it starts (the topic): no candidate
+        ],
+    }
+    assert candidate_answers(row, ["Jamaica"]) == ["Jamaican English", "Bob Marley"]
+    assert candidate_answers({**row, "paths": ["Jamaica"]}, ["Jamaica"]) == ["Kingston"]  # paths give none
+
+
 def test_answers_report_scores_the_top_candidate():
     questions = [
         {"id": "q1", "answers": ["Jamaican English"], "in_kg": True, "hops": 1},

@@ -1,9 +1,10 @@
 """Answering with the retriever alone: the baseline every reader is compared with.
 
-A results row ranks triples (and, for path retrievers, may name its ``answers``); its candidate
-answers are the row's own ``answers`` when it has them (GSR chain ends, a GNN's candidates), else
-the entities of its triples in rank order that are not the question's topic entities (a
-retriever's best triple usually ends at the answer). The top ``n`` candidates are the
+A results row ranks triples (and, for path retrievers, may name its ``answers`` or ``paths``); its
+candidate answers are the row's own ``answers`` when it has them (a GNN's candidates), else the end
+entities of its ``paths`` in order (GSR's chains executed on the graph), else the entities of its
+triples in rank order that are not the question's topic entities (a retriever's best triple usually
+ends at the answer). The top ``n`` candidates are the
 "prediction", scored by the same QA metrics as the readers, so a reader's row shows what reading
 adds over its own evidence.
 """
@@ -28,6 +29,12 @@ def candidate_answers(row: Mapping[str, Any] | None, topics: Iterable[str] = ())
         return list(dict.fromkeys(str(n) for n in names if n))
     skip = {normalize_answer(t) for t in topics}
     out: dict[str, None] = {}
+    for path in row.get("paths") or []:  # a path retriever (GSR chains): where each path ends
+        end = str(path).replace(" <- ", " -> ").split(" -> ")[-1].strip()
+        if end and normalize_answer(end) not in skip:
+            out.setdefault(end, None)
+    if out:
+        return list(out)
     for triple in row.get("triples") or []:
         if not isinstance(triple, (list, tuple)) or len(triple) != 3:
             continue

@@ -406,7 +406,7 @@ def _source_view(cfg: DictConfig, src: dict[str, Any]) -> DictConfig:
     keys: dict[str, Any] = {"checkpoint": None, "retriever": None, "options": None, "results": {}, "sources": None}
     view = {key: src.get(key, default) for key, default in keys.items()}
     view["k"] = int(src.get("k") or cfg.qa.retrieval.k)
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain = OmegaConf.to_container(cfg, resolve=False)  # interpolations resolve in the copy as in cfg
     assert isinstance(plain, dict)
     plain["qa"]["retrieval"] = view
     return OmegaConf.create(plain)
