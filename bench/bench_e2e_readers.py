@@ -105,9 +105,9 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--subgraphrag", required=True, help="a SubgraphRAG checkpoint trained on webqsp_mini")
-    p.add_argument("--gsr", required=True, help="a saved GSR model folder (<gsr run>/model)")
-    p.add_argument("--gnn", required=True, help="a GNN-RAG checkpoint (+experiment=gnnrag_webqsp_mini)")
+    p.add_argument("--subgraphrag", help="a SubgraphRAG checkpoint trained on webqsp_mini")
+    p.add_argument("--gsr", help="a saved GSR model folder (<gsr run>/model)")
+    p.add_argument("--gnn", help="a GNN-RAG checkpoint (+experiment=gnnrag_webqsp_mini)")
     p.add_argument("--out", required=True, help="folder of the row runs (rows already there are read back)")
     p.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {','.join(ROWS)}")
     p.add_argument("--steps", type=int, default=None, help="reader optimizer steps (default: the experiment's)")
@@ -117,11 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [r for r in wanted if r not in ROWS]
     if unknown:
         p.error(f"unknown rows {unknown}; known: {', '.join(ROWS)}")
-    for name in ("subgraphrag", "gnn"):
-        if not Path(getattr(args, name)).is_file():
-            p.error(f"--{name} {getattr(args, name)}: no such checkpoint file")
-    if not Path(args.gsr).is_dir():
-        p.error(f"--gsr {args.gsr}: no such model folder")
+    for name, is_there in (("subgraphrag", Path.is_file), ("gsr", Path.is_dir), ("gnn", Path.is_file)):
+        needed = [r for r in wanted if name in r.split("+")]
+        if needed and not (getattr(args, name) and is_there(Path(getattr(args, name)))):
+            p.error(
+                f"rows {', '.join(needed)} need --{name} (a {'folder' if name == 'gsr' else 'checkpoint'}), "
+                f"got {getattr(args, name)}"
+            )
     rows = []
     for row in wanted:
         rows.append(run_row(row, args))
