@@ -138,13 +138,18 @@ def test_a_reader_run_reads_merged_evidence_and_records_where_each_line_came_fro
         (["qa.retrieval.sources=[{retriever: cosine}, {retriever: cosine}]"], "label 'cosine' is used twice"),
         (["qa.retrieval.sources=[{results: {test: /no/such.jsonl}}]"], r"sources\[0\].results.test: /no/such.jsonl"),
         (["qa.retrieval.sources=[{retriever: nope}]"], r"sources\[0\].retriever=nope: not a registered retriever"),
+        (
+            ["qa.train.enabled=true", "qa.retrieval.sources=[{results: {test: RESULTS}}]"],
+            r"sources\[0\].results: no file for split train \(the run reads test, train\)",
+        ),
     ],
 )
 def test_a_wrong_source_is_one_message_before_any_work(tmp_path, extra, message):
     from gsr_train.data.errors import PreflightError
     from gsr_train.runs.reader import run
 
-    _, common = _reader_setup(tmp_path)
+    files, common = _reader_setup(tmp_path)
+    extra = [e.replace("RESULTS", str(files["paths"]["test"])) for e in extra]
     if not any(e.startswith("qa.retrieval.sources") for e in extra):
         extra = [*extra, "qa.retrieval.sources=[{retriever: ppr}]"]
     cfg = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={tmp_path / 'run'}", *common, *extra])

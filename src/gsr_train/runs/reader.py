@@ -317,14 +317,18 @@ def _start(cfg: DictConfig) -> _ReaderRun:
         cfg, splits=[qa.get("train_split"), str(qa.eval_split)], checkpoints={"resume": cfg.get("resume")}
     )  # qa.eval_only may name a hub adapter
     index = load_kg_index(cfg, evaluate=[str(qa.eval_split)])
-    backend = str(qa.get("backend", "local"))
-    training = (
-        backend == "local"
+    return _ReaderRun(cfg, t_start, index, trains(cfg), sources)
+
+
+def trains(cfg: DictConfig) -> bool:
+    """Does this run fine-tune a local reader (and so read the train split's evidence)?"""
+    qa = cfg.qa
+    return (
+        str(qa.get("backend", "local")) == "local"
         and not qa.get("eval_only")
         and bool(qa.get("train_split"))
         and bool(qa.train.get("enabled", True))
     )
-    return _ReaderRun(cfg, t_start, index, training, sources)
 
 
 def _gather_evidence(r: _ReaderRun) -> None:
@@ -382,19 +386,24 @@ def evidence_sources(cfg: DictConfig) -> list[dict[str, Any]]:
                 f"qa.retrieval.sources[{i}]: label {label!r} is used twice; set label: to tell them apart"
             )
         labels.append(label)
-        _check_source(i, src)
+        _check_source(i, src, [str(cfg.qa.eval_split)] + ([str(cfg.qa.train_split)] if trains(cfg) else []))
         sources.append({**src, "label": label})
     return sources
 
 
-def _check_source(i: int, src: dict[str, Any]) -> None:
-    """A missing file or an unknown retriever of one source, named before any retrieval runs."""
+def _check_source(i: int, src: dict[str, Any], splits: list[str]) -> None:
+    """A missing file or an unknown retriever of one source, named before any retrieval runs (a
+    source of results files names one for every split the run reads: no silent fallback)."""
     from gsr_train.retrievers.registry import names
 
     where = f"qa.retrieval.sources[{i}]"
-    for split, path in (src.get("results") or {}).items():
+    results = src.get("results") or {}
+    for split, path in results.items():
         if path and not Path(str(path)).is_file():
             raise PreflightError(f"{where}.results.{split}: {path} not found")
+    lacking = [s for s in splits if any(results.values()) and not results.get(s)]
+    if lacking:
+        raise PreflightError(f"{where}.results: no file for split {lacking[0]} (the run reads {', '.join(splits)})")
     if src.get("checkpoint") and not Path(str(src["checkpoint"])).is_file():
         raise PreflightError(f"{where}.checkpoint: {src['checkpoint']} not found")
     if src.get("retriever") and str(src["retriever"]) not in names():
