@@ -155,7 +155,17 @@ def test_gsr_model_scored_on_unseen_relations_counts_them(tmp_path):
     assert json.loads((out / "eval.json").read_text())["method"] == "gsr"
 
 
-def test_reader_adapter_scored_on_another_folder_with_cosine_evidence(tmp_path):
+@pytest.mark.parametrize(
+    "evidence, says",
+    [
+        ([], "cosine retriever"),
+        (["qa.retrieval.sources=[{retriever: cosine, top_k: 1}, {retriever: ppr, share: 40}]"], "merged from cosine"),
+    ],
+    ids=["cosine", "merged sources"],
+)
+def test_reader_adapter_scored_on_another_folder(tmp_path, evidence, says):
+    """A reader run (its evidence from the cosine retriever, or merged from two retrievers) scored by
+    eval.py on a folder that holds only a test split: the same evidence, retrieved there."""
     from gsr_train.runs.evaluate_run import run
     from gsr_train.runs.reader import run as train_reader
 
@@ -193,10 +203,11 @@ def test_reader_adapter_scored_on_another_folder_with_cosine_evidence(tmp_path):
             "data.splits=[train]",
             "qa.eval_split=train",
             *common,
+            *evidence,
         ]
     )
     train_reader(cfg)  # no retrieval checkpoint: cosine evidence, and it says so
-    assert "cosine retriever" in json.loads((run_dir / "metrics.json").read_text())["retrieval"]["train"]["evidence"]
+    assert says in json.loads((run_dir / "metrics.json").read_text())["retrieval"]["train"]["evidence"]
     save_run_config(run_dir, cfg, "reader_webqsp_mini")
     other = tmp_path / "other"
     other.mkdir()
@@ -210,6 +221,11 @@ def test_reader_adapter_scored_on_another_folder_with_cosine_evidence(tmp_path):
     assert set(metrics["metrics"]) == {f"finetuned_{v}" for v in cfg.qa.eval.variants.finetuned}
     assert metrics["k"] == 1 and metrics["eval_split"] == "test"
     assert metrics["metrics"]["finetuned_retrieved"]["all"]["n"] == 4
+    assert says in metrics["retrieval"]["test"]["evidence"]
+    if evidence:  # every line the reader saw names its source, in the new folder too
+        preds = [json.loads(x) for x in (out / "predictions_finetuned_retrieved.jsonl").read_text().splitlines()]
+        assert all(set(p["evidence_sources"]) <= {"cosine", "ppr"} for p in preds)
+        assert any(p["evidence_sources"] for p in preds)
 
 
 def test_untrained_retriever_by_experiment_name(tmp_path):
