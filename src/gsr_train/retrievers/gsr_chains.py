@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from gsr_train.kg.index import SplitGraphs
-from gsr_train.retrievers.interface import Scores
+from gsr_train.retrievers.interface import ROW_FIELDS, Scores
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +27,22 @@ class GSRChains:
 
     name = "gsr"
 
-    def __init__(self, beams: Sequence[Sequence[tuple[tuple[int, ...] | None, float]]], top_n: int = 3) -> None:
+    def __init__(
+        self,
+        beams: Sequence[Sequence[tuple[tuple[int, ...] | None, float]]],
+        top_n: int = 3,
+        names: tuple[Sequence[str], Sequence[str]] | None = None,
+        max_paths: int = 8,
+    ) -> None:
         self.beams = [list(b) for b in beams]
         self.top_n = int(top_n)
+        self.names, self.max_paths = names, int(max_paths)  # (entities, relations): write each row's paths
+
+    def with_paths(self, entities: Sequence[str], relations: Sequence[str], max_paths: int = 8) -> GSRChains:
+        """The same chains, whose rows also carry their reasoning paths (``e0 -> r1 -> e1 <- r2 <- e2``,
+        up to ``max_paths`` per executed chain) for the readers' ``paths`` format."""
+        self.names, self.max_paths = (entities, relations), int(max_paths)
+        return self
 
     @classmethod
     def decode(
@@ -81,10 +94,13 @@ class GSRChains:
 
         if len(split) != len(self.beams):
             raise ValueError(f"{len(self.beams)} decoded questions for a split of {len(split)}")
+        from gsr_train.kg.execution import verbalize_path
+
         ex = ChainExecutor(split, direction="both")
         num_e = int(split.edge_ptr[-1]) if len(split) else 0
         scores = torch.full((num_e,), -math.inf)
         valid_top, total_top, any_valid = 0, 0, 0
+        paths: list[list[str]] = [[] for _ in self.beams]
         for q, per_q in enumerate(self.beams):
             kept = 0
             flags = []
@@ -93,16 +109,24 @@ class GSRChains:
                 flags.append(ok)
                 if chain is not None and ok and kept < self.top_n:
                     kept += 1
-                    edges = ex.global_edges(ex.execute(q, chain))
+                    walk = ex.execute(q, chain)
+                    edges = ex.global_edges(walk)
                     if edges.numel():
                         cur = scores[edges]
                         scores[edges] = torch.maximum(cur, torch.full_like(cur, score))
+                    if self.names is not None:  # best chain first, its paths in enumeration order
+                        entities, relations = self.names
+                        found = ex.paths(walk, self.max_paths)
+                        paths[q] += [verbalize_path(p, walk, split, entities, relations) for p in found]
             top = flags[: self.top_n]
             valid_top += sum(top)
             total_top += len(top)
             any_valid += any(flags)
             ex.clear_cache()
-        return scores, {
+        extra: dict[str, Any] = {
             f"valid@{self.top_n}": valid_top / total_top if total_top else 0.0,
             "questions_with_valid_chain": any_valid / len(self.beams) if self.beams else 0.0,
         }
+        if self.names is not None:
+            extra[ROW_FIELDS] = {"paths": paths}
+        return scores, extra

@@ -124,10 +124,14 @@ def _gsr(options: Mapping[str, Any], inputs: RetrievalInputs):
     if inputs.split is None:
         raise ValueError("retriever 'gsr' needs the split whose questions it decodes (RetrievalInputs.split)")
     top_n = int((options.get("decode") or {}).get("top_n", 3))
+    index = inputs.index
     if options.get("model"):
-        return GSRChains.decode(options["model"], inputs.split.questions, inputs.index.relations, options.get("decode"))
+        chains = GSRChains.decode(options["model"], inputs.split.questions, index.relations, options.get("decode"))
+        return chains.with_paths(index.entities, index.relations)
     if options.get("results"):
-        return GSRChains.from_results(options["results"], inputs.split, inputs.index.relations, top_n)
+        return GSRChains.from_results(options["results"], inputs.split, index.relations, top_n).with_paths(
+            index.entities, index.relations
+        )
     raise ValueError("retriever 'gsr' needs options.model (a saved GSR model) or options.results (a results file)")
 
 

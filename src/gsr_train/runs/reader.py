@@ -171,11 +171,11 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
     if name not in names():
         raise PreflightError(f"qa.retrieval.retriever={name}: not a registered retriever; registered: {names()}")
     k = int(ret.k)
-    key = stable_hash("reader-retriever", 1, name, options, index.key, split_name, k, _container(cfg.encoder))
+    key = stable_hash("reader-retriever", 2, name, options, index.key, split_name, k, _container(cfg.encoder))
     path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-{name}-k{k}-{key}.jsonl"
     if not path.exists():
         from gsr_train.eval.results import write_results
-        from gsr_train.retrievers.interface import RetrievalInputs
+        from gsr_train.retrievers.interface import ROW_FIELDS, RetrievalInputs
         from gsr_train.retrievers.registry import build
         from gsr_train.text.embeddings import get_embeddings
 
@@ -189,9 +189,9 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
                 index, emb.question[split_name], emb, split, split_name, _container(cfg.encoder), cache_dir(cfg)
             ),
         )
-        scores, _ = retriever.score(split)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_results(path, index, split_name, scores, k)
+        scores, extra = retriever.score(split)
+        path.parent.mkdir(parents=True, exist_ok=True)  # rows keep the retriever's own fields (answers, paths)
+        write_results(path, index, split_name, scores, k, extra=(extra or {}).get(ROW_FIELDS))
         log.info(
             "retrieved top-%d triples of split %s with the %s retriever in %.1fs -> %s",
             k,
