@@ -194,3 +194,30 @@ def test_the_readme_sources_command_composes_and_names_both_sources():
     assert (
         sources[0]["options"]["checkpoint"] == "outputs/gnnrag_webqsp_mini/2026-11-26_01-30-00/checkpoints/best-XX.ckpt"
     )
+
+
+def test_a_registered_path_retriever_keeps_its_paths_and_answers_in_the_readers_evidence(tmp_path):
+    """A registered retriever's own row fields (GSR chains executed into paths) reach the reader's
+    evidence and its answer-from-retrieval, not only its triples."""
+    files, common = _reader_setup(tmp_path)
+    beams = tmp_path / "beams.jsonl"
+    chain = {"chain": ["location.country.languages_spoken"], "score": -0.1}
+    beams.write_text("".join(json.dumps({"id": f"te-{i}", "beams": [chain]}) + "\n" for i in range(3)))
+    sources = (
+        f"qa.retrieval.sources=[{{label: gsr, retriever: gsr, options: {{results: '{beams}'}}}},"
+        f"{{label: sgr, results: {{test: {files['triples']['test']}}}}}]"
+    )
+    out = tmp_path / "run"
+    from gsr_train.runs.reader import run
+
+    run(compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={out}", *common, sources]))
+    rows = [json.loads(x) for x in (out / "results_test.jsonl").read_text().splitlines()]
+    first = rows[0]["evidence"][0]
+    assert first == {
+        "line": "Country te0 -> location.country.languages_spoken -> Language te0",
+        "source": "gsr",
+        "entities": ["Country te0", "Language te0"],
+    }
+    assert rows[0]["answers"][0] == "Language te0"  # where the GSR path ends
+    alone = json.loads((out / "metrics.json").read_text())["retrieval_answers"]["all"]["metrics"]
+    assert alone["hit@1"] == pytest.approx(2 / 3)  # the third question's answer is not in its graph

@@ -103,6 +103,14 @@ def test_gsr_chains_from_results_file(toy, tmp_path):
     scores, extra = chains.score(split)
     assert extra["valid@3"] == 0.5 and extra["questions_with_valid_chain"] == 1.0
     assert bool((scores > -math.inf).any()) and float(scores.max()) == pytest.approx(-0.2)
+    assert "row_fields" not in extra  # paths only when asked (they need the names)
+    _, extra = chains.with_paths(index.entities, index.relations, max_paths=2).score(split)
+    paths = extra["row_fields"]["paths"]
+    assert len(paths) == len(split) and any(paths) and all(len(p) <= 2 for p in paths)
+    for per_q in paths:  # each path follows the decoded chain, hop by hop
+        for text in per_q:
+            assert text.index(" film.film.directed_by ") < text.index(" people.person.nationality ")
+            assert text.count(" -> ") + text.count(" <- ") == 4  # two hops, two arrows each
     path.write_text(json.dumps({"id": split.ids[0], "triples": []}) + "\n")
     with pytest.raises(ValueError, match="no 'beams'"):
         GSRChains.from_results(path, split, index.relations)
