@@ -77,6 +77,8 @@ def run_row(row: str, args: argparse.Namespace) -> dict:
         times = json.loads((folder / "bench_time.json").read_text())
         wall, cpu = times["wall_s"], times["cpu_s"]
     doc = json.loads(metrics_file.read_text())
+    if wall is None:  # a row run by hand: its own wall time, CPU time unknown
+        wall = (doc.get("timings") or {}).get("total_s")
     reader = doc["metrics"]["finetuned_retrieved"]["all"]["metrics"]
     alone = (doc.get("retrieval_answers") or {}).get("all", {}).get("metrics") if row != "closed_book" else None
     return {
