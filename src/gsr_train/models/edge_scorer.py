@@ -199,7 +199,7 @@ class EdgeScorerModule(pl.LightningModule):
         scores, found = self.score_batch(batch, 1)  # a node scorer: its first answer, right or not
         self._epoch_val_scores()[batch.edge_ids.cpu()] = scores.float().cpu()
         if found is not None and found.nodes.numel():
-            owner = batch.questions[batch.node_q[found.nodes].cpu()]
+            owner = batch.questions.cpu()[batch.node_q[found.nodes].cpu()]  # CPU table, batch on any device
             self._val_hits[owner] = batch.node_answer[found.nodes].float().cpu()
 
     def _merge_val_scores(self) -> None:

@@ -75,9 +75,9 @@ def score_split(
 def _collect(answers: list, split: SplitGraphs, batch: Any, found: NodeCandidates) -> None:
     """Append each candidate to its question's list (order kept), its path as split edge ids."""
     assert batch.nodes is not None  # make_batch sets it
-    nodes = found.nodes.cpu()
-    entity = split.entity_ids[batch.nodes[nodes]].tolist()
-    owner = batch.questions[batch.node_q.cpu()[nodes]].tolist()
+    nodes = found.nodes.cpu()  # the split's tables are on the CPU, the batch on any device
+    entity = split.entity_ids[batch.nodes.cpu()[nodes]].tolist()
+    owner = batch.questions.cpu()[batch.node_q.cpu()[nodes]].tolist()
     if found.paths is not None:
         steps = found.paths.cpu()
         edge_ids = batch.edge_ids.cpu()[steps.clamp(min=0)]
