@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from gsr_train.features.structure import node_features
@@ -158,9 +159,9 @@ def serve(
 def candidate_counts(split: SplitGraphs, answers: list[list[Candidate]]) -> dict[str, int]:
     """What a node scorer could not give: questions whose graph has no topic entity, questions
     without any candidate, candidates that no topic entity reaches (their row has no path)."""
-    topics = torch.zeros(len(split), dtype=torch.long)
-    owner = torch.repeat_interleave(torch.arange(len(split)), split.ent_ptr.diff())
-    topics.index_add_(0, owner, split.topic_mask.long())
+    from gsr_train.arrays import segment_sum
+
+    topics = segment_sum(split.topic_mask.numpy().view(np.uint8), split.ent_ptr.numpy())
     return {
         "no_topic_entity": int((topics == 0).sum()),
         "no_candidate": sum(not row for row in answers),
