@@ -11,7 +11,7 @@ import pytest
 from .conftest import compose_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_reader_helpers import tiny_llama_folder  # noqa: E402
+from test_reader_helpers import reader_run_overrides, tiny_llama_folder  # noqa: E402
 
 from .test_reader_run import _rows, _write  # noqa: E402
 
@@ -84,18 +84,7 @@ def _reader_setup(tmp_path):
             "".join(json.dumps({"id": r["id"], "triples": r["graph"][1:], "scores": [0.9, 0.5]}) + "\n" for r in rows)
         )
     common = [
-        f"paths.cache_dir={tmp_path / 'cache'}",
-        "experiment_name=test",
-        "logger=none",
-        "~callbacks.rich_progress",
-        "~callbacks.step_checkpoint",
-        "trainer.enable_progress_bar=false",
-        f"data.dir={data}",
-        "data.splits=[train,test]",
-        "data.labels={}",
-        "reader=tiny_llama",
-        f"reader.model={tiny_llama_folder(tmp_path / 'tiny')}",
-        "reader.precision=fp32",
+        *reader_run_overrides(tmp_path, data, tiny_llama_folder(tmp_path / "tiny")),
         "qa.format=paths",
         "top_k=3",
         "qa.max_prompt_tokens=400",

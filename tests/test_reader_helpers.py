@@ -68,3 +68,22 @@ def tiny_llama_folder(path: Path, seed: int = 0, context: int = 512) -> Path:
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def reader_run_overrides(tmp_path: Path, data: Path, model: Path) -> list[str]:
+    """What every reader run in the tests shares: a private cache, no loggers or bars, the hand-made
+    train + test folder ``data`` and the tiny fp32 reader ``model``."""
+    return [
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "experiment_name=test",
+        "logger=none",
+        "~callbacks.rich_progress",
+        "~callbacks.step_checkpoint",
+        "trainer.enable_progress_bar=false",
+        f"data.dir={data}",
+        "data.splits=[train,test]",
+        "data.labels={}",
+        "reader=tiny_llama",
+        f"reader.model={model}",
+        "reader.precision=fp32",
+    ]

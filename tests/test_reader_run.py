@@ -12,7 +12,7 @@ import pytest
 from .conftest import compose_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_reader_helpers import tiny_llama_folder  # noqa: E402
+from test_reader_helpers import reader_run_overrides, tiny_llama_folder  # noqa: E402
 
 
 def _rows(prefix: str, n: int) -> list[dict]:
@@ -60,18 +60,7 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
         )
     model = tiny_llama_folder(tmp_path / "tiny")
     common = [
-        f"paths.cache_dir={tmp_path / 'cache'}",
-        "experiment_name=test",
-        "logger=none",
-        "~callbacks.rich_progress",
-        "~callbacks.step_checkpoint",
-        "trainer.enable_progress_bar=false",
-        f"data.dir={data}",
-        "data.splits=[train,test]",
-        "data.labels={}",
-        "reader=tiny_llama",
-        f"reader.model={model}",
-        "reader.precision=fp32",
+        *reader_run_overrides(tmp_path, data, model),
         "qa.format=triples",
         "top_k=2",
         "qa.max_prompt_tokens=400",
