@@ -1,0 +1,209 @@
+"""Facts checked against a knowledge graph, offline: the calibration set, the encoder verifier and
+the figures of OKGQA's hallucination study (FActScore with its length penalty, the hallucination
+ratio, a verifier's AUC and accuracy).
+
+Two verbalisations on purpose: the knowledge source is the question's graph as triple lines
+``(h, r, t)`` (:func:`triple_line`, what readers see), while a fact is a sentence
+(:func:`fact_sentence`, the way an answer states it), so a true fact matches its triple closely
+but never verbatim, as an atomic fact split from a long-form answer would.
+
+The calibration set (:func:`calibration_facts`): per question, ``per_question`` triples between
+named entities (not Freebase's bookkeeping relations), each as a true fact and two false ones: the relation swapped for another relation
+of the same graph, and the tail replaced by another named entity of the graph (neither of which is
+a triple of the graph). A verifier's support scores on it give its AUC and the threshold with the
+best accuracy (:func:`calibrate`), so a user sees how far to trust a judge before using it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gsr_train.kg.index import SplitGraphs, names_have_text
+from gsr_train.text.embeddings import relation_words
+
+KINDS = ("true", "relation_swapped", "entity_replaced")
+META_RELATIONS = ("freebase.", "type.", "common.", "kg.")  # bookkeeping, not facts anyone states
+
+
+def triple_line(head: str, relation: str, tail: str) -> str:
+    """A knowledge-source line: the triple as readers see it."""
+    return f"({head}, {relation}, {tail})"
+
+
+def fact_sentence(head: str, relation: str, tail: str) -> str:
+    """A fact as an answer would state it: ``Jamaica country languages spoken Jamaican English.`` (the
+    last words of the relation, which name the property, not its id)."""
+    words = relation_words(relation).split()
+    return f"{head} {' '.join(words[-3:])} {tail}."  # the last words name the property, the first the domain
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One calibration fact: its sentence, whether it is true, how it was made, and its question."""
+
+    text: str
+    label: int  # 1 true, 0 false
+    kind: str  # one of KINDS
+    question: int  # position in the split: its graph is the knowledge source
+    about: int  # local node id of the entity the fact is about (its lines are the evidence looked at)
+
+
+def graph_lines(
+    split: SplitGraphs, q: int, entities: Sequence[str], relations: Sequence[str], about: Sequence[int] | None = None
+) -> list[str]:
+    """The knowledge source of question ``q``: the triples of its graph as lines, or only those that
+    touch the local nodes ``about`` (what a fact about them is checked against: a graph holds
+    thousands of triples, a fact concerns a few)."""
+    g = split.graph(q)
+    heads, tails, rels = g.edge_index[0], g.edge_index[1], g.edge_rel
+    if about is not None:
+        wanted = torch.as_tensor(list(about), dtype=heads.dtype)
+        keep = torch.isin(heads, wanted) | torch.isin(tails, wanted)
+        heads, tails, rels = heads[keep], tails[keep], rels[keep]
+    ids = g.entity_ids.tolist()
+    return [
+        triple_line(entities[int(ids[h])], relations[int(r)], entities[int(ids[t])])
+        for h, r, t in zip(heads.tolist(), rels.tolist(), tails.tolist())
+    ]
+
+
+def calibration_facts(
+    split: SplitGraphs, entities: Sequence[str], relations: Sequence[str], per_question: int = 2, seed: int = 0
+) -> list[Fact]:
+    """True and perturbed facts from the split's graphs (see the module docstring); deterministic in
+    ``seed``. A question whose graph offers no perturbation of a triple gives none for it."""
+    rng = np.random.default_rng(seed)
+    named = names_have_text(entities)
+    out: list[Fact] = []
+    for q in range(len(split)):
+        g = split.graph(q)
+        ids = g.entity_ids.numpy()
+        heads, tails, rels = g.edge_index[0].numpy(), g.edge_index[1].numpy(), g.edge_rel.numpy()
+        meta = np.asarray([relations[int(r)].startswith(META_RELATIONS) for r in rels.tolist()], dtype=bool)
+        ok = named[ids[heads]] & named[ids[tails]] & ~meta
+        if not ok.any():
+            continue
+        existing = set(zip(heads.tolist(), rels.tolist(), tails.tolist()))
+        candidates = np.flatnonzero(ok)
+        graph_rels = np.unique(rels[~meta])
+        named_nodes = np.flatnonzero(named[ids])
+        for e in rng.choice(candidates, size=min(per_question, candidates.size), replace=False).tolist():
+            h, r, t = int(heads[e]), int(rels[e]), int(tails[e])
+            name = lambda local: entities[int(ids[local])]  # noqa: E731
+            out.append(Fact(fact_sentence(name(h), relations[r], name(t)), 1, "true", q, h))
+            other_r = [x for x in rng.permutation(graph_rels).tolist() if (h, x, t) not in existing]
+            if other_r:
+                out.append(Fact(fact_sentence(name(h), relations[other_r[0]], name(t)), 0, KINDS[1], q, h))
+            other_t = [
+                x for x in rng.permutation(named_nodes).tolist() if x not in (h, t) and (h, r, x) not in existing
+            ]
+            if other_t:
+                out.append(Fact(fact_sentence(name(h), relations[r], name(other_t[0])), 0, KINDS[2], q, h))
+    return out
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+def closest_lines(fact: str, lines: Sequence[str], n: int) -> list[str]:
+    """The ``n`` lines sharing most words with ``fact`` (a lexical first stage, as FActScore retrieves
+    passages before judging: a graph holds thousands of lines, a fact concerns a few)."""
+    if len(lines) <= n:
+        return list(lines)
+    words = _words(fact)
+    overlap = np.asarray([len(words & _words(line)) for line in lines])
+    keep = np.argsort(-overlap, kind="stable")[:n]
+    return [lines[i] for i in keep]
+
+
+class EncoderVerifier:
+    """Support of a fact = its highest cosine similarity to a line of its knowledge source, with a
+    frozen text encoder (any :class:`~gsr_train.text.encoders.TextEncoder`), over the ``candidates``
+    lines that share most words with it; every distinct text is encoded once."""
+
+    name = "encoder"
+
+    def __init__(self, encoder, candidates: int = 32, batch_size: int = 256) -> None:
+        self.encoder, self.candidates, self.batch_size = encoder, int(candidates), int(batch_size)
+
+    def support(self, facts: Sequence[str], sources: Sequence[Sequence[str]]) -> np.ndarray:
+        """``[len(facts)]`` support scores in [-1, 1]; ``sources[i]`` is fact i's knowledge lines (an
+        empty source gives -1: nothing supports the fact)."""
+        if len(facts) != len(sources):
+            raise ValueError(f"{len(facts)} facts but {len(sources)} knowledge sources")
+        sources = [closest_lines(f, lines, self.candidates) for f, lines in zip(facts, sources)]
+        texts = list(dict.fromkeys([*facts, *(line for lines in sources for line in lines)]))
+        where = {t: i for i, t in enumerate(texts)}
+        emb = torch.nn.functional.normalize(self.encoder.encode(texts, batch_size=self.batch_size).float(), dim=-1)
+        out = np.full(len(facts), -1.0)
+        for i, (fact, lines) in enumerate(zip(facts, sources)):
+            if lines:
+                rows = torch.as_tensor([where[line] for line in lines])
+                out[i] = float((emb[rows] @ emb[where[fact]]).max())
+        return out
+
+
+def auc(scores: Sequence[float], labels: Sequence[int]) -> float | None:
+    """Area under the ROC curve (the chance that a true fact outscores a false one; ties count half);
+    None without both kinds."""
+    s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    pos, neg = int(y.sum()), int((~y).sum())
+    if not pos or not neg:
+        return None
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(len(s), dtype=np.float64)
+    sorted_s = s[order]
+    # average ranks over ties
+    start = 0
+    for end in np.append(np.flatnonzero(np.diff(sorted_s)) + 1, len(s)):
+        ranks[order[start:end]] = (start + end + 1) / 2.0
+        start = end
+    return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def calibrate(scores: Sequence[float], labels: Sequence[int]) -> dict[str, float | int | None]:
+    """The threshold (support >= threshold: supported) with the best accuracy on a labelled set, that
+    accuracy, and the AUC."""
+    s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.int64)
+    if s.size == 0:
+        raise ValueError("calibration needs at least one labelled fact")
+    candidates = np.unique(s)
+    best_t, best_acc = float(candidates[0]), -1.0
+    for t in candidates:
+        acc = float(((s >= t).astype(np.int64) == y).mean())
+        if acc > best_acc:
+            best_t, best_acc = float(t), acc
+    return {"threshold": best_t, "accuracy": best_acc, "auc": auc(s, y), "facts": int(s.size), "true": int(y.sum())}
+
+
+def factscore(supported: Sequence[Sequence[bool]], gamma: int = 10) -> dict[str, float | int | None]:
+    """FActScore over answers (``supported[i]``: the verdict on each atomic fact of answer i): the mean
+    share of supported facts, each answer's share multiplied by FActScore's length penalty
+    ``exp(1 - gamma / n)`` when it has ``n < gamma`` facts (``gamma=0``: none); the hallucination
+    ratio (unsupported facts over all facts); answers without a fact are counted, not scored."""
+    shares, penalised, facts, unsupported, empty = [], [], 0, 0, 0
+    for verdicts in supported:
+        n = len(verdicts)
+        if n == 0:
+            empty += 1
+            continue
+        share = sum(bool(v) for v in verdicts) / n
+        shares.append(share)
+        penalised.append(share * (math.exp(1 - gamma / n) if gamma and n < gamma else 1.0))
+        facts += n
+        unsupported += n - sum(bool(v) for v in verdicts)
+    return {
+        "factscore": float(np.mean(penalised)) if penalised else None,
+        "factscore_no_penalty": float(np.mean(shares)) if shares else None,
+        "hallucination_ratio": unsupported / facts if facts else None,
+        "answers": len(shares),
+        "answers_without_facts": empty,
+        "facts": facts,
+    }
