@@ -8,10 +8,11 @@ Two verbalisations on purpose: the knowledge source is the question's graph as t
 but never verbatim, as an atomic fact split from a long-form answer would.
 
 The calibration set (:func:`calibration_facts`): per question, ``per_question`` triples between
-named entities (not Freebase's bookkeeping relations), each as a true fact and two false ones: the relation swapped for another relation
-of the same graph, and the tail replaced by another named entity of the graph (neither of which is
-a triple of the graph). A verifier's support scores on it give its AUC and the threshold with the
-best accuracy (:func:`calibrate`), so a user sees how far to trust a judge before using it.
+named entities (not Freebase's bookkeeping relations), each as a true fact and two false ones:
+the relation swapped for another relation of the same graph, and the tail replaced by another
+named entity of the graph (neither of which is a triple of the graph). A verifier's support
+scores on it give its AUC and the threshold with the best accuracy (:func:`calibrate`), so a user
+sees how far to trust a judge before using it.
 """
 
 from __future__ import annotations
