@@ -113,15 +113,32 @@ def _words(text: str) -> set[str]:
     return set(re.findall(r"\w+", text.lower()))
 
 
-def closest_lines(fact: str, lines: Sequence[str], n: int) -> list[str]:
+class Knowledge:
+    """A knowledge source's lines with each line's words found once: a question's graph is matched
+    against every fact of every answer about it."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = list(lines)
+        self._words: list[set[str]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def closest(self, fact: str, n: int) -> list[str]:
+        if len(self.lines) <= n:
+            return list(self.lines)
+        if self._words is None:
+            self._words = [_words(line) for line in self.lines]
+        words = _words(fact)
+        overlap = np.asarray([len(words & w) for w in self._words])
+        keep = np.argsort(-overlap, kind="stable")[:n]
+        return [self.lines[i] for i in keep]
+
+
+def closest_lines(fact: str, lines: Sequence[str] | Knowledge, n: int) -> list[str]:
     """The ``n`` lines sharing most words with ``fact`` (a lexical first stage, as FActScore retrieves
     passages before judging: a graph holds thousands of lines, a fact concerns a few)."""
-    if len(lines) <= n:
-        return list(lines)
-    words = _words(fact)
-    overlap = np.asarray([len(words & _words(line)) for line in lines])
-    keep = np.argsort(-overlap, kind="stable")[:n]
-    return [lines[i] for i in keep]
+    return (lines if isinstance(lines, Knowledge) else Knowledge(lines)).closest(fact, n)
 
 
 class EncoderVerifier:
@@ -134,17 +151,17 @@ class EncoderVerifier:
     def __init__(self, encoder, candidates: int = 32, batch_size: int = 256) -> None:
         self.encoder, self.candidates, self.batch_size = encoder, int(candidates), int(batch_size)
 
-    def support(self, facts: Sequence[str], sources: Sequence[Sequence[str]]) -> np.ndarray:
+    def support(self, facts: Sequence[str], sources: Sequence[Sequence[str] | Knowledge]) -> np.ndarray:
         """``[len(facts)]`` support scores in [-1, 1]; ``sources[i]`` is fact i's knowledge lines (an
         empty source gives -1: nothing supports the fact)."""
         if len(facts) != len(sources):
             raise ValueError(f"{len(facts)} facts but {len(sources)} knowledge sources")
-        sources = [closest_lines(f, lines, self.candidates) for f, lines in zip(facts, sources)]
-        texts = list(dict.fromkeys([*facts, *(line for lines in sources for line in lines)]))
+        near = [closest_lines(f, lines, self.candidates) for f, lines in zip(facts, sources)]
+        texts = list(dict.fromkeys([*facts, *(line for lines in near for line in lines)]))
         where = {t: i for i, t in enumerate(texts)}
         emb = torch.nn.functional.normalize(self.encoder.encode(texts, batch_size=self.batch_size).float(), dim=-1)
         out = np.full(len(facts), -1.0)
-        for i, (fact, lines) in enumerate(zip(facts, sources)):
+        for i, (fact, lines) in enumerate(zip(facts, near)):
             if lines:
                 rows = torch.as_tensor([where[line] for line in lines])
                 out[i] = float((emb[rows] @ emb[where[fact]]).max())
@@ -208,3 +225,17 @@ def factscore(supported: Sequence[Sequence[bool]], gamma: int = 10) -> dict[str,
         "answers_without_facts": empty,
         "facts": facts,
     }
+
+
+def agreement(a: Sequence[bool], b: Sequence[bool]) -> dict[str, float | int | None]:
+    """How often two verifiers agree on the same facts, and Cohen's kappa (agreement beyond what
+    their rates of "supported" would give by chance; None when that chance is 1)."""
+    x, y = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    if x.shape != y.shape:
+        raise ValueError(f"agreement: {x.size} verdicts against {y.size}")
+    if x.size == 0:
+        return {"facts": 0, "agreement": None, "kappa": None}
+    observed = float((x == y).mean())
+    chance = float(x.mean() * y.mean() + (1 - x.mean()) * (1 - y.mean()))
+    kappa = None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
+    return {"facts": int(x.size), "agreement": observed, "kappa": kappa}

@@ -146,17 +146,46 @@ class TransformersBackend:
             kwargs.update(do_sample=True, temperature=temperature, top_p=params.get("top_p") or 1.0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        want_logprobs = bool(params.get("logprobs"))
+        if want_logprobs:
+            kwargs.update(output_logits=True, return_dict_in_generate=True)
         with self._lock, torch.inference_mode():
             if params.get("seed") is not None:
                 torch.manual_seed(int(params["seed"]))
             out = self.model.generate(**enc, **kwargs)
+        logprobs = None
+        if want_logprobs:
+            logprobs = self._logprobs(out.sequences[0, n_prompt:], out.logits, int(params.get("top_logprobs") or 0))
+            out = out.sequences
         new = out[0, n_prompt:]
         eos = self.tokenizer.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos])
         finished = bool(len(new)) and int(new[-1]) in eos_ids
         text = self.tokenizer.decode(new, skip_special_tokens=True)
         finish = "stop" if finished or len(new) < max_new else "length"
-        return Generation(text, n_prompt, int(len(new)), finish)
+        return Generation(text, n_prompt, int(len(new)), finish, logprobs)
+
+    def _logprobs(self, tokens, logits, top: int) -> list[dict]:
+        """OpenAI-style per-token log-probabilities (of the raw logits, before any sampling warp)."""
+        import torch
+
+        out = []
+        for token, step in zip(tokens.tolist(), logits):
+            lp = torch.log_softmax(step[0].float(), dim=-1)
+            best = torch.topk(lp, top) if top else None
+            out.append(
+                {
+                    "token": self.tokenizer.decode([token]),
+                    "logprob": float(lp[token]),
+                    "top_logprobs": []
+                    if best is None
+                    else [
+                        {"token": self.tokenizer.decode([int(i)]), "logprob": float(v)}
+                        for v, i in zip(best.values.tolist(), best.indices.tolist())
+                    ],
+                }
+            )
+        return out
 
 
 def _listening(host: str, port: int) -> bool:

@@ -35,6 +35,9 @@ class Generation:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str = "stop"
+    # OpenAI's ``choices[0].logprobs.content``: per generated token ``{token, logprob,
+    # top_logprobs: [{token, logprob}, ...]}``; None when the backend cannot give them
+    logprobs: list[dict] | None = None
 
 
 class Backend(Protocol):
@@ -63,7 +66,7 @@ class ScriptedBackend:
 
     def __init__(
         self,
-        respond: Callable[[list[dict], dict], str] | str = "ok",
+        respond: Callable[[list[dict], dict], str | Generation] | str = "ok",
         faults: Sequence[int | tuple[int, dict]] = (),
         block_after: int | None = None,
         delay: float = 0.0,
@@ -92,8 +95,10 @@ class ScriptedBackend:
             self.gate.wait()
         if self.delay:
             time.sleep(self.delay)
-        text = self.respond(messages, params)
-        return Generation(text, _count_words(messages), len(text.split()))
+        answer = self.respond(messages, params)
+        if isinstance(answer, Generation):  # a script that also gives token log-probabilities
+            return answer
+        return Generation(answer, _count_words(messages), len(answer.split()))
 
 
 @dataclass
@@ -148,7 +153,12 @@ def _validate(body: Any, model_name: str, max_tokens_limit: int) -> dict:
     seed = body.get("seed")
     if seed is not None and not isinstance(seed, int):
         raise RequestError(400, "seed must be an integer")
+    top_logprobs = body.get("top_logprobs")
+    if top_logprobs is not None and (not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20):
+        raise RequestError(400, "top_logprobs must be an integer in 0..20")
     return {
+        "logprobs": bool(body.get("logprobs")),
+        "top_logprobs": int(top_logprobs or 0),
         "max_tokens": max_tokens,
         "temperature": float(temperature),
         "top_p": body.get("top_p"),
@@ -163,7 +173,7 @@ def _apply_stop(gen: Generation, stop: list[str] | None) -> Generation:
     cut = min((gen.text.find(s) for s in stop if s and s in gen.text), default=-1)
     if cut < 0:
         return gen
-    return Generation(gen.text[:cut], gen.prompt_tokens, gen.completion_tokens, "stop")
+    return Generation(gen.text[:cut], gen.prompt_tokens, gen.completion_tokens, "stop", gen.logprobs)
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -273,6 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": gen.text},
+                        "logprobs": {"content": gen.logprobs} if params["logprobs"] and gen.logprobs else None,
                         "finish_reason": gen.finish_reason,
                     }
                 ],

@@ -347,6 +347,59 @@ class RobustnessRun:
 
 
 @dataclass
+class GEvalRun:
+    """G-Eval: the criteria rated and how a rating is read (gsr_train.openended.stages.geval)."""
+
+    criteria: list = field(
+        default_factory=lambda: ["context_relevance", "comprehensiveness", "correctness", "empowerment"]
+    )
+    method: str = one_of("auto", "auto", "logprobs", "samples")
+    samples: int = at_least(1, 5)
+    temperature: float = at_least(0, 1.0)
+    max_tokens: int = at_least(1, 3)
+
+
+@dataclass
+class JudgeCalibration:
+    per_question: int = at_least(1, 1)  # true facts per graph (each with its two perturbed copies)
+    max_facts: int | None = at_least(1, 150)
+    seed: int = 0
+
+
+@dataclass
+class PerturbGrid:
+    """The OKGQA-P grid of ``+experiment=okgqa_perturbed`` (gsr_train.robustness.perturb)."""
+
+    methods: list = field(default_factory=lambda: ["swap", "replace", "rewire", "delete"])
+    levels: list = field(default_factory=lambda: [0.5, 1.0])
+    seed: int = 0
+    kge: KGEConfig = field(default_factory=KGEConfig)
+
+
+@dataclass
+class OpenEndedRun:
+    """OKGQA's open-ended evaluation (conf/experiment/okgqa_defaults.yaml restates these defaults)."""
+
+    questions: str = "embedded"  # embedded | a questions .jsonl | OKGQA's CSV
+    max_questions: int | None = at_least(1, 50)
+    skip_unknown: bool = False  # questions about graphs the split lacks: counted and skipped
+    forms: list = field(default_factory=lambda: ["none", "triplets"])
+    results: dict = field(default_factory=dict)  # label -> results_<split>.jsonl of any retriever
+    knowledge: str = "graph"  # graph | evidence | a text file
+    answer_tokens: int = at_least(1, 160)
+    fact_tokens: int = at_least(1, 160)
+    max_facts: int = at_least(1, 10)
+    verifiers: list = field(default_factory=lambda: ["encoder", "llm"])
+    encoder_candidates: int = at_least(1, 32)
+    llm_lines: int = at_least(1, 10)
+    gamma: int = at_least(0, 10)
+    threads: int | None = at_least(1, 2)
+    geval: GEvalRun = field(default_factory=GEvalRun)
+    calibration: JudgeCalibration = field(default_factory=JudgeCalibration)
+    perturb: PerturbGrid = field(default_factory=PerturbGrid)
+
+
+@dataclass
 class EdgeTrain:
     """How a trainable retriever (an EdgeScorerModule) trains."""
 
@@ -417,6 +470,12 @@ RECIPES: dict[str, Recipe] = {
         "conf/robustness/default.yaml", ("split", "top_k"), {"robustness": RobustnessRun, "classic": ClassicRun}
     ),
 }
+_OPEN_ENDED = Recipe(
+    "conf/experiment/okgqa_defaults.yaml",
+    ("split", "top_k"),
+    {"open_ended": OpenEndedRun, "classic": ClassicRun, "llm": LLMConfig},
+)
+RECIPES.update({"open_ended": _OPEN_ENDED, "judge_calibration": _OPEN_ENDED, "open_ended_perturbed": _OPEN_ENDED})
 GROUPS = {"model": "name", "reader": "name", "patterns": "source"}  # group folder -> key naming its file
 
 
@@ -432,6 +491,8 @@ def _section_file(section: str, node: Any, recipe: Recipe) -> str:
         return "conf/llm/ (llm=...)"
     if section == "classic":
         return "conf/experiment/classic_defaults.yaml"
+    if section == "open_ended":
+        return "conf/experiment/okgqa_defaults.yaml"
     return recipe.file
 
 

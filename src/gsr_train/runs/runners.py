@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gsr_train.data.errors import UserError
-from gsr_train.runs import classic, cosine, gsr, patterns, reader, retrieve, robustness, subgraphrag
+from gsr_train.runs import classic, cosine, gsr, open_ended, patterns, reader, retrieve, robustness, subgraphrag
 from gsr_train.runs.recipes import runner_name
 
 Runner = Callable[[DictConfig], Any]
@@ -29,6 +29,9 @@ RUNNERS: dict[str, Runner] = {
     "simgrag": patterns.run_simgrag,
     "safe": patterns.run_safe,
     "robustness": robustness.run,
+    "open_ended": open_ended.run_open_ended,
+    "judge_calibration": open_ended.run_calibration,
+    "open_ended_perturbed": open_ended.run_perturbed,
 }
 
 

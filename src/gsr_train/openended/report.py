@@ -1,0 +1,114 @@
+"""The open-ended evaluation's tables, metrics rows and the OKGQA-P plot (the paper's Figure 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gsr_train.openended.stages import CRITERIA
+
+SHORT = {"context_relevance": "G-Eval rel", "comprehensiveness": "comp", "correctness": "corr", "empowerment": "emp"}
+
+
+def values(f: Mapping[str, Any]) -> dict[str, float | None]:
+    """A condition's headline figures, flat (the metrics row and the plot read these names)."""
+    out: dict[str, float | None] = {"answered": f["answered"], "mean_facts": f["mean_facts"]}
+    for v in ("encoder", "llm"):
+        if f.get(v):
+            out[f"factscore_{v}"] = f[v]["factscore"]
+            out[f"factscore_no_penalty_{v}"] = f[v]["factscore_no_penalty"]
+            out[f"hallucination_{v}"] = f[v]["hallucination_ratio"]
+    if f.get("agreement"):
+        out["verifier_agreement"] = f["agreement"]["agreement"]
+        out["verifier_kappa"] = f["agreement"]["kappa"]
+    for crit, rating in (f.get("geval") or {}).items():
+        out[f"geval_{crit}"] = rating
+    return out
+
+
+def condition_rows(
+    figures: Mapping[str, Any], split: str, k: int, labels: Mapping[str, Mapping[str, Any]]
+) -> list[dict]:
+    """The tail's rows (:mod:`gsr_train.eval.tail`): one per condition, labelled by form (and
+    perturbation and level in the grid)."""
+    from gsr_train.eval.tail import metrics_row
+
+    rows = []
+    for label, f in figures.items():
+        lab = dict(labels.get(label, {"form": label}))
+        rows.append(metrics_row(f"open_ended-{lab['form']}", split, k, values(f), condition=label, **lab))
+    return rows
+
+
+def _f(v: Any, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def conditions_table(figures: Mapping[str, Any], title: str, labels: Mapping[str, Mapping] | None = None) -> str:
+    """Markdown: per condition, answers, facts, FActScore and hallucination per verifier, their
+    agreement, the G-Eval means and how the ratings were read."""
+    crits = [c for c in CRITERIA if any(c in (f.get("geval") or {}) for f in figures.values())]
+    head = ["condition", "answered", "facts/answer", "FActScore enc", "halluc. enc", "FActScore LLM", "halluc. LLM"]
+    head += ["agreement", *(SHORT[c] for c in crits), "rated by"]
+    lines = [
+        f"### Open-ended answers: {title}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---|" + "---:|" * (len(head) - 1),
+    ]
+    for label, f in figures.items():
+        v = values(f)
+        row = [
+            label,
+            f"{f['answered']}/{f['cases']}",
+            _f(v.get("mean_facts"), 1),
+            _f(v.get("factscore_encoder")),
+            _f(v.get("hallucination_encoder")),
+            _f(v.get("factscore_llm")),
+            _f(v.get("hallucination_llm")),
+            _f(v.get("verifier_agreement")),
+            *(_f(v.get(f"geval_{c}"), 2) for c in crits),
+            ", ".join(f"{m} {n}" for m, n in (f.get("geval_method") or {}).items()) or "-",
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    skipped = {
+        label: {
+            stage: {k: n for k, n in c.items() if not k.startswith(("rated_by", "verdict_by")) and n}
+            for stage, c in f.get("counts", {}).items()
+        }
+        for label, f in figures.items()
+    }
+    notes = [
+        f"{label}: "
+        + "; ".join(f"{stage} " + ", ".join(f"{k} {n}" for k, n in c.items()) for stage, c in st.items() if c)
+        for label, st in skipped.items()
+        if any(st.values())
+    ]
+    if notes:
+        lines += ["", "Not scored (counted per reason):", *(f"- {n}" for n in notes)]
+    return "\n".join(lines)
+
+
+def grid_plot(
+    figures: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]], path: str | Path, metric: str, title: str
+) -> Path:
+    """``metric`` against perturbation level, one panel per perturbation method, one line per form
+    (through the robustness study's plot, so both studies draw alike)."""
+    from gsr_train.robustness.run import plot
+
+    results = []
+    for label, f in figures.items():
+        lab = labels[label]
+        if lab["form"] == "none":
+            continue
+        results.append(
+            {
+                "retriever": lab["form"],
+                "method": lab["perturbation"],
+                "level": lab["level"],
+                metric: {"all": {"0": values(f).get(metric)}},
+            }
+        )
+    methods = list(dict.fromkeys(r["method"] for r in results if r["method"] != "none"))
+    return plot({"ks": [0], "methods": methods, "results": results}, path, metric, 0, title)

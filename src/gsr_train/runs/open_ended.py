@@ -1,0 +1,346 @@
+"""Runners of OKGQA's open-ended evaluation (:mod:`gsr_train.openended`):
+
+* ``open_ended`` (``+experiment=okgqa_open_ended``): questions -> long-form answers in every
+  ``open_ended.forms`` (``none``: closed book) -> FActScore against the KG with two verifiers,
+  their agreement, and G-Eval; the judge calibration is printed first;
+* ``judge_calibration`` (``+experiment=okgqa_calibration``): the calibration alone;
+* ``open_ended_perturbed`` (``+experiment=okgqa_perturbed``): the same per perturbation method x
+  level x form of the OKGQA-P grid, one table and one plot (the paper's Figure 5).
+
+Every LLM answer goes through the response cache as it arrives, so ``resume=auto`` after a kill
+asks only what had not been answered; every file is written atomically at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from gsr_train.config import as_dict
+from gsr_train.data.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+class OpenEndedOptionError(UserError, ValueError):
+    """An ``open_ended`` option that names something that does not exist."""
+
+
+@dataclass
+class _Setup:
+    index: Any
+    split_name: str
+    qs: Any  # gsr_train.openended.pipeline.Questions
+    counts: dict
+    emb: Any  # KG embeddings (classic forms), or None
+    judges: Any
+    opts: Any  # JudgeOptions
+    results: dict
+    classic: dict | None = None  # the classic retrievers' options (the evidence forms)
+
+
+def _check(cfg: DictConfig, forms: list[str]) -> dict:
+    """The user's mistakes in ``open_ended``, one message before any work; the results files read."""
+    from gsr_train.llm.runner import read_jsonl
+    from gsr_train.openended.forms import check_forms
+    from gsr_train.openended.stages import CRITERIA
+
+    oe = cfg.open_ended
+    results = as_dict(oe.results) if oe.get("results") else {}
+    try:
+        check_forms(forms, results)
+    except ValueError as e:
+        raise OpenEndedOptionError(str(e)) from None
+    bad = sorted(set(oe.verifiers) - {"encoder", "llm"})
+    if bad or not oe.verifiers:
+        raise OpenEndedOptionError(f"open_ended.verifiers={list(oe.verifiers)}: name encoder and/or llm")
+    bad = sorted(set(oe.geval.criteria) - set(CRITERIA))
+    if bad:
+        raise OpenEndedOptionError(f"open_ended.geval.criteria: unknown {bad} (known: {', '.join(CRITERIA)})")
+    if oe.knowledge not in ("graph", "evidence") and not Path(str(oe.knowledge)).is_file():
+        raise OpenEndedOptionError(f"open_ended.knowledge={oe.knowledge}: not graph, evidence or an existing text file")
+    if str(oe.questions) != "embedded" and not Path(str(oe.questions)).is_file():
+        raise OpenEndedOptionError(f"open_ended.questions={oe.questions}: no such file (embedded, a .jsonl or OKGQA's .csv)")
+    for label, path in results.items():
+        if not Path(str(path)).is_file():
+            raise OpenEndedOptionError(f"open_ended.results.{label}={path}: no such file")
+    return {label: {r["id"]: r for r in read_jsonl(path)} for label, path in results.items()}
+
+
+def _options(cfg: DictConfig):
+    from gsr_train.openended.pipeline import JudgeOptions
+    from gsr_train.openended.stages import GEvalOptions
+
+    oe = cfg.open_ended
+    g = oe.geval
+    return JudgeOptions(
+        top_k=int(cfg.top_k),
+        answer_tokens=int(oe.answer_tokens),
+        fact_tokens=int(oe.fact_tokens),
+        max_facts=int(oe.max_facts),
+        knowledge=str(oe.knowledge),
+        encoder_candidates=int(oe.encoder_candidates),
+        llm_lines=int(oe.llm_lines),
+        verifiers=tuple(oe.verifiers),
+        gamma=int(oe.gamma),
+        geval=GEvalOptions(tuple(g.criteria), str(g.method), int(g.samples), float(g.temperature), int(g.max_tokens)),
+    )
+
+
+def _questions(cfg: DictConfig, index, split_name: str, encoder):
+    """The questions under study (the first ``max_questions``) with their graphs and embeddings."""
+    from gsr_train.openended.pipeline import Questions
+    from gsr_train.openended.questions import load_questions
+
+    oe = cfg.open_ended
+    graphs = index[split_name]
+    where = {g: i for i, g in enumerate(graphs.ids)}
+    try:
+        questions, counts = load_questions(
+            str(oe.questions), known_graph_ids=set(where), skip_unknown=bool(oe.skip_unknown)
+        )
+    except ValueError as e:
+        raise OpenEndedOptionError(
+            f"open_ended.questions={oe.questions} against {cfg.data.name} [{split_name}]: {e}"
+        ) from None
+    if oe.get("max_questions"):
+        questions = questions[: int(oe.max_questions)]
+    if not questions:
+        raise OpenEndedOptionError(f"open_ended.questions={oe.questions}: no question about a graph of {split_name}")
+    texts = [q.question for q in questions]
+    qs = Questions(
+        [q.id for q in questions],
+        texts,
+        [q.graph_id for q in questions],
+        graphs.subset([where[q.graph_id] for q in questions]),
+        encoder.encode(texts).float(),
+    )
+    return qs, dict(counts)
+
+
+def _judges(cfg: DictConfig, llm_cfg: dict, encoder, opts):
+    """The stages' LLM endpoint and cache (the run's cache folder unless llm.cache_path says) and
+    the encoder verifier."""
+    from gsr_train.eval.fact_check import EncoderVerifier
+    from gsr_train.llm.cache import ResponseCache
+    from gsr_train.openended.pipeline import Judges
+    from gsr_train.runs.run_data import cache_dir
+
+    path = llm_cfg.get("cache_path") or cache_dir(cfg) / "llm" / "responses.sqlite"
+    cache = ResponseCache(path) if llm_cfg.get("use_cache", True) else None
+    verifier = EncoderVerifier(encoder, opts.encoder_candidates) if "encoder" in opts.verifiers else None
+    return Judges(llm_cfg, cache, verifier, None)
+
+
+def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
+    """Everything a run needs, after every option was checked."""
+    from gsr_train.runs.run_data import cache_dir, load_kg_index
+    from gsr_train.text.embeddings import get_embeddings
+    from gsr_train.text.encoders import load_encoder
+
+    results = _check(cfg, forms)
+    opts = _options(cfg)
+    torch.set_num_threads(int(cfg.open_ended.get("threads") or 1))
+    split_name = str(cfg.get("split", "test"))
+    index = load_kg_index(cfg, evaluate=[split_name])
+    encoder = load_encoder(as_dict(cfg.encoder))
+    qs, counts = _questions(cfg, index, split_name, encoder)
+    classic = any(f in ("triplets", "paths", "subgraphs") for f in forms)
+    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=[split_name]) if classic else None
+    classic_opts = {k: v for k, v in as_dict(cfg.classic).items() if k != "method"} if cfg.get("classic") else None
+    return _Setup(index, split_name, qs, counts, emb, _judges(cfg, llm_cfg, encoder, opts), opts, results, classic_opts)
+
+
+def _calibrate(cfg: DictConfig, s: _Setup) -> dict:
+    """The judge calibration on the studied graphs; sets the encoder verifier's threshold; printed."""
+    from gsr_train.openended.calibration import calibrate_judges, calibration_set, calibration_table
+
+    c = cfg.open_ended.calibration
+    facts = calibration_set(s.qs.split, s.index, int(c.per_question), c.get("max_facts"), int(c.seed))
+    report = calibrate_judges(facts, s.qs.split, s.index, s.judges, s.opts)
+    if "encoder" in report:
+        s.judges.threshold = float(report["encoder"]["threshold"])
+    report["table"] = calibration_table(report, str(s.judges.llm.get("model")))
+    print(report["table"], flush=True)
+    return report
+
+
+def _with_endpoint(cfg: DictConfig, body) -> Any:
+    """Run ``body(llm_cfg)`` with the LLM endpoint answering (served here when ``llm.autostart``)."""
+    from gsr_train.llm.local_model import local_endpoint
+    from gsr_train.runs.run_data import cache_dir
+
+    llm_cfg = as_dict(cfg.llm)
+    if "llm" not in cfg.open_ended.verifiers and cfg.runner == "judge_calibration":
+        return body(llm_cfg)  # the encoder alone needs no endpoint
+    with local_endpoint(llm_cfg, cache_dir(cfg)) as served:
+        return body(served)
+
+
+def run_calibration(cfg: DictConfig) -> dict:
+    """``+experiment=okgqa_calibration``: each verifier's accuracy and AUC on true / perturbed KG facts."""
+
+    def body(llm_cfg: dict) -> dict:
+        t0 = time.perf_counter()
+        s = _setup(cfg, llm_cfg, ["none"])
+        report = _calibrate(cfg, s)
+        rows = [_calibration_row(name, report[name], s.split_name) for name in ("encoder", "llm") if name in report]
+        details = {"calibration": report, "llm_usage": s.judges.usage, "questions": s.counts}
+        details["total_seconds"] = round(time.perf_counter() - t0, 2)
+        _write(cfg, s, rows, details, "calibration.md", report["table"])
+        return details
+
+    return _with_endpoint(cfg, body)
+
+
+def _calibration_row(name: str, r: dict, split: str) -> dict:
+    from gsr_train.eval.tail import metrics_row
+
+    keys = ("auc", "accuracy", "threshold", "accuracy_at_0.5")
+    return metrics_row(f"verifier-{name}", split, None, {k: r.get(k) for k in keys if k in r}, verifier=name)
+
+
+def _write(cfg: DictConfig, s: _Setup, rows: list, details: dict, md_name: str, md: str, answers=None) -> None:
+    """metrics.json, the markdown report and (when given) the per-answer rows, each atomically."""
+    from gsr_train.io import atomic_write, write_jsonl
+    from gsr_train.runs.run_data import output_dir, save_metrics
+
+    out = output_dir(cfg)
+    if answers is not None:
+        write_jsonl(out / f"open_ended_{s.split_name}.jsonl", answers)
+    with atomic_write(out / md_name, "w") as f:
+        f.write(md + "\n")
+    save_metrics(cfg, s.index.key, rows, details)
+    print(
+        f"\nwrote {out / md_name}, {out / 'metrics.json'}"
+        + (f", {out / f'open_ended_{s.split_name}.jsonl'}" if answers is not None else "")
+    )
+
+
+def _judge_all(s: _Setup, conditions: list) -> tuple[dict, list[dict]]:
+    """Every condition answered and judged (:func:`gsr_train.openended.pipeline.judge_condition`)."""
+    from gsr_train.openended.pipeline import judge_condition, knowledge_sources, make_cases
+
+    sources = knowledge_sources(s.qs, s.index, s.opts.knowledge)
+    figures, rows = {}, []
+    for cond in conditions:
+        t0 = time.perf_counter()
+        cases = make_cases(s.qs, cond, s.index, s.emb, s.opts, s.classic, s.results)
+        figures[cond.label], part = judge_condition(cases, sources, s.judges, s.opts)
+        figures[cond.label]["seconds"] = round(time.perf_counter() - t0, 2)
+        rows += part
+        log.info("%s: %s", cond.label, _summary_line(figures[cond.label]))
+    return figures, rows
+
+
+def _summary_line(f: dict) -> str:
+    parts = [f"{f['answered']}/{f['cases']} answered"]
+    for v in ("encoder", "llm"):
+        if f.get(v) and f[v]["factscore"] is not None:
+            parts.append(f"FActScore[{v}] {f[v]['factscore']:.3f} hallucination {f[v]['hallucination_ratio']:.3f}")
+    return ", ".join(parts)
+
+
+def run_open_ended(cfg: DictConfig) -> dict:
+    """``+experiment=okgqa_open_ended``: calibration, then every form answered and judged."""
+    from gsr_train.openended.pipeline import Condition
+    from gsr_train.openended.report import condition_rows, conditions_table
+
+    forms = list(cfg.open_ended.forms)
+
+    def body(llm_cfg: dict) -> dict:
+        t0 = time.perf_counter()
+        s = _setup(cfg, llm_cfg, forms)
+        calibration = _calibrate(cfg, s)
+        figures, answers = _judge_all(s, [Condition(f, f, s.qs.split) for f in forms])
+        table = conditions_table(figures, f"{cfg.data.name} [{s.split_name}], {len(s.qs.ids)} questions")
+        print(table, flush=True)
+        details = _details(s, figures, calibration, t0)
+        rows = condition_rows(figures, s.split_name, int(cfg.top_k), {f: {"form": f} for f in forms})
+        _write(cfg, s, rows, details, "open_ended.md", calibration["table"] + "\n\n" + table, answers)
+        return details
+
+    return _with_endpoint(cfg, body)
+
+
+def _details(s: _Setup, figures: dict, calibration: dict, t0: float) -> dict:
+    return {
+        "conditions": figures,
+        "calibration": calibration,
+        "encoder_threshold": s.judges.threshold,
+        "questions": {**s.counts, "studied": len(s.qs.ids)},
+        "llm": {"model": s.judges.llm.get("model"), "base_url": s.judges.llm.get("base_url")},
+        "llm_usage": s.judges.usage,
+        "total_seconds": round(time.perf_counter() - t0, 2),
+    }
+
+
+def run_perturbed(cfg: DictConfig) -> dict:
+    """``+experiment=okgqa_perturbed``: the open-ended evaluation per perturbation x level x form."""
+    from gsr_train.openended.report import condition_rows, conditions_table, grid_plot
+
+    forms = list(cfg.open_ended.forms)
+
+    def body(llm_cfg: dict) -> dict:
+        t0 = time.perf_counter()
+        s = _setup(cfg, llm_cfg, forms)
+        calibration = _calibrate(cfg, s)
+        conditions, labels, similarity = _perturbed_conditions(cfg, s, forms)
+        figures, answers = _judge_all(s, conditions)
+        title = f"{cfg.data.name} [{s.split_name}], {len(s.qs.ids)} questions, seed {int(cfg.open_ended.perturb.seed)}"
+        table = conditions_table(figures, title, labels)
+        print(table, flush=True)
+        details = {**_details(s, figures, calibration, t0), "labels": labels, "similarity": similarity}
+        rows = condition_rows(figures, s.split_name, int(cfg.top_k), labels)
+        pngs = [grid_plot(figures, labels, s_out(cfg) / f"okgqa_perturbed_{m}.png", m, title) for m in _PLOTTED]
+        _write(cfg, s, rows, details, "okgqa_perturbed.md", calibration["table"] + "\n\n" + table, answers)
+        print("plots: " + ", ".join(str(p) for p in pngs))
+        return details
+
+    return _with_endpoint(cfg, body)
+
+
+_PLOTTED = ("factscore_encoder", "hallucination_llm")
+
+
+def s_out(cfg: DictConfig) -> Path:
+    from gsr_train.runs.run_data import output_dir
+
+    return output_dir(cfg)
+
+
+def _perturbed_conditions(cfg: DictConfig, s: _Setup, forms: list[str]) -> tuple[list, dict, list]:
+    """The grid's conditions (closed book once, each evidence form on the original graphs and on
+    every perturbed copy), their labels, and each perturbed copy's similarity to the original."""
+    from gsr_train.openended.pipeline import Condition
+    from gsr_train.robustness.kge import get_scorer
+    from gsr_train.robustness.perturb import METHODS, perturb
+    from gsr_train.robustness.similarity import similarity
+    from gsr_train.runs.run_data import cache_dir
+
+    p = cfg.open_ended.perturb
+    bad = sorted(set(p.methods) - set(METHODS))
+    if bad:
+        raise OpenEndedOptionError(f"open_ended.perturb.methods: unknown {bad} (known: {', '.join(METHODS)})")
+    scorer = get_scorer(s.qs.split, len(s.index.relations), as_dict(p.kge), cache_dir(cfg))
+    conditions, labels, sims = [], {}, []
+    for form in forms:
+        conditions.append(Condition(form, form, s.qs.split))
+        labels[form] = {"form": form, "perturbation": "none", "level": 0.0}
+    for method in p.methods:
+        for level in (float(x) for x in p.levels if float(x) > 0):
+            pert = perturb(s.qs.split, method, level, int(p.seed), scorer=scorer)
+            sims.append({"method": method, "level": level, **similarity(s.qs.split, pert.split, scorer).to_dict()})
+            for form in forms:
+                if form == "none":
+                    continue  # the closed book reads no graph
+                label = f"{form}@{method}:{level:g}"
+                conditions.append(Condition(label, form, pert.split))
+                labels[label] = {"form": form, "perturbation": method, "level": level}
+    return conditions, labels, sims

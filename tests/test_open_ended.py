@@ -1,0 +1,120 @@
+"""OKGQA's open-ended evaluation end to end against a scripted judge (tests/open_ended_helpers.py):
+every figure below follows from the script, so each one is asserted exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from gsr_train.llm.server import ScriptedBackend, serve_in_thread
+
+from .conftest import compose_config
+from .open_ended_helpers import judge
+from .patterns_helpers import tiny_dataset
+
+QUESTIONS = [
+    {
+        "id": "o1",
+        "graph_id": "q1",
+        "question": "What do you know about Richard Nixon?",
+        "type": "descriptive",
+        "entities": ["Richard Nixon"],
+        "source": "template",
+    },
+    {
+        "id": "o2",
+        "graph_id": "q2",
+        "question": "What do you know about Yorba Linda?",
+        "type": "descriptive",
+        "entities": ["Yorba Linda"],
+        "source": "template",
+    },
+]
+
+
+def _config(tmp_path, url, *extra):
+    data = tiny_dataset(tmp_path / "data")
+    qfile = tmp_path / "questions.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    base = [
+        "+experiment=okgqa_open_ended",
+        f"data.dir={data}",
+        "data.splits=[test]",
+        "encoder.name=hashing",
+        "+encoder.dim=32",
+        f"paths.output_dir={tmp_path / 'run'}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "experiment_name=okgqa_open_ended",
+        "logger=none",
+        f"llm.base_url={url}",
+        "llm.model=scripted",
+        "llm.autostart=null",
+        f"open_ended.questions={qfile}",
+        "top_k=2",
+        "open_ended.geval.samples=2",
+    ]
+    keys = {e.split("=", 1)[0] for e in extra}
+    return compose_config([o for o in base if o.split("=", 1)[0] not in keys] + list(extra))
+
+
+def test_open_ended_run_gives_exact_figures_and_resumes_from_the_cache(tmp_path):
+    from gsr_train.runs.experiment import run_experiment
+
+    with serve_in_thread(ScriptedBackend(judge), "scripted") as srv:
+        cfg = _config(tmp_path, srv.base_url)
+        details = run_experiment(cfg)
+        asked = srv.stats.received
+        out = tmp_path / "run"
+        cond = details["conditions"]
+        closed, ev = cond["none"], cond["triplets"]
+        # closed book: two invented facts per answer, none in the graph; triplets: two stated triples
+        assert closed["answered"] == ev["answered"] == 2
+        assert closed["llm"]["hallucination_ratio"] == 1.0 and closed["llm"]["facts"] == 4
+        assert ev["llm"]["hallucination_ratio"] == 0.0 and ev["llm"]["factscore_no_penalty"] == 1.0
+        # FActScore's length penalty: 2 facts < gamma=10 -> exp(1 - 10/2)
+        assert ev["llm"]["factscore"] == pytest.approx(math.exp(1 - 10 / 2))
+        assert ev["agreement"]["facts"] == 4
+        # G-Eval: correctness from log-probabilities (0.8 * 4 + 0.2 * 5), the others from 2 samples of "3"
+        assert ev["geval"]["correctness"] == pytest.approx(4.2)
+        assert ev["geval"]["comprehensiveness"] == 3.0
+        assert ev["geval_method"] == {"samples": 6, "logprobs": 2}
+        # a closed-book empowerment rating is malformed JSON: counted, not scored
+        assert closed["counts"]["geval"]["samples_malformed_json"] == 4
+        assert closed["counts"]["geval"]["malformed_json"] == 2 and closed["geval"]["empowerment"] is None
+        # the calibration ran first, with both verifiers; metrics.json holds every condition and the usage
+        doc = json.loads((out / "metrics.json").read_text())
+        assert {r["condition"] for r in doc["rows"]} == {"none", "triplets"}
+        assert doc["calibration"]["llm"]["auc"] is not None and "encoder" in doc["calibration"]
+        assert doc["llm_usage"]["answer"]["fresh"] == 4 and doc["llm_usage"]["verify_llm"]["requests"] == 8
+        rows = [json.loads(x) for x in (out / "open_ended_test.jsonl").read_text().splitlines()]
+        assert len(rows) == 4
+        nixon = next(r for r in rows if r["id"] == "o1" and r["condition"] == "none")
+        assert nixon["unsupported"]["llm"] == [
+            "Richard Nixon was born on the Moon.",
+            "Richard Nixon won seven Olympic medals.",
+        ]
+        assert "FActScore" in (out / "open_ended.md").read_text()
+
+        # the same run again (resume=auto on a finished folder is refused; a fresh folder asks nothing new)
+        cfg2 = _config(tmp_path, srv.base_url, f"paths.output_dir={tmp_path / 'run2'}")
+        again = run_experiment(cfg2)
+        assert srv.stats.received == asked
+        assert again["conditions"]["triplets"]["llm"] == ev["llm"]
+        assert again["llm_usage"]["answer"]["cached"] == 4
+
+
+def test_open_ended_options_are_checked_before_any_work(tmp_path):
+    from gsr_train.runs.open_ended import OpenEndedOptionError, run_open_ended
+
+    for bad, message in (
+        ("open_ended.forms=[none,graphs]", "unknown form"),
+        ("open_ended.verifiers=[encoder,oracle]", "verifiers"),
+        ("open_ended.knowledge=missing.txt", "knowledge=missing.txt"),
+        ("open_ended.geval.criteria=[fluency]", "fluency"),
+        (f"open_ended.questions={tmp_path / 'none.jsonl'}", "no such file"),
+    ):
+        cfg = _config(tmp_path, "http://127.0.0.1:9/v1", bad)
+        with pytest.raises(OpenEndedOptionError, match=message):
+            run_open_ended(cfg)
