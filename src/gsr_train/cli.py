@@ -2,7 +2,8 @@
 runs (``python eval.py``), the two Hydra entry points.
 
 gsr-train build-index | supervision | embed | make-synthetic      prepare data (--help on each)
-gsr-train llm-label-triples | llm-pseudo-questions | llm-select-chains | serve-llm   LLM data steps
+gsr-train llm-label-triples | llm-pseudo-questions | llm-select-chains | llm-open-questions
+          | serve-llm                                             LLM data steps
 gsr-train score --results F --data D                              score any results file
 gsr-train cosine --data D                                         the cosine baseline on any data
 gsr-train reader score PREDICTIONS | compare-patterns | robustness | robustness-render | gsr-table
@@ -69,6 +70,7 @@ DELEGATED = {
     "llm-label-triples": ("gsr_train.commands.llm_label_triples", "LLM relevance labels (Hydra options)"),
     "llm-pseudo-questions": ("gsr_train.commands.llm_pseudo_questions", "LLM pseudo questions (Hydra options)"),
     "llm-select-chains": ("gsr_train.commands.llm_select_chains", "LLM-filtered chains (Hydra options)"),
+    "llm-open-questions": ("gsr_train.commands.llm_open_questions", "LLM open-ended questions (Hydra options)"),
     "serve-llm": ("gsr_train.llm.serve", "serve a local GGUF model behind an OpenAI-compatible API"),
     "score": ("gsr_train.eval.evaluate", "QA scoreboard of prediction files (score FILE...), or --results recall"),
     "cosine": ("gsr_train.retrievers.cosine", "the cosine baseline on any data, outside a run folder"),
