@@ -43,6 +43,9 @@ def judge(messages: list[dict], params: dict) -> Generation | str:
             topic = question.split(" about ", 1)[-1].rstrip("?").strip() if " about " in question else "It"
             return CLOSED_BOOK.format(topic=topic)
         lines = re.findall(r"^\((.+?), (.+?), (.+?)\)$", user, flags=re.M)
+        if not lines:  # paths or a subgraph table: its first line, stated
+            first = user.split("Knowledge graph facts:", 1)[1].strip().splitlines()[0]
+            return f"The graph shows {first.replace(' -> ', ' ').replace(',', ' ')}."
         return " ".join(f"{h} {r.split('.')[-1].replace('_', ' ')} {t}." for h, r, t in lines[:2])
     if "atomic facts" in system:
         text = user.rsplit("Text:", 1)[1].split("Atomic facts:", 1)[0].strip()

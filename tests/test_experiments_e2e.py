@@ -163,18 +163,33 @@ def gpt_chains(data: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory, shared_data):
+    from gsr_train.llm.server import ScriptedBackend, serve_in_thread
+
+    from .open_ended_helpers import judge
+
     root = tmp_path_factory.mktemp("experiments")
     mini = mini_cut(root / "webqsp_mini", shared_data)
     chains, graphs = paths_cut(root, shared_data)
-    return {
-        "root": root,
-        "mini": mini,
-        "chains": chains,
-        "graphs": graphs,
-        "llm_chains": gpt_chains(mini, root / "gpt_chains.jsonl"),
-        "llama": tiny_llama_folder(root / "tiny_llama", context=2048),
-        "cache": root / "cache",
-    }
+    # the open-ended experiments' judge: a scripted OpenAI-compatible server (a 135M judge is slow)
+    with serve_in_thread(ScriptedBackend(judge), "scripted") as judge_server:
+        yield {
+            "root": root,
+            "mini": mini,
+            "chains": chains,
+            "graphs": graphs,
+            "llm_chains": gpt_chains(mini, root / "gpt_chains.jsonl"),
+            "llama": tiny_llama_folder(root / "tiny_llama", context=2048),
+            "cache": root / "cache",
+            "judge": judge_server.base_url,
+        }
+
+
+OPEN_SMALL = [
+    "open_ended.skip_unknown=true",
+    "open_ended.max_questions=2",
+    "open_ended.geval.samples=1",
+    "open_ended.calibration.max_facts=6",
+]
 
 
 def overrides(t: dict) -> dict[str, list[str]]:
@@ -185,6 +200,7 @@ def overrides(t: dict) -> dict[str, list[str]]:
     # a 2-layer random LLaMA instead of LLaMA-2-7B / LLaMA-3-8B (hub) / SmolLM2-135M (size); the
     # reader's precision (4-bit QLoRA / bf16), adapter and LoRA settings stay the experiment's
     reader = [f"reader.model={t['llama']}", *READER_SMALL]
+    judge = [f"llm.base_url={t.get('judge')}", "llm.model=scripted", "llm.autostart=null"]
     return {
         "subgraphrag_quickstart": [*SYNTHETIC, *SGR_SMALL],
         "subgraphrag_webqsp_mini": [*mini, *SGR_SMALL],
@@ -216,6 +232,16 @@ def overrides(t: dict) -> dict[str, list[str]]:
             f"gsr.llm_chains={t['llm_chains']}",
         ],
         "reader_webqsp_mini": [*mini, *reader],
+        # the scripted judge (its URL, no autostart); the embedded questions about the cut's graphs
+        "okgqa_open_ended": [*mini, *judge, *OPEN_SMALL],
+        "okgqa_calibration": [*mini, *judge, *OPEN_SMALL],
+        "okgqa_perturbed": [
+            *mini,
+            *judge,
+            *OPEN_SMALL,
+            "open_ended.perturb.levels=[1.0]",
+            "open_ended.perturb.kge.epochs=1",
+        ],
         "reader_llama2_7b": [*hub, *NO_GTE, *ON_CPU, *reader],
         "reader_llama3_8b": [*hub, *NO_GTE, *ON_CPU, *reader],
         # llm.autostart serves a model from the run itself when nothing listens at llm.base_url: here
@@ -250,7 +276,11 @@ MAIN = {
     "robustness": {"sp_recall", "answer_recall"},
     "gsr": {"match@1", "match@3", "cov_recall"},
     "reader": {"hit", "hit@1", "macro_f1", "score_h"},
+    "open_ended": {"factscore_llm", "hallucination_llm", "geval_correctness"},
+    "open_ended_perturbed": {"factscore_llm", "hallucination_llm", "geval_correctness"},
+    "judge_calibration": {"auc", "accuracy"},
 }
+RATINGS = {"geval_context_relevance", "geval_comprehensiveness", "geval_correctness", "geval_empowerment"}  # 1-5
 PERCENT = {"score_h"}
 
 
@@ -261,6 +291,19 @@ def _rows_expected(cfg) -> tuple[str, set]:
         return "mode", set(cfg.gsr.eval_modes)
     if family == "robustness":
         return "perturbation", {"none", *cfg.robustness.methods}
+    if family == "judge_calibration":
+        return "verifier", {"encoder", "llm"}
+    if family == "open_ended":
+        return "condition", set(cfg.open_ended.forms)
+    if family == "open_ended_perturbed":
+        forms = [f for f in cfg.open_ended.forms if f != "none"]
+        grid = {
+            f"{f}@{m}:{lv:g}"
+            for f in forms
+            for m in cfg.open_ended.perturb.methods
+            for lv in cfg.open_ended.perturb.levels
+        }
+        return "condition", set(cfg.open_ended.forms) | grid
     if family == "reader":
         variants = cfg.qa.eval.variants
         alone = {"retrieval_answers"}  # the evidence answering alone, next to every reader
@@ -298,7 +341,8 @@ def test_experiment_runs_end_to_end_on_tiny_data(name, tiny, tmp_path):
         figures = {m: v for m, v in row["metrics"].items() if v is not None}
         assert row["method"] and main <= set(figures), (main, row)
         for m, v in figures.items():
-            assert isinstance(v, (int, float)) and 0.0 <= v <= (100.0 if m in PERCENT else 1.0), (m, row)
+            low, high = (1.0, 5.0) if m in RATINGS else (0.0, 100.0 if m in PERCENT else 1.0)
+            assert isinstance(v, (int, float)) and low <= v <= high, (m, row)
         if row["results"]:
             assert Path(row["results"]).is_file(), row
 

@@ -34,7 +34,9 @@ def test_auc_is_the_chance_a_true_fact_outscores_a_false_one():
 
 def test_calibration_finds_the_threshold_with_the_best_accuracy():
     cal = calibrate([0.2, 0.4, 0.6, 0.8, 0.7], [0, 0, 1, 1, 0])
-    assert cal["threshold"] == 0.6 and cal["accuracy"] == 0.8  # the lowest of equally good thresholds and cal["auc"] == pytest.approx(5 / 6)
+    assert (
+        cal["threshold"] == 0.6 and cal["accuracy"] == 0.8
+    )  # the lowest of equally good thresholds and cal["auc"] == pytest.approx(5 / 6)
     with pytest.raises(ValueError, match="at least one"):
         calibrate([], [])
 

@@ -168,7 +168,7 @@ class EncoderVerifier:
         return out
 
 
-def auc(scores: Sequence[float], labels: Sequence[int]) -> float | None:
+def auc(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray) -> float | None:
     """Area under the ROC curve (the chance that a true fact outscores a false one; ties count half);
     None without both kinds."""
     s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
@@ -186,7 +186,9 @@ def auc(scores: Sequence[float], labels: Sequence[int]) -> float | None:
     return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
-def calibrate(scores: Sequence[float], labels: Sequence[int]) -> dict[str, float | int | None]:
+def calibrate(
+    scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray
+) -> dict[str, float | int | None]:
     """The threshold (support >= threshold: supported) with the best accuracy on a labelled set, that
     accuracy, and the AUC."""
     s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.int64)

@@ -113,7 +113,7 @@ def parse_rating(text: str | None, body: dict | None = None, scale: int = 5) -> 
     """
     tops = _first_token_logprobs(body)
     if tops:
-        weights = {}
+        weights: dict[int, float] = {}
         for t in tops:
             tok = str(t["token"]).strip()
             if tok.isdigit() and 1 <= int(tok) <= scale:

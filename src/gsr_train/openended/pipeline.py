@@ -128,7 +128,7 @@ def knowledge_sources(qs: Questions, index: KGIndex, mode: str) -> list[Knowledg
 
 
 def judge_condition(
-    cases: Sequence[Case], sources: Sequence[Knowledge], judges: Judges, opts: JudgeOptions
+    cases: Sequence[Case], sources: Sequence[Knowledge] | None, judges: Judges, opts: JudgeOptions
 ) -> tuple[dict, list[dict]]:
     """Answer, split, verify and rate one condition's cases; its figures and one row per case."""
     counts: dict[str, Counter] = {}

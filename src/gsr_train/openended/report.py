@@ -12,8 +12,9 @@ SHORT = {"context_relevance": "G-Eval rel", "comprehensiveness": "comp", "correc
 
 
 def values(f: Mapping[str, Any]) -> dict[str, float | None]:
-    """A condition's headline figures, flat (the metrics row and the plot read these names)."""
-    out: dict[str, float | None] = {"answered": f["answered"], "mean_facts": f["mean_facts"]}
+    """A condition's headline figures, flat (the metrics row and the plot read these names): shares,
+    and G-Eval ratings on their 1-5 scale."""
+    out: dict[str, float | None] = {}
     for v in ("encoder", "llm"):
         if f.get(v):
             out[f"factscore_{v}"] = f[v]["factscore"]
@@ -21,7 +22,6 @@ def values(f: Mapping[str, Any]) -> dict[str, float | None]:
             out[f"hallucination_{v}"] = f[v]["hallucination_ratio"]
     if f.get("agreement"):
         out["verifier_agreement"] = f["agreement"]["agreement"]
-        out["verifier_kappa"] = f["agreement"]["kappa"]
     for crit, rating in (f.get("geval") or {}).items():
         out[f"geval_{crit}"] = rating
     return out
@@ -62,7 +62,7 @@ def conditions_table(figures: Mapping[str, Any], title: str, labels: Mapping[str
         row = [
             label,
             f"{f['answered']}/{f['cases']}",
-            _f(v.get("mean_facts"), 1),
+            _f(f.get("mean_facts"), 1),
             _f(v.get("factscore_encoder")),
             _f(v.get("hallucination_encoder")),
             _f(v.get("factscore_llm")),

@@ -105,7 +105,8 @@ def verify_llm(
         ChatRequest(rid, messages(system, user, f"verify {rid}", fact=fact, knowledge=_knowledge_block(lines)), params)
         for rid, fact, lines in pairs
     ]
-    out, counts = [], Counter()
+    out: list[Parsed] = []
+    counts: Counter = Counter()
     for res in _run(client, requests):
         parsed = Parsed(None, "request_failed") if res.text is None else parse_verdict(res.text, res.body)
         counts[parsed.reason or f"verdict_by_{parsed.method}"] += 1

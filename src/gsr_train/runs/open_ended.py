@@ -66,7 +66,9 @@ def _check(cfg: DictConfig, forms: list[str]) -> dict:
     if oe.knowledge not in ("graph", "evidence") and not Path(str(oe.knowledge)).is_file():
         raise OpenEndedOptionError(f"open_ended.knowledge={oe.knowledge}: not graph, evidence or an existing text file")
     if str(oe.questions) != "embedded" and not Path(str(oe.questions)).is_file():
-        raise OpenEndedOptionError(f"open_ended.questions={oe.questions}: no such file (embedded, a .jsonl or OKGQA's .csv)")
+        raise OpenEndedOptionError(
+            f"open_ended.questions={oe.questions}: no such file (embedded, a .jsonl or OKGQA's .csv)"
+        )
     for label, path in results.items():
         if not Path(str(path)).is_file():
             raise OpenEndedOptionError(f"open_ended.results.{label}={path}: no such file")
@@ -202,7 +204,7 @@ def run_calibration(cfg: DictConfig) -> dict:
 def _calibration_row(name: str, r: dict, split: str) -> dict:
     from gsr_train.eval.tail import metrics_row
 
-    keys = ("auc", "accuracy", "threshold", "accuracy_at_0.5")
+    keys = ("auc", "accuracy", "accuracy_at_0.5")  # shares (thresholds and counts: metrics.json details)
     return metrics_row(f"verifier-{name}", split, None, {k: r.get(k) for k in keys if k in r}, verifier=name)
 
 
@@ -296,7 +298,7 @@ def run_perturbed(cfg: DictConfig) -> dict:
         title = f"{cfg.data.name} [{s.split_name}], {len(s.qs.ids)} questions, seed {int(cfg.open_ended.perturb.seed)}"
         table = conditions_table(figures, title, labels)
         print(table, flush=True)
-        details = {**_details(s, figures, calibration, t0), "labels": labels, "similarity": similarity}
+        details = {**_details(s, figures, calibration, t0), "grid": labels, "similarity": similarity}
         rows = condition_rows(figures, s.split_name, int(cfg.top_k), labels)
         pngs = [grid_plot(figures, labels, s_out(cfg) / f"okgqa_perturbed_{m}.png", m, title) for m in _PLOTTED]
         _write(cfg, s, rows, details, "okgqa_perturbed.md", calibration["table"] + "\n\n" + table, answers)
