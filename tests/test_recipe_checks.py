@@ -230,6 +230,7 @@ def _disagreements(yaml_values: dict, defaults: dict, prefix: str = "") -> list[
         ("conf/experiment/gsr_defaults.yaml", "gsr", "gsr_train.runs.recipes:GSRRun"),
         ("conf/experiment/reader_defaults.yaml", "qa", "gsr_train.runs.recipes:QARun"),
         ("conf/robustness/default.yaml", None, "gsr_train.runs.recipes:RobustnessRun"),
+        ("conf/experiment/okgqa_defaults.yaml", "open_ended", "gsr_train.runs.recipes:OpenEndedRun"),
     ],
 )
 def test_the_defaults_files_restate_the_dataclass_defaults(path, section, cls):

@@ -146,6 +146,8 @@ class TransformersBackend:
             kwargs.update(do_sample=True, temperature=temperature, top_p=params.get("top_p") or 1.0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if params.get("repetition_penalty"):
+            kwargs["repetition_penalty"] = float(params["repetition_penalty"])
         want_logprobs = bool(params.get("logprobs"))
         if want_logprobs:
             kwargs.update(output_logits=True, return_dict_in_generate=True)

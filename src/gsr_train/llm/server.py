@@ -153,6 +153,9 @@ def _validate(body: Any, model_name: str, max_tokens_limit: int) -> dict:
     seed = body.get("seed")
     if seed is not None and not isinstance(seed, int):
         raise RequestError(400, "seed must be an integer")
+    penalty = body.get("repetition_penalty")  # vLLM's extra parameter (> 1 discourages repeats)
+    if penalty is not None and (not isinstance(penalty, (int, float)) or isinstance(penalty, bool) or penalty <= 0):
+        raise RequestError(400, "repetition_penalty must be a number > 0")
     top_logprobs = body.get("top_logprobs")
     if top_logprobs is not None and (not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20):
         raise RequestError(400, "top_logprobs must be an integer in 0..20")
@@ -162,6 +165,7 @@ def _validate(body: Any, model_name: str, max_tokens_limit: int) -> dict:
         "max_tokens": max_tokens,
         "temperature": float(temperature),
         "top_p": body.get("top_p"),
+        "repetition_penalty": None if penalty is None else float(penalty),
         "seed": seed,
         "stop": stop,
     }

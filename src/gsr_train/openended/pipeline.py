@@ -40,8 +40,10 @@ class JudgeOptions:
 
     top_k: int = 30  # evidence edges per prompt
     answer_tokens: int = 160
-    fact_tokens: int = 160
+    fact_tokens: int = 96
     max_facts: int = 10
+    facts: str = "llm"  # llm (each sentence broken into atomic facts by the LLM) | sentences
+    answer_params: dict = field(default_factory=dict)  # extra fields of the answer requests
     knowledge: str = "graph"  # graph | evidence | <text file>
     encoder_candidates: int = 32  # lines the encoder verifier compares a fact with
     llm_lines: int = 10  # lines the LLM judge sees per fact
@@ -133,8 +135,8 @@ def judge_condition(
     """Answer, split, verify and rate one condition's cases; its figures and one row per case."""
     counts: dict[str, Counter] = {}
     for stage, fn in (
-        ("answer", lambda c: stages.answer(c, cases, opts.answer_tokens)),
-        ("facts", lambda c: stages.split_facts(c, cases, opts.fact_tokens, opts.max_facts)),
+        ("answer", lambda c: stages.answer(c, cases, opts.answer_tokens, opts.answer_params)),
+        ("facts", lambda c: stages.split_facts(c, cases, opts.fact_tokens, opts.max_facts, opts.facts)),
     ):
         client = judges.client(stage)
         counts[stage] = fn(client)  # type: ignore[no-untyped-call]

@@ -9,6 +9,7 @@ answers go through the response cache, so a killed run asks again only what was 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +47,9 @@ def _knowledge_block(lines: Sequence[str]) -> str:
     return "\n".join(lines) if lines else "(none)"
 
 
-def answer(client: ChatClient, cases: Sequence[Case], max_tokens: int) -> Counter:
+def answer(
+    client: ChatClient, cases: Sequence[Case], max_tokens: int, params: Mapping[str, Any] | None = None
+) -> Counter:
     """Fill ``case.answer`` with a one-paragraph answer (closed book when ``case.evidence`` is empty)."""
     system, user, closed = (load_prompt(n) for n in ("long_form_system", "long_form_user", "long_form_closed_user"))
     requests = [
@@ -59,7 +62,7 @@ def answer(client: ChatClient, cases: Sequence[Case], max_tokens: int) -> Counte
                 question=c.question,
                 evidence="\n".join(c.evidence),
             ),
-            {"max_tokens": max_tokens},
+            {"max_tokens": max_tokens, **dict(params or {})},
         )
         for c in cases
     ]
@@ -74,23 +77,58 @@ def answer(client: ChatClient, cases: Sequence[Case], max_tokens: int) -> Counte
     return counts
 
 
-def split_facts(client: ChatClient, cases: Sequence[Case], max_tokens: int, max_facts: int) -> Counter:
-    """Fill ``case.facts`` with the atomic facts of ``case.answer`` (answered cases only)."""
-    system, user = load_prompt("atomic_facts_system"), load_prompt("atomic_facts_user")
-    todo = [c for c in cases if c.answer]
-    requests = [
-        ChatRequest(c.key, messages(system, user, f"facts {c.key}", answer=c.answer), {"max_tokens": max_tokens})
-        for c in todo
-    ]
+def sentences(text: str) -> list[str]:
+    """The complete sentences of an answer, each once: an answer cut by ``max_tokens`` ends in half a
+    sentence, and a small model repeats itself."""
+    parts = [p.strip() for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p.strip()]
+    if parts and not parts[-1].endswith((".", "!", "?")):
+        parts = parts[:-1]
+    return list(dict.fromkeys(parts))
+
+
+def split_facts(
+    client: ChatClient, cases: Sequence[Case], max_tokens: int, max_facts: int, mode: str = "llm"
+) -> Counter:
+    """Fill ``case.facts`` with the atomic facts of ``case.answer`` (answered cases only).
+
+    As FActScore does, the answer is cut into sentences first; ``llm`` then asks the model to break
+    each sentence into atomic facts (one request per sentence, up to ``max_facts`` sentences),
+    ``sentences`` takes each sentence as one fact (no LLM: cheap, coarser).
+    """
+    if mode not in ("llm", "sentences"):
+        raise ValueError(f"open_ended.facts: {mode!r} is not llm or sentences")
     counts: Counter = Counter()
-    for c, res in zip(todo, _run(client, requests)):
+    todo = []
+    for c in cases:
+        if not c.answer:
+            continue
+        sents = sentences(c.answer)[:max_facts]
+        if not sents:
+            counts["no_complete_sentence"] += 1
+        todo += [(c, i, sent) for i, sent in enumerate(sents)]
+    if mode == "sentences":
+        for c, _, sent in todo:
+            if len(sent.split()) >= 3:
+                c.facts.append(sent)
+        return counts
+    system, user = load_prompt("atomic_facts_system"), load_prompt("atomic_facts_user")
+    demo = set(parse_facts(user.split("Text: $answer", 1)[0], 100)[0])  # the prompt's own example
+    requests = [
+        ChatRequest(f"{c.key}|s{i}", messages(system, user, f"facts {c.key}", answer=sent), {"max_tokens": max_tokens})
+        for c, i, sent in todo
+    ]
+    for (c, _, _), res in zip(todo, _run(client, requests)):
         if res.text is None:
             counts["request_failed"] += 1
             continue
-        c.facts, reason, dropped = parse_facts(res.text, max_facts)
+        facts, reason, dropped = parse_facts(res.text, max_facts)
+        copied = [f for f in facts if f in demo]
         counts["facts_dropped"] += dropped
+        counts["copied_example"] += len(copied)
         if reason:
             counts[reason] += 1
+        room = max_facts - len(c.facts)
+        c.facts += [f for f in facts if f not in demo and f not in c.facts][:room]
     return counts
 
 

@@ -84,6 +84,8 @@ def _options(cfg: DictConfig):
     return JudgeOptions(
         top_k=int(cfg.top_k),
         answer_tokens=int(oe.answer_tokens),
+        answer_params=_answer_params(cfg),
+        facts=str(oe.facts),
         fact_tokens=int(oe.fact_tokens),
         max_facts=int(oe.max_facts),
         knowledge=str(oe.knowledge),
@@ -93,6 +95,13 @@ def _options(cfg: DictConfig):
         gamma=int(oe.gamma),
         geval=GEvalOptions(tuple(g.criteria), str(g.method), int(g.samples), float(g.temperature), int(g.max_tokens)),
     )
+
+
+def _answer_params(cfg: DictConfig) -> dict:
+    """``repetition_penalty`` goes to the project's own server (``llm.autostart``), which takes it (a
+    135M model loops without it); OpenAI refuses unknown fields, vLLM takes it via ``llm.extra_params``."""
+    penalty = cfg.open_ended.get("repetition_penalty")
+    return {"repetition_penalty": float(penalty)} if penalty and cfg.llm.get("autostart") else {}
 
 
 def _questions(cfg: DictConfig, index, split_name: str, encoder):

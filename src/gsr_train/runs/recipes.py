@@ -387,7 +387,9 @@ class OpenEndedRun:
     results: dict = field(default_factory=dict)  # label -> results_<split>.jsonl of any retriever
     knowledge: str = "graph"  # graph | evidence | a text file
     answer_tokens: int = at_least(1, 160)
-    fact_tokens: int = at_least(1, 160)
+    repetition_penalty: float | None = at_least(0, 1.3, above=True)  # answers, on the project's own server
+    facts: str = one_of("llm", "llm", "sentences")
+    fact_tokens: int = at_least(1, 96)
     max_facts: int = at_least(1, 10)
     verifiers: list = field(default_factory=lambda: ["encoder", "llm"])
     encoder_candidates: int = at_least(1, 32)
