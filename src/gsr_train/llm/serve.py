@@ -31,6 +31,9 @@ def main(argv=None) -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--max-tokens-limit", type=int, default=4096)
+    parser.add_argument(
+        "--batch", type=int, default=8, help="requests generated together (1: one at a time); clients send several"
+    )
     parser.add_argument("--scripted", default=None, help="test mode: no model, answer every request with this text")
     parser.add_argument(
         "--faults",
@@ -49,10 +52,11 @@ def main(argv=None) -> None:
         backend: Backend = ScriptedBackend(args.scripted, faults=faults)
         name = args.name or "scripted"
     else:
-        from gsr_train.llm.local_model import TransformersBackend
+        from gsr_train.llm.local_model import BatchingBackend, TransformersBackend
 
-        backend = TransformersBackend.load(args.model, cache_dir=args.cache_dir, dtype=args.dtype, threads=args.threads)
-        name = args.name or backend.name
+        model = TransformersBackend.load(args.model, cache_dir=args.cache_dir, dtype=args.dtype, threads=args.threads)
+        backend = BatchingBackend(model, args.batch) if args.batch > 1 else model
+        name = args.name or model.name
     server = make_server(backend, name, args.host, args.port, api_key, args.max_tokens_limit)
     log.info("serving %r at %s (POST /chat/completions, GET /models); Ctrl-C to stop", name, server.base_url)
     try:

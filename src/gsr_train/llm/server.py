@@ -263,7 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
                 raise RequestError(400, f"request body is not valid JSON ({e})") from None
             params = _validate(body, srv.model_name, srv.max_tokens_limit)
-            with srv.generate_lock if not isinstance(srv.backend, ScriptedBackend) else contextlib.nullcontext():
+            concurrent = isinstance(srv.backend, ScriptedBackend) or getattr(srv.backend, "concurrent", False)
+            with contextlib.nullcontext() if concurrent else srv.generate_lock:
                 gen = srv.backend.generate(body["messages"], params)
             gen = _apply_stop(gen, params["stop"])
         except RequestError as e:
