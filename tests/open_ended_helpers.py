@@ -8,8 +8,8 @@ prompt, so every figure of a run is known exactly.
 * fact verifier: ``True`` when every word of the fact is in the knowledge lines, with the first
   token's log-probabilities (P(True) 0.9 or 0.1);
 * G-Eval: ``correctness`` with log-probabilities (``4`` at 0.8, ``5`` at 0.2: 4.2), every other
-  criterion a bare ``3`` without them (so ``auto`` samples), ``empowerment`` of a closed-book
-  answer malformed JSON.
+  criterion ``3`` with log-probabilities that hold no rating (so ``auto`` samples), ``empowerment``
+  of a closed-book answer malformed JSON.
 """
 
 from __future__ import annotations
@@ -61,9 +61,10 @@ def judge(messages: list[dict], params: dict) -> Generation | str:
             _logprobs([("True", 0.9), ("False", 0.1)] if ok else [("False", 0.9), ("True", 0.1)]),
         )
     if "You are an evaluator" in system:
+        asked = bool(params.get("logprobs"))
         if "Correctness (1-5)" in user:
-            return _gen("4", _logprobs([("4", 0.8), ("5", 0.2)]) if params.get("logprobs") else None)
+            return _gen("4", _logprobs([("4", 0.8), ("5", 0.2)]) if asked else None)
         if "Empowerment (1-5)" in user and "Knowledge:\n(none)" in user:
-            return '{"rating": 4'
-        return "3"
+            return _gen('{"rating": 4', _logprobs([("{", 1.0)]) if asked else None)
+        return _gen("3", _logprobs([("The", 1.0)]) if asked else None)  # no rating among them: sampled
     return "unexpected prompt"

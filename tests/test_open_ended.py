@@ -118,3 +118,80 @@ def test_open_ended_options_are_checked_before_any_work(tmp_path):
         cfg = _config(tmp_path, "http://127.0.0.1:9/v1", bad)
         with pytest.raises(OpenEndedOptionError, match=message):
             run_open_ended(cfg)
+
+
+def _train_cli(tmp_path, url, run, *extra):
+    """``python train.py +experiment=okgqa_open_ended ...`` as a user runs it (a subprocess)."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    data = tiny_dataset(tmp_path / "data")
+    qfile = tmp_path / "questions.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    args = [
+        "+experiment=okgqa_open_ended",
+        f"data.dir={data}",
+        "data.splits=[test]",
+        "encoder.name=hashing",
+        "+encoder.dim=32",
+        f"llm.base_url={url}",
+        "llm.model=scripted",
+        "llm.autostart=null",
+        f"open_ended.questions={qfile}",
+        "top_k=2",
+        "open_ended.geval.samples=2",
+        "logger=none",
+        f"hydra.run.dir={run}",
+        *extra,
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env["GSR_TRAIN_CACHE"] = str(tmp_path / "cache")
+    return subprocess.Popen(
+        [sys.executable, "train.py", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.integration
+def test_killed_open_ended_run_resumes_asking_only_what_was_not_answered(tmp_path):
+    """kill -9 while the judge is answering, then ``resume=auto``: the answers that arrived before the
+    kill come from the cache, the rest are asked, and the figures equal an uninterrupted run's."""
+    import time
+
+    run = tmp_path / "run"
+    backend = ScriptedBackend(judge, block_after=10)
+    with serve_in_thread(backend, "scripted") as srv:
+        proc = _train_cli(tmp_path, srv.base_url, run)
+        deadline = time.time() + 120
+        while not (srv.stats.completed >= 10 and srv.stats.received > 10) and time.time() < deadline:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            time.sleep(0.1)
+        time.sleep(1.0)  # the client commits each answer to the cache as it arrives
+        proc.kill()
+        proc.communicate()
+        assert json.loads((run / "run.json").read_text())["status"] == "running"  # what a killed run leaves
+        backend.release()
+        resumed = _train_cli(tmp_path, srv.base_url, run, "resume=auto")
+        out, err = resumed.communicate(timeout=300)
+        assert resumed.returncode == 0, err[-3000:]
+        doc = json.loads((run / "metrics.json").read_text())
+        usage = doc["llm_usage"]
+        assert sum(stage["cached"] for stage in usage.values()) == 10
+        fresh_after_kill = srv.stats.completed - 10
+
+    with serve_in_thread(ScriptedBackend(judge), "scripted") as srv2:
+        clean = tmp_path / "clean"
+        (clean / "cache").mkdir(parents=True)
+        whole = _train_cli(clean, srv2.base_url, clean / "run")
+        whole.communicate(timeout=300)
+        assert whole.returncode == 0
+        assert srv2.stats.completed == fresh_after_kill + 10  # nothing asked twice
+    expected = json.loads((clean / "run" / "metrics.json").read_text())
+    assert doc["rows"] == expected["rows"]

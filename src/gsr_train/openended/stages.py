@@ -176,6 +176,13 @@ def _geval_request(rid: str, case: Case, criterion: str, params: Mapping[str, An
     return ChatRequest(rid, text, dict(params))
 
 
+def _has_logprobs(body: dict | None) -> bool:
+    try:
+        return bool(body["choices"][0]["logprobs"]["content"])  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
 def geval(
     client: ChatClient, cases: Sequence[Case], opts: GEvalOptions
 ) -> tuple[dict[tuple[str, str], Parsed], Counter]:
@@ -193,16 +200,20 @@ def geval(
     out: dict[tuple[str, str], Parsed] = {}
     counts: Counter = Counter()
     need_samples = list(todo)
-    if opts.method in ("auto", "logprobs"):
+    if opts.method in ("auto", "logprobs") and todo:
         params = {"max_tokens": opts.max_tokens, "logprobs": True, "top_logprobs": 20}
-        results = _run(client, [_geval_request(f"{c.key}|{crit}", c, crit, params) for c, crit in todo])
+        requests = [_geval_request(f"{c.key}|{crit}", c, crit, params) for c, crit in todo]
+        results = _run(client, requests[:1])  # one probe: does this endpoint return log-probabilities?
+        if opts.method == "logprobs" or _has_logprobs(results[0].body):
+            results += _run(client, requests[1:])
         need_samples = []
         for (c, crit), res in zip(todo, results):
             parsed = Parsed(None, "request_failed") if res.text is None else parse_rating(res.text, res.body)
             if parsed.method != "logprobs" and opts.method == "auto" and res.text is not None:
-                need_samples.append((c, crit))  # no log-probabilities from this endpoint: sample instead
+                need_samples.append((c, crit))  # no usable log-probabilities: sample instead
                 continue
             out[(c.key, crit)] = parsed
+        need_samples += todo[len(results) :]  # the endpoint returns none: every other item sampled
     if need_samples:
         n = opts.samples
         requests = [
