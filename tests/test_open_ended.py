@@ -195,3 +195,26 @@ def test_killed_open_ended_run_resumes_asking_only_what_was_not_answered(tmp_pat
         assert srv2.stats.completed == fresh_after_kill + 10  # nothing asked twice
     expected = json.loads((clean / "run" / "metrics.json").read_text())
     assert doc["rows"] == expected["rows"]
+
+
+def test_readme_open_ended_commands_compose_and_pass_the_recipe_as_written():
+    """Each ``python train.py`` line of the README's open-ended section, composed exactly as written
+    (running them is the e2e tests' job, at a small size) and checked like run_experiment does."""
+    import re
+    import shlex
+
+    from gsr_train.runs.recipes import check_recipe
+
+    from .conftest import REPO
+
+    section = REPO.joinpath("README.md").read_text().split("## Open-ended answers judged against the KG", 1)[1]
+    block = re.findall(r"```bash\n(.*?)```", section.split("\n## ", 1)[0], re.S)[0]
+    commands = [shlex.split(line.split("#", 1)[0]) for line in block.splitlines() if line.startswith("python train.py")]
+    assert len(commands) == 4
+    runners = []
+    for words in commands:
+        cfg = compose_config(words[2:])
+        check_recipe(cfg)
+        runners.append(cfg.runner)
+    assert runners == ["open_ended", "judge_calibration", "open_ended_perturbed", "open_ended"]
+    assert list(cfg.open_ended.forms) == ["none", "triplets", "paths", "subgraphs"] and cfg.llm.model == "gpt-4o-mini"

@@ -15,6 +15,7 @@ import importlib.util
 import logging
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gsr_train.io import atomic_dir, file_digest, stable_hash, write_json
@@ -170,7 +171,7 @@ class TransformersBackend:
             new = out.sequences[row, width:].tolist()
             stop = next((i for i, t in enumerate(new) if t in eos_ids), None)
             finished = stop is not None
-            new = new[: stop + 1] if finished else new
+            new = new[: stop + 1] if stop is not None else new
             logprobs = None
             if want_logprobs:
                 steps = [step[row : row + 1] for step in out.logits[: len(new)]]
@@ -203,6 +204,17 @@ class TransformersBackend:
         return out
 
 
+@dataclass
+class _Pending:
+    """A request waiting for its batch."""
+
+    ids: list[int]
+    params: dict
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Generation | None = None
+    error: Exception | None = None
+
+
 class BatchingBackend:
     """Requests that arrive together are generated together: each HTTP handler thread queues its
     request and waits; one worker takes the first waiting request and every other one with the same
@@ -216,7 +228,7 @@ class BatchingBackend:
         self.backend, self.max_batch, self.window = backend, int(max_batch), float(window)
         self.name = getattr(backend, "name", "model")
         self._cond = threading.Condition()
-        self._queue: list[dict] = []
+        self._queue: list[_Pending] = []
         threading.Thread(target=self._work, daemon=True, name="llm-batcher").start()
 
     @staticmethod
@@ -227,23 +239,24 @@ class BatchingBackend:
         return tuple(params.get(k) for k in keys[:4])
 
     def generate(self, messages: list[dict], params: dict) -> Generation:
-        item = {"ids": self.backend.prompt_ids(messages, params), "params": params, "done": threading.Event()}
+        item = _Pending(self.backend.prompt_ids(messages, params), params)
         with self._cond:
             self._queue.append(item)
             self._cond.notify()
-        item["done"].wait()
-        if "error" in item:
-            raise item["error"]
-        return item["result"]
+        item.done.wait()
+        if item.error is not None:
+            raise item.error
+        assert item.result is not None, "the worker sets a result or an error before done"
+        return item.result
 
-    def _take(self) -> list[dict]:
+    def _take(self) -> list[_Pending]:
         with self._cond:
             while not self._queue:
                 self._cond.wait()
         time.sleep(self.window)  # let the requests sent together arrive
         with self._cond:
-            key = self._key(self._queue[0]["params"])
-            batch = [it for it in self._queue if self._key(it["params"]) == key][: self.max_batch]
+            key = self._key(self._queue[0].params)
+            batch = [it for it in self._queue if self._key(it.params) == key][: self.max_batch]
             self._queue = [it for it in self._queue if not any(it is b for b in batch)]
         return batch
 
@@ -251,14 +264,14 @@ class BatchingBackend:
         while True:
             batch = self._take()
             try:
-                gens = self.backend.generate_batch([it["ids"] for it in batch], batch[0]["params"])
+                gens = self.backend.generate_batch([it.ids for it in batch], batch[0].params)
                 for it, gen in zip(batch, gens):
-                    it["result"] = gen
+                    it.result = gen
             except Exception as e:  # noqa: BLE001 - every waiting request gets the error (a 500)
                 for it in batch:
-                    it["error"] = e
+                    it.error = e
             for it in batch:
-                it["done"].set()
+                it.done.set()
 
 
 def _listening(host: str, port: int) -> bool:

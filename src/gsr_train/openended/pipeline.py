@@ -88,6 +88,10 @@ class Judges:
         self.usage.setdefault(stage, {})
         return client
 
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
     def note(self, stage: str, client: ChatClient) -> None:
         total = self.usage.setdefault(stage, {})
         for k, v in client.stats.to_dict().items():
@@ -194,6 +198,8 @@ def _figures(cases, pairs, enc, llm, ratings, threshold: float | None, opts: Jud
         "mean_evidence_lines": _mean([len(c.evidence) for c in cases]),
     }
     verdicts = {}
+    if enc is not None:  # the continuous view: how close the facts come to the KG, whatever the threshold
+        out["encoder_mean_support"] = _mean([float(v) for v in enc])
     for name, values, cut in (("encoder", enc, threshold), ("llm", llm, 0.5)):
         if values is None or cut is None:
             continue

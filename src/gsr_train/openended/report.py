@@ -49,7 +49,8 @@ def conditions_table(figures: Mapping[str, Any], title: str, labels: Mapping[str
     """Markdown: per condition, answers, facts, FActScore and hallucination per verifier, their
     agreement, the G-Eval means and how the ratings were read."""
     crits = [c for c in CRITERIA if any(c in (f.get("geval") or {}) for f in figures.values())]
-    head = ["condition", "answered", "facts/answer", "FActScore enc", "halluc. enc", "FActScore LLM", "halluc. LLM"]
+    head = ["condition", "answered", "facts/answer", "FActScore enc", "halluc. enc", "enc. support"]
+    head += ["FActScore LLM", "halluc. LLM"]
     head += ["agreement", *(SHORT[c] for c in crits), "rated by"]
     lines = [
         f"### Open-ended answers: {title}",
@@ -65,6 +66,7 @@ def conditions_table(figures: Mapping[str, Any], title: str, labels: Mapping[str
             _f(f.get("mean_facts"), 1),
             _f(v.get("factscore_encoder")),
             _f(v.get("hallucination_encoder")),
+            _f(f.get("encoder_mean_support")),
             _f(v.get("factscore_llm")),
             _f(v.get("hallucination_llm")),
             _f(v.get("verifier_agreement")),

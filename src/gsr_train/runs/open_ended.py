@@ -13,6 +13,7 @@ asks only what had not been answered; every file is written atomically at the en
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -182,24 +183,27 @@ def _calibrate(cfg: DictConfig, s: _Setup) -> dict:
     return report
 
 
-def _with_endpoint(cfg: DictConfig, body) -> Any:
-    """Run ``body(llm_cfg)`` with the LLM endpoint answering (served here when ``llm.autostart``)."""
+def _run_with(cfg: DictConfig, forms: list[str], body) -> Any:
+    """``body(setup, t0)`` with the LLM endpoint answering (served here when ``llm.autostart``) and
+    the response cache closed after it (every answer in it is committed already)."""
     from gsr_train.llm.local_model import local_endpoint
     from gsr_train.runs.run_data import cache_dir
 
     llm_cfg = as_dict(cfg.llm)
-    if "llm" not in cfg.open_ended.verifiers and cfg.runner == "judge_calibration":
-        return body(llm_cfg)  # the encoder alone needs no endpoint
-    with local_endpoint(llm_cfg, cache_dir(cfg)) as served:
-        return body(served)
+    needs_llm = "llm" in cfg.open_ended.verifiers or cfg.runner != "judge_calibration"
+    with local_endpoint(llm_cfg, cache_dir(cfg)) if needs_llm else contextlib.nullcontext(llm_cfg) as served:
+        t0 = time.perf_counter()
+        s = _setup(cfg, served, forms)
+        try:
+            return body(s, t0)
+        finally:
+            s.judges.close()
 
 
 def run_calibration(cfg: DictConfig) -> dict:
     """``+experiment=okgqa_calibration``: each verifier's accuracy and AUC on true / perturbed KG facts."""
 
-    def body(llm_cfg: dict) -> dict:
-        t0 = time.perf_counter()
-        s = _setup(cfg, llm_cfg, ["none"])
+    def body(s: _Setup, t0: float) -> dict:
         report = _calibrate(cfg, s)
         rows = [_calibration_row(name, report[name], s.split_name) for name in ("encoder", "llm") if name in report]
         details = {"calibration": report, "llm_usage": s.judges.usage, "questions": s.counts}
@@ -207,7 +211,7 @@ def run_calibration(cfg: DictConfig) -> dict:
         _write(cfg, s, rows, details, "calibration.md", report["table"])
         return details
 
-    return _with_endpoint(cfg, body)
+    return _run_with(cfg, ["none"], body)
 
 
 def _calibration_row(name: str, r: dict, split: str) -> dict:
@@ -265,9 +269,7 @@ def run_open_ended(cfg: DictConfig) -> dict:
 
     forms = list(cfg.open_ended.forms)
 
-    def body(llm_cfg: dict) -> dict:
-        t0 = time.perf_counter()
-        s = _setup(cfg, llm_cfg, forms)
+    def body(s: _Setup, t0: float) -> dict:
         calibration = _calibrate(cfg, s)
         figures, answers = _judge_all(s, [Condition(f, f, s.qs.split) for f in forms])
         table = conditions_table(figures, f"{cfg.data.name} [{s.split_name}], {len(s.qs.ids)} questions")
@@ -277,7 +279,7 @@ def run_open_ended(cfg: DictConfig) -> dict:
         _write(cfg, s, rows, details, "open_ended.md", calibration["table"] + "\n\n" + table, answers)
         return details
 
-    return _with_endpoint(cfg, body)
+    return _run_with(cfg, forms, body)
 
 
 def _details(s: _Setup, figures: dict, calibration: dict, t0: float) -> dict:
@@ -298,9 +300,7 @@ def run_perturbed(cfg: DictConfig) -> dict:
 
     forms = list(cfg.open_ended.forms)
 
-    def body(llm_cfg: dict) -> dict:
-        t0 = time.perf_counter()
-        s = _setup(cfg, llm_cfg, forms)
+    def body(s: _Setup, t0: float) -> dict:
         calibration = _calibrate(cfg, s)
         conditions, labels, similarity = _perturbed_conditions(cfg, s, forms)
         figures, answers = _judge_all(s, conditions)
@@ -314,7 +314,7 @@ def run_perturbed(cfg: DictConfig) -> dict:
         print("plots: " + ", ".join(str(p) for p in pngs))
         return details
 
-    return _with_endpoint(cfg, body)
+    return _run_with(cfg, forms, body)
 
 
 _PLOTTED = ("factscore_encoder", "hallucination_llm")
