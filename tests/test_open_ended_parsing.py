@@ -76,5 +76,5 @@ def test_geval_samples_every_item_when_the_endpoint_returns_no_logprobs(tmp_path
     with serve_in_thread(ScriptedBackend("4"), "scripted") as srv:
         client = ChatClient({"base_url": srv.base_url, "model": "scripted", "cache_path": str(tmp_path / "c.sqlite")})
         ratings, counts = geval(client, cases, GEvalOptions(criteria=("correctness", "empowerment"), samples=2))
-    assert {p.value for p in ratings.values()} == {4.0} and counts == {"rated_by_samples": 6}
+    assert {p.value for p in ratings.values()} == {4.0} and counts == {("none", "rated_by_samples"): 6}
     assert srv.stats.received == 1 + 6 * 2  # the probe, then 2 samples per item

@@ -72,7 +72,7 @@ def calibrate_judges(facts: Sequence[Fact], split: SplitGraphs, index: KGIndex, 
         judges.note("calibration", client)
         ok = [i for i, p in enumerate(parsed) if p.value is not None]
         p_true = np.asarray([parsed[i].value for i in ok], dtype=np.float64)
-        llm: dict[str, Any] = {"counts": dict(counts), "readable": len(ok)}
+        llm: dict[str, Any] = {"counts": {reason: n for (_, reason), n in counts.items()}, "readable": len(ok)}
         if ok:
             llm.update(calibrate(p_true, labels[ok]))
             llm["accuracy_at_0.5"] = float(((p_true >= 0.5) == labels[ok].astype(bool)).mean())

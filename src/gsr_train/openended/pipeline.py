@@ -133,10 +133,15 @@ def knowledge_sources(qs: Questions, index: KGIndex, mode: str) -> list[Knowledg
     return [shared] * len(qs.ids)
 
 
-def judge_condition(
-    cases: Sequence[Case], sources: Sequence[Knowledge] | None, judges: Judges, opts: JudgeOptions
-) -> tuple[dict, list[dict]]:
-    """Answer, split, verify and rate one condition's cases; its figures and one row per case."""
+def judge_conditions(
+    groups: Mapping[str, Sequence[Case]], sources: Sequence[Knowledge] | None, judges: Judges, opts: JudgeOptions
+) -> tuple[dict[str, dict], list[dict]]:
+    """Answer, split, verify and rate every condition's cases; figures per condition, one row per case.
+
+    Each stage asks for all conditions at once, so a server that batches requests (the local one)
+    fills its batches; ``sources[i]`` is the knowledge of question ``i`` of every condition."""
+    cases = [c for group in groups.values() for c in group]
+    knowledge = None if sources is None else [src for group in groups.values() for src in sources[: len(group)]]
     counts: dict[str, Counter] = {}
     for stage, fn in (
         ("answer", lambda c: stages.answer(c, cases, opts.answer_tokens, opts.answer_params)),
@@ -146,14 +151,29 @@ def judge_condition(
         counts[stage] = fn(client)  # type: ignore[no-untyped-call]
         judges.note(stage, client)
     pairs = [(ci, fi) for ci, c in enumerate(cases) for fi in range(len(c.facts))]
-    enc = _encoder_verdicts(cases, sources, pairs, judges, opts)
-    llm, counts["verify_llm"] = _llm_verdicts(cases, sources, pairs, judges, opts)
+    enc = _encoder_verdicts(cases, knowledge, pairs, judges, opts)
+    llm, counts["verify_llm"] = _llm_verdicts(cases, knowledge, pairs, judges, opts)
     client = judges.client("geval")
     ratings, counts["geval"] = stages.geval(client, cases, opts.geval)
     judges.note("geval", client)
-    figures = _figures(cases, pairs, enc, llm, ratings, judges.threshold, opts)
-    figures["counts"] = {stage: dict(c) for stage, c in counts.items()}
-    return figures, _rows(cases, pairs, enc, llm, ratings, judges.threshold, opts)
+    figures, rows = {}, []
+    for label in groups:
+        own = [i for i, c in enumerate(cases) if stages.condition_of(c.key) == label]
+        at = {ci: k for k, ci in enumerate(own)}
+        js = [j for j, (ci, _) in enumerate(pairs) if ci in at]
+        sub = (
+            [cases[i] for i in own],
+            [(at[pairs[j][0]], pairs[j][1]) for j in js],
+            None if enc is None else enc[js],
+            None if llm is None else [llm[j] for j in js],
+            {k: p for k, p in ratings.items() if stages.condition_of(k[0]) == label},
+        )
+        figures[label] = _figures(*sub, judges.threshold, opts)
+        figures[label]["counts"] = {
+            stage: {r: n for (cond, r), n in c.items() if cond == label} for stage, c in counts.items()
+        }
+        rows += _rows(*sub, judges.threshold, opts)
+    return figures, rows
 
 
 def _encoder_verdicts(cases, sources, pairs, judges: Judges, opts: JudgeOptions) -> np.ndarray | None:

@@ -1,8 +1,8 @@
 """The LLM stages of the open-ended evaluation, each one batch of chat requests through the cached
 client: long-form answers, atomic facts, the LLM fact verifier and G-Eval.
 
-Every stage returns its values keyed like its inputs, plus a :class:`collections.Counter` of what
-could not be scored and why (``request_failed`` when the client skipped a request under
+Every stage returns its values keyed like its inputs, plus a :class:`collections.Counter` keyed
+``(condition, reason)`` of what could not be scored and why (``request_failed`` when the client skipped a request under
 ``on_error: skip``, and the parsers' reasons), so nothing unreadable is scored as 0 or 1. All
 answers go through the response cache, so a killed run asks again only what was not answered.
 """
@@ -39,6 +39,11 @@ class Case:
     facts: list[str] = field(default_factory=list)
 
 
+def condition_of(key: str) -> str:
+    """The condition a request or case key belongs to (``"<question>|<condition>|..."``)."""
+    return key.split("|")[1] if "|" in key else ""
+
+
 def _run(client: ChatClient, requests: Sequence[ChatRequest]) -> list[ChatResult]:
     return client.run(requests) if requests else []
 
@@ -69,9 +74,9 @@ def answer(
     counts: Counter = Counter()
     for c, res in zip(cases, _run(client, requests)):
         if res.text is None:
-            counts["request_failed"] += 1
+            counts[condition_of(c.key), "request_failed"] += 1
         elif not res.text.strip():
-            counts["empty_answer"] += 1
+            counts[condition_of(c.key), "empty_answer"] += 1
         else:
             c.answer = res.text.strip()
     return counts
@@ -104,7 +109,7 @@ def split_facts(
             continue
         sents = sentences(c.answer)[:max_facts]
         if not sents:
-            counts["no_complete_sentence"] += 1
+            counts[condition_of(c.key), "no_complete_sentence"] += 1
         todo += [(c, i, sent) for i, sent in enumerate(sents)]
     if mode == "sentences":
         for c, _, sent in todo:
@@ -118,15 +123,16 @@ def split_facts(
         for c, i, sent in todo
     ]
     for (c, _, _), res in zip(todo, _run(client, requests)):
+        cond = condition_of(c.key)
         if res.text is None:
-            counts["request_failed"] += 1
+            counts[cond, "request_failed"] += 1
             continue
         facts, reason, dropped = parse_facts(res.text, max_facts)
         copied = [f for f in facts if f in demo]
-        counts["facts_dropped"] += dropped
-        counts["copied_example"] += len(copied)
+        counts[cond, "facts_dropped"] += dropped
+        counts[cond, "copied_example"] += len(copied)
         if reason:
-            counts[reason] += 1
+            counts[cond, reason] += 1
         room = max_facts - len(c.facts)
         c.facts += [f for f in facts if f not in demo and f not in c.facts][:room]
     return counts
@@ -145,9 +151,9 @@ def verify_llm(
     ]
     out: list[Parsed] = []
     counts: Counter = Counter()
-    for res in _run(client, requests):
+    for (rid, _, _), res in zip(pairs, _run(client, requests)):
         parsed = Parsed(None, "request_failed") if res.text is None else parse_verdict(res.text, res.body)
-        counts[parsed.reason or f"verdict_by_{parsed.method}"] += 1
+        counts[condition_of(rid), parsed.reason or f"verdict_by_{parsed.method}"] += 1
         out.append(parsed)
     return out, counts
 
@@ -235,12 +241,12 @@ def geval(
             values = [p.value for p in parsed_samples if p.value is not None]
             for p in parsed_samples:
                 if p.reason:
-                    counts[f"samples_{p.reason}"] += 1
+                    counts[condition_of(c.key), f"samples_{p.reason}"] += 1
             out[(c.key, crit)] = (
                 Parsed(sum(values) / len(values), None, "samples")
                 if values
                 else Parsed(None, next((p.reason for p in parsed_samples if p.reason), "no_rating"), "samples")
             )
-    for p in out.values():
-        counts[p.reason or f"rated_by_{p.method}"] += 1
+    for (key, _), p in out.items():
+        counts[condition_of(key), p.reason or f"rated_by_{p.method}"] += 1
     return out, counts

@@ -239,18 +239,15 @@ def _write(cfg: DictConfig, s: _Setup, rows: list, details: dict, md_name: str, 
 
 
 def _judge_all(s: _Setup, conditions: list) -> tuple[dict, list[dict]]:
-    """Every condition answered and judged (:func:`gsr_train.openended.pipeline.judge_condition`)."""
-    from gsr_train.openended.pipeline import judge_condition, knowledge_sources, make_cases
+    """Every condition answered and judged together (:func:`gsr_train.openended.pipeline.judge_conditions`)."""
+    from gsr_train.openended.pipeline import judge_conditions, knowledge_sources, make_cases
 
-    sources = knowledge_sources(s.qs, s.index, s.opts.knowledge)
-    figures, rows = {}, []
-    for cond in conditions:
-        t0 = time.perf_counter()
-        cases = make_cases(s.qs, cond, s.index, s.emb, s.opts, s.classic, s.results)
-        figures[cond.label], part = judge_condition(cases, sources, s.judges, s.opts)
-        figures[cond.label]["seconds"] = round(time.perf_counter() - t0, 2)
-        rows += part
-        log.info("%s: %s", cond.label, _summary_line(figures[cond.label]))
+    t0 = time.perf_counter()
+    groups = {c.label: make_cases(s.qs, c, s.index, s.emb, s.opts, s.classic, s.results) for c in conditions}
+    figures, rows = judge_conditions(groups, knowledge_sources(s.qs, s.index, s.opts.knowledge), s.judges, s.opts)
+    for label, f in figures.items():
+        log.info("%s: %s", label, _summary_line(f))
+    log.info("%d conditions judged in %.0f s", len(conditions), time.perf_counter() - t0)
     return figures, rows
 
 
