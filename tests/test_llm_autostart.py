@@ -58,3 +58,24 @@ def test_a_running_server_is_used_and_remote_or_disabled_never_start_one(loads):
         with local_model.local_endpoint(cfg):
             pass
     assert loads == []
+
+
+def test_a_second_run_serves_its_own_model_when_the_address_is_another_runs_server(loads, tmp_path):
+    """Two runs at once: the second must not lean on the first run's own server (it goes away when that
+    run ends); it serves its model on a free port and keeps answering after the first run ended, with
+    its answers cached under base_url."""
+    import contextlib
+
+    port = _free_port()
+    cfg = {"base_url": f"http://127.0.0.1:{port}/v1", "model": "SmolLM2-135M-Instruct", "autostart": "smollm2"}
+    with contextlib.ExitStack() as second_run:
+        with local_model.local_endpoint(cfg) as first:  # the first run serves at base_url
+            assert "serve_url" not in first
+            second = second_run.enter_context(local_model.local_endpoint(cfg))
+            assert second["serve_url"] != second["base_url"] and second["base_url"] == cfg["base_url"]
+            assert loads == ["smollm2", "smollm2"]
+        # the first run ended (its server is gone); the second still answers
+        with ChatClient({**second, "cache_path": str(tmp_path / "c.sqlite"), "api_key_env": None}) as client:
+            request = ChatRequest(id="q", messages=[{"role": "user", "content": "hi"}])
+            assert client.run([request])[0].text == "from the autostarted model"
+            assert client.base_url == cfg["base_url"] and client.cache.get(client.key(request)) is not None

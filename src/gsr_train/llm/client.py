@@ -76,6 +76,9 @@ class LLMConfig:
     # a model ("smollm2", a folder) that a run may serve itself at base_url when nothing listens
     # there (loopback addresses only; see gsr_train.llm.local_model.local_endpoint); null: never
     autostart: str | None = None
+    # where requests go when it is not base_url: set by a run that serves its own model elsewhere
+    # because base_url is taken by another run's (see local_endpoint); answers stay cached under base_url
+    serve_url: str | None = None
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | LLMConfig) -> LLMConfig:
@@ -173,7 +176,8 @@ class ChatClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ):
         self.config = LLMConfig.from_mapping(config)
-        self.base_url = normalise_base_url(self.config.base_url)
+        self.base_url = normalise_base_url(self.config.base_url)  # the endpoint's identity (cache keys)
+        self.send_url = normalise_base_url(self.config.serve_url) if self.config.serve_url else self.base_url
         self.stats = stats or UsageStats(self.config.price_input_per_m, self.config.price_output_per_m)
         if cache is None and self.config.use_cache:
             cache = ResponseCache(self.config.cache_path or default_cache_path())
@@ -221,7 +225,7 @@ class ChatClient:
                 self.stats.count("retries")
             wait = None
             try:
-                resp = await http.post(f"{self.base_url}/chat/completions", json=payload, headers=self._headers())
+                resp = await http.post(f"{self.send_url}/chat/completions", json=payload, headers=self._headers())
             except httpx.TransportError as e:
                 last = f"{type(e).__name__}: {self._scrub(str(e)) or 'connection failed'}"
             else:

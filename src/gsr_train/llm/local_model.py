@@ -284,13 +284,34 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
+def _ephemeral(host: str, port: int) -> bool:
+    """Is the server at ``host:port`` another run's own (autostarted) server?"""
+    import httpx
+
+    try:
+        return bool(httpx.get(f"http://{host}:{port}/health", timeout=2.0).json().get("ephemeral"))
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return False
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
 @contextlib.contextmanager
 def local_endpoint(llm_cfg: dict, cache_dir: str | Path | None = None):
     """The LLM options, with an endpoint that answers for the duration of the block.
 
     When ``autostart`` names a model, ``base_url`` is a loopback address and nothing listens
     there, the model is served from this process at exactly that address (so response caches
-    keyed by the endpoint stay valid) until the block ends; otherwise nothing is started.
+    keyed by the endpoint stay valid) until the block ends. When another *run's* own server
+    listens there (it ends with that run), the model is served here on a free port instead
+    (``serve_url``; answers stay cached under ``base_url``). A server of its own (``gsr-train
+    serve-llm``) is used as it is; otherwise nothing is started.
     """
     import httpx
 
@@ -300,11 +321,20 @@ def local_endpoint(llm_cfg: dict, cache_dir: str | Path | None = None):
     model = cfg.get("autostart")
     url = httpx.URL(str(cfg.get("base_url") or ""))
     host, port = url.host, url.port or (443 if url.scheme == "https" else 80)
-    if not model or host not in ("127.0.0.1", "localhost", "::1") or _listening(host, port):
+    if not model or host not in ("127.0.0.1", "localhost", "::1"):
         yield cfg
         return
+    if _listening(host, port):
+        if not _ephemeral(host, port):
+            yield cfg
+            return
+        port = _free_port(host)
+        cfg["serve_url"] = f"http://{host}:{port}/v1"
+        log.info("%s is another run's own server: serving %s at %s for this run", url, model, cfg["serve_url"])
     loaded = TransformersBackend.load(model, cache_dir)
     backend = BatchingBackend(loaded) if hasattr(loaded, "generate_batch") else loaded
-    with serve_in_thread(backend, str(cfg.get("model") or getattr(backend, "name", "model")), host=host, port=port):
-        log.info("nothing listened at %s: serving %s there from this process (llm.autostart)", url, model)
+    name = str(cfg.get("model") or getattr(backend, "name", "model"))
+    with serve_in_thread(backend, name, host=host, port=port) as server:
+        server.ephemeral = True
+        log.info("serving %s at %s from this process (llm.autostart)", model, cfg.get("serve_url") or url)
         yield cfg

@@ -193,6 +193,8 @@ class ChatServer(ThreadingHTTPServer):
         self.max_tokens_limit = max_tokens_limit
         self.stats = ServerStats()
         self.generate_lock = threading.Lock()
+        # a run's own server (llm.autostart): it goes away with that run, so no other run should use it
+        self.ephemeral = False
 
     def handle_error(self, request, client_address) -> None:
         """A client that went away (killed job, timeout) is not a server error."""
@@ -241,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         elif self.path.rstrip("/") in ("", "/health"):
-            self._send(200, {"status": "ok", "model": self.server.model_name})
+            self._send(200, {"status": "ok", "model": self.server.model_name, "ephemeral": self.server.ephemeral})
         else:
             self._error(RequestError(404, f"no route GET {self.path}", "not_found"))
 

@@ -109,7 +109,9 @@ def grid_plot(
                 "retriever": lab["form"],
                 "method": lab["perturbation"],
                 "level": lab["level"],
-                metric: {"all": {"0": values(f).get(metric)}},
+                metric: {
+                    "all": {"0": {**values(f), "encoder_mean_support": f.get("encoder_mean_support")}.get(metric)}
+                },
             }
         )
     methods = list(dict.fromkeys(r["method"] for r in results if r["method"] != "none"))

@@ -314,7 +314,7 @@ def run_perturbed(cfg: DictConfig) -> dict:
     return _run_with(cfg, forms, body)
 
 
-_PLOTTED = ("factscore_encoder", "hallucination_llm")
+_PLOTTED = ("encoder_mean_support", "hallucination_llm")  # support: the encoder's view before its threshold
 
 
 def s_out(cfg: DictConfig) -> Path:
