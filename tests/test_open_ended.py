@@ -34,19 +34,18 @@ QUESTIONS = [
 ]
 
 
-def _config(tmp_path, url, *extra):
+def _run_args(tmp_path, url) -> list[str]:
+    """The overrides every run here takes: the tiny dataset and its questions, the hashing encoder,
+    the scripted judge (no autostart), K=2, two G-Eval samples."""
     data = tiny_dataset(tmp_path / "data")
     qfile = tmp_path / "questions.jsonl"
     qfile.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
-    base = [
+    return [
         "+experiment=okgqa_open_ended",
         f"data.dir={data}",
         "data.splits=[test]",
         "encoder.name=hashing",
         "+encoder.dim=32",
-        f"paths.output_dir={tmp_path / 'run'}",
-        f"paths.cache_dir={tmp_path / 'cache'}",
-        "experiment_name=okgqa_open_ended",
         "logger=none",
         f"llm.base_url={url}",
         "llm.model=scripted",
@@ -54,6 +53,15 @@ def _config(tmp_path, url, *extra):
         f"open_ended.questions={qfile}",
         "top_k=2",
         "open_ended.geval.samples=2",
+    ]
+
+
+def _config(tmp_path, url, *extra):
+    base = [
+        *_run_args(tmp_path, url),
+        f"paths.output_dir={tmp_path / 'run'}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "experiment_name=okgqa_open_ended",
     ]
     keys = {e.split("=", 1)[0] for e in extra}
     return compose_config([o for o in base if o.split("=", 1)[0] not in keys] + list(extra))
@@ -128,25 +136,7 @@ def _train_cli(tmp_path, url, run, *extra):
 
     from .conftest import REPO
 
-    data = tiny_dataset(tmp_path / "data")
-    qfile = tmp_path / "questions.jsonl"
-    qfile.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
-    args = [
-        "+experiment=okgqa_open_ended",
-        f"data.dir={data}",
-        "data.splits=[test]",
-        "encoder.name=hashing",
-        "+encoder.dim=32",
-        f"llm.base_url={url}",
-        "llm.model=scripted",
-        "llm.autostart=null",
-        f"open_ended.questions={qfile}",
-        "top_k=2",
-        "open_ended.geval.samples=2",
-        "logger=none",
-        f"hydra.run.dir={run}",
-        *extra,
-    ]
+    args = [*_run_args(tmp_path, url), f"hydra.run.dir={run}", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     env["GSR_TRAIN_CACHE"] = str(tmp_path / "cache")
     return subprocess.Popen(

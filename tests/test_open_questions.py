@@ -28,6 +28,8 @@ from gsr_train.llm.server import ScriptedBackend, serve_in_thread
 from gsr_train.llm.steps import open_questions as step
 from gsr_train.openended.questions import EMBEDDED, load_questions, questions_from_index
 
+from .test_llm_steps import _llm
+
 REPO = Path(__file__).resolve().parents[1]
 
 # OKGQA's OKG/filtered_questions_v3.csv: a pandas index column, Python dict reprs in the entity cells
@@ -263,20 +265,6 @@ def answer_everything(messages, params) -> str:
             f"{a}: Why is {entity} remembered?",  # over_limit
         ]
     )
-
-
-def _llm(srv, tmp_path, **kw) -> dict:
-    return {
-        "base_url": srv.base_url,
-        "model": "scripted",
-        "api_key_env": None,
-        "concurrency": 2,
-        "cache_path": str(tmp_path / "responses.sqlite"),
-        "backoff_base": 0.01,
-        "max_retries": 2,
-        "log_every": 0,
-        **kw,
-    }
 
 
 def _step_cfg(data, cache, out, **kw) -> dict:
