@@ -182,6 +182,35 @@ def _geval_request(rid: str, case: Case, criterion: str, params: Mapping[str, An
     return ChatRequest(rid, text, dict(params))
 
 
+def _sampled_ratings(
+    client: ChatClient, items: Sequence[tuple[Case, str]], opts: GEvalOptions, counts: Counter
+) -> dict:
+    """Each item's mean over ``opts.samples`` sampled ratings (distinct seeds) that parse; every sample
+    that does not is counted ``samples_<reason>``."""
+    n = opts.samples
+    params = {"max_tokens": opts.max_tokens, "temperature": opts.temperature}
+    requests = [
+        _geval_request(f"{c.key}|{crit}|s{i}", c, crit, {**params, "seed": i}) for c, crit in items for i in range(n)
+    ]
+    results = _run(client, requests)
+    out = {}
+    for j, (c, crit) in enumerate(items):
+        parsed = [
+            Parsed(None, "request_failed") if r.text is None else parse_rating(r.text, None)
+            for r in results[j * n : (j + 1) * n]
+        ]
+        values = [p.value for p in parsed if p.value is not None]
+        for p in parsed:
+            if p.reason:
+                counts[condition_of(c.key), f"samples_{p.reason}"] += 1
+        out[(c.key, crit)] = (
+            Parsed(sum(values) / len(values), None, "samples")
+            if values
+            else Parsed(None, next((p.reason for p in parsed if p.reason), "no_rating"), "samples")
+        )
+    return out
+
+
 def _has_logprobs(body: dict | None) -> bool:
     try:
         return bool(body["choices"][0]["logprobs"]["content"])  # type: ignore[index]
@@ -221,32 +250,7 @@ def geval(
             out[(c.key, crit)] = parsed
         need_samples += todo[len(results) :]  # the endpoint returns none: every other item sampled
     if need_samples:
-        n = opts.samples
-        requests = [
-            _geval_request(
-                f"{c.key}|{crit}|s{i}",
-                c,
-                crit,
-                {"max_tokens": opts.max_tokens, "temperature": opts.temperature, "seed": i},
-            )
-            for c, crit in need_samples
-            for i in range(n)
-        ]
-        results = _run(client, requests)
-        for j, (c, crit) in enumerate(need_samples):
-            parsed_samples = [
-                Parsed(None, "request_failed") if r.text is None else parse_rating(r.text, None)
-                for r in results[j * n : (j + 1) * n]
-            ]
-            values = [p.value for p in parsed_samples if p.value is not None]
-            for p in parsed_samples:
-                if p.reason:
-                    counts[condition_of(c.key), f"samples_{p.reason}"] += 1
-            out[(c.key, crit)] = (
-                Parsed(sum(values) / len(values), None, "samples")
-                if values
-                else Parsed(None, next((p.reason for p in parsed_samples if p.reason), "no_rating"), "samples")
-            )
+        out.update(_sampled_ratings(client, need_samples, opts, counts))
     for (key, _), p in out.items():
         counts[condition_of(key), p.reason or f"rated_by_{p.method}"] += 1
     return out, counts
