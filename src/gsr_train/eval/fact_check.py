@@ -67,11 +67,17 @@ def graph_lines(
         wanted = torch.as_tensor(list(about), dtype=heads.dtype)
         keep = torch.isin(heads, wanted) | torch.isin(tails, wanted)
         heads, tails, rels = heads[keep], tails[keep], rels[keep]
-    ids = g.entity_ids.tolist()
-    return [
-        triple_line(entities[int(ids[h])], relations[int(r)], entities[int(ids[t])])
-        for h, r, t in zip(heads.tolist(), rels.tolist(), tails.tolist())
-    ]
+    ids = g.entity_ids
+    hs, ts = _names(entities, ids[heads]), _names(entities, ids[tails])
+    return [triple_line(h, r, t) for h, r, t in zip(hs, _names(relations, rels), ts)]
+
+
+def _names(vocab, ids: torch.Tensor) -> list[str]:
+    """Names of ``ids`` in one call (a memory-mapped :class:`~gsr_train.kg.vocab.StringVocab` takes
+    them through Arrow) or from a plain list."""
+    if hasattr(vocab, "take"):
+        return vocab.take(ids.numpy())
+    return [vocab[i] for i in ids.tolist()]
 
 
 def calibration_facts(
@@ -114,23 +120,35 @@ def _words(text: str) -> set[str]:
 
 
 class Knowledge:
-    """A knowledge source's lines with each line's words found once: a question's graph is matched
-    against every fact of every answer about it."""
+    """A knowledge source's lines, each line's words found once as ids (a question's graph is matched
+    against every fact of every answer about it): the overlap of a fact with all lines is one
+    ``isin`` + ``bincount`` over the lines' word ids, not a loop over lines."""
 
     def __init__(self, lines: Sequence[str]) -> None:
         self.lines = list(lines)
-        self._words: list[set[str]] | None = None
+        self._vocab: dict[str, int] | None = None
+        self._line_of: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._word_ids: np.ndarray = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.lines)
 
+    def _index(self) -> dict[str, int]:
+        if self._vocab is None:
+            vocab: dict[str, int] = {}
+            per_line = [[vocab.setdefault(w, len(vocab)) for w in _words(line)] for line in self.lines]
+            self._line_of = np.repeat(np.arange(len(per_line)), [len(w) for w in per_line])
+            self._word_ids = np.fromiter((w for ws in per_line for w in ws), dtype=np.int64, count=len(self._line_of))
+            self._vocab = vocab
+        return self._vocab
+
     def closest(self, fact: str, n: int) -> list[str]:
         if len(self.lines) <= n:
             return list(self.lines)
-        if self._words is None:
-            self._words = [_words(line) for line in self.lines]
-        words = _words(fact)
-        overlap = np.asarray([len(words & w) for w in self._words])
+        vocab = self._index()
+        wanted = np.asarray([vocab[w] for w in _words(fact) if w in vocab], dtype=np.int64)
+        hits = self._line_of[np.isin(self._word_ids, wanted)]
+        overlap = np.bincount(hits, minlength=len(self.lines))
         keep = np.argsort(-overlap, kind="stable")[:n]
         return [self.lines[i] for i in keep]
 

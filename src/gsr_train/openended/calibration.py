@@ -23,7 +23,6 @@ from gsr_train.eval.fact_check import (
     calibrate,
     calibration_facts,
     closest_lines,
-    graph_lines,
 )
 from gsr_train.kg.index import KGIndex, SplitGraphs
 from gsr_train.openended import stages
@@ -47,13 +46,10 @@ def _by_kind(scores: np.ndarray, facts: Sequence[Fact]) -> dict[str, float | Non
     return out
 
 
-def calibrate_judges(facts: Sequence[Fact], split: SplitGraphs, index: KGIndex, judges, opts) -> dict[str, Any]:
-    """Each configured verifier's figures on ``facts`` (see the module docstring); the LLM judge's
-    unreadable answers are counted per reason and left out of its figures."""
-    sources: dict[int, Knowledge] = {}
-    for f in facts:
-        if f.question not in sources:
-            sources[f.question] = Knowledge(graph_lines(split, f.question, index.entities, index.relations))
+def calibrate_judges(facts: Sequence[Fact], sources: Sequence[Knowledge], judges, opts) -> dict[str, Any]:
+    """Each configured verifier's figures on ``facts`` (see the module docstring), ``sources[q]`` the
+    knowledge of question ``q``'s graph; the LLM judge's unreadable answers are counted per reason
+    and left out of its figures."""
     labels = np.asarray([f.label for f in facts])
     kinds = {k: sum(f.kind == k for f in facts) for k in sorted({f.kind for f in facts})}
     report: dict[str, Any] = {"facts": len(facts), "kinds": kinds}
@@ -67,9 +63,8 @@ def calibrate_judges(facts: Sequence[Fact], split: SplitGraphs, index: KGIndex, 
             (f"calibration|{i}", f.text, closest_lines(f.text, sources[f.question], opts.llm_lines))
             for i, f in enumerate(facts)
         ]
-        client = judges.client("calibration")
-        parsed, counts = stages.verify_llm(client, asks)
-        judges.note("calibration", client)
+        with judges.stage("calibration") as client:
+            parsed, counts = stages.verify_llm(client, asks)
         ok = [i for i, p in enumerate(parsed) if p.value is not None]
         p_true = np.asarray([parsed[i].value for i in ok], dtype=np.float64)
         llm: dict[str, Any] = {"counts": {reason: n for (_, reason), n in counts.items()}, "readable": len(ok)}

@@ -13,9 +13,10 @@ supported when its support reaches the threshold calibrated on true and perturbe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,22 +82,24 @@ class Judges:
     threshold: float | None
     usage: dict[str, dict] = field(default_factory=dict)
 
-    def client(self, stage: str) -> ChatClient:
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[ChatClient]:
+        """A client for one stage (its own usage counts, the shared cache); its usage is added to
+        ``usage[name]`` when the stage ends."""
         cfg = dict(self.llm)
         stats = UsageStats(float(cfg.get("price_input_per_m") or 0.0), float(cfg.get("price_output_per_m") or 0.0))
         client = ChatClient(cfg, stats=stats, cache=self.cache)
-        self.usage.setdefault(stage, {})
-        return client
+        try:
+            yield client
+        finally:
+            total = self.usage.setdefault(name, {})
+            for k, v in client.stats.to_dict().items():
+                if isinstance(v, (int, float)) and not k.endswith("per_fresh_request"):
+                    total[k] = round(total.get(k, 0) + v, 6)
 
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
-
-    def note(self, stage: str, client: ChatClient) -> None:
-        total = self.usage.setdefault(stage, {})
-        for k, v in client.stats.to_dict().items():
-            if isinstance(v, (int, float)) and not k.endswith("per_fresh_request"):
-                total[k] = round(total.get(k, 0) + v, 6)
 
 
 def make_cases(
@@ -116,21 +119,27 @@ def make_cases(
     return [Case(f"{qid}|{cond.label}", text, ev) for qid, text, ev in zip(qs.ids, qs.texts, lines)]
 
 
-def knowledge_sources(qs: Questions, index: KGIndex, mode: str) -> list[Knowledge] | None:
-    """One source per question: its original graph's lines, a text file's lines, or None (evidence)."""
+def graph_knowledge(qs: Questions, index: KGIndex) -> list[Knowledge]:
+    """Each question's original graph as knowledge lines, built once per graph: the calibration and
+    the judging of every condition read the same sources."""
+    by_graph: dict[str, Knowledge] = {}
+    for i, g in enumerate(qs.graph_ids):
+        if g not in by_graph:
+            by_graph[g] = Knowledge(graph_lines(qs.split, i, index.entities, index.relations))
+    return [by_graph[g] for g in qs.graph_ids]
+
+
+def knowledge_sources(mode: str, graphs: list[Knowledge]) -> list[Knowledge] | None:
+    """One source per question: its original graph (``graphs``), a text file's lines, or None (evidence)."""
     if mode == "evidence":
         return None
     if mode == "graph":
-        by_graph: dict[str, Knowledge] = {}
-        for i, g in enumerate(qs.graph_ids):
-            if g not in by_graph:
-                by_graph[g] = Knowledge(graph_lines(qs.split, i, index.entities, index.relations))
-        return [by_graph[g] for g in qs.graph_ids]
+        return graphs
     path = Path(mode)
     if not path.is_file():
         raise FileNotFoundError(f"open_ended.knowledge={mode}: not graph, evidence or an existing text file")
     shared = Knowledge([x.strip() for x in path.read_text(encoding="utf-8").splitlines() if x.strip()])
-    return [shared] * len(qs.ids)
+    return [shared] * len(graphs)
 
 
 def judge_conditions(
@@ -141,21 +150,21 @@ def judge_conditions(
     Each stage asks for all conditions at once, so a server that batches requests (the local one)
     fills its batches; ``sources[i]`` is the knowledge of question ``i`` of every condition."""
     cases = [c for group in groups.values() for c in group]
-    knowledge = None if sources is None else [src for group in groups.values() for src in sources[: len(group)]]
+    knowledge = [
+        Knowledge(c.evidence) if sources is None else sources[i]
+        for group in groups.values()
+        for i, c in enumerate(group)
+    ]
     counts: dict[str, Counter] = {}
-    for stage, fn in (
-        ("answer", lambda c: stages.answer(c, cases, opts.answer_tokens, opts.answer_params)),
-        ("facts", lambda c: stages.split_facts(c, cases, opts.fact_tokens, opts.max_facts, opts.facts)),
-    ):
-        client = judges.client(stage)
-        counts[stage] = fn(client)  # type: ignore[no-untyped-call]
-        judges.note(stage, client)
+    with judges.stage("answer") as client:
+        counts["answer"] = stages.answer(client, cases, opts.answer_tokens, opts.answer_params)
+    with judges.stage("facts") as client:
+        counts["facts"] = stages.split_facts(client, cases, opts.fact_tokens, opts.max_facts, opts.facts)
     pairs = [(ci, fi) for ci, c in enumerate(cases) for fi in range(len(c.facts))]
     enc = _encoder_verdicts(cases, knowledge, pairs, judges, opts)
     llm, counts["verify_llm"] = _llm_verdicts(cases, knowledge, pairs, judges, opts)
-    client = judges.client("geval")
-    ratings, counts["geval"] = stages.geval(client, cases, opts.geval)
-    judges.note("geval", client)
+    with judges.stage("geval") as client:
+        ratings, counts["geval"] = stages.geval(client, cases, opts.geval)
     figures, rows = {}, []
     for label in groups:
         own = [i for i, c in enumerate(cases) if stages.condition_of(c.key) == label]
@@ -176,25 +185,25 @@ def judge_conditions(
     return figures, rows
 
 
-def _encoder_verdicts(cases, sources, pairs, judges: Judges, opts: JudgeOptions) -> np.ndarray | None:
+def _encoder_verdicts(cases, knowledge, pairs, judges: Judges, opts: JudgeOptions) -> np.ndarray | None:
+    """The encoder verifier's support of every ``(case, fact)`` pair against its case's knowledge."""
     if "encoder" not in opts.verifiers or judges.verifier is None or judges.threshold is None:
         return None
     facts = [cases[ci].facts[fi] for ci, fi in pairs]
-    where = [sources[ci] if sources is not None else Knowledge(cases[ci].evidence) for ci, _ in pairs]
-    return judges.verifier.support(facts, where) if facts else np.zeros(0)
+    return judges.verifier.support(facts, [knowledge[ci] for ci, _ in pairs]) if facts else np.zeros(0)
 
 
-def _llm_verdicts(cases, sources, pairs, judges: Judges, opts: JudgeOptions) -> tuple[list | None, Counter]:
+def _llm_verdicts(cases, knowledge, pairs, judges: Judges, opts: JudgeOptions) -> tuple[list | None, Counter]:
+    """The LLM judge's P(True) of every pair (None: unreadable, counted) over its closest lines."""
     if "llm" not in opts.verifiers:
         return None, Counter()
-    asks = []
-    for ci, fi in pairs:
-        fact = cases[ci].facts[fi]
-        src = sources[ci] if sources is not None else Knowledge(cases[ci].evidence)
-        asks.append((f"{cases[ci].key}|fact{fi}", fact, closest_lines(fact, src, opts.llm_lines)))
-    client = judges.client("verify_llm")
-    parsed, counts = stages.verify_llm(client, asks)
-    judges.note("verify_llm", client)
+    facts = [cases[ci].facts[fi] for ci, fi in pairs]
+    asks = [
+        (f"{cases[ci].key}|fact{fi}", fact, closest_lines(fact, knowledge[ci], opts.llm_lines))
+        for (ci, fi), fact in zip(pairs, facts)
+    ]
+    with judges.stage("verify_llm") as client:
+        parsed, counts = stages.verify_llm(client, asks)
     return [p.value for p in parsed], counts
 
 

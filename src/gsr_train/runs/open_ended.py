@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class _Setup:
     opts: Any  # JudgeOptions
     results: dict
     classic: dict | None = None  # the classic retrievers' options (the evidence forms)
+    graphs: list = field(default_factory=list)  # each question's original graph as knowledge lines
 
 
 def _check(cfg: DictConfig, forms: list[str]) -> dict:
@@ -152,6 +153,7 @@ def _judges(cfg: DictConfig, llm_cfg: dict, encoder, opts):
 
 def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
     """Everything a run needs, after every option was checked."""
+    from gsr_train.openended.pipeline import graph_knowledge
     from gsr_train.runs.run_data import cache_dir, load_kg_index
     from gsr_train.text.embeddings import get_embeddings
     from gsr_train.text.encoders import load_encoder
@@ -166,7 +168,8 @@ def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
     classic = any(f in ("triplets", "paths", "subgraphs") for f in forms)
     emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=[split_name]) if classic else None
     classic_opts = {k: v for k, v in as_dict(cfg.classic).items() if k != "method"} if cfg.get("classic") else None
-    return _Setup(index, split_name, qs, counts, emb, _judges(cfg, llm_cfg, encoder, opts), opts, results, classic_opts)
+    judges = _judges(cfg, llm_cfg, encoder, opts)
+    return _Setup(index, split_name, qs, counts, emb, judges, opts, results, classic_opts, graph_knowledge(qs, index))
 
 
 def _calibrate(cfg: DictConfig, s: _Setup) -> dict:
@@ -175,7 +178,7 @@ def _calibrate(cfg: DictConfig, s: _Setup) -> dict:
 
     c = cfg.open_ended.calibration
     facts = calibration_set(s.qs.split, s.index, int(c.per_question), c.get("max_facts"), int(c.seed))
-    report = calibrate_judges(facts, s.qs.split, s.index, s.judges, s.opts)
+    report = calibrate_judges(facts, s.graphs, s.judges, s.opts)
     if "encoder" in report:
         s.judges.threshold = float(report["encoder"]["threshold"])
     report["table"] = calibration_table(report, str(s.judges.llm.get("model")))
@@ -244,7 +247,7 @@ def _judge_all(s: _Setup, conditions: list) -> tuple[dict, list[dict]]:
 
     t0 = time.perf_counter()
     groups = {c.label: make_cases(s.qs, c, s.index, s.emb, s.opts, s.classic, s.results) for c in conditions}
-    figures, rows = judge_conditions(groups, knowledge_sources(s.qs, s.index, s.opts.knowledge), s.judges, s.opts)
+    figures, rows = judge_conditions(groups, knowledge_sources(s.opts.knowledge, s.graphs), s.judges, s.opts)
     for label, f in figures.items():
         log.info("%s: %s", label, _summary_line(f))
     log.info("%d conditions judged in %.0f s", len(conditions), time.perf_counter() - t0)
