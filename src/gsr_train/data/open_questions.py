@@ -175,6 +175,14 @@ class OpenQuestion:
         )
 
 
+def _first(q: OpenQuestion, first_line: dict[str, int], lineno: int, where: str, field: str | None) -> OpenQuestion:
+    """``q``, its id noted on ``lineno``; an id seen before is an error naming both lines."""
+    if q.id in first_line:
+        raise OpenQuestionError(where, field, f"duplicate id {q.id!r} (first on line {first_line[q.id]})")
+    first_line[q.id] = lineno
+    return q
+
+
 def read_questions(path: str | os.PathLike) -> list[OpenQuestion]:
     """Question rows of a JSONL file (``.gz`` too); a bad line or a duplicate id is an error naming the line."""
     path = Path(path)
@@ -186,11 +194,7 @@ def read_questions(path: str | os.PathLike) -> list[OpenQuestion]:
         where = f"{path}: line {lineno}"
         if isinstance(record, BadLine):
             raise OpenQuestionError(where, None, str(record))
-        q = OpenQuestion.from_row(record, where)
-        if q.id in first_line:
-            raise OpenQuestionError(where, "id", f"duplicate id {q.id!r} (first on line {first_line[q.id]})")
-        first_line[q.id] = lineno
-        out.append(q)
+        out.append(_first(OpenQuestion.from_row(record, where), first_line, lineno, where, "id"))
     return out
 
 
@@ -307,11 +311,7 @@ def load_okgqa_csv(path: str | os.PathLike) -> list[OpenQuestion]:
                     "difficulty": values.get("difficulty"),
                     "source": "okgqa",
                 }
-                q = OpenQuestion.from_row(row, where)
-                if q.id in first_line:
-                    raise OpenQuestionError(where, id_col, f"duplicate id {q.id!r} (first on line {first_line[q.id]})")
-                first_line[q.id] = lineno
-                out.append(q)
+                out.append(_first(OpenQuestion.from_row(row, where), first_line, lineno, where, id_col))
     except UnicodeDecodeError as e:
         raise OpenQuestionError(str(path), None, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     except csv.Error as e:

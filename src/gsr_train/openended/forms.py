@@ -59,13 +59,12 @@ def evidence_text(
     """The evidence lines of question ``q`` in ``form`` (at most ``top_k`` edges)."""
     if form == "none":
         return []
-    g = split.graph(q)
     e0, e1 = int(split.edge_ptr[q]), int(split.edge_ptr[q + 1])
-    edges = _ranked_edges(scores, e0, e1, top_k)
-    ids = g.entity_ids.tolist()
-    heads, tails, rels = g.edge_index[0].tolist(), g.edge_index[1].tolist(), g.edge_rel.tolist()
-    name = lambda local: entities[int(ids[local])]  # noqa: E731
-    triples = [(heads[e], relations[int(rels[e])], tails[e]) for e in edges]
+    edges = torch.as_tensor(_ranked_edges(scores, e0, e1, top_k), dtype=torch.long) + e0
+    heads, tails = split.edge_index[0, edges].tolist(), split.edge_index[1, edges].tolist()  # local node ids
+    ids = split.entity_ids[int(split.ent_ptr[q]) + torch.as_tensor(heads + tails, dtype=torch.long)].tolist()
+    name = dict(zip(heads + tails, (entities[i] for i in ids))).__getitem__  # only the retrieved edges' names
+    triples = [(h, relations[int(r)], t) for h, r, t in zip(heads, split.edge_rel[edges].tolist(), tails)]
     if form == "paths":
         return _path_lines(triples, name)
     if form == "subgraphs":

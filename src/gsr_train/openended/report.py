@@ -74,22 +74,21 @@ def conditions_table(figures: Mapping[str, Any], title: str, labels: Mapping[str
             ", ".join(f"{m} {n}" for m, n in (f.get("geval_method") or {}).items()) or "-",
         ]
         lines.append("| " + " | ".join(row) + " |")
-    skipped = {
-        label: {
-            stage: {k: n for k, n in c.items() if not k.startswith(("rated_by", "verdict_by")) and n}
-            for stage, c in f.get("counts", {}).items()
-        }
-        for label, f in figures.items()
-    }
-    notes = [
-        f"{label}: "
-        + "; ".join(f"{stage} " + ", ".join(f"{k} {n}" for k, n in c.items()) for stage, c in st.items() if c)
-        for label, st in skipped.items()
-        if any(st.values())
-    ]
+    notes = [f"{label}: {line}" for label, f in figures.items() if (line := _not_scored(f.get("counts", {})))]
     if notes:
         lines += ["", "Not scored (counted per reason):", *(f"- {n}" for n in notes)]
     return "\n".join(lines)
+
+
+def _not_scored(counts: Mapping[str, Mapping[str, int]]) -> str:
+    """``stage reason n, ...; stage ...``: what a condition could not score, per stage (how ratings
+    and verdicts were read is not a loss)."""
+    parts = []
+    for stage, c in counts.items():
+        lost = [f"{k} {n}" for k, n in c.items() if n and not k.startswith(("rated_by", "verdict_by"))]
+        if lost:
+            parts.append(f"{stage} " + ", ".join(lost))
+    return "; ".join(parts)
 
 
 def grid_plot(

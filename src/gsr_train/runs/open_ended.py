@@ -297,6 +297,7 @@ def _details(s: _Setup, figures: dict, calibration: dict, t0: float) -> dict:
 def run_perturbed(cfg: DictConfig) -> dict:
     """``+experiment=okgqa_perturbed``: the open-ended evaluation per perturbation x level x form."""
     from gsr_train.openended.report import condition_rows, conditions_table, grid_plot
+    from gsr_train.runs.run_data import output_dir
 
     forms = list(cfg.open_ended.forms)
 
@@ -309,7 +310,8 @@ def run_perturbed(cfg: DictConfig) -> dict:
         print(table, flush=True)
         details = {**_details(s, figures, calibration, t0), "grid": labels, "similarity": similarity}
         rows = condition_rows(figures, s.split_name, int(cfg.top_k), labels)
-        pngs = [grid_plot(figures, labels, s_out(cfg) / f"okgqa_perturbed_{m}.png", m, title) for m in _PLOTTED]
+        out = output_dir(cfg)
+        pngs = [grid_plot(figures, labels, out / f"okgqa_perturbed_{m}.png", m, title) for m in _PLOTTED]
         _write(cfg, s, rows, details, "okgqa_perturbed.md", calibration["table"] + "\n\n" + table, answers)
         print("plots: " + ", ".join(str(p) for p in pngs))
         return details
@@ -318,12 +320,6 @@ def run_perturbed(cfg: DictConfig) -> dict:
 
 
 _PLOTTED = ("encoder_mean_support", "hallucination_llm")  # support: the encoder's view before its threshold
-
-
-def s_out(cfg: DictConfig) -> Path:
-    from gsr_train.runs.run_data import output_dir
-
-    return output_dir(cfg)
 
 
 def _perturbed_conditions(cfg: DictConfig, s: _Setup, forms: list[str]) -> tuple[list, dict, list]:

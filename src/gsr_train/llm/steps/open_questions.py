@@ -67,18 +67,30 @@ def graph_entities(index, split: str, i: int, max_related: int = 3) -> GraphEnti
     topics = tuple(dict.fromkeys(names[k] for k in topic_local if named[k]))
     related: tuple[str, ...] = ()
     if topics and max_related > 0:
-        sig: list[set[tuple[int, int]]] = [set() for _ in names]
-        for h, t, r in zip(g.edge_index[0].tolist(), g.edge_index[1].tolist(), g.edge_rel.tolist()):
-            sig[h].add((r, 0))
-            sig[t].add((r, 1))
-        topic_sig = set().union(*(sig[k] for k in topic_local))
-        scored = []
-        for k, name in enumerate(names):
-            shared = len(sig[k] & topic_sig)
-            if shared >= 2 and named[k] and name not in topics:
-                scored.append((-shared / len(sig[k] | topic_sig), -shared, name))
+        shared, union = _shared_signatures(g, topic_local, len(index.relations))
+        scored = [
+            (-shared[k] / union[k], -int(shared[k]), name)
+            for k, name in enumerate(names)
+            if shared[k] >= 2 and named[k] and name not in topics
+        ]
         related = tuple(dict.fromkeys(name for _, _, name in sorted(scored)))[:max_related]
     return GraphEntities(graphs.ids[i], i, topics, related)
+
+
+def _shared_signatures(g, topic_local: list[int], num_relations: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per node of graph ``g``: how many (relation, direction) pairs it shares with the topic
+    entities, and the size of the union of both sets (Jaccard's denominator); one ``unique`` over
+    the graph's edges, no loop over them."""
+    n = int(g.entity_ids.numel())
+    heads, tails, rels = g.edge_index[0].numpy(), g.edge_index[1].numpy(), g.edge_rel.numpy().astype(np.int64)
+    nodes = np.concatenate([heads, tails]).astype(np.int64)
+    pairs = np.concatenate([rels * 2, rels * 2 + 1])  # (relation, 0: as head / 1: as tail)
+    keys = np.unique(nodes * (2 * num_relations) + pairs)
+    node, pair = keys // (2 * num_relations), keys % (2 * num_relations)
+    topic_pairs = np.unique(pair[np.isin(node, topic_local)])
+    shared = np.bincount(node[np.isin(pair, topic_pairs)], minlength=n)
+    union = np.bincount(node, minlength=n) + topic_pairs.size - shared
+    return shared, np.maximum(union, 1)
 
 
 def topic_facts(index, split: str, i: int, n: int) -> list[list[str]]:
