@@ -87,16 +87,20 @@ def calibration_facts(
     ``seed``. A question whose graph offers no perturbation of a triple gives none for it."""
     rng = np.random.default_rng(seed)
     named = names_have_text(entities)
+    num_r = len(relations)
+    meta_rel = np.asarray([relations[r].startswith(META_RELATIONS) for r in range(num_r)], dtype=bool)
     out: list[Fact] = []
     for q in range(len(split)):
         g = split.graph(q)
         ids = g.entity_ids.numpy()
-        heads, tails, rels = g.edge_index[0].numpy(), g.edge_index[1].numpy(), g.edge_rel.numpy()
-        meta = np.asarray([relations[int(r)].startswith(META_RELATIONS) for r in rels.tolist()], dtype=bool)
+        heads, tails = g.edge_index[0].numpy().astype(np.int64), g.edge_index[1].numpy().astype(np.int64)
+        rels = g.edge_rel.numpy().astype(np.int64)
+        meta = meta_rel[rels]
         ok = named[ids[heads]] & named[ids[tails]] & ~meta
         if not ok.any():
             continue
-        existing = set(zip(heads.tolist(), rels.tolist(), tails.tolist()))
+        n = len(ids)
+        existing = np.unique((heads * num_r + rels) * n + tails)  # every triple of the graph as one key
         candidates = np.flatnonzero(ok)
         graph_rels = np.unique(rels[~meta])
         named_nodes = np.flatnonzero(named[ids])
@@ -104,14 +108,15 @@ def calibration_facts(
             h, r, t = int(heads[e]), int(rels[e]), int(tails[e])
             name = lambda local: entities[int(ids[local])]  # noqa: E731
             out.append(Fact(fact_sentence(name(h), relations[r], name(t)), 1, "true", q, h))
-            other_r = [x for x in rng.permutation(graph_rels).tolist() if (h, x, t) not in existing]
-            if other_r:
-                out.append(Fact(fact_sentence(name(h), relations[other_r[0]], name(t)), 0, KINDS[1], q, h))
-            other_t = [
-                x for x in rng.permutation(named_nodes).tolist() if x not in (h, t) and (h, r, x) not in existing
-            ]
-            if other_t:
-                out.append(Fact(fact_sentence(name(h), relations[r], name(other_t[0])), 0, KINDS[2], q, h))
+            # the first relation / tail of a random order that makes no triple of the graph
+            other_r = rng.permutation(graph_rels)
+            other_r = other_r[~np.isin((h * num_r + other_r) * n + t, existing)]
+            if other_r.size:
+                out.append(Fact(fact_sentence(name(h), relations[int(other_r[0])], name(t)), 0, KINDS[1], q, h))
+            other_t = rng.permutation(named_nodes)
+            other_t = other_t[(other_t != h) & (other_t != t) & ~np.isin((h * num_r + r) * n + other_t, existing)]
+            if other_t.size:
+                out.append(Fact(fact_sentence(name(h), relations[r], name(int(other_t[0]))), 0, KINDS[2], q, h))
     return out
 
 
