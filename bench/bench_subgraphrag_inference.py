@@ -16,7 +16,10 @@ Part 2 (real fixture): average time to retrieve one question of webqsp_mini test
 at a time and batched, with the compiled kernels and with the torch path in the same
 run (passes alternate between them; the machine's speed drifts).
 
-    python bench/bench_subgraphrag_inference.py [--checkpoint RUN/checkpoints/best-XX.ckpt]
+    python bench/bench_subgraphrag_inference.py [--checkpoint RUN/checkpoints/best-XX.ckpt] [--device cuda]
+
+``--device cuda``: the torch paths on the GPU (timers synchronised with it; the compiled kernels are
+CPU code and are left out), peak GPU memory next to peak RSS.
 
 Writes bench/results/bench_subgraphrag_inference.json.
 """
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -35,6 +37,16 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from benchutil import (  # noqa: E402
+    add_device_argument,
+    device_info,
+    device_label,
+    peak_gpu_mb,
+    peak_rss_mb,
+    resolve_device,
+    sync,
+)
 
 from gsr_train.features.structure import node_features  # noqa: E402
 from gsr_train.features.triple_batch import make_batch  # noqa: E402
@@ -87,12 +99,18 @@ def synthetic_split(
     )
 
 
+DEVICE = torch.device("cpu")  # --device
+
+
 def timeit(fn, repeats: int) -> float:
+    """Median seconds of ``fn`` after a warm-up, the device synchronised around each call."""
     fn()  # warm-up
     times = []
     for _ in range(repeats):
+        sync(DEVICE)
         t0 = time.perf_counter()
         fn()
+        sync(DEVICE)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -109,6 +127,9 @@ def part1(args) -> dict:
     ent[~has] = 0
     rel = torch.nn.functional.normalize(torch.randn(args.relation_vocab, dim, generator=g), dim=-1)
     qemb = torch.nn.functional.normalize(torch.randn(args.questions, dim, generator=g), dim=-1)
+    cuda = DEVICE.type == "cuda"
+    if cuda:
+        ent, has, rel, qemb = ent.to(DEVICE), has.to(DEVICE), rel.to(DEVICE), qemb.to(DEVICE)
     total = int(split.edge_ptr[-1])
     out = {
         "graphs": args.questions,
@@ -121,28 +142,32 @@ def part1(args) -> dict:
     }
     for name, opts in VARIANTS.items():
         torch.manual_seed(0)
-        scorer = TripleScorer(ScorerConfig.from_options({"hidden": hidden, **opts}, dim)).eval()
+        scorer = TripleScorer(ScorerConfig.from_options({"hidden": hidden, **opts}, dim)).eval().to(DEVICE)
         feats = node_features(split)
         chunks = [
             list(range(s, min(s + args.graphs_per_call, len(split))))
             for s in range(0, len(split), args.graphs_per_call)
         ]
-        local = [make_batch(split, c, feats, qemb, ent, has, rel) for c in chunks]
-        glob = [make_batch(split, c, feats, qemb, ent, has, rel, global_ids=True) for c in chunks]
+        cpu = [t.cpu() for t in (qemb, ent, has, rel)]  # batches are built on the CPU, then moved
+        local = [make_batch(split, c, feats, *cpu).to(DEVICE) for c in chunks]
+        glob = [make_batch(split, c, feats, *cpu, global_ids=True).to(DEVICE) for c in chunks]
+        sync(DEVICE)
         t0 = time.perf_counter()
         proj = scorer.precompute(ent, has, rel)
+        sync(DEVICE)
         precompute_s = time.perf_counter() - t0
         diff = max(
             float((scorer.forward_reference(b) - scorer.forward_projected(proj, gb)).abs().max())
             for b, gb in zip(local, glob)
         )
-        compiled = CompiledQuestionScorer(scorer, proj, rel)
-        diff_c = float(
-            (compiled.score_split(split, qemb) - torch.cat([scorer.forward_reference(b) for b in local])).abs().max()
-        )
         t_ref = timeit(lambda: [scorer.forward_reference(b) for b in local], args.repeats)
         t_fast = timeit(lambda: [scorer.forward_projected(proj, b) for b in glob], args.repeats)
-        t_comp = timeit(lambda: compiled.score_split(split, qemb), args.repeats)
+        t_comp = diff_c = None
+        if not cuda:  # the compiled kernels are CPU code
+            compiled = CompiledQuestionScorer(scorer, proj, rel)
+            reference = torch.cat([scorer.forward_reference(b) for b in local])
+            diff_c = float((compiled.score_split(split, qemb) - reference).abs().max())
+            t_comp = timeit(lambda: compiled.score_split(split, qemb), args.repeats)
         row = {
             "hidden": scorer.config.hidden,
             "straightforward_triples_per_s": total / t_ref,
@@ -153,13 +178,14 @@ def part1(args) -> dict:
             "projected_entities": args.vocab,
             "straightforward_s": t_ref,
             "projected_s": t_fast,
-            "compiled_triples_per_s": total / t_comp,
-            "compiled_speedup": t_ref / t_comp,
+            "compiled_triples_per_s": None if t_comp is None else total / t_comp,
+            "compiled_speedup": None if t_comp is None else t_ref / t_comp,
             "compiled_max_abs_diff": diff_c,
             "compiled_s": t_comp,
         }
         if args.fused:
-            fused = TripleScorer(ScorerConfig.from_options({"hidden": hidden, **opts, "fused": True}, dim)).eval()
+            fused_cfg = ScorerConfig.from_options({"hidden": hidden, **opts, "fused": True}, dim)
+            fused = TripleScorer(fused_cfg).eval().to(DEVICE)
             fused.load_state_dict(scorer.state_dict())
             t_fused = timeit(lambda: [fused.forward_projected(proj, b) for b in glob], args.repeats)
             row.update(
@@ -184,7 +210,7 @@ def part2(args) -> dict:
     if not (data / "test.jsonl.gz").exists():
         return {"skipped": f"{data} not found"}
     index = get_index(data, cache_dir=args.cache)
-    emb = get_embeddings(index, "minilm", args.cache, splits=["test"])
+    emb = get_embeddings(index, args.encoder, args.cache, splits=["test"])
     split, qemb = index["test"], emb.question["test"]
     out = {
         "data": str(data),
@@ -200,18 +226,21 @@ def part2(args) -> dict:
         else:
             torch.manual_seed(0)
             scorer = TripleScorer(ScorerConfig.from_options({"hidden": args.hidden, **opts}, emb.dim))
-        modes = {
-            "compiled": SubgraphRAGRetriever(scorer, serving="compiled", workers=1),
-            "torch": SubgraphRAGRetriever(scorer, serving="torch"),
-        }
-        if args.workers > 1:  # batched only: the split spread over worker threads
+        if DEVICE.type == "cuda":  # the compiled kernels are CPU code: the torch path alone
+            modes = {"torch": SubgraphRAGRetriever(scorer, DEVICE, serving="torch")}
+        else:
+            modes = {
+                "compiled": SubgraphRAGRetriever(scorer, serving="compiled", workers=1),
+                "torch": SubgraphRAGRetriever(scorer, serving="torch"),
+            }
+        if args.workers > 1 and DEVICE.type == "cpu":  # batched only: the split spread over worker threads
             modes[f"compiled, {args.workers} workers"] = SubgraphRAGRetriever(
                 scorer, serving="compiled", workers=args.workers
             )
         if args.fused:
             fused = TripleScorer(scorer.config, fused=True).eval()
             fused.load_state_dict(scorer.state_dict())
-            modes["torch fused"] = SubgraphRAGRetriever(fused, serving="torch")
+            modes["torch fused"] = SubgraphRAGRetriever(fused, DEVICE, serving="torch")
         precompute_s = {}
         for mode, retriever in modes.items():
             t0 = time.perf_counter()
@@ -220,7 +249,9 @@ def part2(args) -> dict:
 
         def one(retriever, q: int) -> torch.Tensor:  # what serving one question costs
             scores = retriever.score_question(split.graph(q), qemb[q], emb)
-            return scores.topk(min(args.k, scores.numel())).indices
+            top = scores.topk(min(args.k, scores.numel())).indices
+            sync(DEVICE)
+            return top
 
         for retriever in modes.values():
             for q in range(min(5, len(split))):
@@ -306,18 +337,17 @@ def main(argv=None) -> dict:
     p.add_argument(
         "--passes", type=int, default=5, help="passes over webqsp_mini test per serving mode (median reported)"
     )
+    p.add_argument("--encoder", default="minilm", help="minilm (the default) or hashing (no model to install)")
+    add_device_argument(p)
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_subgraphrag_inference.json"))
     args = p.parse_args(argv)
+    global DEVICE
+    DEVICE = resolve_device(args.device)
     keep_freed_memory()
     torch.set_num_threads(args.threads)
-    result = {
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "load_avg": os.getloadavg(),
-        }
-    }
+    if DEVICE.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # what a run does on CUDA (float32_matmul_precision: null)
+    result = {"machine": device_info(DEVICE)}
     # the latency part first: part 1's straightforward passes allocate hundreds of MB that
     # would otherwise be measured as part of the heap state part 2 runs in
     result["webqsp_mini_retrieval"] = part2(args)
@@ -327,7 +357,7 @@ def main(argv=None) -> dict:
     print(
         f"\nTriples scored per second, WebQSP-sized random graphs ({r1['graphs']} x {r1['triples_per_graph']} "
         f"triples, {r1['entities_per_graph']} entities, {r1['dim']}-d, "
-        f"{torch.get_num_threads()} thread(s)); speed-ups against the straightforward pass, same run"
+        f"on {device_label(result['machine'])}); speed-ups against the straightforward pass, same run"
     )
     print(
         "| model | hidden | straightforward | precomputed (torch) | speed-up | compiled kernels | speed-up | "
@@ -340,11 +370,16 @@ def main(argv=None) -> dict:
             if "fused_triples_per_s" in row
             else "- | -"
         )
+        compiled = (
+            f"{row['compiled_triples_per_s']:,.0f} | {row['compiled_speedup']:.1f}x"
+            if row["compiled_s"] is not None
+            else "- | -"
+        )
+        diff_c = "-" if row["compiled_max_abs_diff"] is None else f"{row['compiled_max_abs_diff']:.1e}"
         print(
             f"| {name} | {row['hidden']} | {row['straightforward_triples_per_s']:,.0f} | "
-            f"{row['projected_triples_per_s']:,.0f} | {row['speedup']:.1f}x | {row['compiled_triples_per_s']:,.0f} | "
-            f"{row['compiled_speedup']:.1f}x | {fused} | "
-            f"{row['max_abs_diff']:.1e} / {row['compiled_max_abs_diff']:.1e} |"
+            f"{row['projected_triples_per_s']:,.0f} | {row['speedup']:.1f}x | {compiled} | {fused} | "
+            f"{row['max_abs_diff']:.1e} / {diff_c} |"
         )
     r2 = result["webqsp_mini_retrieval"]
     if "variants" in r2:
@@ -354,7 +389,7 @@ def main(argv=None) -> dict:
             f"one at a time: median over {r2['passes']} passes of the mean, modes alternating)"
         )
         print(
-            "| model [serving] | one at a time: mean ms | best pass ms | CPU ms | median ms | p90 ms | "
+            "| model [serving] | one at a time: mean ms | best pass ms | process CPU ms | median ms | p90 ms | "
             "speed-up vs torch | batched ms/question | batched triples/s | batched speed-up vs torch | precompute s |"
         )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -372,6 +407,8 @@ def main(argv=None) -> dict:
             )
     else:
         print(f"\nwebqsp_mini part skipped: {r2.get('skipped')}")
+    result["peak_rss_mb"], result["peak_gpu_mb"] = peak_rss_mb(), peak_gpu_mb(DEVICE)
+    print(f"\npeak RSS {result['peak_rss_mb'] / 1024:.2f} GB; peak GPU memory {result['peak_gpu_mb'] or '-'} MB")
     write_json(args.out, result)
     print(f"\nwrote {args.out}")
     return result

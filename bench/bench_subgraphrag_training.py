@@ -1,6 +1,7 @@
 """SubgraphRAG training throughput on the webqsp_mini train split, with the recall reached.
 
-Runs, in one process, with MiniLM embeddings (cached) and Lightning's training loop:
+Runs, in one process, with MiniLM embeddings (cached; ``--encoder hashing`` where MiniLM is not
+installed) and Lightning's training loop, on ``--device`` (cpu, cuda, auto):
 
 * ``straightforward``: the paper's architecture trained the way the public code does it
   (one graph per step, concatenate ``[z_q, z_h, z_r, z_t, z_tau]`` per triple, Linear ->
@@ -10,14 +11,16 @@ Runs, in one process, with MiniLM embeddings (cached) and Lightning's training l
 * ``ours``: the default model config (``conf/model/subgraphrag.yaml``) for ``--epochs``;
 * ``ours_bf16`` (``--bf16``): the same with bfloat16 entity-projection matmuls in training.
 
-Throughput counts training steps only (validation excluded): wall-clock and process-CPU
-triples per second (the CPU figure is what a quiet machine would show when other jobs
-share the cores). Recall: best validation shortest-path recall@100, and test answer /
+Throughput counts training steps only (validation excluded): wall-clock triples per second,
+the device synchronised at each step's start and end (a CUDA step is timed to its last kernel,
+not its launch), and on the CPU also per second of process CPU time (what a quiet machine would
+show when other jobs share the cores). Peak RSS and peak GPU memory are given per run. Recall:
+best validation shortest-path recall@100, and test answer /
 shortest-path / GPT-labelled recall at K = 10, 20, 100 of the best checkpoint. The public
 implementation's figure on this machine (issue 3: ~45 s/epoch, ~22k triples/s) is
 printed for reference.
 
-    python bench/bench_subgraphrag_training.py [--epochs 15] [--paper-epochs 3]
+    python bench/bench_subgraphrag_training.py [--epochs 15] [--paper-epochs 3] [--device cuda]
 
 Writes bench/results/bench_subgraphrag_training.json.
 """
@@ -25,9 +28,9 @@ Writes bench/results/bench_subgraphrag_training.json.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
-import platform
 import sys
 import time
 import warnings
@@ -38,6 +41,17 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from benchutil import (  # noqa: E402
+    add_device_argument,
+    device_info,
+    device_label,
+    peak_gpu_mb,
+    peak_rss_mb,
+    reset_peak_gpu,
+    resolve_device,
+    sync,
+)
+
 from gsr_train.io import write_json  # noqa: E402
 from gsr_train.models.subgraphrag.perf import keep_freed_memory  # noqa: E402
 
@@ -47,16 +61,19 @@ KS = [10, 20, 100]
 
 
 class StepTimer:
-    """Lightning callback: wall / CPU time and triples of training steps only."""
+    """Lightning callback: wall / CPU time and triples of training steps only (the device is
+    synchronised at both ends of a step, so CUDA steps are timed to their last kernel)."""
 
-    def __init__(self, max_steps: int | None = None) -> None:
+    def __init__(self, max_steps: int | None = None, device: torch.device | None = None) -> None:
         import pytorch_lightning as pl
 
         class _CB(pl.Callback):
             def on_train_batch_start(cb, trainer, module, batch, batch_idx):
+                sync(self.device)
                 self._t = (time.perf_counter(), time.process_time())
 
             def on_train_batch_end(cb, trainer, module, outputs, batch, batch_idx):
+                sync(self.device)
                 w, c = self._t
                 self.wall += time.perf_counter() - w
                 self.cpu += time.process_time() - c
@@ -69,6 +86,7 @@ class StepTimer:
         self.wall = self.cpu = 0.0
         self.triples = self.steps = 0
         self.max_steps = max_steps
+        self.device = device or torch.device("cpu")
 
 
 def load(args):
@@ -79,7 +97,7 @@ def load(args):
 
     data = Path(args.data)
     index = get_index(data, cache_dir=args.cache)
-    emb = get_embeddings(index, "minilm", args.cache)
+    emb = get_embeddings(index, args.encoder, args.cache)
     sup = {s: get_supervision(index, s, args.cache) for s in index.splits}
     labels = load_labelled_triples(data / "gpt_triples_test.jsonl.gz", index, "test")
     return index, emb, sup, labels
@@ -99,6 +117,7 @@ def train(
     max_steps=None,
     evaluate=True,
     val=True,
+    device=None,
 ):
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
@@ -132,16 +151,20 @@ def train(
         seed=0,
         train_forward=train_forward,
     ).validate_on(dm if val else None)
-    timer = StepTimer(max_steps)
+    device = torch.device(device or "cpu")
+    cuda = device.type == "cuda"
+    timer = StepTimer(max_steps, device)
+    reset_peak_gpu(device)
     callbacks = [timer.callback]
     ckpt = None
     if val:
         ckpt = ModelCheckpoint(dirpath=out / name, monitor="val/sp_recall@100", mode="max", save_last=False)
         callbacks.append(ckpt)
     trainer = pl.Trainer(
-        accelerator="cpu",
+        accelerator="gpu" if cuda else "cpu",
+        devices=[device.index or 0] if cuda else 1,
         max_epochs=epochs,
-        deterministic=True,
+        deterministic=not cuda,
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -164,17 +187,20 @@ def train(
         "train_cpu_s": timer.cpu,
         "fit_wall_s": time.perf_counter() - t0,
         "triples_per_s_wall": timer.triples / max(timer.wall, 1e-9),
-        "triples_per_s_cpu": timer.triples / max(timer.cpu, 1e-9),
+        # process CPU time says nothing of a GPU's work: the CPU figure only where the CPU trains
+        "triples_per_s_process_cpu": None if cuda else timer.triples / max(timer.cpu, 1e-9),
         "s_per_epoch_wall": timer.wall / max(trainer.current_epoch, 1) if max_steps is None else None,
+        "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": peak_gpu_mb(device),
     }
     if ckpt is not None and ckpt.best_model_score is not None:
         row["best_val_sp_recall@100"] = float(ckpt.best_model_score)
     if evaluate and ckpt is not None and ckpt.best_model_path:
-        retriever = SubgraphRAGRetriever.from_checkpoint(ckpt.best_model_path)
+        retriever = SubgraphRAGRetriever.from_checkpoint(ckpt.best_model_path, device=device)
         split = index["test"]
         scores = retriever.score_split(split, emb.question["test"], emb)
         lab, lq, _ = labels
-        rep = retrieval_metrics(split, scores, KS, sup["test"].triple_label, lab, lq, sup["test"].hops)
+        rep = retrieval_metrics(split, scores, KS, sup["test"].triple_label, lab, lq, sup["test"].hops, device=device)
         row["test"] = {m: {k: rep.overall[m][k] for k in KS} for m in ("answer_recall", "sp_recall", "labelled_recall")}
     return row
 
@@ -187,6 +213,8 @@ def main(argv=None) -> dict:
     p.add_argument("--paper-epochs", type=int, default=3)
     p.add_argument("--ref-graphs", type=int, default=150, help="graphs (steps) of the straightforward run")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--encoder", default="minilm", help="minilm (the default) or hashing (no model to install)")
+    add_device_argument(p)
     p.add_argument("--skip", nargs="*", default=[], choices=["straightforward", "paper", "ours"])
     p.add_argument(
         "--bf16",
@@ -196,6 +224,7 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_subgraphrag_training.json"))
     p.add_argument("--workdir", default=None, help="checkpoints of the runs (default: a temporary folder)")
     args = p.parse_args(argv)
+    device = resolve_device(args.device)
     logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
     keep_freed_memory()
     torch.set_num_threads(args.threads)
@@ -208,10 +237,13 @@ def main(argv=None) -> dict:
     paper = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "model" / "subgraphrag_paper.yaml"))
     ours_train, paper_train = ours.pop("train"), paper.pop("train")
     index, emb, sup, labels = load(args)
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # what a run does on CUDA (float32_matmul_precision: null)
+    run = functools.partial(train, device=device)
     rows = {}
     if "straightforward" not in args.skip:
         ref_model = {**paper, "fused": False}
-        rows["straightforward"] = train(
+        rows["straightforward"] = run(
             "straightforward",
             index,
             emb,
@@ -227,13 +259,11 @@ def main(argv=None) -> dict:
             val=False,
         )
     if "paper" not in args.skip:
-        rows["paper"] = train("paper", index, emb, sup, labels, paper, paper_train, args.paper_epochs, out)
+        rows["paper"] = run("paper", index, emb, sup, labels, paper, paper_train, args.paper_epochs, out)
     if "ours" not in args.skip:
-        rows["ours"] = train(
-            "ours", index, emb, sup, labels, ours, ours_train, args.epochs or ours_train["epochs"], out
-        )
+        rows["ours"] = run("ours", index, emb, sup, labels, ours, ours_train, args.epochs or ours_train["epochs"], out)
     if args.bf16:
-        rows["ours_bf16"] = train(
+        rows["ours_bf16"] = run(
             "ours_bf16",
             index,
             emb,
@@ -249,40 +279,45 @@ def main(argv=None) -> dict:
         row["x_public"] = row["triples_per_s_wall"] / PUBLIC_TRIPLES_PER_S
         if base:
             row["x_straightforward_wall"] = row["triples_per_s_wall"] / base["triples_per_s_wall"]
-            row["x_straightforward_cpu"] = row["triples_per_s_cpu"] / base["triples_per_s_cpu"]
+            if row["triples_per_s_process_cpu"] and base["triples_per_s_process_cpu"]:
+                row["x_straightforward_process_cpu"] = (
+                    row["triples_per_s_process_cpu"] / base["triples_per_s_process_cpu"]
+                )
+    info = device_info(device)
     result = {
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "load_avg": os.getloadavg(),
-        },
+        "machine": info,
         "train_triples_per_epoch": int(index["train"].edge_ptr[-1]),
         "public_reference": {"triples_per_s": PUBLIC_TRIPLES_PER_S, "s_per_epoch": PUBLIC_S_PER_EPOCH},
         "runs": rows,
     }
     print(
-        f"\nTraining throughput on webqsp_mini train ({result['train_triples_per_epoch']:,} triples/epoch, "
-        f"{torch.get_num_threads()} thread(s), load average {os.getloadavg()[0]:.1f}); public code: "
+        f"\nTraining throughput on webqsp_mini train ({result['train_triples_per_epoch']:,} triples/epoch) on "
+        f"{device_label(info)}, load average {info['load_avg']:.1f}; public code (2-core CPU): "
         f"~{PUBLIC_S_PER_EPOCH:.0f} s/epoch, ~{PUBLIC_TRIPLES_PER_S:,} triples/s"
     )
     print(
-        "| run | graphs/step | epochs/steps | triples/s (wall) | triples/s (CPU) | x public (wall) | "
-        "x straightforward (wall / CPU) | s/epoch (wall) | best val SP@100 |"
+        "| run | graphs/step | epochs/steps | triples/s (wall) | triples/s (process CPU time) | x public (wall) | "
+        "x straightforward (wall / process CPU) | s/epoch (wall) | peak RSS GB | peak GPU GB | best val SP@100 |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def num(v, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
     for name, r in rows.items():
         xs = (
-            f"{r['x_straightforward_wall']:.1f} / {r['x_straightforward_cpu']:.1f}"
+            f"{r['x_straightforward_wall']:.1f} / {num(r.get('x_straightforward_process_cpu'), '.1f')}"
             if "x_straightforward_wall" in r
             else "-"
         )
         spe = f"{r['s_per_epoch_wall']:.1f}" if r.get("s_per_epoch_wall") else "-"
         ep = r["epochs"] if r["epochs"] is not None else f"{r['steps']} steps"
         val = f"{r['best_val_sp_recall@100']:.4f}" if "best_val_sp_recall@100" in r else "-"
+        gpu = None if r["peak_gpu_mb"] is None else r["peak_gpu_mb"] / 1024
         print(
             f"| {name} | {r['graphs_per_batch']} | {ep} | {r['triples_per_s_wall']:,.0f} | "
-            f"{r['triples_per_s_cpu']:,.0f} | {r['x_public']:.1f} | {xs} | {spe} | {val} |"
+            f"{num(r['triples_per_s_process_cpu'], ',.0f')} | {r['x_public']:.1f} | {xs} | {spe} | "
+            f"{r['peak_rss_mb'] / 1024:.2f} | {num(gpu, '.2f')} | {val} |"
         )
     tested = {n: r for n, r in rows.items() if "test" in r}
     if tested:

@@ -28,3 +28,86 @@ def save_figures(out: str | Path, doc: dict) -> None:
 
     write_json(out, doc, indent=1)
     print(f"wrote {out}")
+
+
+# ----------------------------------------------------------------------------- devices
+def add_device_argument(parser, default: str = "cpu") -> None:
+    """``--device cpu | cuda | cuda:N | auto`` (auto: CUDA where there is one)."""
+    parser.add_argument("--device", default=default, help="cpu, cuda (cuda:N) or auto (CUDA when available)")
+
+
+def resolve_device(name: str):
+    """The torch device of ``--device``; asking for CUDA where there is none is one clear error."""
+    import torch
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {name}: no CUDA device is visible on this machine")
+    return device
+
+
+def sync(device) -> None:
+    """Wait for the device's queued work: a timer around CUDA calls otherwise reads only the launches."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device, repeat: int = 1):
+    """Like :func:`best_time`, with the device synchronised before and after every call."""
+
+    def call():
+        sync(device)
+        out = fn()
+        sync(device)
+        return out
+
+    return best_time(call, repeat)
+
+
+def reset_peak_gpu(device) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_gpu_mb(device) -> float | None:
+    """Peak GPU memory allocated by torch since the last reset (MB); None on the CPU."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return None
+    return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+
+
+def device_info(device) -> dict:
+    """What the figures ran on: the device, its name, torch and the CPU threads."""
+    import os
+    import platform
+
+    import torch
+
+    device = torch.device(device)
+    info = {
+        "device": str(device),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpus": len(os.sched_getaffinity(0)),
+        "load_avg": round(os.getloadavg()[0], 2),
+    }
+    if device.type == "cuda":
+        info.update(name=torch.cuda.get_device_name(device), cuda=torch.version.cuda)
+    else:
+        info["name"] = platform.processor() or platform.machine()
+    return info
+
+
+def device_label(info: dict) -> str:
+    """``cuda (NVIDIA H200)`` / ``cpu (x86_64, 2 threads)``: how tables say where they ran."""
+    if info["device"].startswith("cuda"):
+        return f"{info['device']} ({info['name']})"
+    return f"cpu ({info['name']}, {info['threads']} thread(s))"

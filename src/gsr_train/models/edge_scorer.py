@@ -282,4 +282,4 @@ def load_edge_scorer(path: str | Path, map_location: str | torch.device = "cpu")
     module.load_state_dict(checkpoint["state_dict"])
     module.meta = dict(info.get("meta") or {})
     module.val_k = int(info.get("val_k") or module.val_k)
-    return module.eval()
+    return module.to(map_location).eval()  # built on the CPU: the weights follow map_location

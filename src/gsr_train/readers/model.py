@@ -101,8 +101,11 @@ def load_reader(
     trainable: bool = True,
     cache_dir: str | Path | None = None,
     device_map: Any = None,
+    device: str | torch.device = "cpu",
 ):
-    """``(model, tokenizer, path)``: base model in ``precision`` plus LoRA (new or loaded from ``adapter_path``)."""
+    """``(model, tokenizer, path)``: base model in ``precision`` plus LoRA (new or loaded from ``adapter_path``),
+    on ``device`` (the run's: placement follows the trainer; 4/8-bit weights are placed there while they load,
+    since transformers would otherwise put them on the first GPU it sees); ``device_map`` overrides it."""
     from transformers import AutoModelForCausalLM
 
     if adapter not in ("lora", "full", "none"):
@@ -116,11 +119,16 @@ def load_reader(
     kwargs: dict[str, Any] = {"dtype": dtype}
     if quant is not None:
         kwargs["quantization_config"] = quant
+    device = torch.device(device)
     if device_map is not None:
         kwargs["device_map"] = device_map
+    elif quant is not None:
+        kwargs["device_map"] = {"": device.index if device.type == "cuda" and device.index is not None else str(device)}
     t0 = time.perf_counter()
     lm: PreTrainedModel | PeftModel = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    log.info("loaded %s (%s) in %.1fs", path, precision, time.perf_counter() - t0)
+    if device_map is None and quant is None:
+        lm = lm.to(device)
+    log.info("loaded %s (%s) on %s in %.1fs", path, precision, device, time.perf_counter() - t0)
     if quant is not None and trainable and adapter_path is None:
         from peft import prepare_model_for_kbit_training
 

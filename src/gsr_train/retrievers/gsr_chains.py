@@ -51,13 +51,15 @@ class GSRChains:
         questions: Sequence[str],
         relations: Sequence[str],
         decode: Mapping[str, Any] | None = None,
+        device: Any = None,
     ) -> GSRChains:
-        """Unconstrained beam search with a saved GSR model (``save_pretrained`` folder or .ckpt)."""
+        """Unconstrained beam search with a saved GSR model (``save_pretrained`` folder or .ckpt) on
+        ``device`` (the run's; None: the CPU)."""
         from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
         from gsr_train.models.gsr.modeling import load_gsr
 
         cfg = DecodeConfig.from_any({**dict(decode or {}), "constrained": False})
-        gsr = load_gsr(model_path)
+        gsr = load_gsr(model_path).to(device or "cpu")
         mapping = KGConstraint(gsr, None, relations, [])
         t0 = time.perf_counter()
         decoded = beam_chains(gsr, list(questions), cfg)

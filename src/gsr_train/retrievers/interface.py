@@ -47,6 +47,7 @@ class RetrievalInputs:
     split_name: str | None = None  # its name in the index (pattern sources read the split's supervision)
     encoder: Any = None  # a TextEncoder or its config (pattern retrievers embed their patterns' text)
     cache_dir: Any = None  # where derived artefacts are cached (schema graphs, pattern vectors)
+    device: Any = None  # where the run computes (its trainer's device); None: the CPU
 
 
 @runtime_checkable

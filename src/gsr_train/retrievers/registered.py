@@ -45,7 +45,9 @@ class SubgraphRAGScores:
         from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
 
         self.inputs = inputs
-        self.retriever = SubgraphRAGRetriever.from_checkpoint(checkpoint, serving=serving)
+        self.retriever = SubgraphRAGRetriever.from_checkpoint(
+            checkpoint, device=inputs.device or "cpu", serving=serving
+        )
         check_compatible(self.retriever.hparams, inputs.embeddings)
 
     def score(self, split: SplitGraphs) -> Scores:
@@ -94,7 +96,7 @@ def _trained(options: Mapping[str, Any], inputs: RetrievalInputs):
         str(options["checkpoint"]),
         inputs,
         int(options.get("graphs_per_batch") or 64),
-        str(options.get("device") or "cpu"),
+        str(options.get("device") or inputs.device or "cpu"),
     )
 
 
@@ -126,7 +128,9 @@ def _gsr(options: Mapping[str, Any], inputs: RetrievalInputs):
     top_n = int((options.get("decode") or {}).get("top_n", 3))
     index = inputs.index
     if options.get("model"):
-        chains = GSRChains.decode(options["model"], inputs.split.questions, index.relations, options.get("decode"))
+        chains = GSRChains.decode(
+            options["model"], inputs.split.questions, index.relations, options.get("decode"), inputs.device
+        )
         return chains.with_paths(index.entities, index.relations)
     if options.get("results"):
         return GSRChains.from_results(options["results"], inputs.split, index.relations, top_n).with_paths(

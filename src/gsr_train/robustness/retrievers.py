@@ -23,10 +23,11 @@ def build_retrievers(
     split_name: str | None = None,
     encoder: Any = None,
     cache_dir: Any = None,
+    device: Any = None,
 ) -> dict[str, Callable[[SplitGraphs], Scores]]:
     """The retrievers named in ``cfg`` (the ``robustness.retrievers`` block: ``name: options`` for
     any registered retriever; ``classic: [methods]`` as a shorthand); unset artefacts are skipped."""
-    inputs = RetrievalInputs(index, question_emb, emb, split, split_name, encoder, cache_dir)
+    inputs = RetrievalInputs(index, question_emb, emb, split, split_name, encoder, cache_dir, device)
     out: dict[str, Callable[[SplitGraphs], Scores]] = {}
     for name, options in cfg.items():
         if name == "classic":

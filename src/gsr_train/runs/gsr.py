@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules import gsr_prepare
 from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
+from gsr_train.runs.device import run_device
 from gsr_train.runs.run_data import (
     cache_dir,
     load_kg_index,
@@ -423,6 +424,7 @@ def _evaluate(r: _GSRRun) -> float | None:
     """Every decoding mode scored, the match table printed, metrics.json written; the first mode's
     match@``top_k``."""
     cfg, g, figures = r.cfg, r.cfg.gsr, r.figures
+    r.gsr = r.gsr.to(run_device(cfg))  # decoding follows the trainer (loaded checkpoints come on the CPU)
     figures["unknown_relations"] = unknown_relations(r.data, r.gsr)
     if figures["unknown_relations"]["kg_relations_without_token"]:
         log.info("relations the model has no token for: %s", figures["unknown_relations"])

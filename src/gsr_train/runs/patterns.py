@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
+from gsr_train.runs.device import run_device
 from gsr_train.runs.run_data import cache_dir, label_path, load_kg_index, output_dir, save_metrics
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def _build(cfg: DictConfig, method: str) -> _PatternRun:
             "patterns": as_dict(cfg.patterns),
             "llm": as_dict(cfg.llm),
         },
-        RetrievalInputs(index, emb.question[split], emb, graphs, split, enc, cache_dir(cfg)),
+        RetrievalInputs(index, emb.question[split], emb, graphs, split, enc, cache_dir(cfg), run_device(cfg)),
     )
     return _PatternRun(cfg, method, split, index, options, retriever)
 

@@ -43,6 +43,7 @@ from gsr_train.data.errors import PreflightError
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
 from gsr_train.eval.tail import results_file
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
+from gsr_train.runs.device import run_device
 from gsr_train.runs.run_data import (
     cache_dir,
     load_kg_index,
@@ -186,7 +187,14 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
             name,
             options,
             RetrievalInputs(
-                index, emb.question[split_name], emb, split, split_name, _container(cfg.encoder), cache_dir(cfg)
+                index,
+                emb.question[split_name],
+                emb,
+                split,
+                split_name,
+                _container(cfg.encoder),
+                cache_dir(cfg),
+                run_device(cfg),
             ),
         )
         scores, extra = retriever.score(split)
@@ -504,6 +512,7 @@ def _read_locally(r: _ReaderRun) -> bool:
         trainable=r.training,
         cache_dir=cache_dir(cfg),
         device_map=_container(rcfg.get("device_map")),
+        device=run_device(cfg),
     )
     r.timings["load_model_s"] = time.perf_counter() - t0
     r.train_info["parameters"] = count_parameters(model)

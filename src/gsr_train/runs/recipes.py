@@ -62,6 +62,7 @@ COMMON = (
     "resume",
     "checkpoint_every_n_steps",
     "batch_scope",
+    "float32_matmul_precision",
     "eval_ks",
     "paths",
     "hydra",
@@ -83,6 +84,7 @@ class TopLevel:
     resume: str | None = None
     checkpoint_every_n_steps: int | None = at_least(1, 500)
     batch_scope: str = one_of("global", "global", "per_device")
+    float32_matmul_precision: str | None = one_of(None, None, "highest", "high", "medium")
     eval_ks: list[int] = field(default_factory=lambda: [10, 20, 50, 100, 200])
     split: str = "test"
     top_k: int = at_least(1, 100)

@@ -9,6 +9,7 @@ import torch
 from omegaconf import DictConfig
 
 from gsr_train.retrievers.interface import ROW_FIELDS
+from gsr_train.runs.device import run_device
 from gsr_train.runs.run_data import cache_dir, label_path, output_dir, save_metrics
 
 
@@ -61,6 +62,7 @@ def report_retrieval(
         labelled=labelled,
         labelled_questions=labelled_questions,
         hops=sup.hops,
+        device=run_device(cfg),
     )
     print(report.table(f"{method} on {cfg.data.name} [{split}]", breakdowns=True))
     figures = {

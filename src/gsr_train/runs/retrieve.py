@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
+from gsr_train.runs.device import run_device
 from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runs.run_data import cache_dir, load_kg_index, preflight
 from gsr_train.runs.train_retriever import run_trainable
@@ -36,7 +37,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     index = load_kg_index(cfg, evaluate=[split])
     encoder = load_encoder(as_dict(cfg.encoder))
     emb = get_embeddings(index, encoder, cache_dir(cfg), splits=[split])
-    inputs = RetrievalInputs(index, emb.question[split], emb, index[split], split, encoder, cache_dir(cfg))
+    inputs = RetrievalInputs(
+        index, emb.question[split], emb, index[split], split, encoder, cache_dir(cfg), run_device(cfg)
+    )
     options = as_dict(spec.options) if spec.get("options") is not None else {}
     retriever = (
         build_target(spec._target_, options, inputs) if spec.get("_target_") else build(spec.name, options, inputs)

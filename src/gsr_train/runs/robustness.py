@@ -14,6 +14,7 @@ import torch
 
 from gsr_train.io import atomic_write
 from gsr_train.robustness.run import evaluate_robustness, plot, report_tables
+from gsr_train.runs.device import run_device
 
 CONF = str(Path(__file__).resolve().parents[3] / "conf")
 
@@ -103,6 +104,7 @@ def _prepare(cfg) -> _Study:
         split_name,
         _container(cfg.encoder),
         cache_dir(cfg),
+        run_device(cfg),
     )
     return _Study(split_name, index, split, gold, scorer, retrievers)
 

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
+from gsr_train.runs.device import device_record
 from gsr_train.runs.training import check_resume_target, is_rank_zero
 
 log = logging.getLogger(__name__)
@@ -231,6 +232,7 @@ def save_metrics(
     except Exception:  # ${hydra:...} outside a Hydra run (a runner called from Python)
         experiment = details.get("experiment")
     details = {k: v for k, v in details.items() if k != "experiment"}
+    details.setdefault("hardware", device_record(cfg))  # the device and matmul precision of the figures
     if loaded_data():  # the rows the data kept and skipped, however the index was made
         details.setdefault("data_rows", loaded_data())
     write_metrics(output_dir(cfg), experiment, str(cfg.data.name), fingerprint, rows, details)

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.config import defaults_of
 from gsr_train.data.errors import PreflightError
 from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
+from gsr_train.runs.device import run_device
 from gsr_train.runs.recipes import SubgraphRAGRun
 from gsr_train.runs.run_data import (
     label_path,
@@ -208,9 +209,7 @@ def _retrieve(r: _Run, best_path: str):
     from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
 
     run_cfg, split_name = r.run_cfg, r.run_cfg["eval_split"]
-    device = run_cfg["device"] or (
-        "cuda" if torch.cuda.is_available() and r.cfg.trainer.get("accelerator") == "gpu" else "cpu"
-    )
+    device = run_cfg["device"] or run_device(r.cfg)  # serving follows the trainer unless set
     retriever = SubgraphRAGRetriever.from_checkpoint(
         best_path, device=device, serving=str(run_cfg["serving"]), workers=run_cfg["serving_workers"]
     )
@@ -243,7 +242,9 @@ def _measure(r: _Run, ks: Sequence[int]):
         labelled, labelled_questions, label_stats = load_labelled_triples(lpath, r.index, split_name)
 
     def report(s: torch.Tensor, at: Sequence[int] = ks):
-        return retrieval_metrics(graphs, s, list(at), sup.triple_label, labelled, labelled_questions, sup.hops)
+        return retrieval_metrics(
+            graphs, s, list(at), sup.triple_label, labelled, labelled_questions, sup.hops, device=run_device(r.cfg)
+        )
 
     return report, label_stats
 

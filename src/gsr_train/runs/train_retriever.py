@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
+from gsr_train.runs.device import run_device
 from gsr_train.runs.run_data import load_kg_index, preflight
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def _score(cfg: DictConfig, index: Any, emb: Any, split: str, best: str, per_bat
     from gsr_train.runs.retrieval_report import report_retrieval
 
     try:
-        module = load_edge_scorer(best)
+        module = load_edge_scorer(best, map_location=run_device(cfg))
         check_trained_on(module.meta, emb, best)
     except (CheckpointError, ValueError) as e:
         raise PreflightError(f"eval_only={best}: {e}" if cfg.get("eval_only") else str(e)) from None

@@ -1,0 +1,84 @@
+"""Where a run computes: the trainer's accelerator decides for every stage of the run, not only
+``trainer.fit`` (serving a trained scorer, GSR decoding, a reader's generation and its 4-bit
+weights, the retrieval metrics), so ``trainer=cpu`` on a GPU machine stays on the CPU and
+``trainer=gpu`` puts every stage on the GPU. The float32 matmul precision is set once per run
+(``float32_matmul_precision``: null = ``high`` on CUDA, ``highest`` on the CPU) and recorded with
+the device in ``metrics.json``."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from gsr_train.data.errors import PreflightError
+
+GPU_ACCELERATORS = ("gpu", "cuda")
+
+
+def _trainer(cfg: DictConfig) -> Any:
+    return OmegaConf.select(cfg, "trainer", default=None) or {}
+
+
+def wants_gpu(cfg: DictConfig) -> bool:
+    """The trainer asks for CUDA (``trainer=gpu``), or takes whatever is there (``auto``) and CUDA is."""
+    accelerator = str(_trainer(cfg).get("accelerator", "auto")).lower()
+    return accelerator in GPU_ACCELERATORS or (accelerator == "auto" and torch.cuda.is_available())
+
+
+def check_device(cfg: DictConfig) -> None:
+    """``trainer=gpu`` on a machine without CUDA is one line before any work (Lightning would say it
+    only once the data is prepared)."""
+    accelerator = str(_trainer(cfg).get("accelerator", "auto")).lower()
+    if accelerator in GPU_ACCELERATORS and not torch.cuda.is_available():
+        raise PreflightError(
+            f"trainer.accelerator={accelerator}: no CUDA device is visible here (torch "
+            f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use trainer=cpu"
+        )
+
+
+def _device_index(cfg: DictConfig) -> int:
+    """This process's GPU: the trainer's ``devices`` list picked by the local rank (DDP), else the rank."""
+    local = int(os.environ.get("LOCAL_RANK", 0) or 0)
+    devices = _trainer(cfg).get("devices", "auto")
+    if OmegaConf.is_list(devices) or isinstance(devices, (list, tuple)):
+        ids = [int(d) for d in devices]
+        return ids[local % len(ids)] if ids else local
+    return local
+
+
+def run_device(cfg: DictConfig) -> torch.device:
+    """The device every stage of the run computes on (see the module docstring)."""
+    if wants_gpu(cfg) and torch.cuda.is_available():
+        return torch.device("cuda", _device_index(cfg) % max(torch.cuda.device_count(), 1))
+    return torch.device("cpu")
+
+
+def set_matmul_precision(cfg: DictConfig) -> str:
+    """Apply ``float32_matmul_precision`` (null: ``high`` on CUDA, TF32 matmuls, as Lightning advises
+    on every GPU run; ``highest`` on the CPU); the value in force."""
+    wanted = OmegaConf.select(cfg, "float32_matmul_precision", default=None)
+    value = str(wanted) if wanted is not None else ("high" if run_device(cfg).type == "cuda" else "highest")
+    torch.set_float32_matmul_precision(value)
+    return value
+
+
+def device_record(cfg: DictConfig) -> dict[str, Any]:
+    """What ``metrics.json`` says of the hardware the figures come from."""
+    device = run_device(cfg)
+    record: dict[str, Any] = {
+        "device": str(device),
+        "accelerator": str(_trainer(cfg).get("accelerator", "auto")),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "torch": torch.__version__,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }
+    if device.type == "cuda":
+        record["name"] = torch.cuda.get_device_name(device)
+        record["cuda"] = torch.version.cuda
+    else:
+        record["name"] = platform.processor() or platform.machine()
+    return record
