@@ -127,7 +127,7 @@ def load_reader(
     t0 = time.perf_counter()
     lm: PreTrainedModel | PeftModel = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     if device_map is None and quant is None:
-        lm.to(device)  # in place (nn.Module.to returns the module itself)
+        torch.nn.Module.to(lm, device)  # in place (transformers types its own .to too narrowly)
     log.info("loaded %s (%s) on %s in %.1fs", path, precision, device, time.perf_counter() - t0)
     if quant is not None and trainable and adapter_path is None:
         from peft import prepare_model_for_kbit_training
