@@ -15,6 +15,23 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GSR_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+# The device the GPU lane (tests marked ``gpu``) compares with the CPU: cuda, or cpu for a dry run of
+# the lane's code on a machine without a GPU (GSR_GPU_LANE=cpu pytest -m gpu)
+GPU_LANE = os.environ.get("GSR_GPU_LANE", "cuda")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The GPU lane (``-m gpu``) runs where CUDA is visible and is skipped, with its reason, elsewhere."""
+    import torch
+
+    if GPU_LANE != "cuda" or torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA (the GPU lane; no CUDA device is visible here)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "webqsp_mini").exists():

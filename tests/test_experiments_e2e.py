@@ -334,6 +334,7 @@ def test_experiment_runs_end_to_end_on_tiny_data(name, tiny, tmp_path):
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
     doc = read_metrics(out / "metrics.json")
     assert doc["experiment"] == name and doc["rows"], doc
+    assert doc["hardware"]["device"] == "cpu" and doc["hardware"]["float32_matmul_precision"] == "highest"
     column, values = _rows_expected(cfg)
     assert {row[column] for row in doc["rows"]} == values, doc["rows"]
     main = MAIN[runner_name(cfg.runner)] | ({"labelled_recall"} if doc.get("labels") else set())
@@ -345,6 +346,57 @@ def test_experiment_runs_end_to_end_on_tiny_data(name, tiny, tmp_path):
             assert isinstance(v, (int, float)) and low <= v <= high, (m, row)
         if row["results"]:
             assert Path(row["results"]).is_file(), row
+
+
+# One experiment of each family with trainer=gpu (the GPU lane, tests/test_gpu.py): training, serving,
+# decoding, reading (4-bit QLoRA) and the metrics on CUDA, the run's hardware record saying so
+GPU_FAMILIES = {
+    "subgraphrag_quickstart": [],
+    "gnnrag_webqsp_mini": [],
+    "retrieve": [],
+    "cosine_baseline": [],
+    "gsr_quickstart": [],
+    "reader_webqsp_mini": ["reader.precision=4bit"],
+    "robustness_quickstart": [],
+    "simgrag": [],
+    "classic_pcst": [],
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GPU_FAMILIES))
+def test_experiment_family_runs_on_the_gpu(name, tiny, tmp_path):
+    from gsr_train.eval.tail import read_metrics
+    from gsr_train.runs.experiment import run_experiment
+
+    from .conftest import GPU_LANE
+
+    out = tmp_path / "run"
+    trainer = "trainer=gpu" if GPU_LANE == "cuda" else "trainer=cpu"  # GSR_GPU_LANE=cpu: a dry run
+    cfg = compose_config(
+        [
+            f"+experiment={name}",
+            f"paths.output_dir={out}",
+            f"paths.cache_dir={tiny['cache']}",
+            f"experiment_name={name}",
+            *QUIET,
+            *overrides(tiny)[name],
+            trainer,
+            *GPU_FAMILIES[name],
+        ]
+    )
+    run_experiment(cfg)
+    doc = read_metrics(out / "metrics.json")
+    assert json.loads((out / "run.json").read_text())["status"] == "finished"
+    hardware = doc["hardware"]
+    assert hardware["device"].split(":")[0] == GPU_LANE, hardware
+    assert hardware["float32_matmul_precision"] == ("high" if GPU_LANE == "cuda" else "highest")
+    main = MAIN[runner_name(cfg.runner)]
+    for row in doc["rows"]:
+        figures = {m: v for m, v in row["metrics"].items() if v is not None}
+        assert main <= set(figures), (main, row)
+        for m, v in figures.items():
+            assert 0.0 <= v <= (100.0 if m in PERCENT else 1.0), (m, row)
 
 
 # ------------------------------------------------------------------ sweeps as users type them

@@ -60,6 +60,11 @@ def items():
 
 @pytest.fixture(scope="module")
 def trained():
+    return train_tiny()
+
+
+def train_tiny() -> tuple[GSRModel, float]:
+    """The tiny T5 trained on :data:`DATA` (120 full-batch steps) and its last loss."""
     torch.manual_seed(0)
     gsr = build_gsr_model(TINY, RELS)
     module = GSRModule(gsr, optim={"lr": 1e-2, "schedule": "constant", "weight_decay": 0.0})
@@ -85,8 +90,11 @@ def test_overfits_a_handful_of_chains(trained):
 
 @pytest.fixture(scope="module")
 def graphs(tmp_path_factory):
+    return write_graphs(tmp_path_factory.mktemp("kg"))
+
+
+def write_graphs(folder):
     """q0: from Anna only film relations exist, so the learned (spouse_s, spouse) is not executable."""
-    folder = tmp_path_factory.mktemp("kg")
     rows = [
         {
             "id": "q0",

@@ -204,12 +204,17 @@ def test_topk_key_orders_like_a_stable_sort(tmp_path):
     ]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
-def test_cuda_matches_cpu(tmp_path):  # pragma: no cover - CPU-only CI
+@pytest.mark.gpu
+def test_cuda_matches_cpu(tmp_path):
+    from .conftest import GPU_LANE
+
     split = tiny_index(tmp_path)["test"]
     a = retrieval_metrics(split, TINY_SCORES, KS, sp_label=mask(7, [0, 2, 5]))
-    b = retrieval_metrics(split, TINY_SCORES, KS, sp_label=mask(7, [0, 2, 5]), device="cuda")
-    assert a.overall == b.overall
+    b = retrieval_metrics(split, TINY_SCORES, KS, sp_label=mask(7, [0, 2, 5]), device=GPU_LANE)
+    # averages summed in another order on the GPU may differ in the last bit (3.3e-16 seen at real size)
+    assert a.overall.keys() == b.overall.keys()
+    for m, per_k in a.overall.items():
+        assert b.overall[m] == pytest.approx(per_k, rel=1e-12, abs=1e-15), m
 
 
 def test_tables(tmp_path):

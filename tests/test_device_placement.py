@@ -1,0 +1,104 @@
+"""Placement follows the trainer: the device of every stage, the refusal of ``trainer=gpu`` where no
+CUDA is visible, the float32 matmul precision, the hardware record of ``metrics.json`` and eval.py on
+a machine without the GPU a run trained on (CUDA itself is the GPU lane's: tests/test_gpu.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from gsr_train.data.errors import PreflightError
+from gsr_train.runs.device import check_device, device_record, run_device, set_matmul_precision, wants_gpu
+
+from .conftest import REPO, compose_config
+
+
+def _cfg(**trainer):
+    return OmegaConf.create({"trainer": trainer, "float32_matmul_precision": None})
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.fixture
+def four_gpus(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+
+
+def test_the_trainer_picks_the_device_of_every_stage(four_gpus, monkeypatch):
+    assert run_device(_cfg(accelerator="cpu")) == torch.device("cpu")  # trainer=cpu on a GPU machine: the CPU
+    assert run_device(_cfg(accelerator="gpu", devices=1)) == torch.device("cuda", 0)
+    assert run_device(_cfg(accelerator="auto")) == torch.device("cuda", 0)
+    monkeypatch.setenv("LOCAL_RANK", "1")  # a DDP rank: its own GPU, picked from the trainer's list
+    assert run_device(_cfg(accelerator="gpu", devices=2)) == torch.device("cuda", 1)
+    assert run_device(_cfg(accelerator="gpu", devices=[2, 3])) == torch.device("cuda", 3)
+
+
+def test_without_cuda_everything_stays_on_the_cpu(no_cuda):
+    assert not wants_gpu(_cfg(accelerator="auto"))
+    assert run_device(_cfg(accelerator="auto")) == torch.device("cpu")
+    with pytest.raises(PreflightError, match=r"trainer.accelerator=gpu: no CUDA device is visible .* use trainer=cpu"):
+        check_device(_cfg(accelerator="gpu"))
+    check_device(_cfg(accelerator="cpu"))
+
+
+def test_matmul_precision_defaults_by_device_and_is_recorded(four_gpus):
+    before = torch.get_float32_matmul_precision()
+    try:
+        assert set_matmul_precision(_cfg(accelerator="cpu")) == "highest"
+        assert set_matmul_precision(_cfg(accelerator="gpu")) == "high"
+        explicit = OmegaConf.create({"trainer": {"accelerator": "gpu"}, "float32_matmul_precision": "medium"})
+        assert set_matmul_precision(explicit) == "medium" == torch.get_float32_matmul_precision()
+        record = device_record(_cfg(accelerator="cpu"))
+        assert record["device"] == "cpu" and record["float32_matmul_precision"] == "medium"
+        assert record["torch"] == torch.__version__ and record["cpus"] >= 1
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def _train(tmp_path, *args):
+    env = {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "cache"), "PATH": ""}
+    code = (
+        "import sys, torch; torch.cuda.is_available = lambda: False; "  # a machine without CUDA, wherever this runs
+        f"sys.argv = ['train.py', *{list(args)!r}]; sys.path.insert(0, {str(REPO)!r}); "
+        f"import runpy; runpy.run_path({str(REPO / 'train.py')!r}, run_name='__main__')"
+    )
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+
+@pytest.mark.integration
+def test_trainer_gpu_without_cuda_is_one_line_before_any_work(tmp_path):
+    proc = _train(tmp_path, "+experiment=subgraphrag_quickstart", "trainer=gpu")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "no CUDA device is visible" in lines[0] and "use trainer=cpu" in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "cache").exists()  # no data generated, embedded or indexed
+
+
+@pytest.mark.integration
+def test_a_bad_matmul_precision_is_one_line(tmp_path):
+    proc = _train(tmp_path, "+experiment=cosine_baseline", "float32_matmul_precision=fast")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "float32_matmul_precision=fast" in proc.stderr and "one of null, highest, high, medium" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_eval_of_a_gpu_run_on_a_machine_without_one_scores_on_the_cpu(no_cuda, tmp_path):
+    from gsr_train.runs.evaluate_run import RunSource, eval_config
+
+    trained = compose_config(["+experiment=subgraphrag_quickstart", "trainer=gpu"])
+    composed = compose_config(["ckpt_path=x", f"paths.output_dir={tmp_path}"], config_name="eval")
+    source = RunSource(tmp_path, trained, "subgraphrag_quickstart", "subgraphrag", str(tmp_path / "best.ckpt"))
+    cfg = eval_config(source, composed, [])
+    assert cfg.trainer.accelerator == "cpu" and run_device(cfg) == torch.device("cpu")
+    asked = compose_config(["ckpt_path=x", "trainer=gpu", f"paths.output_dir={tmp_path}"], config_name="eval")
+    with pytest.raises(PreflightError):  # asked for on the command line, the GPU is not silently dropped
+        check_device(eval_config(source, asked, ["trainer=gpu"]))
