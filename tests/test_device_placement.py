@@ -102,3 +102,36 @@ def test_eval_of_a_gpu_run_on_a_machine_without_one_scores_on_the_cpu(no_cuda, t
     asked = compose_config(["ckpt_path=x", "trainer=gpu", f"paths.output_dir={tmp_path}"], config_name="eval")
     with pytest.raises(PreflightError):  # asked for on the command line, the GPU is not silently dropped
         check_device(eval_config(source, asked, ["trainer=gpu"]))
+
+
+# ----------------------------------------------------------------------------- several GPUs, composed
+@pytest.mark.parametrize("trainer", [["trainer=gpu", "trainer.devices=4"], ["trainer=ddp", "trainer.devices=4"]])
+def test_several_gpus_compose_into_one_global_batch(trainer, four_gpus):
+    from gsr_train.runs.training import planned_world_size, rank_batch
+
+    cfg = compose_config(["+experiment=subgraphrag_quickstart", *trainer])
+    assert cfg.trainer.accelerator == "gpu" and cfg.trainer.devices == 4
+    assert cfg.trainer.strategy in ("auto", "ddp")  # auto: Lightning's DDP for more than one device
+    assert planned_world_size(cfg) == 4
+    assert rank_batch(cfg, 16, "model.train.graphs_per_batch") == 4  # the global batch, split
+    with pytest.raises(PreflightError, match="does not split over 4 processes"):
+        rank_batch(cfg, 10, "model.train.graphs_per_batch")
+    nodes = compose_config(["+experiment=subgraphrag_quickstart", *trainer, "trainer.num_nodes=2"])
+    assert planned_world_size(nodes) == 8
+
+
+def test_the_slurm_launcher_asks_for_one_task_per_gpu_on_every_node(tmp_path):
+    cfg = compose_config(
+        [
+            "+experiment=gsr_base",
+            "hydra/launcher=slurm",
+            "trainer=gpu",
+            "trainer.devices=4",
+            "trainer.num_nodes=2",
+            "experiment_name=x",
+            f"hydra.sweep.dir={tmp_path}",
+        ],
+        return_hydra_config=True,
+    )
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert launcher["nodes"] == 2 and launcher["gpus_per_node"] == 4 and launcher["tasks_per_node"] == 4

@@ -350,27 +350,30 @@ def test_experiment_runs_end_to_end_on_tiny_data(name, tiny, tmp_path):
 
 # One experiment of each family with trainer=gpu (the GPU lane, tests/test_gpu.py): training, serving,
 # decoding, reading (4-bit QLoRA) and the metrics on CUDA, the run's hardware record saying so
+# (and DDP with one process on the one GPU: the multi-GPU path as far as one device allows)
 GPU_FAMILIES = {
-    "subgraphrag_quickstart": [],
-    "gnnrag_webqsp_mini": [],
-    "retrieve": [],
-    "cosine_baseline": [],
-    "gsr_quickstart": [],
-    "reader_webqsp_mini": ["reader.precision=4bit"],
-    "robustness_quickstart": [],
-    "simgrag": [],
-    "classic_pcst": [],
+    "subgraphrag_quickstart": ("subgraphrag_quickstart", []),
+    "subgraphrag_quickstart_ddp": ("subgraphrag_quickstart", ["++trainer.strategy=ddp", "trainer.devices=1"]),
+    "gnnrag_webqsp_mini": ("gnnrag_webqsp_mini", []),
+    "retrieve": ("retrieve", []),
+    "cosine_baseline": ("cosine_baseline", []),
+    "gsr_quickstart": ("gsr_quickstart", []),
+    "reader_webqsp_mini_4bit": ("reader_webqsp_mini", ["reader.precision=4bit"]),
+    "robustness_quickstart": ("robustness_quickstart", []),
+    "simgrag": ("simgrag", []),
+    "classic_pcst": ("classic_pcst", []),
 }
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(GPU_FAMILIES))
-def test_experiment_family_runs_on_the_gpu(name, tiny, tmp_path):
+@pytest.mark.parametrize("case", sorted(GPU_FAMILIES))
+def test_experiment_family_runs_on_the_gpu(case, tiny, tmp_path):
     from gsr_train.eval.tail import read_metrics
     from gsr_train.runs.experiment import run_experiment
 
     from .conftest import GPU_LANE
 
+    name, extra = GPU_FAMILIES[case]
     out = tmp_path / "run"
     trainer = "trainer=gpu" if GPU_LANE == "cuda" else "trainer=cpu"  # GSR_GPU_LANE=cpu: a dry run
     cfg = compose_config(
@@ -382,7 +385,7 @@ def test_experiment_family_runs_on_the_gpu(name, tiny, tmp_path):
             *QUIET,
             *overrides(tiny)[name],
             trainer,
-            *GPU_FAMILIES[name],
+            *extra,
         ]
     )
     run_experiment(cfg)
