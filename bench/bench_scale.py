@@ -18,7 +18,10 @@ Every stage runs in its own process, so each gets its own wall time and peak RSS
 * ``GNN-RAG``: ``train.py +experiment=gnnrag_webqsp_mini`` on the same corpus for one epoch (up to
   ``--gnn-max-rows``): the node scorer's batches, message passing and shortest-path evidence at size;
 
-    .venv/bin/python bench/bench_scale.py [--rows 1M,20M,100M] [--work /tmp/gsr_scale]
+    .venv/bin/python bench/bench_scale.py [--rows 1M,20M,100M] [--work /tmp/gsr_scale] [--trainer gpu]
+
+``--trainer gpu``: the training runs with ``trainer=gpu`` (every stage of them on CUDA; the CPU DDP
+stage is left out); the table says which device trained.
 
 Corpora, caches and run folders live under ``--work`` (several GB at 100M). Writes the
 table and ``bench/results/bench_scale.json``.
@@ -150,6 +153,12 @@ def run_stage(cmd: list[str], env: dict | None = None, log: Path | None = None, 
     return result
 
 
+def gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+
+
 def py(code: str) -> list[str]:
     return [PY, "-c", code]
 
@@ -168,7 +177,7 @@ def stages_for(rows: int, work: Path, args) -> dict:
         "GSR_TRAIN_CACHE": str(cache),
         "HF_HUB_OFFLINE": "1",
         "WANDB_MODE": "offline",
-        "PYTHONPATH": str(REPO / "src"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])),
     }
     res: dict = {"rows_requested": rows, "shape": shape}
     console = Console(stderr=True)
@@ -258,6 +267,7 @@ def stages_for(rows: int, work: Path, args) -> dict:
                 "data.skip_invalid=true",
                 "encoder.name=hashing",
                 epochs,
+                f"trainer={args.trainer}",
                 "trainer.enable_progress_bar=false",
                 f"hydra.run.dir={run_dir}",
                 *extra,
@@ -276,7 +286,7 @@ def stages_for(rows: int, work: Path, args) -> dict:
 
     console.log(f"[{name}] train + retrieve")
     res["train"] = train("single")
-    if rows <= args.ddp_max_rows:
+    if rows <= args.ddp_max_rows and args.trainer == "cpu":
         console.log(f"[{name}] DDP x2 (ddp_spawn)")
         res["ddp"] = train("ddp", "trainer=ddp_cpu")
     if rows <= args.gnn_max_rows:
@@ -285,8 +295,8 @@ def stages_for(rows: int, work: Path, args) -> dict:
     return res
 
 
-def table(results: dict) -> Table:
-    t = Table(title="real-size pipeline (generated RoG-format corpora, 2 CPU cores)")
+def table(results: dict, where: str) -> Table:
+    t = Table(title=f"real-size pipeline (generated RoG-format corpora; {where})")
     for col in ("corpus", "stage", "seconds", "peak RSS GB", "notes"):
         t.add_column(col, justify="left" if col in ("corpus", "stage", "notes") else "right")
     gb = lambda mb: f"{mb / 1024:.2f}"  # noqa: E731
@@ -376,6 +386,7 @@ def main(argv=None) -> dict:
         default=parse_rows("25M"),
         help="train and score the GNN-RAG retriever for one epoch up to this size",
     )
+    parser.add_argument("--trainer", default="cpu", choices=["cpu", "gpu"], help="the trainer of the training runs")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "bench_scale.json"))
     args = parser.parse_args(argv)
     sizes = [parse_rows(s) for s in args.rows.split(",") if s]
@@ -387,10 +398,12 @@ def main(argv=None) -> dict:
         raise SystemExit(f"{work}: {free:.0f} GB free, the corpora and caches need about {need:.0f} GB")
 
     results = {label(s): stages_for(s, work, args) for s in sizes}
-    Console(width=200).print(table(results))
+    where = f"{os.cpu_count()} CPU cores, training on " + (gpu_name() if args.trainer == "gpu" else "the CPU")
+    Console(width=200).print(table(results, where))
     from gsr_train.io import write_json
 
-    write_json(args.out, {"bench": "scale", "cpus": os.cpu_count(), "results": results})
+    doc = {"bench": "scale", "cpus": os.cpu_count(), "trainer": args.trainer, "where": where, "results": results}
+    write_json(args.out, doc)
     print(f"figures written to {args.out}")
     return results
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -133,7 +134,7 @@ def test_sigterm_mid_training_then_resume_matches_the_uninterrupted_run(readme_r
         [sys.executable, "-m", "tests.signal_at", "edge_mlp.scorer:EdgeMLP.training_step", "25", "TERM", "train.py"]
         + args,
         root,
-        {**env, "PYTHONPATH": str(REPO)},
+        {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))},
     )
     assert stopped.returncode == 128 + 15, stopped.stderr[-3000:]
     assert json.loads((run / "run.json").read_text())["status"] == "interrupted"

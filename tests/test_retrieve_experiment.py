@@ -25,7 +25,7 @@ def _train(cwd, *args):
         "HF_HUB_OFFLINE": "1",
         "WANDB_MODE": "offline",
         "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         "GSR_TRAIN_CACHE": str(cwd / "cache"),
     }
     return subprocess.run(
