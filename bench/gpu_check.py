@@ -3,6 +3,7 @@ inference, metrics and reader benches on CUDA, and a real-size pipeline with tra
 
     python bench/gpu_check.py                      # everything, about 5 minutes on one H100 / H200
     python bench/gpu_check.py --rows 1M --skip reader
+    python bench/gpu_check.py --device cpu --rows 1M --reader-size tiny   # a dry run without a GPU (2 min)
 
 Every stage runs in its own process under its own time limit (``--limits stage=seconds``), so one
 that fails or hangs is recorded and the rest still run. Stages:
@@ -22,7 +23,8 @@ that fails or hangs is recorded and the rest still run. Stages:
 
 Prints one table and writes bench/results/gpu_check.json; each bench's own JSON goes to
 ``--results`` (default bench/results/gpu/). With ``--device cpu`` the same stages run on the CPU
-(the lane as a dry run, ``GSR_GPU_LANE=cpu``): how this script itself is tested without a GPU.
+(the lane as a dry run, ``GSR_GPU_LANE=cpu``; figures under ``--work``): how this script itself is
+tested without a GPU. Without CUDA, ``--device cuda`` (the default) is one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ def tiny_reader(folder: Path, size: str) -> Path:
 
 def commands(args, work: Path, results: Path) -> dict[str, list[str]]:
     dev = args.device
+    gpu = dev.startswith("cuda")
     data = str(Path(args.shared) / "webqsp_mini")
     bench = REPO / "bench"
     cache = ["--cache", str(work / "cache")]
@@ -149,12 +152,13 @@ def commands(args, work: Path, results: Path) -> dict[str, list[str]]:
         ],
         "training": [
             PY, str(bench / "bench_subgraphrag_training.py"), "--device", dev, "--encoder", args.encoder,
-            "--data", data, *cache, "--epochs", str(args.epochs), "--skip", "paper", "--ref-graphs", "60",
+            "--data", data, *cache, "--epochs", str(args.epochs or (3 if gpu else 1)), "--skip", "paper",
+            "--ref-graphs", "60" if gpu else "20",
             "--out", str(results / "bench_subgraphrag_training.json"),
         ],
         "inference": [
             PY, str(bench / "bench_subgraphrag_inference.py"), "--device", dev, "--encoder", args.encoder,
-            "--data", data, *cache, "--passes", "1", "--repeats", "3",
+            "--data", data, *cache, "--passes", "1", "--repeats", "3", "--questions", "8" if gpu else "2",
             "--out", str(results / "bench_subgraphrag_inference.json"),
         ],
         "metrics": [
@@ -169,7 +173,7 @@ def commands(args, work: Path, results: Path) -> dict[str, list[str]]:
         ],
         "scale": [
             PY, str(bench / "bench_scale.py"), "--rows", args.rows, "--work", str(work / "scale"),
-            "--trainer", "gpu" if dev.startswith("cuda") else "cpu", "--old-max-rows", "0", "--ddp-max-rows", "0",
+            "--trainer", "gpu" if gpu else "cpu", "--old-max-rows", "0", "--ddp-max-rows", "0",
             "--gnn-max-rows", args.rows, "--out", str(results / "bench_scale.json"),
         ],
     }  # fmt: skip
@@ -248,16 +252,23 @@ def main(argv=None) -> dict:
     p.add_argument("--device", default="cuda", help="cuda (the check) or cpu (a dry run of the script itself)")
     p.add_argument("--rows", default="20M", help="corpus size of the scale stage (triple rows)")
     p.add_argument("--encoder", default="hashing", help="encoder of the training / inference benches")
-    p.add_argument("--epochs", type=int, default=3, help="epochs of 'ours' in the training bench")
+    p.add_argument("--epochs", type=int, default=None, help="epochs of 'ours' in the training bench (3; a dry run 1)")
     p.add_argument("--reader-size", default="small", choices=["small", "tiny"])
     p.add_argument("--lane-workers", type=int, default=min(8, max(1, (os.cpu_count() or 2) // 2)))
     p.add_argument("--skip", default="", help="stages to leave out, comma separated: " + ",".join(STAGES))
     p.add_argument("--limits", default="", help="per-stage time limits, e.g. lane=300,scale=400 (seconds)")
     p.add_argument("--work", default=os.environ.get("GSR_GPU_CHECK_DIR", "/tmp/gsr_gpu_check"))
     p.add_argument("--shared", default=os.environ.get("GSR_SHARED_DATA", str(REPO.parent / "shared" / "data")))
-    p.add_argument("--results", default=str(REPO / "bench" / "results" / "gpu"))
-    p.add_argument("--out", default=str(REPO / "bench" / "results" / "gpu_check.json"))
+    p.add_argument("--results", default=None, help="the benches' JSON (default bench/results/gpu; a dry run: --work)")
+    p.add_argument(
+        "--out", default=None, help="the check's JSON (default bench/results/gpu_check.json; a dry run: --work)"
+    )
     args = p.parse_args(argv)
+    dry = not args.device.startswith("cuda")  # a dry run's figures stay in its work folder
+    args.results = args.results or str(Path(args.work) / "results" if dry else REPO / "bench" / "results" / "gpu")
+    args.out = args.out or str(
+        Path(args.work) / "gpu_check.json" if dry else REPO / "bench" / "results" / "gpu_check.json"
+    )
     skip = {s for s in args.skip.split(",") if s}
     unknown = skip - set(STAGES)
     if unknown:
@@ -268,6 +279,16 @@ def main(argv=None) -> dict:
         if stage not in LIMITS or not sec.replace(".", "", 1).isdigit():
             p.error(f"--limits {item}: use stage=seconds with a stage of {', '.join(STAGES)}")
         limits[stage] = float(sec)
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            print(
+                f"error: --device {args.device}: no CUDA device is visible here (torch {torch.__version__}); "
+                "python bench/gpu_check.py --device cpu dry-runs the check on the CPU",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
     work, results = Path(args.work), Path(args.results)
     work.mkdir(parents=True, exist_ok=True)
     results.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ a machine without the GPU a run trained on (CUDA itself is the GPU lane's: tests
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -39,6 +40,14 @@ def test_the_trainer_picks_the_device_of_every_stage(four_gpus, monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "1")  # a DDP rank: its own GPU, picked from the trainer's list
     assert run_device(_cfg(accelerator="gpu", devices=2)) == torch.device("cuda", 1)
     assert run_device(_cfg(accelerator="gpu", devices=[2, 3])) == torch.device("cuda", 3)
+
+
+def test_more_gpus_than_visible_is_one_line(four_gpus):
+    check_device(_cfg(accelerator="gpu", devices=4))
+    with pytest.raises(PreflightError, match=r"trainer.devices=8: 4 CUDA devices visible here; use trainer.devices=4"):
+        check_device(_cfg(accelerator="gpu", devices=8))
+    with pytest.raises(PreflightError, match=r"trainer.devices=\[2, 4\]: 4 CUDA devices visible"):
+        check_device(OmegaConf.create({"trainer": {"accelerator": "gpu", "devices": [2, 4]}}))
 
 
 def test_without_cuda_everything_stays_on_the_cpu(no_cuda):
@@ -135,3 +144,29 @@ def test_the_slurm_launcher_asks_for_one_task_per_gpu_on_every_node(tmp_path):
     )
     launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
     assert launcher["nodes"] == 2 and launcher["gpus_per_node"] == 4 and launcher["tasks_per_node"] == 4
+
+
+@pytest.mark.integration
+def test_ddp_relaunches_train_py_into_the_one_run_folder(tmp_path):
+    """``trainer.devices=N`` with the ddp strategy relaunches ``train.py`` per rank (what N GPUs do):
+    on the CPU with gloo, the ranks share rank 0's folder, which ends finished with one metrics.json."""
+    from .test_experiments_e2e import QUIET, SYNTHETIC
+
+    env = {
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
+        "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
+        "PATH": "/usr/bin:/bin",
+    }
+    args = ["+experiment=subgraphrag_quickstart", "trainer=cpu", "trainer.devices=2", "+trainer.strategy=ddp"]
+    args += ["model.train.epochs=1", "subgraphrag.compare_cosine=false", *SYNTHETIC, *QUIET]
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), *args], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = (tmp_path / "outputs" / "subgraphrag_quickstart").iterdir()  # one folder for both ranks
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+    doc = json.loads((run / "metrics.json").read_text())
+    assert doc["training"]["devices"] == 2 and doc["rows"][0]["metrics"]["sp_recall"] > 0
+    assert (run / "train_ddp_process_1.log").exists()

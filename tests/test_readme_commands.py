@@ -42,7 +42,7 @@ def cache(tmp_path_factory):
 
 def _checkout(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("train.py", "eval.py", "conf"):
+    for name in ("train.py", "eval.py", "conf", "bench"):
         (folder / name).symlink_to(REPO / name)
     return folder
 
@@ -174,3 +174,33 @@ def test_readme_slurm_job_is_requeued_and_continues(tmp_path, cache):
     state = json.loads((run / "run.json").read_text())
     assert state["status"] == "finished" and state["attempts"] == 2 and state["slurm_job"] == "777"
     assert [p.name for p in (cwd / "outputs" / "subgraphrag_quickstart").iterdir()] == ["slurm-777"]
+
+
+def test_readme_gpu_commands(tmp_path, cache):
+    """Where CUDA is visible the GPU lines train (and four GPUs or a clear refusal); elsewhere each is
+    one line, exit 2, before any work. The dry run of the GPU check runs here whole."""
+    import torch
+
+    cwd = _checkout(tmp_path / "checkout")
+    one_gpu, four_gpus, check, dry_run = _block("bench/gpu_check.py")
+    env = _env(cache, GSR_GPU_CHECK_DIR=str(tmp_path / "gpu_check"))
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for line, needs in ((one_gpu, 1), (four_gpus, 4)):
+        done = _run(line, cwd, env)
+        if visible >= needs:
+            assert done.returncode == 0, (line, done.stderr[-3000:])
+            continue
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (line, done.stderr[-3000:])
+        error = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+        assert len(error) == 1 and ("no CUDA device is visible" in error[0] or "CUDA device visible" in error[0])
+        assert not (cwd / "outputs").exists() or not list((cwd / "outputs").rglob("metrics.json"))
+    if not visible:
+        done = _run(check, cwd, env)
+        assert done.returncode == 2 and "--device cpu dry-runs" in done.stderr, done.stderr[-3000:]
+    done = _run(dry_run, cwd, env)
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    doc = json.loads((tmp_path / "gpu_check" / "gpu_check.json").read_text())
+    assert {name: st["status"] for name, st in doc["stages"].items()} == dict.fromkeys(doc["stages"], "ok")
+    lane = doc["stages"]["lane"]["figures"]
+    assert lane["passed"] >= 20 and not lane["failed"]  # the lane's code, dry-run on the CPU
+    assert doc["stages"]["scale"]["figures"]["1M"]["gnn"]["seconds"] > 0

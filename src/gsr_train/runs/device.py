@@ -33,10 +33,21 @@ def check_device(cfg: DictConfig) -> None:
     """``trainer=gpu`` on a machine without CUDA is one line before any work (Lightning would say it
     only once the data is prepared)."""
     accelerator = str(_trainer(cfg).get("accelerator", "auto")).lower()
-    if accelerator in GPU_ACCELERATORS and not torch.cuda.is_available():
+    if accelerator not in GPU_ACCELERATORS:
+        return
+    if not torch.cuda.is_available():
         raise PreflightError(
             f"trainer.accelerator={accelerator}: no CUDA device is visible here (torch "
             f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use trainer=cpu"
+        )
+    devices, visible = _trainer(cfg).get("devices", 1), torch.cuda.device_count()
+    listed = OmegaConf.is_list(devices) or isinstance(devices, (list, tuple))
+    wanted = max((int(d) + 1 for d in devices), default=0) if listed else devices
+    if str(wanted).lstrip("-").isdigit() and int(wanted) > visible:
+        noun = "device" if visible == 1 else "devices"
+        raise PreflightError(
+            f"trainer.devices={devices}: {visible} CUDA {noun} visible here; use trainer.devices={visible} "
+            "or fewer (several nodes: trainer.num_nodes, each with its own GPUs)"
         )
 
 
