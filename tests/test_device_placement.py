@@ -42,6 +42,20 @@ def test_the_trainer_picks_the_device_of_every_stage(four_gpus, monkeypatch):
     assert run_device(_cfg(accelerator="gpu", devices=[2, 3])) == torch.device("cuda", 3)
 
 
+def test_the_text_encoder_follows_the_trainer_unless_told(four_gpus):
+    from gsr_train.runs.device import encoder_key, place_encoder
+
+    for trainer, device in (("cpu", "cpu"), ("gpu", "cuda:0")):
+        cfg = compose_config(["+experiment=subgraphrag_quickstart", f"trainer={trainer}"])
+        assert cfg.encoder.device is None  # the preset says: the trainer's
+        key = encoder_key(cfg)
+        place_encoder(cfg)
+        assert cfg.encoder.device == device and encoder_key(cfg) == key  # cache keys do not move with it
+    told = compose_config(["+experiment=subgraphrag_quickstart", "trainer=gpu", "encoder.device=cpu"])
+    place_encoder(told)
+    assert told.encoder.device == "cpu"
+
+
 def test_more_gpus_than_visible_is_one_line(four_gpus):
     check_device(_cfg(accelerator="gpu", devices=4))
     with pytest.raises(PreflightError, match=r"trainer.devices=8: 4 CUDA devices visible here; use trainer.devices=4"):

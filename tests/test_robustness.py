@@ -127,7 +127,6 @@ def _compose(tmp_path, overrides):
             "encoder.name=hashing",
             "~encoder.batch_size",
             "~encoder.max_length",
-            "~encoder.device",
             "eval_ks=[5,50]",
             *overrides,
         ]

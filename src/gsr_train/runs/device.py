@@ -12,7 +12,7 @@ import platform
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import PreflightError
 
@@ -93,3 +93,19 @@ def device_record(cfg: DictConfig) -> dict[str, Any]:
     else:
         record["name"] = platform.processor() or platform.machine()
     return record
+
+
+def place_encoder(cfg: DictConfig) -> None:
+    """``encoder.device: null`` (the presets) becomes the run's device, so the text encoder follows the
+    trainer like every other stage; a device the user gave stays."""
+    encoder = OmegaConf.select(cfg, "encoder", default=None)
+    if isinstance(encoder, DictConfig) and "device" in encoder and encoder.device is None:
+        with open_dict(encoder):
+            encoder.device = str(run_device(cfg))
+
+
+def encoder_key(cfg: DictConfig) -> dict[str, Any]:
+    """The encoder options that decide what it computes (its device does not): for cache keys."""
+    encoder = OmegaConf.select(cfg, "encoder", default=None)
+    options = OmegaConf.to_container(encoder, resolve=True) if isinstance(encoder, DictConfig) else {}
+    return {str(k): v for k, v in dict(options or {}).items() if k != "device"}  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import UserError
-from gsr_train.runs.device import check_device, set_matmul_precision
+from gsr_train.runs.device import check_device, place_encoder, set_matmul_precision
 from gsr_train.runs.run_data import _LOADED_DATA, output_dir
 from gsr_train.runs.runners import runner_of
 from gsr_train.runs.training import check_readable_checkpoint, is_rank_zero, resume_path
@@ -35,6 +35,7 @@ def run_experiment(cfg: DictConfig) -> Any:
 
     check_recipe(cfg)  # unknown or misspelled options: one message before any work
     check_device(cfg)  # trainer=gpu without CUDA: one line, not Lightning's error after the data
+    place_encoder(cfg)  # encoder.device: null follows the trainer
     _LOADED_DATA.clear()  # one process runs every job of a basic multirun
     out = output_dir(cfg)
     experiment = cfg.get("experiment_name")

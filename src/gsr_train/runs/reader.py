@@ -43,7 +43,7 @@ from gsr_train.data.errors import PreflightError
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
 from gsr_train.eval.tail import results_file
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
-from gsr_train.runs.device import run_device
+from gsr_train.runs.device import encoder_key, run_device
 from gsr_train.runs.run_data import (
     cache_dir,
     load_kg_index,
@@ -119,9 +119,7 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
     if not ckpt.is_file():
         raise FileNotFoundError(f"qa.retrieval.checkpoint: {ckpt} not found")
     k = int(ret.k)
-    key = stable_hash(
-        "reader-retrieval", 1, file_digest(ckpt), resolve_data_dir(cfg), split_name, k, _container(cfg.encoder)
-    )
+    key = stable_hash("reader-retrieval", 1, file_digest(ckpt), resolve_data_dir(cfg), split_name, k, encoder_key(cfg))
     path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-k{k}-{key}.jsonl"
     if not path.exists():
         from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
@@ -129,7 +127,7 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
 
         t0 = time.perf_counter()
         emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=[split_name])
-        retriever = SubgraphRAGRetriever.from_checkpoint(ckpt)
+        retriever = SubgraphRAGRetriever.from_checkpoint(ckpt, device=run_device(cfg))
         check_compatible(retriever.hparams, emb)
         path.parent.mkdir(parents=True, exist_ok=True)
         retriever.retrieve(index, split_name, emb, path, k=k)
@@ -172,7 +170,7 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
     if name not in names():
         raise PreflightError(f"qa.retrieval.retriever={name}: not a registered retriever; registered: {names()}")
     k = int(ret.k)
-    key = stable_hash("reader-retriever", 2, name, options, index.key, split_name, k, _container(cfg.encoder))
+    key = stable_hash("reader-retriever", 2, name, options, index.key, split_name, k, encoder_key(cfg))
     path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-{name}-k{k}-{key}.jsonl"
     if not path.exists():
         from gsr_train.eval.results import write_results
