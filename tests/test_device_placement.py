@@ -68,8 +68,19 @@ def test_without_cuda_everything_stays_on_the_cpu(no_cuda):
     assert not wants_gpu(_cfg(accelerator="auto"))
     assert run_device(_cfg(accelerator="auto")) == torch.device("cpu")
     with pytest.raises(PreflightError, match=r"trainer.accelerator=gpu: no CUDA device is visible .* use trainer=cpu"):
-        check_device(_cfg(accelerator="gpu"))
-    check_device(_cfg(accelerator="cpu"))
+        check_device(_cfg(accelerator="gpu"), typed=["trainer=gpu"])  # asked for: refused
+    check_device(_cfg(accelerator="cpu"), typed=[])
+
+
+def test_a_preset_gpu_runs_on_the_cpu_where_there_is_none(no_cuda, caplog):
+    cfg = compose_config(["+experiment=gsr_base", "experiment_name=gsr_base"])
+    assert cfg.trainer.accelerator == "gpu"  # the paper recipe asks for one
+    check_device(cfg, typed=["+experiment=gsr_base"])
+    assert cfg.trainer.accelerator == "cpu" and cfg.trainer.devices == 1 and run_device(cfg).type == "cpu"
+    assert "gsr_base asks for a GPU (trainer=gpu) and no CUDA device is visible here" in caplog.text
+    several = compose_config(["+experiment=gsr_base", "trainer.devices=4"])
+    with pytest.raises(PreflightError):
+        check_device(several, typed=["+experiment=gsr_base", "trainer.accelerator=gpu"])
 
 
 def test_matmul_precision_defaults_by_device_and_is_recorded(four_gpus):
@@ -121,10 +132,11 @@ def test_eval_of_a_gpu_run_on_a_machine_without_one_scores_on_the_cpu(no_cuda, t
     composed = compose_config(["ckpt_path=x", f"paths.output_dir={tmp_path}"], config_name="eval")
     source = RunSource(tmp_path, trained, "subgraphrag_quickstart", "subgraphrag", str(tmp_path / "best.ckpt"))
     cfg = eval_config(source, composed, [])
+    check_device(cfg, typed=["ckpt_path=x"])  # the run's own trainer=gpu, not typed now
     assert cfg.trainer.accelerator == "cpu" and run_device(cfg) == torch.device("cpu")
     asked = compose_config(["ckpt_path=x", "trainer=gpu", f"paths.output_dir={tmp_path}"], config_name="eval")
     with pytest.raises(PreflightError):  # asked for on the command line, the GPU is not silently dropped
-        check_device(eval_config(source, asked, ["trainer=gpu"]))
+        check_device(eval_config(source, asked, ["trainer=gpu"]), typed=["ckpt_path=x", "trainer=gpu"])
 
 
 # ----------------------------------------------------------------------------- several GPUs, composed

@@ -7,14 +7,18 @@ the device in ``metrics.json``."""
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import PreflightError
+
+log = logging.getLogger(__name__)
 
 GPU_ACCELERATORS = ("gpu", "cuda")
 
@@ -29,17 +33,46 @@ def wants_gpu(cfg: DictConfig) -> bool:
     return accelerator in GPU_ACCELERATORS or (accelerator == "auto" and torch.cuda.is_available())
 
 
-def check_device(cfg: DictConfig) -> None:
-    """``trainer=gpu`` on a machine without CUDA is one line before any work (Lightning would say it
-    only once the data is prepared)."""
+def typed_overrides() -> list[str]:
+    """The overrides typed on this run's command line (none outside a Hydra run)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError):
+        return []
+
+
+def _typed_gpu(typed: Sequence[str]) -> bool:
+    return any(o.lstrip("+~").split("=", 1)[0] in ("trainer", "trainer.accelerator") for o in typed)
+
+
+def check_device(cfg: DictConfig, typed: Sequence[str] | None = None) -> None:
+    """Where no CUDA device is visible, ``trainer=gpu`` typed on the command line is one line before any
+    work (Lightning would say it only once the data is prepared); an experiment whose preset asks for a
+    GPU (``gsr_base``, the paper recipes) runs on the CPU instead, with a warning. More ``trainer.devices``
+    than are visible is one line too."""
     accelerator = str(_trainer(cfg).get("accelerator", "auto")).lower()
     if accelerator not in GPU_ACCELERATORS:
         return
     if not torch.cuda.is_available():
-        raise PreflightError(
-            f"trainer.accelerator={accelerator}: no CUDA device is visible here (torch "
-            f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use trainer=cpu"
+        typed = typed_overrides() if typed is None else typed
+        if _typed_gpu(typed):
+            raise PreflightError(
+                f"trainer.accelerator={accelerator}: no CUDA device is visible here (torch "
+                f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use trainer=cpu"
+            )
+        name = OmegaConf.select(cfg, "experiment_name", default=None) or "this experiment"
+        log.warning(
+            "%s asks for a GPU (trainer=gpu) and no CUDA device is visible here: it runs on the CPU, "
+            "slower (trainer=cpu says so and silences this)",
+            name,
         )
+        with open_dict(cfg.trainer):
+            cfg.trainer.accelerator, cfg.trainer.devices = "cpu", 1
+            if "strategy" in cfg.trainer:
+                cfg.trainer.strategy = "auto"
+        return
     devices, visible = _trainer(cfg).get("devices", 1), torch.cuda.device_count()
     listed = OmegaConf.is_list(devices) or isinstance(devices, (list, tuple))
     wanted = max((int(d) + 1 for d in devices), default=0) if listed else devices

@@ -22,12 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import PreflightError
 from gsr_train.io import write_json
-from gsr_train.runs.device import wants_gpu
 from gsr_train.runs.recipes import runner_name
 from gsr_train.runs.run_data import output_dir
 from gsr_train.runs.runners import runner_of
@@ -226,11 +224,6 @@ def eval_config(source: RunSource, composed: DictConfig, overrides: list[str]) -
     with open_dict(cfg):
         cfg.paths = composed.paths
         cfg.experiment_name = source.experiment
-        if not _touched(touched, "trainer") and wants_gpu(cfg) and not torch.cuda.is_available():
-            log.info(
-                "the run trained with trainer=%s; no CUDA device here: scoring on the CPU", cfg.trainer.accelerator
-            )
-            cfg.trainer = composed.trainer
         cfg.resume = None
         cfg.data.splits = [split]
         other_data = _touched(touched, "data") and OmegaConf.select(cfg, "data.dir", default=None) != old_dir
