@@ -13,6 +13,7 @@ end-equivalent) and wall time per mode, and the time ratios; writes the same fig
     .venv/bin/python bench/bench_gsr_decoding.py [--epochs 10] [--beams 10] [--top-n 3] [--model DIR]
     .venv/bin/python bench/bench_gsr_decoding.py --experiment gsr_webqsp_paths --model runs/<run>/model \
         --out bench/results/gsr_decoding_webqsp_paths.json
+    .venv/bin/python bench/bench_gsr_decoding.py --device cuda     # trains (trainer=gpu) and decodes on CUDA
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from benchutil import add_device_argument, device_info, device_label, peak_gpu_mb, peak_rss_mb, resolve_device
 from hydra import compose, initialize_config_dir
 from rich.console import Console
 from rich.table import Table
@@ -42,8 +44,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--model", default=None, help="saved GSR folder or .ckpt (skips training)")
     ap.add_argument("--experiment", default="gsr_quickstart", help="GSR experiment whose data is decoded")
+    add_device_argument(ap)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "gsr_decoding.json"))
     args = ap.parse_args()
+    device = resolve_device(args.device)
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.threads)
     register_resolvers()
@@ -64,6 +68,7 @@ def main() -> None:
                 "trainer.enable_progress_bar=false",
                 f"gsr.decode.beams={args.beams}",
                 f"top_k={args.top_n}",
+                f"trainer={'gpu' if device.type == 'cuda' else 'cpu'}",
             ],
         )
     torch.manual_seed(int(cfg.seed))
@@ -81,7 +86,7 @@ def main() -> None:
         best, _, _ = train_gsr(cfg, data, gsr)
         gsr, source = (load_gsr(best) if best else gsr), f"gsr_tiny trained {args.epochs} epochs"
     train_s = time.perf_counter() - t0
-    gsr.eval()
+    gsr = gsr.to(device).eval()  # decoding where the run would decode (its trainer's device)
     modes = {}
     for name, constrained, shortest in (
         ("unconstrained", False, False),
@@ -114,9 +119,10 @@ def main() -> None:
         )
     ratio = rows[1]["seconds"] / rows[0]["seconds"] if rows[0]["seconds"] else float("nan")
     ratio_short = rows[2]["seconds"] / rows[1]["seconds"] if rows[1]["seconds"] else float("nan")
+    info = device_info(device)
     table = Table(
         title=f"GSR decoding on {args.experiment} (test, {len(data.evaluation)} questions, "
-        f"beam {args.beams}, top-{args.top_n} valid)"
+        f"beam {args.beams}, top-{args.top_n} valid) on {device_label(info)}"
     )
     table.add_column("metric")
     for r in rows:
@@ -144,6 +150,9 @@ def main() -> None:
             "beams": args.beams,
             "top_n": args.top_n,
             "threads": args.threads,
+            "machine": info,
+            "peak_rss_mb": peak_rss_mb(),
+            "peak_gpu_mb": peak_gpu_mb(device),
             "questions": len(data.evaluation),
             "train_seconds": train_s,
             "modes": rows,
