@@ -302,3 +302,18 @@ def test_retrieval_metrics_on_cuda_match_cpu_per_question(webqsp_mini, tmp_path)
         for m, v in a.per_question.items():
             assert torch.equal(torch.isnan(v), torch.isnan(b.per_question[m]))
             assert torch.allclose(b.per_question[m], v, equal_nan=True), (split, m)
+
+
+# ----------------------------------------------------------------------------- the local LLM server
+def test_local_llm_backend_generates_on_cuda_what_it_generates_on_cpu(tiny_llama):
+    from gsr_train.llm.local_model import TransformersBackend
+
+    messages = [{"role": "user", "content": "what language is spoken in jamaica?"}]
+    params = {"max_tokens": 6, "temperature": 0, "logprobs": True, "top_logprobs": 2}
+    cpu = TransformersBackend.load(str(tiny_llama))
+    lane = TransformersBackend.load(str(tiny_llama), device=str(CUDA))
+    assert lane.model.device.type == CUDA.type
+    prompts = [cpu.prompt_ids(messages, params)] * 2
+    a, b = cpu.generate_batch(prompts, params), lane.generate_batch(prompts, params)
+    assert [g.text for g in b] == [g.text for g in a] and b[0].completion_tokens == a[0].completion_tokens
+    assert [t["logprob"] for t in b[0].logprobs] == pytest.approx([t["logprob"] for t in a[0].logprobs], abs=1e-3)

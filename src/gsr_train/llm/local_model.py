@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gsr_train.io import atomic_dir, file_digest, stable_hash, write_json
 from gsr_train.llm.server import Generation, RequestError
@@ -105,6 +106,7 @@ class TransformersBackend:
         cache_dir: str | Path | None = None,
         dtype: str = "float32",
         threads: int | None = None,
+        device: str = "cpu",
     ) -> TransformersBackend:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -119,7 +121,8 @@ class TransformersBackend:
         if not tok.chat_template:
             raise ValueError(f"{folder}: the tokenizer has no chat template; use an instruct / chat model")
         lm = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
-        log.info("loaded %s from %s in %.1fs", name, folder, time.perf_counter() - t0)
+        torch.nn.Module.to(lm, device)
+        log.info("loaded %s from %s onto %s in %.1fs", name, folder, device, time.perf_counter() - t0)
         return cls(lm, tok, name)
 
     def prompt_ids(self, messages: list[dict], params: dict) -> list[int]:
@@ -163,7 +166,8 @@ class TransformersBackend:
         with self._lock, torch.inference_mode():
             if params.get("seed") is not None:
                 torch.manual_seed(int(params["seed"]))
-            out = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+            device = self.model.device  # inputs go where the weights are; outputs come back as lists
+            out = self.model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device), **kwargs)
         eos = self.tokenizer.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos])
         gens = []
@@ -303,7 +307,7 @@ def _free_port(host: str) -> int:
 
 
 @contextlib.contextmanager
-def local_endpoint(llm_cfg: dict, cache_dir: str | Path | None = None):
+def local_endpoint(llm_cfg: dict, cache_dir: str | Path | None = None, device: Any = "cpu"):
     """The LLM options, with an endpoint that answers for the duration of the block.
 
     When ``autostart`` names a model, ``base_url`` is a loopback address and nothing listens
@@ -311,7 +315,8 @@ def local_endpoint(llm_cfg: dict, cache_dir: str | Path | None = None):
     keyed by the endpoint stay valid) until the block ends. When another *run's* own server
     listens there (it ends with that run), the model is served here on a free port instead
     (``serve_url``; answers stay cached under ``base_url``). A server of its own (``gsr-train
-    serve-llm``) is used as it is; otherwise nothing is started.
+    serve-llm``) is used as it is; otherwise nothing is started. A model served here runs on
+    ``device`` (the run's: its trainer's device).
     """
     import httpx
 
@@ -331,7 +336,7 @@ def local_endpoint(llm_cfg: dict, cache_dir: str | Path | None = None):
         port = _free_port(host)
         cfg["serve_url"] = f"http://{host}:{port}/v1"
         log.info("%s is another run's own server: serving %s at %s for this run", url, model, cfg["serve_url"])
-    loaded = TransformersBackend.load(model, cache_dir)
+    loaded = TransformersBackend.load(model, cache_dir, device=str(device))
     backend = BatchingBackend(loaded) if hasattr(loaded, "generate_batch") else loaded
     name = str(cfg.get("model") or getattr(backend, "name", "model"))
     with serve_in_thread(backend, name, host=host, port=port) as server:

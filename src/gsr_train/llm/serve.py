@@ -30,6 +30,7 @@ def main(argv=None) -> None:
     parser.add_argument("--cache-dir", default=None, help="where a GGUF model is converted once (default cache)")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda or cuda:N")
     parser.add_argument("--max-tokens-limit", type=int, default=4096)
     parser.add_argument(
         "--batch", type=int, default=8, help="requests generated together (1: one at a time); clients send several"
@@ -54,7 +55,9 @@ def main(argv=None) -> None:
     else:
         from gsr_train.llm.local_model import BatchingBackend, TransformersBackend
 
-        model = TransformersBackend.load(args.model, cache_dir=args.cache_dir, dtype=args.dtype, threads=args.threads)
+        model = TransformersBackend.load(
+            args.model, cache_dir=args.cache_dir, dtype=args.dtype, threads=args.threads, device=args.device
+        )
         backend = BatchingBackend(model, args.batch) if args.batch > 1 else model
         name = args.name or model.name
     server = make_server(backend, name, args.host, args.port, api_key, args.max_tokens_limit)

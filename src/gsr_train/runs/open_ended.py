@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import UserError
+from gsr_train.runs.device import run_device
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +195,8 @@ def _run_with(cfg: DictConfig, forms: list[str], body) -> Any:
 
     llm_cfg = as_dict(cfg.llm)
     needs_llm = "llm" in cfg.open_ended.verifiers or cfg.runner != "judge_calibration"
-    with local_endpoint(llm_cfg, cache_dir(cfg)) if needs_llm else contextlib.nullcontext(llm_cfg) as served:
+    served_here = local_endpoint(llm_cfg, cache_dir(cfg), run_device(cfg)) if needs_llm else None
+    with served_here or contextlib.nullcontext(llm_cfg) as served:
         t0 = time.perf_counter()
         s = _setup(cfg, served, forms)
         try:

@@ -480,7 +480,7 @@ def _read_with_llm(r: _ReaderRun) -> None:
 
     ev = r.qa.eval
     usage: dict = {}
-    with local_endpoint(_container(r.cfg.llm), cache_dir(r.cfg)) as llm_cfg:
+    with local_endpoint(_container(r.cfg.llm), cache_dir(r.cfg), run_device(r.cfg)) as llm_cfg:
 
         def gen_remote(exs):
             texts, u = generate_remote(llm_cfg, exs, int(ev.max_new_tokens))
