@@ -184,3 +184,65 @@ def test_validation_scores_the_first_answer_of_each_question(webqsp_mini, tmp_pa
     assert "val/answer_recall@100" in logged
     recipe = EdgeRecipe("train", "validation", 16, "retriever.train.graphs_per_batch", 64, 12, 4, 30)
     assert monitor_of(recipe, GNNRAG.targets) == "val/hit@1" and monitor_of(recipe) == "val/sp_recall@30"
+
+
+def _random_tables(index, split, dim, seed):
+    """Embedding tables shaped like a run's (some entities without text), and question embeddings."""
+    gen = torch.Generator().manual_seed(seed)
+
+    class Emb:
+        entity = torch.randn(len(index.entities), dim, generator=gen)
+        relation = torch.randn(len(index.relations), dim, generator=gen)
+        entity_has_text = torch.rand(len(index.entities), generator=gen) > 0.2
+
+    return Emb(), torch.randn(len(split), dim, generator=gen)
+
+
+def test_mean_kernel_matches_scatter_mean_bit_for_bit():
+    """relation_means (compiled on CPU, torch elsewhere) is PyG's mean of x_j * rel_ij: same float32
+    sums in the same order, into a strided half of a wider buffer, nodes without triples at zero,
+    whatever the number of threads."""
+    from torch_geometric.utils import scatter
+
+    from gsr_train.models.gnn_rag_kernels import incoming, relation_means
+
+    gen = torch.Generator().manual_seed(7)
+    n, t, p, h = 300, 2000, 40, 24
+    head = torch.randint(0, n - 20, (t,), generator=gen)  # the last 20 nodes receive nothing
+    tail = torch.randint(0, n - 20, (t,), generator=gen)
+    tail[:500] = 3  # a hub: many terms in one sum
+    pair = torch.randint(0, p, (t,), generator=gen)
+    x, rel = torch.randn(n, h, generator=gen), torch.randn(p, h, generator=gen)
+    expected = scatter(x[head] * rel[pair], tail, dim=0, dim_size=n, reduce="mean")
+    into = incoming(tail, n)
+    for threads in (1, 3):
+        torch.set_num_threads(threads)
+        both = torch.full((n, 2 * h), float("nan"))
+        relation_means(both[:, h:], x, rel, pair, head, tail, into)
+        assert torch.equal(both[:, h:], expected) and torch.isnan(both[:, :h]).all()
+    # the path of other devices and dtypes (index_add_), taken here by float64 inputs
+    wide = relation_means(torch.empty(n, h, dtype=torch.float64), x.double(), rel.double(), pair, head, tail, into)
+    torch.testing.assert_close(wide.float(), expected, rtol=1e-5, atol=1e-6)
+    assert (expected[n - 20 :] == 0).all()
+
+
+def test_training_and_serving_message_passing_agree(webqsp_mini, tmp_path):
+    """With gradients (training) the rounds go through MessagePassing.propagate, without them through
+    the fused means: the same logits either way."""
+    from gsr_train.features.structure import node_features
+    from gsr_train.features.triple_batch import make_batch
+    from gsr_train.kg.index import get_index
+
+    index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
+    split = index["test"]
+    emb, q_emb = _random_tables(index, split, 8, seed=8)
+    batch = make_batch(
+        split, list(range(20)), node_features(split, "dde"), q_emb, emb.entity, emb.entity_has_text, emb.relation
+    )
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2).eval()
+    with torch.enable_grad():
+        trained_path = module.node_logits(batch)
+    assert trained_path.requires_grad
+    with torch.no_grad():
+        served = module.node_logits(batch)
+    torch.testing.assert_close(served, trained_path.detach(), rtol=0, atol=1e-6)
