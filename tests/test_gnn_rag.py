@@ -90,9 +90,10 @@ def test_candidates_are_the_likeliest_non_topic_nodes_per_question(webqsp_mini, 
     emb = Emb(index, 8)
     q_emb = torch.randn(len(split), 8, generator=torch.Generator().manual_seed(2))
     module = GNNRAG.create(dim=8, hidden=16, rounds=2).eval()
-    scores, answers = score_split(module, split, q_emb, emb, graphs_per_batch=50)
-    assert scores.shape == (int(split.edge_ptr[-1]),) and answers is not None and len(answers) == len(split)
-    fields = answer_rows(index, split, answers)
+    scores, found = score_split(module, split, q_emb, emb, graphs_per_batch=50)
+    assert scores.shape == (int(split.edge_ptr[-1]),) and found is not None
+    answers = found.per_question(len(split))
+    fields = answer_rows(index, split, found)
     rows, paths = fields["answers"], fields["paths"]
     for q in (0, 7, len(split) - 1):
         probs = [p for _, p, _ in answers[q]]
@@ -196,6 +197,49 @@ def _random_tables(index, split, dim, seed):
         entity_has_text = torch.rand(len(index.entities), generator=gen) > 0.2
 
     return Emb(), torch.randn(len(split), dim, generator=gen)
+
+
+def _ranking(scores, split):
+    """Every triple's position in its question's ranking (best first, ties to the earlier triple)."""
+    import numpy as np
+
+    question = np.repeat(np.arange(len(split)), split.num_edges.numpy())
+    return np.lexsort((np.arange(scores.numel()), -scores.double().numpy(), question))
+
+
+def test_serving_gives_the_rows_of_the_reference_path(webqsp_mini, tmp_path):
+    """The vectorised serving path (pair-level relation gates, the compiled mean kernel, array-built
+    rows) against the old one kept in tests/oracles: same scores, triple order, answers and paths."""
+    import dataclasses
+
+    import numpy as np
+
+    from gsr_train.kg.index import get_index
+    from gsr_train.retrievers.edge_scorer import serve
+
+    from .oracles import gnn_serving_reference as reference
+
+    index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
+    split = index["test"]
+    mask = split.topic_mask.clone()
+    mask[int(split.ent_ptr[5]) : int(split.ent_ptr[6])] = False  # one graph without a topic entity
+    split = dataclasses.replace(split, topic_mask=mask)
+    emb, q_emb = _random_tables(index, split, 16, seed=5)
+    torch.manual_seed(6)
+    module = GNNRAG.create(dim=16, hidden=32, rounds=3, max_hops=3).eval()
+    with torch.no_grad():  # spread the scores: fresh biases leave most nodes near one probability
+        for p in module.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    old_scores, old = reference.serve(module, index, split, q_emb, emb, 50)
+    scores, new = serve(module, index, split, q_emb, emb, 50)
+    torch.testing.assert_close(scores, old_scores, rtol=0, atol=1e-6)
+    assert np.array_equal(_ranking(scores, split), _ranking(old_scores, split))
+    assert new["row_fields"]["answers"] == old["row_fields"]["answers"]
+    assert new["row_fields"]["paths"] == old["row_fields"]["paths"]
+    assert {k: v for k, v in new.items() if k != "row_fields"} == {k: v for k, v in old.items() if k != "row_fields"}
+    assert new["no_topic_entity"] == 1 and new["row_fields"]["paths"][5] == []
+    assert sum(len(p) for p in new["row_fields"]["paths"]) > len(split)  # paths of several steps were written
+    assert any(" <- " in p for row in new["row_fields"]["paths"] for p in row)  # and both arrow directions
 
 
 def test_mean_kernel_matches_scatter_mean_bit_for_bit():
