@@ -290,3 +290,47 @@ def test_training_and_serving_message_passing_agree(webqsp_mini, tmp_path):
     with torch.no_grad():
         served = module.node_logits(batch)
     torch.testing.assert_close(served, trained_path.detach(), rtol=0, atol=1e-6)
+
+
+def test_rows_of_short_paths_in_a_small_last_graph():
+    """Path rows are padded past their last step; the padding must not be read as an edge of the
+    candidate's graph (the split's edge 0 here names node 6, past the last graph's two nodes)."""
+    import numpy as np
+
+    from gsr_train.kg.index import SplitGraphs
+    from gsr_train.kg.vocab import StringVocab
+    from gsr_train.retrievers.edge_scorer import Candidates, answer_rows, candidate_counts
+
+    split = SplitGraphs(
+        ids=["q0", "q1"],
+        questions=["", ""],
+        answers=[[], []],
+        ent_ptr=torch.tensor([0, 7, 9]),
+        entity_ids=torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8]),
+        topic_mask=torch.tensor([True] + [False] * 6 + [True, False]),
+        answer_mask=torch.zeros(9, dtype=torch.bool),
+        edge_ptr=torch.tensor([0, 2, 3]),
+        edge_index=torch.tensor([[5, 0, 1], [6, 5, 0]]),  # q1's one triple is stored answer -> topic
+        edge_rel=torch.tensor([0, 1, 2]),
+    )
+
+    class Index:
+        entities = StringVocab.from_list([f"e{i}" for i in range(9)])
+        relations = StringVocab.from_list(["r0", "r1", "r2"])
+
+    found = Candidates(
+        question=np.array([0, 1, 1]),
+        entity=np.array([6, 8, 7]),
+        prob=np.array([0.9, 0.5, 0.25], np.float32),
+        path=np.array([[1, 0, -1], [2, -1, -1], [-1, -1, -1]]),
+    )
+    rows = answer_rows(Index(), split, found)
+    assert rows["paths"] == [["e0 -> r1 -> e5 -> r0 -> e6"], ["e7 <- r2 <- e8"]]
+    assert rows["answers"][1] == [{"name": "e8", "prob": 0.5}, {"name": "e7", "prob": 0.25}]
+    assert candidate_counts(split, found) == {
+        "no_topic_entity": 0,
+        "no_candidate": 0,
+        "candidates": 3,
+        "candidates_without_path": 1,
+    }
+    assert found.per_question(2)[1] == [(8, 0.5, (2,)), (7, 0.25, ())]

@@ -151,18 +151,20 @@ def _path_nodes(split: SplitGraphs, found: Candidates) -> tuple[np.ndarray, np.n
     a step's triple is stored in reading direction (its tail is the next entity), ``rel [M, H]`` its
     relation id. Columns past a path's length are don't-cares."""
     m, width = found.path.shape
-    edge = found.path.clip(min=0)
+    valid = found.path >= 0
+    edge = np.where(valid, found.path, 0)
     edge_index, ids = split.edge_index.numpy(), split.entity_ids.numpy()
     base = split.ent_ptr.numpy()[found.question][:, None]
-    head = ids[base + edge_index[0][edge]].astype(np.int64)
-    tail = ids[base + edge_index[1][edge]].astype(np.int64)
+    # padding reads node 0 of the split (another question's edge 0 could point past its graph)
+    head = ids[np.where(valid, base + edge_index[0][edge], 0)].astype(np.int64)
+    tail = ids[np.where(valid, base + edge_index[1][edge], 0)].astype(np.int64)
     node = np.empty((m, width + 1), np.int64)
     node[:, width] = found.entity
     forward = np.zeros((m, width), bool)
     cur = found.entity.copy()
     for j in range(width - 1, -1, -1):  # one step of every path at a time, the candidate's end first
         forward[:, j] = tail[:, j] == cur
-        cur = np.where(found.path[:, j] >= 0, np.where(forward[:, j], head[:, j], tail[:, j]), cur)
+        cur = np.where(valid[:, j], np.where(forward[:, j], head[:, j], tail[:, j]), cur)
         node[:, j] = cur
     return node, forward, split.edge_rel.numpy()[edge].astype(np.int64)
 
