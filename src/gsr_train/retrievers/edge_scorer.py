@@ -10,17 +10,17 @@ class asks for, computed for the whole split at once).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from gsr_train.features.structure import node_features
-from gsr_train.features.triple_batch import make_batch
+from gsr_train.features.structure import NodeFeatures, structure_features
+from gsr_train.features.triple_batch import TripleBatch, make_batch
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.memory import keep_freed_memory
 from gsr_train.models.edge_scorer import CheckpointError, EdgeScorerModule, NodeCandidates, load_edge_scorer
@@ -45,7 +45,7 @@ ANSWERS_PER_QUESTION = 5  # a node scorer's candidates written into each results
 Candidate = tuple[int, float, tuple[int, ...]]  # (entity id, probability, split edge ids of its path)
 
 
-@dataclass
+@dataclasses.dataclass
 class Candidates:
     """A node scorer's answer candidates over a whole split, as flat arrays: grouped by question in
     split order, best first within a question. Kept as arrays (not a Python tuple per candidate) so
@@ -96,13 +96,12 @@ def score_split(
     """``module``'s logit of every edge of ``split`` (``FloatTensor[sum E]``, no gradients) and, for a
     node scorer, each question's answer candidates, best first, with the path to each.
 
-    Every batch allocates the same few ``[N, hidden]`` tensors (hundreds of MB at WebQSP size):
-    glibc is told to keep freed blocks for reuse (:func:`~gsr_train.memory.keep_freed_memory`, as
-    SubgraphRAG's retriever does), else each one is mapped afresh and page-faulted in (2-3x slower)."""
-    keep_freed_memory()
-    structure = str(module.structure)
-    forward, reverse = module.dde_rounds
-    features = node_features(split, structure, int(forward), int(reverse))
+    Every batch allocates the same few ``[N, hidden]`` and ``[N, 2 * hidden]`` tensors (80-160 MB
+    each for 64 WebQSP-size graphs): glibc is told to keep freed blocks up to 1 GB for reuse
+    (:func:`~gsr_train.memory.keep_freed_memory`, as SubgraphRAG's retriever does with smaller
+    ones), else each is mapped afresh and page-faulted in (2-3x slower at 20M rows, and no less
+    peak memory)."""
+    keep_freed_memory(mmap_threshold=1 << 30, trim_threshold=1 << 31)
     device = next(module.parameters(), torch.empty(0)).device
     scores = torch.full((int(split.edge_ptr[-1]),), float("-inf"))
     n = len(split)
@@ -110,10 +109,7 @@ def score_split(
     node_scorer = False
     with torch.no_grad():
         for start in range(0, n, graphs_per_batch):
-            questions = list(range(start, min(n, start + graphs_per_batch)))
-            batch = make_batch(
-                split, questions, features, question_emb, emb.entity, emb.entity_has_text, emb.relation, None
-            )
+            batch = _batch_of(module, split, start, min(n, start + graphs_per_batch), question_emb, emb)
             if device.type != "cpu":
                 batch = batch.to(device)
             if batch.num_triples == 0:
@@ -124,6 +120,37 @@ def score_split(
                 node_scorer = True
                 found_parts.append(_batch_candidates(split, batch, found))
     return scores, Candidates.concat(found_parts) if node_scorer else None
+
+
+def _batch_of(
+    module: EdgeScorerModule, split: SplitGraphs, start: int, stop: int, question_emb: torch.Tensor, emb: Any
+) -> TripleBatch:
+    """Questions ``start:stop`` of ``split`` as one batch (positions in the split, as ``make_batch``
+    gives them), with the node features ``module`` asks for computed for these graphs alone, one
+    row per node. The same rows as :func:`~gsr_train.features.structure.node_features` over the
+    split (graphs are disjoint), without sorting millions of rows to keep the distinct ones: that
+    costs more than projecting a batch's few channels for every node."""
+    part = split.slice(start, stop)
+    forward, reverse = module.dde_rounds
+    dense = structure_features(part, str(module.structure), int(forward), int(reverse))
+    features = NodeFeatures(dense, torch.arange(dense.shape[0]))
+    batch = make_batch(
+        part,
+        torch.arange(len(part)),
+        features,
+        question_emb[start:stop],
+        emb.entity,
+        emb.entity_has_text,
+        emb.relation,
+        None,
+    )
+    assert batch.nodes is not None  # make_batch sets it
+    return dataclasses.replace(
+        batch,
+        edge_ids=batch.edge_ids + int(split.edge_ptr[start]),
+        nodes=batch.nodes + int(split.ent_ptr[start]),
+        questions=batch.questions + start,
+    )
 
 
 def _batch_candidates(split: SplitGraphs, batch: Any, found: NodeCandidates) -> Candidates:
