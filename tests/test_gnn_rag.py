@@ -244,7 +244,7 @@ def test_serving_gives_the_rows_of_the_reference_path(webqsp_mini, tmp_path):
 
 def test_mean_kernel_matches_scatter_mean_bit_for_bit():
     """relation_means (compiled on CPU, torch elsewhere) is PyG's mean of x_j * rel_ij: same float32
-    sums in the same order, into a strided half of a wider buffer, nodes without triples at zero,
+    sums in the same order, both directions into strided blocks of a wider buffer, nodes without triples at zero,
     whatever the number of threads."""
     from torch_geometric.utils import scatter
 
@@ -258,15 +258,18 @@ def test_mean_kernel_matches_scatter_mean_bit_for_bit():
     pair = torch.randint(0, p, (t,), generator=gen)
     x, rel = torch.randn(n, h, generator=gen), torch.randn(p, h, generator=gen)
     expected = scatter(x[head] * rel[pair], tail, dim=0, dim_size=n, reduce="mean")
-    into = incoming(tail, n)
-    for threads in (1, 3):
+    backward = scatter(x[tail] * rel[pair], head, dim=0, dim_size=n, reduce="mean")
+    directions = [(rel, head, incoming(tail, n)), (rel, tail, incoming(head, n))]
+    for threads in (1, 2, 5):
         torch.set_num_threads(threads)
-        both = torch.full((n, 2 * h), float("nan"))
-        relation_means(both[:, h:], x, rel, pair, head, tail, into)
-        assert torch.equal(both[:, h:], expected) and torch.isnan(both[:, :h]).all()
+        out = torch.full((n, 3 * h), float("nan"))
+        relation_means(out[:, h:], x, pair, directions)
+        assert torch.equal(out[:, h : 2 * h], expected) and torch.equal(out[:, 2 * h :], backward)
+        assert torch.isnan(out[:, :h]).all()
     # the path of other devices and dtypes (index_add_), taken here by float64 inputs
-    wide = relation_means(torch.empty(n, h, dtype=torch.float64), x.double(), rel.double(), pair, head, tail, into)
-    torch.testing.assert_close(wide.float(), expected, rtol=1e-5, atol=1e-6)
+    wide = torch.empty(n, 2 * h, dtype=torch.float64)
+    relation_means(wide, x.double(), pair, [(rel.double(), s, into) for _, s, into in directions])
+    torch.testing.assert_close(wide.float(), torch.cat([expected, backward], 1), rtol=1e-5, atol=1e-6)
     assert (expected[n - 20 :] == 0).all()
 
 

@@ -62,11 +62,8 @@ class QuestionRelationConv(MessagePassing):
             fwd = self.propagate(edge_index, x=x, rel=fwd_rel, pair=triple_pair)
             rev = self.propagate(edge_index.flip(0), x=x, rel=rev_rel, pair=triple_pair)
             return self.mix(torch.cat([fwd, rev], dim=-1))
-        head, tail = edge_index[0], edge_index[1]
-        hidden = x.shape[1]
-        both = x.new_empty((x.shape[0], 2 * hidden))
-        relation_means(both[:, :hidden], x, fwd_rel, triple_pair, head, tail, into[0])
-        relation_means(both[:, hidden:], x, rev_rel, triple_pair, tail, head, into[1])
+        both = x.new_empty((x.shape[0], 2 * x.shape[1]))
+        relation_means(both, x, triple_pair, [(fwd_rel, edge_index[0], into[0]), (rev_rel, edge_index[1], into[1])])
         return self.mix(both)
 
     def message(self, x_j: torch.Tensor, rel: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:

@@ -5,11 +5,14 @@ directions. Written as ``MessagePassing.propagate`` that is three ``[T, hidden]`
 direction (the gathered senders, the gathered relation rows, their product) before the scatter: at
 WebQSP size (~280k triples per batch of 64 graphs) each is ~140 MB, written and read back once per
 round and direction, and allocated anew each time (page faults). Serving needs no gradients, so
-:func:`relation_means` sums the products straight into the ``[N, hidden]`` output:
+:func:`relation_means` sums the products of every direction straight into its block of one
+``[N, directions * hidden]`` output:
 
 * on CPU, a compiled kernel walks each node's incoming triples (triple order kept, so every sum is
-  the same float32 additions in the same order as ``scatter_add_``: bit-identical means), node
-  ranges split over threads (``nogil``);
+  the same float32 additions in the same order as ``scatter_add_``: bit-identical means); the
+  directions run on separate threads (``nogil``), each over all nodes (one pass over its sorted
+  triples: 20% faster than splitting every direction's nodes between the threads), and the nodes
+  of a direction are split only when there are more threads than directions;
 * on any other device (or dtype), ``index_select`` + ``mul_`` + ``index_add_`` into the output
   view (one ``[T, hidden]`` temporary per direction instead of five).
 
@@ -19,6 +22,7 @@ the graph, so a batch computes it once per direction and every round reuses it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -29,10 +33,12 @@ from numba import njit
 
 @dataclass
 class Incoming:
-    """Every node's incoming triples along one direction: ``order [T]`` triple positions sorted by
-    receiver (stable: triple order within a receiver), ``ptr [N + 1]`` where each receiver's run
-    starts, ``count [N]`` float in-degree clamped to 1 (the divisor of a mean, as PyG's)."""
+    """Every node's incoming triples along one direction: ``receiver [T]`` each triple's receiving
+    node, ``order [T]`` triple positions sorted by receiver (stable: triple order within a receiver),
+    ``ptr [N + 1]`` where each receiver's run starts, ``count [N]`` float in-degree clamped to 1 (the
+    divisor of a mean, as PyG's)."""
 
+    receiver: torch.Tensor
     order: torch.Tensor
     ptr: torch.Tensor
     count: torch.Tensor
@@ -44,7 +50,7 @@ def incoming(receiver: torch.Tensor, num_nodes: int, dtype: torch.dtype = torch.
     degree = torch.bincount(receiver, minlength=num_nodes)
     ptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=receiver.device)
     ptr[1:] = degree.cumsum(0)
-    return Incoming(order, ptr, degree.to(dtype).clamp(min=1))
+    return Incoming(receiver, order, ptr, degree.to(dtype).clamp(min=1))
 
 
 @njit(cache=True, nogil=True)
@@ -79,31 +85,36 @@ def _node_ranges(ptr: np.ndarray, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
+Direction = tuple[torch.Tensor, torch.Tensor, Incoming]  # (rel [P, hidden], sender [T], the receivers' Incoming)
+
+
 def relation_means(
-    out: torch.Tensor,
-    x: torch.Tensor,
-    rel: torch.Tensor,
-    pair: torch.Tensor,
-    sender: torch.Tensor,
-    receiver: torch.Tensor,
-    into: Incoming,
+    out: torch.Tensor, x: torch.Tensor, pair: torch.Tensor, directions: Sequence[Direction]
 ) -> torch.Tensor:
-    """``out [N, hidden]`` (a view is fine) ``= mean_{e -> v} x[sender[e]] * rel[pair[e]]``: the mean
-    aggregation of ``QuestionRelationConv.message`` without gradients, on ``x``'s device."""
-    if x.device.type != "cpu" or x.dtype != torch.float32 or rel.dtype != torch.float32:
-        msg = x.index_select(0, sender)
-        msg.mul_(rel.index_select(0, pair))
-        out.zero_().index_add_(0, receiver, msg)
-        return out.div_(into.count[:, None])
-    xs, rs = x.detach().contiguous().numpy(), rel.detach().contiguous().numpy()
-    args = (pair.numpy(), sender.numpy(), into.order.numpy(), into.ptr.numpy())
-    target = out.numpy()  # a view of out: the kernel writes in place
-    ranges = _node_ranges(args[3], max(torch.get_num_threads(), 1))
-    if len(ranges) <= 1:
-        _mean_products(target, xs, rs, *args, 0, x.shape[0])
+    """``out [N, len(directions) * hidden]``, block ``d`` ``= mean_{e -> v} x[sender[e]] * rel[pair[e]]``
+    over ``directions[d] = (rel, sender, into)``: the mean aggregation of
+    ``QuestionRelationConv.message`` without gradients, on ``x``'s device."""
+    width = x.shape[1]
+    blocks = [out[:, d * width : (d + 1) * width] for d in range(len(directions))]
+    if x.device.type != "cpu" or x.dtype != torch.float32 or any(r.dtype != torch.float32 for r, _, _ in directions):
+        for block, (rel, sender, into) in zip(blocks, directions):
+            msg = x.index_select(0, sender)
+            msg.mul_(rel.index_select(0, pair))
+            block.zero_().index_add_(0, into.receiver, msg).div_(into.count[:, None])
         return out
-    for job in [_pool(len(ranges)).submit(_mean_products, target, xs, rs, *args, a, b) for a, b in ranges]:
-        job.result()
+    xs, pairs = x.detach().contiguous().numpy(), pair.numpy()
+    workers = max(torch.get_num_threads(), 1)
+    jobs = []
+    for block, (rel, sender, into) in zip(blocks, directions):
+        ptr = into.ptr.numpy()
+        head = (block.numpy(), xs, rel.detach().contiguous().numpy(), pairs, sender.numpy(), into.order.numpy(), ptr)
+        jobs += [(*head, a, b) for a, b in _node_ranges(ptr, max(workers // len(directions), 1))]
+    if workers == 1 or len(jobs) == 1:
+        for job in jobs:
+            _mean_products(*job)
+        return out
+    for done in [_pool(min(workers, len(jobs))).submit(_mean_products, *job) for job in jobs]:
+        done.result()
     return out
 
 
