@@ -90,9 +90,10 @@ def test_candidates_are_the_likeliest_non_topic_nodes_per_question(webqsp_mini, 
     emb = Emb(index, 8)
     q_emb = torch.randn(len(split), 8, generator=torch.Generator().manual_seed(2))
     module = GNNRAG.create(dim=8, hidden=16, rounds=2).eval()
-    scores, answers = score_split(module, split, q_emb, emb, graphs_per_batch=50)
-    assert scores.shape == (int(split.edge_ptr[-1]),) and answers is not None and len(answers) == len(split)
-    fields = answer_rows(index, split, answers)
+    scores, found = score_split(module, split, q_emb, emb, graphs_per_batch=50)
+    assert scores.shape == (int(split.edge_ptr[-1]),) and found is not None
+    answers = found.per_question(len(split))
+    fields = answer_rows(index, split, found)
     rows, paths = fields["answers"], fields["paths"]
     for q in (0, 7, len(split) - 1):
         probs = [p for _, p, _ in answers[q]]
@@ -184,3 +185,173 @@ def test_validation_scores_the_first_answer_of_each_question(webqsp_mini, tmp_pa
     assert "val/answer_recall@100" in logged
     recipe = EdgeRecipe("train", "validation", 16, "retriever.train.graphs_per_batch", 64, 12, 4, 30)
     assert monitor_of(recipe, GNNRAG.targets) == "val/hit@1" and monitor_of(recipe) == "val/sp_recall@30"
+
+
+def _random_tables(index, split, dim, seed):
+    """Embedding tables shaped like a run's (some entities without text), and question embeddings."""
+    gen = torch.Generator().manual_seed(seed)
+
+    class Emb:
+        entity = torch.randn(len(index.entities), dim, generator=gen)
+        relation = torch.randn(len(index.relations), dim, generator=gen)
+        entity_has_text = torch.rand(len(index.entities), generator=gen) > 0.2
+
+    return Emb(), torch.randn(len(split), dim, generator=gen)
+
+
+def _ranking(scores, split):
+    """Every triple's position in its question's ranking (best first, ties to the earlier triple)."""
+    import numpy as np
+
+    question = np.repeat(np.arange(len(split)), split.num_edges.numpy())
+    return np.lexsort((np.arange(scores.numel()), -scores.double().numpy(), question))
+
+
+def test_serving_gives_the_rows_of_the_reference_path(webqsp_mini, tmp_path):
+    """The vectorised serving path (pair-level relation gates, the compiled mean kernel, array-built
+    rows) against the old one kept in tests/oracles: same scores, triple order, answers and paths."""
+    import dataclasses
+
+    import numpy as np
+
+    from gsr_train.kg.index import get_index
+    from gsr_train.retrievers.edge_scorer import serve
+
+    from .oracles import gnn_serving_reference as reference
+
+    index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
+    split = index["test"]
+    mask = split.topic_mask.clone()
+    mask[int(split.ent_ptr[5]) : int(split.ent_ptr[6])] = False  # one graph without a topic entity
+    split = dataclasses.replace(split, topic_mask=mask)
+    emb, q_emb = _random_tables(index, split, 16, seed=5)
+    torch.manual_seed(6)
+    module = GNNRAG.create(dim=16, hidden=32, rounds=3, max_hops=3).eval()
+    with torch.no_grad():  # spread the scores: fresh biases leave most nodes near one probability
+        for p in module.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    old_scores, old = reference.serve(module, index, split, q_emb, emb, 50)
+    scores, new = serve(module, index, split, q_emb, emb, 50)
+    torch.testing.assert_close(scores, old_scores, rtol=0, atol=1e-6)
+    assert np.array_equal(_ranking(scores, split), _ranking(old_scores, split))
+    assert new["row_fields"]["answers"] == old["row_fields"]["answers"]
+    assert new["row_fields"]["paths"] == old["row_fields"]["paths"]
+    assert {k: v for k, v in new.items() if k != "row_fields"} == {k: v for k, v in old.items() if k != "row_fields"}
+    assert new["no_topic_entity"] == 1 and new["row_fields"]["paths"][5] == []
+    assert sum(len(p) for p in new["row_fields"]["paths"]) > len(split)  # paths of several steps were written
+    assert any(" <- " in p for row in new["row_fields"]["paths"] for p in row)  # and both arrow directions
+
+
+def test_mean_kernel_matches_scatter_mean_bit_for_bit():
+    """relation_means (compiled on CPU, torch elsewhere) is PyG's mean of x_j * rel_ij: same float32
+    sums in the same order, both directions into strided blocks of a wider buffer, nodes without triples at zero,
+    whatever the number of threads."""
+    from torch_geometric.utils import scatter
+
+    from gsr_train.models.gnn_rag_kernels import incoming, relation_means
+
+    gen = torch.Generator().manual_seed(7)
+    n, t, p, h = 300, 2000, 40, 24
+    head = torch.randint(0, n - 20, (t,), generator=gen)  # the last 20 nodes receive nothing
+    tail = torch.randint(0, n - 20, (t,), generator=gen)
+    tail[:500] = 3  # a hub: many terms in one sum
+    pair = torch.randint(0, p, (t,), generator=gen)
+    x, rel = torch.randn(n, h, generator=gen), torch.randn(p, h, generator=gen)
+    expected = scatter(x[head] * rel[pair], tail, dim=0, dim_size=n, reduce="mean")
+    backward = scatter(x[tail] * rel[pair], head, dim=0, dim_size=n, reduce="mean")
+    directions = [(rel, head, incoming(tail, n)), (rel, tail, incoming(head, n))]
+    for threads in (1, 2, 5):
+        torch.set_num_threads(threads)
+        out = torch.full((n, 3 * h), float("nan"))
+        relation_means(out[:, h:], x, pair, directions)
+        assert torch.equal(out[:, h : 2 * h], expected) and torch.equal(out[:, 2 * h :], backward)
+        assert torch.isnan(out[:, :h]).all()
+    # the path of other devices and dtypes (index_add_), taken here by float64 inputs
+    wide = torch.empty(n, 2 * h, dtype=torch.float64)
+    relation_means(wide, x.double(), pair, [(rel.double(), s, into) for _, s, into in directions])
+    torch.testing.assert_close(wide.float(), torch.cat([expected, backward], 1), rtol=1e-5, atol=1e-6)
+    assert (expected[n - 20 :] == 0).all()
+
+
+def test_training_and_serving_message_passing_agree(webqsp_mini, tmp_path):
+    """With gradients (training) the rounds go through MessagePassing.propagate, without them through
+    the fused means: the same logits either way."""
+    from gsr_train.features.structure import node_features
+    from gsr_train.features.triple_batch import make_batch
+    from gsr_train.kg.index import get_index
+
+    index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
+    split = index["test"]
+    emb, q_emb = _random_tables(index, split, 8, seed=8)
+    batch = make_batch(
+        split, list(range(20)), node_features(split, "dde"), q_emb, emb.entity, emb.entity_has_text, emb.relation
+    )
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2).eval()
+    with torch.enable_grad():
+        trained_path = module.node_logits(batch)
+    assert trained_path.requires_grad
+    with torch.no_grad():
+        served = module.node_logits(batch)
+    torch.testing.assert_close(served, trained_path.detach(), rtol=0, atol=1e-6)
+
+
+def test_rows_of_short_paths_in_a_small_last_graph():
+    """Path rows are padded past their last step; the padding must not be read as an edge of the
+    candidate's graph (the split's edge 0 here names node 6, past the last graph's two nodes)."""
+    import numpy as np
+
+    from gsr_train.kg.index import SplitGraphs
+    from gsr_train.kg.vocab import StringVocab
+    from gsr_train.retrievers.edge_scorer import Candidates, answer_rows, candidate_counts
+
+    split = SplitGraphs(
+        ids=["q0", "q1"],
+        questions=["", ""],
+        answers=[[], []],
+        ent_ptr=torch.tensor([0, 7, 9]),
+        entity_ids=torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8]),
+        topic_mask=torch.tensor([True] + [False] * 6 + [True, False]),
+        answer_mask=torch.zeros(9, dtype=torch.bool),
+        edge_ptr=torch.tensor([0, 2, 3]),
+        edge_index=torch.tensor([[5, 0, 1], [6, 5, 0]]),  # q1's one triple is stored answer -> topic
+        edge_rel=torch.tensor([0, 1, 2]),
+    )
+
+    class Index:
+        entities = StringVocab.from_list([f"e{i}" for i in range(9)])
+        relations = StringVocab.from_list(["r0", "r1", "r2"])
+
+    found = Candidates(
+        question=np.array([0, 1, 1]),
+        entity=np.array([6, 8, 7]),
+        prob=np.array([0.9, 0.5, 0.25], np.float32),
+        path=np.array([[1, 0, -1], [2, -1, -1], [-1, -1, -1]]),
+    )
+    rows = answer_rows(Index(), split, found)
+    assert rows["paths"] == [["e0 -> r1 -> e5 -> r0 -> e6"], ["e7 <- r2 <- e8"]]
+    assert rows["answers"][1] == [{"name": "e8", "prob": 0.5}, {"name": "e7", "prob": 0.25}]
+    assert candidate_counts(split, found) == {
+        "no_topic_entity": 0,
+        "no_candidate": 0,
+        "candidates": 3,
+        "candidates_without_path": 1,
+    }
+    assert found.per_question(2)[1] == [(8, 0.5, (2,)), (7, 0.25, ())]
+
+
+def test_serving_raises_the_thresholds_of_kept_memory_never_lowers_them(monkeypatch):
+    """Serving asks glibc to keep freed blocks up to 1 GB (its batches' [N, 2h] tensors are 100+ MB);
+    a later caller asking for SubgraphRAG's smaller thresholds leaves them, a larger ask raises them."""
+    import gsr_train.memory as memory
+
+    calls: list[list[tuple[int, int]]] = []
+    monkeypatch.setattr(memory, "_mallopt", lambda settings: calls.append(list(settings)) or True)
+    monkeypatch.setattr(memory, "_policy", None)
+    monkeypatch.setattr(memory, "_kept", (0, 0, 0))
+    assert memory.keep_freed_memory()
+    assert memory.keep_freed_memory(mmap_threshold=1 << 30, trim_threshold=1 << 31)
+    assert memory.keep_freed_memory()  # SubgraphRAG's defaults after serving: nothing lowered
+    assert [dict(c)[memory._M_MMAP_THRESHOLD] for c in calls] == [1 << 27, 1 << 30]
+    assert memory._kept == (1 << 30, 1 << 31, 1 << 26)
+    memory.return_freed_memory()  # the readers' policy, then serving again: applied afresh
+    assert memory.keep_freed_memory(mmap_threshold=1 << 30, trim_threshold=1 << 31) and len(calls) == 4

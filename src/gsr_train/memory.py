@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 _policy: str | None = None
+_kept: tuple[int, int, int] = (0, 0, 0)  # the thresholds keep_freed_memory set
 
 
 def rss_mb() -> float:
@@ -45,13 +46,18 @@ def _mallopt(settings) -> bool:
 
 
 def keep_freed_memory(mmap_threshold: int = 1 << 27, trim_threshold: int = 1 << 29, top_pad: int = 1 << 26) -> bool:
-    """Keep freed blocks up to ``mmap_threshold`` for reuse (repeated same-sized work)."""
-    global _policy
+    """Keep freed blocks up to ``mmap_threshold`` for reuse (repeated same-sized work). Under this
+    policy already, a call asking for larger thresholds raises them (one that asks for less leaves
+    them): the largest blocks any caller repeats stay reusable."""
+    global _policy, _kept
+    wanted = (mmap_threshold, trim_threshold, top_pad)
     if _policy == "keep":
-        return True
-    ok = _mallopt(((_M_MMAP_THRESHOLD, mmap_threshold), (_M_TRIM_THRESHOLD, trim_threshold), (_M_TOP_PAD, top_pad)))
+        wanted = (max(wanted[0], _kept[0]), max(wanted[1], _kept[1]), max(wanted[2], _kept[2]))
+        if wanted == _kept:
+            return True
+    ok = _mallopt(zip((_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD, _M_TOP_PAD), wanted))
     if ok:
-        _policy = "keep"
+        _policy, _kept = "keep", wanted
     log.debug("glibc: keep freed memory (%s)", ok)
     return ok
 

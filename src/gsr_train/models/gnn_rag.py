@@ -30,10 +30,18 @@ from torch_geometric.nn import MessagePassing
 from gsr_train.features.structure import dde_channels
 from gsr_train.features.triple_batch import TripleBatch
 from gsr_train.models.edge_scorer import EdgeScorerModule, NodeCandidates
+from gsr_train.models.gnn_rag_kernels import Incoming, incoming, relation_means
 
 
 class QuestionRelationConv(MessagePassing):
-    """One reasoning round: ``mean_j (x_j * rel_ij)`` along the triples, forward and reverse."""
+    """One reasoning round: ``mean_j (x_j * rel_ij)`` along the triples, forward and reverse.
+
+    The relation gates are projected per (question, relation) pair (``rel_pair [P, hidden]``) and
+    gathered per triple through ``triple_pair [T]``: the same rows as projecting every triple's copy
+    of its pair, without a ``[T, hidden]`` matrix product per direction. Without gradients (serving,
+    validation) and with ``into`` (each direction's :class:`~gsr_train.models.gnn_rag_kernels.Incoming`)
+    the means are summed straight into one ``[N, 2 * hidden]`` buffer
+    (:func:`~gsr_train.models.gnn_rag_kernels.relation_means`: the same numbers as ``propagate``)."""
 
     def __init__(self, hidden: int) -> None:
         super().__init__(aggr="mean")
@@ -41,13 +49,25 @@ class QuestionRelationConv(MessagePassing):
         self.reverse_rel = nn.Linear(hidden, hidden)
         self.mix = nn.Linear(2 * hidden, hidden)
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, rel_q: torch.Tensor) -> torch.Tensor:
-        fwd = self.propagate(edge_index, x=x, rel=self.forward_rel(rel_q))
-        rev = self.propagate(edge_index.flip(0), x=x, rel=self.reverse_rel(rel_q))
-        return self.mix(torch.cat([fwd, rev], dim=-1))
+    def forward(
+        self,
+        x: torch.Tensor,
+        edge_index: torch.Tensor,
+        rel_pair: torch.Tensor,
+        triple_pair: torch.Tensor,
+        into: tuple[Incoming, Incoming] | None = None,
+    ) -> torch.Tensor:
+        fwd_rel, rev_rel = self.forward_rel(rel_pair), self.reverse_rel(rel_pair)
+        if into is None or torch.is_grad_enabled():
+            fwd = self.propagate(edge_index, x=x, rel=fwd_rel, pair=triple_pair)
+            rev = self.propagate(edge_index.flip(0), x=x, rel=rev_rel, pair=triple_pair)
+            return self.mix(torch.cat([fwd, rev], dim=-1))
+        both = x.new_empty((x.shape[0], 2 * x.shape[1]))
+        relation_means(both, x, triple_pair, [(fwd_rel, edge_index[0], into[0]), (rev_rel, edge_index[1], into[1])])
+        return self.mix(both)
 
-    def message(self, x_j: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
-        return x_j * rel
+    def message(self, x_j: torch.Tensor, rel: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:
+        return x_j * rel.index_select(0, pair)
 
 
 def follow_relations(head: torch.Tensor, tail: torch.Tensor, reach: torch.Tensor, follow: torch.Tensor) -> torch.Tensor:
@@ -138,6 +158,19 @@ def trace_paths(
     return out
 
 
+def _scorer_input(x: torch.Tensor, q: torch.Tensor, reached: list[torch.Tensor], fast: bool) -> torch.Tensor:
+    """``[x * q, x, reached...]`` per node: concatenated (autograd), or written into one buffer
+    (``fast``: no gradients; no ``x * q`` temporary and no copy of it)."""
+    if not fast:
+        return torch.cat([x * q, x, torch.stack(reached, -1)], dim=-1)
+    hidden = x.shape[1]
+    out = x.new_empty((x.shape[0], 2 * hidden + len(reached)))
+    torch.mul(x, q, out=out[:, :hidden])
+    out[:, hidden : 2 * hidden] = x
+    out[:, 2 * hidden :] = torch.stack(reached, -1)
+    return out
+
+
 class GNNRAG(EdgeScorerModule):
     """``dim``: text embedding size; ``hidden``, ``rounds`` (reasoning rounds), ``dropout``, ``lr``;
     ``max_hops``: how far from the topic entities evidence paths reach."""
@@ -172,12 +205,19 @@ class GNNRAG(EdgeScorerModule):
         return self._reason(batch)[0]
 
     def _reason(self, batch: TripleBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """The node logits and ``[rounds, T]`` how strongly each round follows each triple."""
+        """The node logits and ``[rounds, T]`` how strongly each round follows each triple.
+
+        Without gradients (serving, validation) the ``[N, hidden]`` temporaries are updated in place
+        and the scorer's input is written into one buffer: the same sums (addition commutes
+        exactly), fewer passes over memory."""
+        fast = not torch.is_grad_enabled()
         q = self.question(batch.q_emb)
         x = torch.cat([self.entity(batch.ent_emb), self.no_text[None]])[batch.node_ent]
-        x = x + self.place(batch.feat_rows)[batch.node_frow]
+        place = self.place(batch.feat_rows)[batch.node_frow]
+        x = x.add_(place) if fast else x + place
         relation = self.relation(batch.rel_emb)[batch.pair_rel]  # [P, hidden]: per (question, relation)
         edge_index = torch.stack([batch.head, batch.tail])
+        into = self._incoming(batch, x.shape[0], x.dtype) if fast else None
         reach = self._topic(batch).to(x.dtype)
         reached, follows = [], []
         for i, (conv, norm) in enumerate(zip(self.rounds, self.norms)):
@@ -186,14 +226,22 @@ class GNNRAG(EdgeScorerModule):
             reach = follow_relations(batch.head, batch.tail, reach, follow)
             reached.append(reach)
             follows.append(follow)
-            x = x + self.reached[i](reach[:, None])
-            x = norm(x + self.dropout(F.relu(conv(x, edge_index, pair_q[batch.triple_pair]))))
-        logits = self.scorer(torch.cat([x * q[batch.node_q], x, torch.stack(reached, -1)], dim=-1)).squeeze(-1)
+            step = self.reached[i](reach[:, None])
+            x = step.add_(x) if fast else x + step
+            h = self.dropout(F.relu(conv(x, edge_index, pair_q, batch.triple_pair, into), inplace=fast))
+            x = norm(h.add_(x) if fast else x + h)
+        logits = self.scorer(_scorer_input(x, q[batch.node_q], reached, fast)).squeeze(-1)
         return logits, torch.stack(follows)
 
     def forward(self, batch: TripleBatch) -> torch.Tensor:
         prob = torch.sigmoid(self.node_logits(batch))
         return shortest_path_scores(batch.head, batch.tail, self._topic(batch), prob, self.max_hops)
+
+    @staticmethod
+    def _incoming(batch: TripleBatch, num_nodes: int, dtype: torch.dtype) -> tuple[Incoming, Incoming]:
+        """Each node's incoming triples along head -> tail and tail -> head: the same for every
+        round, so the no-gradient message passing sorts the batch's triples once, not per round."""
+        return incoming(batch.tail, num_nodes, dtype), incoming(batch.head, num_nodes, dtype)
 
     @staticmethod
     def _topic(batch: TripleBatch) -> torch.Tensor:
