@@ -1,0 +1,177 @@
+"""How many workers data preparation uses, and an ordered parallel map to spread work over them.
+
+The index build, the embeddings and the shortest-path supervision each take a ``workers``
+option (``data.workers`` in a run, ``--workers`` on the ``gsr-train`` data verbs). ``None``
+means the cores this process may run on (``os.sched_getaffinity``, which honours ``taskset``
+and cgroup CPU sets, unlike ``os.cpu_count``). A run sets the process default once, when it
+opens its data (:func:`set_default_workers` from ``load_kg_index``), so every stage that
+prepares data later in the run (embeddings, supervision, in whichever module asks for them)
+uses the same count without each call site passing it along.
+
+The worker count never changes what is produced: each stage splits its work into pieces whose
+results are put back together in input order, so the caches are keyed without it and one
+cache serves every worker count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_default: int | None = None
+
+
+class WorkersError(ValueError):
+    """``workers`` is not a positive integer (the message names the option and the value)."""
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def check_workers(value: Any, option: str = "workers") -> int | None:
+    """``value`` as a worker count (``None`` stays ``None``: the cores available); a
+    :class:`WorkersError` naming ``option`` for anything but an integer >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WorkersError(f"{option}={value!r}: expected an integer >= 1 or null (the cores available)")
+    if value < 1:
+        raise WorkersError(f"{option}={value}: expected an integer >= 1 or null (the cores available)")
+    return value
+
+
+def set_default_workers(workers: int | None) -> None:
+    """The worker count of this process's data preparation when a call gives none (a run's
+    ``data.workers``); ``None``: the cores available."""
+    global _default
+    _default = check_workers(workers)
+
+
+def resolve_workers(workers: int | None = None) -> int:
+    """The worker count to use: ``workers``, else the process default, else the cores available."""
+    chosen = check_workers(workers)
+    if chosen is None:
+        chosen = _default
+    return chosen if chosen is not None else available_cores()
+
+
+@contextlib.contextmanager
+def thread_pool(threads: int) -> Iterator[Executor | None]:
+    """A pool of ``threads`` threads for :func:`ordered_map`, or ``None`` (work inline) for none."""
+    if threads < 1:
+        yield None
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="gsr-prep") as pool:
+        yield pool
+
+
+def ordered_map(
+    fn: Callable[[T], R], items: Iterable[T], pool: Executor | None, ahead: int = 2
+) -> Generator[R, None, None]:
+    """``fn(item)`` for every item, in input order, on ``pool`` (inline when ``None``).
+
+    At most ``ahead`` items are in flight, so a stream of large items (record batches, question
+    chunks) is never read far ahead of its consumer. With a thread pool the work must release the
+    GIL (numpy, Arrow, ``nogil`` numba kernels) to run side by side. Several maps may share one
+    pool (their items never wait for each other). The consumer does not idle while its next item
+    runs or waits in the pool: it takes back the items still queued and does them itself. An
+    exception from ``fn`` is raised when its item's turn comes, after the items before it.
+    """
+    if pool is None:
+        yield from map(fn, items)
+        return
+    pending: deque[tuple[Future, T]] = deque()
+
+    def oldest() -> R:
+        future, item = pending.popleft()
+        if future.cancel():  # not started yet (the pool is busy): this thread does it instead
+            return fn(item)
+        for k, (later, later_item) in enumerate(pending):  # while it runs, the later ones not started
+            if future.done():
+                break
+            if later.cancel():
+                pending[k] = (_run(fn, later_item), later_item)
+        return future.result()
+
+    try:
+        for item in items:
+            pending.append((pool.submit(fn, item), item))
+            if len(pending) >= max(1, ahead):
+                yield oldest()
+        while pending:
+            yield oldest()
+    finally:
+        for future, _ in pending:
+            future.cancel()
+
+
+def _run(fn: Callable[[T], R], item: T) -> Future:
+    """``fn(item)`` run here, as a finished future (its result or its exception)."""
+    done: Future = Future()
+    try:
+        done.set_result(fn(item))
+    except BaseException as e:
+        done.set_exception(e)
+    return done
+
+
+def prefetch(items: Iterable[T], depth: int = 1) -> Generator[T, None, None]:
+    """``items`` read by a thread of its own, at most ``depth`` ahead of the consumer.
+
+    For a reader whose work is sequential (decoding one file after another, with checks that
+    depend on the rows before) but need not wait for the consumer: its chain of work then runs
+    beside the consumer's instead of inside it. An exception of the reader is raised in its
+    turn; closing this generator stops the reader after its current item (and closes it)."""
+    slots: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+    end = object()
+
+    def put(entry: tuple[bool, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        it = iter(items)
+        try:
+            for item in it:
+                if not put((True, item)):
+                    return
+            put((True, end))
+        except BaseException as e:  # handed to the consumer, raised there in its turn
+            put((False, e))
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
+    reader = threading.Thread(target=read, name="gsr-prep-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            ok, item = slots.get()
+            if not ok:
+                raise item
+            if item is end:
+                return
+            yield item
+    finally:
+        stop.set()
+        reader.join()
