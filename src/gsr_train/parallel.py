@@ -16,12 +16,14 @@ cache serves every worker count.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing as mp
 import os
 import queue
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -76,6 +78,39 @@ def thread_pool(threads: int) -> Iterator[Executor | None]:
         return
     with ThreadPoolExecutor(threads, thread_name_prefix="gsr-prep") as pool:
         yield pool
+
+
+_shared: Any = None
+
+
+@contextlib.contextmanager
+def fork_pool(processes: int, data: Any, initializer: Callable[[], Any] | None = None) -> Iterator[Executor | None]:
+    """A pool of ``processes`` processes forked from this one, for work that holds the GIL too
+    much for threads (per-level Python of the batched BFS). The tasks read ``data`` with
+    :func:`shared`: forked children see this process's memory (memory-mapped arrays included)
+    without any copy, so only the tasks' arguments and results cross between processes. Where
+    ``fork`` is not the safe default (not Linux) the pool is threads; ``None`` for no process.
+    ``initializer``: run first in each child (its malloc policy, say)."""
+    global _shared
+    _shared = data
+    try:
+        if processes < 1:
+            yield None
+        elif sys.platform != "linux" or "fork" not in mp.get_all_start_methods():
+            with thread_pool(processes) as threads:
+                yield threads
+        else:
+            # forked before the pool starts any thread of its own (ProcessPoolExecutor launches
+            # every process at the first submit when forking); the children only compute and exit
+            with ProcessPoolExecutor(processes, mp_context=mp.get_context("fork"), initializer=initializer) as pool:
+                yield pool
+    finally:
+        _shared = None
+
+
+def shared() -> Any:
+    """The ``data`` of the :func:`fork_pool` this task runs under (in a child or in the parent)."""
+    return _shared
 
 
 def ordered_map(
