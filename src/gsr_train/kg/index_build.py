@@ -223,7 +223,9 @@ class _VocabWriter:
             self.crc = {"offsets": _crc(offsets), "data": _crc(data)}
             if self.crc != resume.get("crc"):
                 raise _Damaged(f"{folder / name}.{{offsets,data}}.bin: content does not match its checkpoint")
-            self.interner = StringInterner(offsets, data)
+            # the lookup table at its checkpointed size: it then grows as in a build never killed,
+            # and its file is the same bytes (older checkpoints without the size: the smallest)
+            self.interner = StringInterner(offsets, data, table_size=resume.get("table"))
         self.written = len(self.interner)
 
     def sync(self) -> None:
@@ -238,7 +240,8 @@ class _VocabWriter:
             self.written = n
 
     def state(self) -> dict:
-        return {"names": len(self.interner), "bytes": self.interner.num_bytes, "crc": dict(self.crc)}
+        it = self.interner
+        return {"names": len(it), "bytes": it.num_bytes, "table": int(it.table.size), "crc": dict(self.crc)}
 
     def close(self) -> None:
         self.offsets.close()
