@@ -162,9 +162,10 @@ def build_supervision(
     bounds = _chunks(split, chunk_states)
     labels, hops, chains_raw, chains_filtered, capped = [], [], [], [], 0
     with (
-        # forked before the progress bar starts its thread; children keep their freed memory for
-        # the next chunk (fresh pages cost them a fault each: 15% of their time)
-        fork_pool(workers - 1, arrays, keep_freed_memory) as pool,
+        # forked (when there is enough to share: a fork costs tens of ms) before the progress bar
+        # starts its thread; children keep their freed memory for the next chunk (fresh pages cost
+        # them a fault each: 15% of their time)
+        fork_pool(workers - 1 if len(bounds) >= 4 * workers else 0, arrays, keep_freed_memory) as pool,
         progress(len(split), "supervision (shortest paths)", None, threshold=PROGRESS_THRESHOLD) as advance,
     ):
         # a few chunks per worker in flight (a chunk's working arrays are 1-2 MB), so that this
