@@ -16,9 +16,11 @@ cache serves every worker count.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
 import os
 import queue
+import signal
 import sys
 import threading
 from collections import deque
@@ -88,7 +90,8 @@ def fork_pool(processes: int, data: Any, initializer: Callable[[], Any] | None =
     """A pool of ``processes`` processes forked from this one, for work that holds the GIL too
     much for threads (per-level Python of the batched BFS). The tasks read ``data`` with
     :func:`shared`: forked children see this process's memory (memory-mapped arrays included)
-    without any copy, so only the tasks' arguments and results cross between processes. Where
+    without any copy, so only the tasks' arguments and results cross between processes (one pool
+    at a time in a process: ``data`` is a module global while it is open). Where
     ``fork`` is not the safe default (not Linux) the pool is threads; ``None`` for no process.
     ``initializer``: run first in each child (its malloc policy, say)."""
     global _shared
@@ -102,10 +105,23 @@ def fork_pool(processes: int, data: Any, initializer: Callable[[], Any] | None =
         else:
             # forked before the pool starts any thread of its own (ProcessPoolExecutor launches
             # every process at the first submit when forking); the children only compute and exit
-            with ProcessPoolExecutor(processes, mp_context=mp.get_context("fork"), initializer=initializer) as pool:
+            start = functools.partial(_start_child, initializer)
+            with ProcessPoolExecutor(processes, mp_context=mp.get_context("fork"), initializer=start) as pool:
                 yield pool
     finally:
         _shared = None
+
+
+def _start_child(initializer: Callable[[], Any] | None) -> None:
+    """First thing in a forked worker: the stop signals are the parent's to handle (a run's handler,
+    inherited, would raise in the worker's queue loop): Ctrl-C, which reaches the whole process
+    group, is ignored, and the parent, stopping, shuts the pool down; a stop signal sent to the
+    worker itself ends it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+    if initializer is not None:
+        initializer()
 
 
 def shared() -> Any:
