@@ -262,6 +262,48 @@ def test_bad_data_workers_is_one_message_naming_the_option():
         set_default_workers(None)
 
 
+def test_a_run_prepares_its_data_with_data_workers(webqsp_mini, tmp_path, monkeypatch):
+    """load_kg_index builds with data.workers, and edge_data (every triple-scorer run) asks for the
+    embeddings and the supervision with it."""
+    import gsr_train.kg.paths as paths
+    import gsr_train.text.embeddings as embeddings
+    from gsr_train.runs.edge_training import edge_data
+    from gsr_train.runs.run_data import load_kg_index
+
+    cfg = compose_config(
+        [
+            "+experiment=subgraphrag_quickstart",
+            "data=webqsp_mini",
+            f"data.dir={webqsp_mini}",
+            "data.workers=1",
+            f"paths.cache_dir={tmp_path}",
+            f"paths.output_dir={tmp_path / 'run'}",
+        ]
+    )
+    asked: dict[str, int] = {}
+
+    class Enough(Exception):
+        pass
+
+    def fake_embeddings(*args, workers=None, **kwargs):
+        asked["embeddings"] = workers
+
+    def fake_supervision(*args, workers=None, **kwargs):
+        asked["supervision"] = workers
+        raise Enough
+
+    monkeypatch.setattr(embeddings, "get_embeddings", fake_embeddings)
+    monkeypatch.setattr(paths, "get_supervision", fake_supervision)
+    try:
+        index = load_kg_index(cfg)
+        assert index.meta["build_workers"] == 1 and resolve_workers() == 1
+        with pytest.raises(Enough):
+            edge_data(cfg, index, "train", "validation", "test", "val_split")
+    finally:
+        set_default_workers(None)
+    assert asked == {"embeddings": 1, "supervision": 1}
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.parametrize(
