@@ -120,6 +120,25 @@ def test_build_killed_with_workers_resumes_to_the_same_bytes(source, one_worker_
     assert _index_files(folder) == _index_files(one_worker_index)
 
 
+def test_a_kill_after_any_batch_resumes_to_the_same_bytes(corpus, tmp_path):
+    """Killed after each batch in turn with 2 workers (the names of the next batches are interned
+    already, and the lookup tables may have grown for them): the checkpoint records the
+    vocabularies as of the rows written, so every resumed build ends with a clean build's bytes."""
+    source = (corpus, False)
+    _build(source, tmp_path / "clean" / "index", 1)
+    clean = _index_files(tmp_path / "clean" / "index")
+    stop = 0
+    while True:
+        stop += 1
+        folder = tmp_path / f"stop{stop}" / "index"
+        if _build(source, folder, 2, stop_after_batches=stop, checkpoint_seconds=1e9) != {"stopped": True}:
+            break  # the build ended before that batch: every batch has been a kill point
+        meta = _build(source, folder, 2)
+        assert meta["build"]["resumed"] and not meta["build"]["rebuilt"], f"killed after batch {stop}"
+        assert _index_files(folder) == clean, f"killed after batch {stop}"
+    assert stop > 15
+
+
 def test_get_index_cache_is_shared_by_every_worker_count(webqsp_mini, tmp_path):
     first = get_index(webqsp_mini, SPLITS, cache_dir=tmp_path, skip_invalid=True, workers=2)
     again = get_index(webqsp_mini, SPLITS, cache_dir=tmp_path, skip_invalid=True, workers=1)

@@ -241,20 +241,25 @@ def _graphs_step(step: _WithIds) -> tuple[Any, RowBatch, dict, int]:
     return tag, batch, out, dups
 
 
+def _sizes(vocab: StringInterner) -> tuple[int, int]:
+    return len(vocab), int(vocab.table.size)
+
+
 def encode_stream(
     items: Iterable[tuple[Any, RowBatch]], ents: StringInterner, rels: StringInterner, workers: int
-) -> Generator[tuple[Any, RowBatch, dict, int], None, None]:
-    """``(tag, batch, arrays, duplicate triples dropped)`` for every ``(tag, batch)`` of ``items``,
-    in order, the names interned into ``ents`` / ``rels`` (``tag``: anything the caller needs
-    back with the batch, such as where the reader was when it read it).
+) -> Generator[tuple[Any, RowBatch, dict, int, dict], None, None]:
+    """``(tag, batch, arrays, duplicate triples dropped, vocab_at)`` for every ``(tag, batch)`` of
+    ``items``, in order, the names interned into ``ents`` / ``rels`` (``tag``: anything the caller
+    needs back with the batch, such as where the reader was when it read it; ``vocab_at``: the
+    vocabularies' names and lookup-table size right after the batch, ``{"entities": (names,
+    table size), "relations": ...}``, what a checkpoint taken after writing it records).
 
     ``workers`` threads work: this one (reading the batches, step 2 and whatever the caller does
     with each batch: writing it) and ``workers - 1`` helpers running steps 1 and 3 of the batches
     around the current one; from 3 workers on, one of them reads the batches ahead
     (:func:`~gsr_train.parallel.prefetch`), so this thread keeps only step 2 and the writing.
-    ``ents`` / ``rels`` may then hold the names of a batch or two beyond the last one yielded;
-    their ids are final (given in split order), and a build resumed from a checkpoint taken then
-    gives those batches the same ids again.
+    ``ents`` / ``rels`` may then hold the names of a batch or two beyond the last one yielded
+    (their ids are final, given in split order), hence ``vocab_at``.
     """
     source = prefetch(items) if workers >= 3 else items
     helpers = workers - 1 - (workers >= 3)
@@ -262,13 +267,16 @@ def encode_stream(
 
     def with_ids(steps: Iterator[_Local]) -> Iterator[_WithIds]:
         for tag, local in steps:  # this thread, in batch order: the one sequential step
-            yield tag, local.batch, local.mentions, global_ids(local.ents, ents), global_ids(local.rels, rels)
+            ent_ids, rel_ids = global_ids(local.ents, ents), global_ids(local.rels, rels)
+            at = {"entities": _sizes(ents), "relations": _sizes(rels)}
+            yield (tag, at), local.batch, local.mentions, ent_ids, rel_ids
 
     with thread_pool(helpers) as pool:
         stage1 = ordered_map(_local_step, source, pool, ahead)
         stage3 = ordered_map(_graphs_step, with_ids(stage1), pool, ahead)
         try:
-            yield from stage3
+            for (tag, at), batch, out, dups in stage3:
+                yield tag, batch, out, dups, at
         finally:
             stage3.close()
             stage1.close()

@@ -227,27 +227,32 @@ class _VocabWriter:
             # and its file is the same bytes (older checkpoints without the size: the smallest)
             self.interner = StringInterner(offsets, data, table_size=resume.get("table"))
         self.written = len(self.interner)
+        self.table_size = int(self.interner.table.size)  # the lookup table's size when ``written`` was
 
-    def sync(self) -> None:
-        """Append the names interned since the last call."""
-        n, b = len(self.interner), self.interner.num_bytes
+    def sync(self, upto: tuple[int, int] | None = None) -> None:
+        """Append the names interned since the last call: all of them, or (``upto``: the names and
+        the table size right after the last batch written) those of the batches written, when
+        workers have interned the next batches' names already."""
+        n, table = (len(self.interner), int(self.interner.table.size)) if upto is None else upto
         if n > self.written:
+            b = int(self.interner.offsets[n])
             offsets = np.ascontiguousarray(self.interner.offsets[self.written + 1 : n + 1], dtype=np.int64)
             data = np.ascontiguousarray(self.interner.data[self.data.count : b], dtype=np.uint8)
             self.offsets.append(offsets)
             self.data.append(data)
             self.crc = {"offsets": _crc(offsets, self.crc["offsets"]), "data": _crc(data, self.crc["data"])}
             self.written = n
+        self.table_size = table
 
     def state(self) -> dict:
-        it = self.interner
-        return {"names": len(it), "bytes": it.num_bytes, "table": int(it.table.size), "crc": dict(self.crc)}
+        """What a checkpoint records: the names written, their bytes and CRCs, the table's size then."""
+        return {"names": self.written, "bytes": self.data.count, "table": self.table_size, "crc": dict(self.crc)}
 
     def close(self) -> None:
         self.offsets.close()
         self.data.close()
 
-    def finish(self, folder: Path, workers: int = 1) -> dict:
+    def finish(self, folder: Path) -> dict:
         """Close the files and write the lookup table; returns the files' shapes."""
         self.sync()
         self.close()
@@ -324,9 +329,11 @@ class _Build:
         cur = (self.saved.get("current") or {}).get("split")
         return [cur] * bool(cur) + [s for s in self.saved["splits"] if s not in self.saved["done"] and s != cur]
 
-    def checkpoint(self, current: dict | None) -> None:
-        for v in self.vocabs.values():
-            v.sync()
+    def checkpoint(self, current: dict | None, vocab_at: dict | None = None) -> None:
+        """Write the progress record; ``vocab_at``: per vocabulary, (names, table size) right after
+        the last batch written (the vocabularies' state as one pass would have it there)."""
+        for name, v in self.vocabs.items():
+            v.sync(None if vocab_at is None else vocab_at[name])
             v.offsets.flush()
             v.data.flush()
         self.saved["vocab"] = {name: v.state() for name, v in self.vocabs.items()}
@@ -364,7 +371,7 @@ class _Build:
             ents, rels = self.vocabs["entities"].interner, self.vocabs["relations"].interner
             reader = _read_ahead(src, batch_rows, skip_invalid, report, seen_ids, start)
             with contextlib.closing(encode_stream(reader, ents, rels, workers)) as stream:
-                for (unit, rows, skips), batch, out, d in stream:
+                for (unit, rows, skips), batch, out, d, vocab_at in stream:
                     writer.append(batch, out)
                     if workers > 1:
                         trim_freed_memory()
@@ -384,7 +391,8 @@ class _Build:
                                 "counts": writer.counts(),
                                 "skips": skips,
                                 "dups": dups,
-                            }
+                            },
+                            vocab_at,
                         )
                         if stop:
                             return False
