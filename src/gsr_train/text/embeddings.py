@@ -299,10 +299,10 @@ class EmbeddingTable:
         """Encode the distinct texts chunk by chunk into the partial matrix, then swap it in.
 
         ``workers`` (``None``: :func:`~gsr_train.parallel.resolve_workers`) as the encoder says
-        (:attr:`TextEncoder.parallel`): chunks on this process and ``workers - 1`` forked from it
-        (a pure-Python encoder), or the encoder's own intra-op threads (torch). Chunks are the
-        same whatever the count and come back in order, so the matrix is the same bytes and a
-        killed build resumes after its last finished chunk with any count."""
+        (:attr:`TextEncoder.parallel`): chunks in ``workers`` processes forked from this one (a
+        pure-Python encoder), or the encoder's own intra-op threads (torch). Chunks are the same
+        whatever the count and are checkpointed in order, so the matrix is the same bytes and a
+        killed build resumes after its last checkpointed chunk with any count."""
         t0 = time.perf_counter()
         workers = resolve_workers(workers)
         unique, rows, rep = self._plan()
@@ -311,7 +311,10 @@ class EmbeddingTable:
         chunk = int(chunk_rows or max(4 * int(getattr(self.encoder, "batch_size", 256)), 1024))
         spans = [(s, min(s + chunk, len(unique))) for s in range(done, len(unique), chunk)]
         mode = getattr(self.encoder, "parallel", "serial")
-        children = workers - 1 if mode == "processes" and len(spans) > 1 else 0
+        # ``workers`` forked encoders; this process, which writes the progress marker, takes back the
+        # chunks still queued while it waits (with workers - 1 children the one child went idle
+        # while this process encoded: 12.1 s instead of 10.7 s at 20M rows on 2 cores)
+        children = workers if mode == "processes" and workers > 1 and len(spans) > 1 else 0
         written, last = done, time.perf_counter()
 
         def checkpoint(partial_matrix: np.memmap = matrix) -> None:
