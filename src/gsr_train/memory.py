@@ -13,12 +13,14 @@ import ctypes
 import ctypes.util
 import logging
 import resource
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 _policy: str | None = None
 _kept: tuple[int, int, int] = (0, 0, 0)  # the thresholds keep_freed_memory set
+_libc: Any = None  # libc, once loaded (False where there is no malloc_trim)
 
 
 def rss_mb() -> float:
@@ -77,3 +79,18 @@ def return_freed_memory(mmap_threshold: int = 1 << 20, trim_threshold: int = 1 <
             pass
     log.debug("glibc: return freed memory (%s)", ok)
     return ok
+
+
+def trim_freed_memory() -> bool:
+    """Give the free pages of every glibc heap back to the OS now (``malloc_trim``), whatever the
+    policy. Worker threads allocate from heaps of their own, which otherwise keep the high-water
+    mark of each: a build with several workers trims after every batch it writes to stay at the
+    memory of a one-worker build."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc.malloc_trim  # noqa: B018  (present: glibc)
+        except (OSError, AttributeError):
+            _libc = False
+    return bool(_libc) and bool(_libc.malloc_trim(0))

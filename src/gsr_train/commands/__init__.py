@@ -15,6 +15,29 @@ def add_split_and_cache_options(parser) -> None:
     )
 
 
+def workers_count(text: str) -> int:
+    """``--workers`` as an integer >= 1 (argparse reports anything else as the user's mistake)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != text.strip():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 (the default is the cores available), got {text!r}")
+    return value
+
+
+def add_workers_option(parser) -> None:
+    """``--workers``, the same in every data step that builds the index, embeddings or supervision."""
+    parser.add_argument(
+        "--workers",
+        type=workers_count,
+        default=None,
+        help="threads / processes preparing the data (default: the cores available; the output is the same for any)",
+    )
+
+
 def run_llm_step(run, cfg) -> None:
     """Run an LLM data step (``gsr_train.llm.steps.*.run``) on its Hydra config. A wrong option or input
     file (the steps raise ValueError / FileNotFoundError naming it), bad rows, an unreachable

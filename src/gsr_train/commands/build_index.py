@@ -32,7 +32,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from gsr_train.commands import add_split_and_cache_options
+from gsr_train.commands import add_split_and_cache_options, add_workers_option
 from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.io import write_json
 from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
@@ -81,6 +81,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="accept splits that share question ids or rows (train/test leakage)",
     )
     parser.add_argument("--batch-rows", type=int, default=64, help="questions per Arrow record batch")
+    add_workers_option(parser)
     parser.add_argument("--json", default=None, help="summary JSON path")
     args = parser.parse_args(argv)
     # user mistakes first, before any long work
@@ -133,6 +134,7 @@ def run(args: argparse.Namespace) -> dict:
         skip_invalid=args.skip_invalid,
         batch_rows=args.batch_rows,
         allow_overlap=args.allow_overlap,
+        workers=args.workers,
     )
     summary = summarize(index, data, args.cache / "kg_index" / index.key, time.perf_counter() - t0)
     summary.update(generated=generated, total_seconds=round(time.perf_counter() - t_start, 2))

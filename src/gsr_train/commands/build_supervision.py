@@ -25,7 +25,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from gsr_train.commands import add_split_and_cache_options
+from gsr_train.commands import add_split_and_cache_options, add_workers_option
 from gsr_train.data.errors import report_user_errors
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
@@ -73,6 +73,7 @@ def main(argv=None) -> dict:
         "--max-chains", type=int, default=DEFAULT_MAX_CHAINS, help="cap on distinct relation chains per question"
     )
     parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
+    add_workers_option(parser)
     parser.add_argument("--json", default=None, help="summary JSON path")
     args = parser.parse_args(argv)
     if args.max_chains < 1:
@@ -85,11 +86,11 @@ def main(argv=None) -> dict:
 
 def run(args: argparse.Namespace, cache: Path) -> dict:
     splits = tuple(s for s in args.splits.split(",") if s)
-    index = get_index(args.data, splits=splits, cache_dir=cache, skip_invalid=args.skip_invalid)
+    index = get_index(args.data, splits=splits, cache_dir=cache, skip_invalid=args.skip_invalid, workers=args.workers)
     summary = {"data": str(args.data), "index_key": index.key, "max_chains": args.max_chains, "splits": {}}
     for split in splits:
         t0 = time.perf_counter()
-        sup = get_supervision(index, split, cache, max_chains=args.max_chains)
+        sup = get_supervision(index, split, cache, max_chains=args.max_chains, workers=args.workers)
         summary["splits"][split] = {**split_summary(sup, index[split]), "seconds": round(time.perf_counter() - t0, 3)}
 
     table = Table(title=f"shortest-path supervision of {args.data}")

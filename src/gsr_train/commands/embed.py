@@ -18,7 +18,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from gsr_train.commands import add_split_and_cache_options
+from gsr_train.commands import add_split_and_cache_options, add_workers_option
 from gsr_train.data.errors import report_user_errors
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
@@ -38,6 +38,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--relation-text", choices=("raw", "words"), default="raw")
     parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
+    add_workers_option(parser)
     parser.add_argument("--json", default=None, help="also write the summary to this JSON file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace, cache_dir) -> dict:
         splits=tuple(s for s in args.splits.split(",") if s),
         cache_dir=cache_dir,
         skip_invalid=args.skip_invalid,
+        workers=args.workers,
     )
     t_index = time.perf_counter() - t0
     encoder = load_encoder(
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace, cache_dir) -> dict:
         max_length=args.max_length,
     )
     t0 = time.perf_counter()
-    emb = get_embeddings(index, encoder, cache_dir, relation_text=args.relation_text)
+    emb = get_embeddings(index, encoder, cache_dir, relation_text=args.relation_text, workers=args.workers)
     t_embed = time.perf_counter() - t0
 
     texts = int(emb.entity_has_text.sum()) + len(index.relations) + sum(len(index[s]) for s in index.splits)

@@ -1,12 +1,16 @@
 """Compiled kernels of the streaming index build: string interning and per-row graph encoding.
 
-Both run over Arrow buffers directly (offsets + UTF-8 bytes), so no Python string object is
-made per triple: at RoG-CWQ size that is 300M names.
+They run over Arrow buffers directly (offsets + UTF-8 bytes), so no Python string object is
+made per triple: at RoG-CWQ size that is 300M names. All release the GIL, so the build runs
+them in worker threads (:mod:`gsr_train.kg.encode_batches`).
 
-* :func:`intern_rows` gives every name a global id in order of first appearance (per row:
-  heads, tails, topic entities, answer entities; relations separately), with an
-  open-addressing hash table over the bytes of the vocabulary seen so far. The vocabulary
-  itself is kept as Arrow-style ``offsets`` / ``data`` arrays, which is also its file format.
+* :func:`first_appearance` numbers a batch's distinct names (codes of Arrow's
+  ``dictionary_encode``) in order of first appearance: per row heads, tails, topic entities,
+  answer entities; relations separately, in triple order;
+* :func:`intern_hashed` gives those names global ids, batch after batch: an open-addressing
+  hash table over the bytes of the vocabulary seen so far, new names appended. The vocabulary
+  itself is kept as Arrow-style ``offsets`` / ``data`` arrays, which is also its file format;
+  :func:`intern_strings` does the same for plain string arrays (building a vocabulary from a list);
 * :func:`encode_rows` turns one row's global ids into its local graph: the sorted distinct
   entities of the row (topics, answers, heads, tails), local head / tail ids, topic and
   answer masks, and the triples with exact duplicates dropped (first occurrence kept).
@@ -55,9 +59,14 @@ def _intern_one(offs, data, i, table, id_hash, v_off, v_data, state):
 
     ``state[0]``: vocabulary size, ``state[1]``: vocabulary bytes.
     """
+    return _intern_known(offs, data, i, _hash(data, offs[i], offs[i + 1]), table, id_hash, v_off, v_data, state)
+
+
+@njit(cache=True, inline="always")
+def _intern_known(offs, data, i, h, table, id_hash, v_off, v_data, state):
+    """:func:`_intern_one` of a string whose hash ``h`` is already known."""
     s, e = offs[i], offs[i + 1]
     n = e - s
-    h = _hash(data, s, e)
     mask = np.uint64(table.size - 1)
     slot = h & mask
     while True:
@@ -78,49 +87,85 @@ def _intern_one(offs, data, i, table, id_hash, v_off, v_data, state):
         slot = (slot + np.uint64(1)) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def intern_strings(offs, data, stride, phase, count, table, id_hash, v_off, v_data, state, out):
     """Ids of strings ``phase, phase + stride, ...`` (``count`` of them) of one Arrow array."""
     for j in range(count):
         out[j] = _intern_one(offs, data, phase + j * stride, table, id_hash, v_off, v_data, state)
 
 
-@njit(cache=True)
-def intern_rows(
-    t_offs,
-    t_data,
+@njit(cache=True, nogil=True)
+def first_appearance(
+    t_codes,
     triple_ptr,
-    q_offs,
-    q_data,
+    q_codes,
     q_ptr,
-    a_offs,
-    a_data,
+    a_codes,
     a_ptr,
-    table,
-    id_hash,
-    v_off,
-    v_data,
-    state,
+    n_codes,
     heads,
     tails,
     topics,
     answers,
+    rels,
+    ent_order,
+    rel_order,
 ):
-    """Entity ids of a batch of rows, interned row by row in the order heads, tails, topics,
-    answers (the order the in-memory builder used, so both give the same vocabulary).
+    """Local ids of a batch's names in order of first appearance, from their dictionary codes.
 
-    ``t_*``: the flat triple strings (3 per triple: head, relation, tail), ``triple_ptr``:
-    triples per row (CSR); ``q_*`` / ``a_*``: topic / answer entity strings per row.
-    """
+    ``*_codes``: the code of each name in one dictionary of the batch's distinct strings (Arrow's
+    ``dictionary_encode`` of the flat triple strings, topic and answer entities together). Entities
+    are numbered per row: heads, tails, topics, answers (the order the in-memory builder interned
+    them in, so both give the same vocabulary), relations in triple order; ``ent_order`` /
+    ``rel_order`` get the code of each local id. Returns ``(entities, relations)``: how many
+    distinct ones the batch has."""
+    ent_local = np.full(n_codes, -1, dtype=np.int64)
+    rel_local = np.full(n_codes, -1, dtype=np.int64)
+    n_ent = 0
+    n_rel = 0
     for row in range(triple_ptr.size - 1):
-        for j in range(triple_ptr[row], triple_ptr[row + 1]):
-            heads[j] = _intern_one(t_offs, t_data, 3 * j, table, id_hash, v_off, v_data, state)
-        for j in range(triple_ptr[row], triple_ptr[row + 1]):
-            tails[j] = _intern_one(t_offs, t_data, 3 * j + 2, table, id_hash, v_off, v_data, state)
+        for phase in (0, 2):
+            out = heads if phase == 0 else tails
+            for j in range(triple_ptr[row], triple_ptr[row + 1]):
+                c = t_codes[3 * j + phase]
+                if ent_local[c] < 0:
+                    ent_local[c] = n_ent
+                    ent_order[n_ent] = c
+                    n_ent += 1
+                out[j] = ent_local[c]
         for j in range(q_ptr[row], q_ptr[row + 1]):
-            topics[j] = _intern_one(q_offs, q_data, j, table, id_hash, v_off, v_data, state)
+            c = q_codes[j]
+            if ent_local[c] < 0:
+                ent_local[c] = n_ent
+                ent_order[n_ent] = c
+                n_ent += 1
+            topics[j] = ent_local[c]
         for j in range(a_ptr[row], a_ptr[row + 1]):
-            answers[j] = _intern_one(a_offs, a_data, j, table, id_hash, v_off, v_data, state)
+            c = a_codes[j]
+            if ent_local[c] < 0:
+                ent_local[c] = n_ent
+                ent_order[n_ent] = c
+                n_ent += 1
+            answers[j] = ent_local[c]
+    for j in range(rels.size):
+        c = t_codes[3 * j + 1]
+        if rel_local[c] < 0:
+            rel_local[c] = n_rel
+            rel_order[n_rel] = c
+            n_rel += 1
+        rels[j] = rel_local[c]
+    return n_ent, n_rel
+
+
+@njit(cache=True, nogil=True)
+def intern_hashed(offs, data, hashes, table, id_hash, v_off, v_data, state, out):
+    """Ids of every string of (offs, data) whose hashes are given (``hashes[i]`` of string ``i``).
+
+    The serial step of a parallel build: workers intern each batch into a small local
+    vocabulary first (its distinct names in order of first appearance, with their hashes);
+    interning those names here, batch by batch, gives every name the id it gets in one pass."""
+    for i in range(offs.size - 1):
+        out[i] = _intern_known(offs, data, i, hashes[i], table, id_hash, v_off, v_data, state)
 
 
 @njit(cache=True)
@@ -134,7 +179,7 @@ def rehash(id_hash, count, table):
         table[slot] = v
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rehash_strings(v_off, v_data, count, id_hash):
     """Hashes of the first ``count`` vocabulary strings (rebuilding state from the files)."""
     for v in range(count):
@@ -161,7 +206,7 @@ def lookup(offs, data, table, id_hash, v_off, v_data, out):
             slot = (slot + np.uint64(1)) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encode_rows(
     triple_ptr,
     heads,

@@ -409,14 +409,26 @@ def open_index(folder: str | Path, key: str | None = None, verify: bool = True) 
     )
 
 
-def build_index(source: str | Path, splits: Sequence[str], skip_invalid: bool = False, batch_rows: int = 64) -> KGIndex:
+def build_index(
+    source: str | Path,
+    splits: Sequence[str],
+    skip_invalid: bool = False,
+    batch_rows: int = 64,
+    workers: int | None = None,
+) -> KGIndex:
     """Build an index without a cache (a temporary folder, mapped then removed)."""
     from gsr_train.kg.index_build import build_index_folder
 
     tmp = Path(tempfile.mkdtemp(prefix="gsr-kg-index-"))
     try:
         build_index_folder(
-            source, splits, tmp / "index", skip_invalid=skip_invalid, batch_rows=batch_rows, show_progress=False
+            source,
+            splits,
+            tmp / "index",
+            skip_invalid=skip_invalid,
+            batch_rows=batch_rows,
+            show_progress=False,
+            workers=workers,
         )
         index = open_index(tmp / "index", verify=False)  # the maps outlive the files' names
         index.action = "built"
@@ -433,8 +445,12 @@ def get_index(
     batch_rows: int = 64,
     show_progress: bool | None = None,
     allow_overlap: bool = False,
+    workers: int | None = None,
 ) -> KGIndex:
     """The cached index of ``source``: opened when valid, (re)built and saved otherwise.
+
+    ``workers``: threads of a build (``None``: the process default, :mod:`gsr_train.parallel`);
+    not part of the cache key, since the files are the same bytes whatever the count.
 
     A question id or a whole row (question, answers, triples) found in two splits is
     train/test leakage: :class:`SplitOverlapError` naming them, unless ``allow_overlap``.
@@ -473,6 +489,7 @@ def get_index(
                 skip_invalid=skip_invalid,
                 batch_rows=batch_rows,
                 show_progress=show_progress,
+                workers=workers,
             )
         except OSError as e:
             error = cache_write_error(e, cache_dir, "the KG index")

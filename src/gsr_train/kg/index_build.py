@@ -49,12 +49,13 @@ from pathlib import Path
 import numpy as np
 
 from gsr_train.arrays import AppendFile, file_check
-from gsr_train.data.errors import UserError
 from gsr_train.data.row_batches import RowBatch, SplitSource
 from gsr_train.data.rows import SkipReport
 from gsr_train.io import file_lock, write_json
-from gsr_train.kg import encode_kernels as K
+from gsr_train.kg.encode_batches import BATCH_ARRAYS, IndexBuildError, encode_stream  # noqa: F401  (IndexBuildError re-exported)
 from gsr_train.kg.vocab import StringInterner
+from gsr_train.memory import trim_freed_memory
+from gsr_train.parallel import resolve_workers
 from gsr_train.progress import progress
 
 log = logging.getLogger(__name__)
@@ -73,21 +74,7 @@ SPLIT_ARRAYS = {
     "edge_rel": "int32",
     "row_hash": "uint64",
 }
-_GROWING = {
-    "row_hash": "uint64",
-    "entity_ids": "int32",
-    "topic_mask": "bool",
-    "answer_mask": "bool",
-    "ent_count": "int64",
-    "edge_head": "int32",
-    "edge_tail": "int32",
-    "edge_rel": "int32",
-    "edge_count": "int64",
-}
-
-
-class IndexBuildError(UserError, RuntimeError):
-    """A row the index cannot hold (too many entities in one graph): the message names it."""
+_GROWING = BATCH_ARRAYS
 
 
 @contextlib.contextmanager
@@ -236,22 +223,30 @@ class _VocabWriter:
             self.crc = {"offsets": _crc(offsets), "data": _crc(data)}
             if self.crc != resume.get("crc"):
                 raise _Damaged(f"{folder / name}.{{offsets,data}}.bin: content does not match its checkpoint")
-            self.interner = StringInterner(offsets, data)
+            # the lookup table at its checkpointed size: it then grows as in a build never killed,
+            # and its file is the same bytes (older checkpoints without the size: the smallest)
+            self.interner = StringInterner(offsets, data, table_size=resume.get("table"))
         self.written = len(self.interner)
+        self.table_size = int(self.interner.table.size)  # the lookup table's size when ``written`` was
 
-    def sync(self) -> None:
-        """Append the names interned since the last call."""
-        n, b = len(self.interner), self.interner.num_bytes
+    def sync(self, upto: tuple[int, int] | None = None) -> None:
+        """Append the names interned since the last call: all of them, or (``upto``: the names and
+        the table size right after the last batch written) those of the batches written, when
+        workers have interned the next batches' names already."""
+        n, table = (len(self.interner), int(self.interner.table.size)) if upto is None else upto
         if n > self.written:
+            b = int(self.interner.offsets[n])
             offsets = np.ascontiguousarray(self.interner.offsets[self.written + 1 : n + 1], dtype=np.int64)
             data = np.ascontiguousarray(self.interner.data[self.data.count : b], dtype=np.uint8)
             self.offsets.append(offsets)
             self.data.append(data)
             self.crc = {"offsets": _crc(offsets, self.crc["offsets"]), "data": _crc(data, self.crc["data"])}
             self.written = n
+        self.table_size = table
 
     def state(self) -> dict:
-        return {"names": len(self.interner), "bytes": self.interner.num_bytes, "crc": dict(self.crc)}
+        """What a checkpoint records: the names written, their bytes and CRCs, the table's size then."""
+        return {"names": self.written, "bytes": self.data.count, "table": self.table_size, "crc": dict(self.crc)}
 
     def close(self) -> None:
         self.offsets.close()
@@ -273,138 +268,6 @@ class _VocabWriter:
         }
 
 
-def encode_batch(batch: RowBatch, ents: StringInterner, rels: StringInterner) -> tuple[dict, int]:
-    """Global ids of a batch's names, then its local graphs (the arrays appended per batch)."""
-    from gsr_train.arrays import string_buffers
-
-    n_rows, n_trip = len(batch), batch.num_triples
-    t_offs, t_data = string_buffers(batch.triples)
-    q_offs, q_data = string_buffers(batch.topics)
-    a_offs, a_data = string_buffers(batch.answer_entities)
-    n_topics, n_answers = int(batch.topic_ptr[-1]), int(batch.answer_ptr[-1])
-    ents.reserve(
-        2 * n_trip + n_topics + n_answers,
-        int(t_offs[-1] - t_offs[0]) + int(q_offs[-1] - q_offs[0]) + int(a_offs[-1] - a_offs[0]),
-    )
-    heads, tails = np.empty(n_trip, np.int64), np.empty(n_trip, np.int64)
-    topics, answers = np.empty(n_topics, np.int64), np.empty(n_answers, np.int64)
-    K.intern_rows(
-        t_offs,
-        t_data,
-        batch.triple_ptr,
-        q_offs,
-        q_data,
-        batch.topic_ptr,
-        a_offs,
-        a_data,
-        batch.answer_ptr,
-        ents.table,
-        ents.hashes,
-        ents.offsets,
-        ents.data,
-        ents.state,
-        heads,
-        tails,
-        topics,
-        answers,
-    )
-    relations = rels.intern(batch.triples, stride=3, phase=1) if n_trip else np.zeros(0, np.int64)
-    max_nodes = 2 * n_trip + n_topics + n_answers
-    out = {
-        "entity_ids": np.empty(max_nodes, np.int32),
-        "topic_mask": np.empty(max_nodes, np.bool_),
-        "answer_mask": np.empty(max_nodes, np.bool_),
-        "ent_count": np.empty(n_rows, np.int64),
-        "edge_head": np.empty(n_trip, np.int32),
-        "edge_tail": np.empty(n_trip, np.int32),
-        "edge_rel": np.empty(n_trip, np.int32),
-        "edge_count": np.empty(n_rows, np.int64),
-    }
-    dups = K.encode_rows(
-        batch.triple_ptr,
-        heads,
-        relations,
-        tails,
-        batch.topic_ptr,
-        topics,
-        batch.answer_ptr,
-        answers,
-        out["entity_ids"],
-        out["topic_mask"],
-        out["answer_mask"],
-        out["ent_count"],
-        out["edge_head"],
-        out["edge_tail"],
-        out["edge_rel"],
-        out["edge_count"],
-    )
-    if dups < 0:
-        row = -dups - 1
-        raise IndexBuildError(
-            f"{batch.source}: row {batch.ids[row]!r}: field 'graph': more than "
-            f"{1 << K.LOCAL_BITS} distinct entities or relation ids in one graph"
-        )
-    n_nodes, n_edges = int(out["ent_count"].sum()), int(out["edge_count"].sum())
-    for name in ("entity_ids", "topic_mask", "answer_mask"):
-        out[name] = out[name][:n_nodes]
-    for name in ("edge_head", "edge_tail", "edge_rel"):
-        out[name] = out[name][:n_edges]
-    out["row_hash"] = row_fingerprints(batch, out)
-    return out, int(dups)
-
-
-_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser (uint64 arithmetic wraps, as it should here)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def row_fingerprints(batch: RowBatch, out: dict) -> np.ndarray:
-    """One uint64 per row from its question, its answers, its topic and answer entities and the
-    *set* of its triples (order and duplicates ignored): equal fingerprints in two splits mean
-    the same example twice."""
-    import hashlib
-
-    text = np.fromiter(
-        (
-            int.from_bytes(
-                hashlib.blake2b(
-                    (q + "\x1f" + "\x1e".join(sorted(a))).encode("utf-8", "surrogatepass"), digest_size=8
-                ).digest(),
-                "little",
-            )
-            for q, a in zip(batch.questions, batch.answers)
-        ),
-        dtype=np.uint64,
-        count=len(batch),
-    )
-    node_start = np.concatenate([np.zeros(1, np.int64), np.cumsum(out["ent_count"])])[:-1]
-    base = np.repeat(node_start, out["edge_count"])
-    ids = out["entity_ids"].astype(np.uint64)
-    with np.errstate(over="ignore"):
-        edge = _mix64(
-            ids[base + out["edge_head"]] * _MIX[0]
-            ^ (out["edge_rel"].astype(np.uint64) + np.uint64(1)) * _MIX[1]
-            ^ ids[base + out["edge_tail"]] * _MIX[2]
-        )
-        total = np.concatenate([np.zeros(1, np.uint64), np.cumsum(edge, dtype=np.uint64)])
-        ptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(out["edge_count"])])
-        graph = total[ptr[1:]] - total[ptr[:-1]]  # order-independent sum per row
-        # topic and answer entities (as sets) are part of the example too
-        role = out["topic_mask"].astype(np.uint64) + np.uint64(2) * out["answer_mask"].astype(np.uint64)
-        node = np.where(role > 0, _mix64(ids * _MIX[2] + role), np.uint64(0))
-        node_total = np.concatenate([np.zeros(1, np.uint64), np.cumsum(node, dtype=np.uint64)])
-        nptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(out["ent_count"])])
-        marked = node_total[nptr[1:]] - node_total[nptr[:-1]]
-        return _mix64(text ^ _mix64(graph) ^ _mix64(marked + _MIX[1]))
-
-
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -419,22 +282,27 @@ def build_index_folder(
     checkpoint_seconds: float = 5.0,
     show_progress: bool | None = None,
     stop_after_batches: int | None = None,
+    workers: int | None = None,
 ) -> dict:
     """Build the index of ``source``'s ``splits`` into ``folder`` (resuming a killed build).
 
     Returns the build summary (also in ``meta.json``; its ``build`` entry says whether the build
     resumed and which splits it verified, reused or rebuilt). ``stop_after_batches`` ends the
-    build early after a checkpoint (tests use it to simulate a kill).
+    build early after a checkpoint (tests use it to simulate a kill). ``workers``: threads that
+    encode batches side by side (:mod:`gsr_train.kg.encode_batches`; ``None``: the cores
+    available); the files are the same bytes whatever the count, and a build killed with one
+    count resumes with any other.
     """
     folder = Path(folder)
+    workers = resolve_workers(workers)
     sources = {split: SplitSource(source, split) for split in splits}  # missing splits fail here
     build = _Build(
         folder.with_name(f".{folder.name}.partial"), key, list(splits), checkpoint_seconds, stop_after_batches
     )
     for split in build.order():
-        if not build.run_split(source, split, sources[split], batch_rows, skip_invalid, show_progress):
+        if not build.run_split(source, split, sources[split], batch_rows, skip_invalid, show_progress, workers):
             return {"stopped": True}
-    return build.finish(folder)
+    return build.finish(folder, workers)
 
 
 class _Build:
@@ -461,9 +329,11 @@ class _Build:
         cur = (self.saved.get("current") or {}).get("split")
         return [cur] * bool(cur) + [s for s in self.saved["splits"] if s not in self.saved["done"] and s != cur]
 
-    def checkpoint(self, current: dict | None) -> None:
-        for v in self.vocabs.values():
-            v.sync()
+    def checkpoint(self, current: dict | None, vocab_at: dict | None = None) -> None:
+        """Write the progress record; ``vocab_at``: per vocabulary, (names, table size) right after
+        the last batch written (the vocabularies' state as one pass would have it there)."""
+        for name, v in self.vocabs.items():
+            v.sync(None if vocab_at is None else vocab_at[name])
             v.offsets.flush()
             v.data.flush()
         self.saved["vocab"] = {name: v.state() for name, v in self.vocabs.items()}
@@ -480,6 +350,7 @@ class _Build:
         batch_rows: int,
         skip_invalid: bool,
         show_progress: bool | None,
+        workers: int = 1,
     ) -> bool:
         """Encode one split (from its checkpoint, if any); False when stopped early (tests)."""
         saved = self.saved
@@ -497,28 +368,34 @@ class _Build:
             done=report.loaded + report.skipped,
         ) as advance:
             read = report.loaded + report.skipped
-            for unit, rows, batch in src.batches(batch_rows, skip_invalid, report, seen_ids, start):
-                out, d = encode_batch(batch, self.vocabs["entities"].interner, self.vocabs["relations"].interner)
-                writer.append(batch, out)
-                dups += d
-                self.batches_done += 1
-                advance(report.loaded + report.skipped - read)
-                read = report.loaded + report.skipped
-                stop = self.stop_after is not None and self.batches_done >= self.stop_after
-                if stop or time.perf_counter() - self.last_checkpoint >= self.checkpoint_seconds:
-                    writer.flush()
-                    self.checkpoint(
-                        {
-                            "split": split,
-                            "unit": unit,
-                            "rows": rows,
-                            "counts": writer.counts(),
-                            "skips": _skips_record(report),
-                            "dups": dups,
-                        }
-                    )
-                    if stop:
-                        return False
+            ents, rels = self.vocabs["entities"].interner, self.vocabs["relations"].interner
+            reader = _read_ahead(src, batch_rows, skip_invalid, report, seen_ids, start)
+            with contextlib.closing(encode_stream(reader, ents, rels, workers)) as stream:
+                for (unit, rows, skips), batch, out, d, vocab_at in stream:
+                    writer.append(batch, out)
+                    if workers > 1:
+                        trim_freed_memory()
+                    dups += d
+                    self.batches_done += 1
+                    seen = skips["loaded"] + sum(skips["counts"].values())
+                    advance(seen - read)
+                    read = seen
+                    stop = self.stop_after is not None and self.batches_done >= self.stop_after
+                    if stop or time.perf_counter() - self.last_checkpoint >= self.checkpoint_seconds:
+                        writer.flush()
+                        self.checkpoint(
+                            {
+                                "split": split,
+                                "unit": unit,
+                                "rows": rows,
+                                "counts": writer.counts(),
+                                "skips": skips,
+                                "dups": dups,
+                            },
+                            vocab_at,
+                        )
+                        if stop:
+                            return False
         self.finish_split(source, split, writer, report, dups)
         return True
 
@@ -543,7 +420,7 @@ class _Build:
         log.info("%s[%s]: %s; %d duplicate triples dropped", source, split, report.summary(), dups)
         self.checkpoint(None)
 
-    def finish(self, folder: Path) -> dict:
+    def finish(self, folder: Path, workers: int = 1) -> dict:
         shapes: dict[str, list[int]] = {}
         for info in self.saved["done"].values():
             shapes.update(info["shapes"])
@@ -551,7 +428,7 @@ class _Build:
         for v in self.vocabs.values():
             shapes.update({f"vocab/{k}": s for k, s in v.finish(vocab_dir).items()})
         seconds = self.base_seconds + time.perf_counter() - self.t0
-        return _finish(self.partial, folder, self.saved, shapes, self.vocabs, seconds, self.resume)
+        return _finish(self.partial, folder, self.saved, shapes, self.vocabs, seconds, self.resume, workers)
 
 
 def _skip_report(cur: dict | None) -> SkipReport:
@@ -568,12 +445,28 @@ def _skip_report(cur: dict | None) -> SkipReport:
 
 
 def _skips_record(report: SkipReport) -> dict:
+    """The skip counts so far, as a copy (the report goes on counting)."""
     return {
         "counts": dict(report.counts),
-        "examples": report.examples,
+        "examples": list(report.examples),
         "loaded": report.loaded,
-        "truncated": list(report.truncated),
+        "truncated": [dict(t) for t in report.truncated],
     }
+
+
+def _read_ahead(
+    src: SplitSource,
+    batch_rows: int,
+    skip_invalid: bool,
+    report: SkipReport,
+    seen_ids: set[str],
+    start: tuple[int, int],
+) -> Iterator[tuple[tuple[int, int, dict], RowBatch]]:
+    """The split's batches, each tagged with where the reader was and the skip counts just after
+    reading it: with several workers the reader runs a few batches ahead of the batch written,
+    and a checkpoint must record the counts of the rows written, not of the rows read."""
+    for unit, rows, batch in src.batches(batch_rows, skip_invalid, report, seen_ids, start):
+        yield (unit, rows, _skips_record(report)), batch
 
 
 def _split_checks(partial: Path, split: str, shapes: dict) -> dict:
@@ -683,7 +576,14 @@ def _done_split_problem(partial: Path, split: str, info: dict) -> str | None:
 
 
 def _finish(
-    partial: Path, folder: Path, saved: dict, shapes: dict, vocabs: dict, seconds: float, resume: dict | None = None
+    partial: Path,
+    folder: Path,
+    saved: dict,
+    shapes: dict,
+    vocabs: dict,
+    seconds: float,
+    resume: dict | None = None,
+    workers: int = 1,
 ) -> dict:
     """Checksums, ``meta.json``, then the rename that publishes the folder. The checksums of the
     splits are the ones written (and, on resume, verified) when each split finished."""
@@ -710,6 +610,7 @@ def _finish(
         "triples": {s: saved["done"][s]["triples"] for s in saved["splits"]},
         "build_seconds": round(seconds, 3),
         "build_peak_rss_mb": round(_peak_rss_mb(), 1),
+        "build_workers": workers,
         "build": resume or {"resumed": False},
     }
     write_json(partial / "meta.json", meta)

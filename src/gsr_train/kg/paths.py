@@ -46,13 +46,17 @@ from gsr_train.io import atomic_write, file_digest, stable_hash, write_json
 from gsr_train.kg.bfs import Adjacency, batched_bfs, dag_sweep, instance_shift
 from gsr_train.kg.chains import Chain, merge_chains, walk_chains
 from gsr_train.kg.index import KGIndex, SplitGraphs, default_cache_dir
+from gsr_train.memory import keep_freed_memory
+from gsr_train.parallel import fork_pool, ordered_map, resolve_workers, shared
 from gsr_train.progress import progress
 
 log = logging.getLogger(__name__)
 
 SUPERVISION_FORMAT = 1
 DEFAULT_MAX_CHAINS = 64
-DEFAULT_CHUNK_STATES = 8_000_000
+# BFS states per chunk: 1-2 MB of working arrays, which stay in cache (at 20M rows, 8M-state
+# chunks took 2.5x as long); a chunk is still hundreds of questions' levels in one numpy pass
+DEFAULT_CHUNK_STATES = 1 << 17
 PROGRESS_THRESHOLD = 2000  # questions: a bar (or log lines) for splits larger than this
 
 
@@ -78,26 +82,42 @@ class Supervision:
 
 
 def _check(split: SplitGraphs) -> None:
-    """Shapes and local ids must be consistent, else the BFS would read other questions."""
+    """Shapes must be consistent, else the BFS would read other questions (local ids are
+    checked chunk by chunk, by the workers: :func:`_outside_graph`)."""
     n, e = int(split.ent_ptr[-1]), int(split.edge_ptr[-1])
     if split.edge_index.shape != (2, e) or split.edge_rel.numel() != e:
         raise ValueError(f"supervision: edge arrays do not match edge_ptr (sum E = {e})")
     if split.topic_mask.numel() != n or split.answer_mask.numel() != n:
         raise ValueError(f"supervision: topic/answer masks do not match ent_ptr (sum N = {n})")
-    for q0, _q1, part in split.chunks():  # per chunk: no [sum E] int64 temporaries
-        if not part.total_edges:
-            continue
-        sizes = np.diff(part.ent_ptr.numpy())
-        local_n = np.repeat(sizes, np.diff(part.edge_ptr.numpy()))
-        ei = part.edge_index.numpy()
-        bad = (ei.min(0) < 0) | (ei.max(0) >= local_n)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            q = int(np.searchsorted(part.edge_ptr.numpy(), i, side="right") - 1)
-            raise ValueError(
-                f"supervision: edge {i - int(part.edge_ptr[q])} of question {split.ids[q0 + q]!r} "
-                f"points outside its graph of {int(sizes[q])} entities"
-            )
+
+
+@dataclass(frozen=True)
+class _OutsideGraph:
+    """A chunk's first edge whose local ids point outside its question's graph."""
+
+    question: int  # index in the split
+    edge: int  # index in the question's edges
+    entities: int  # the question's local entities
+
+    def error(self, split: SplitGraphs) -> ValueError:
+        return ValueError(
+            f"supervision: edge {self.edge} of question {split.ids[self.question]!r} "
+            f"points outside its graph of {self.entities} entities"
+        )
+
+
+def _outside_graph(q0: int, c_ent_ptr: np.ndarray, c_edge_ptr: np.ndarray, heads, tails) -> _OutsideGraph | None:
+    """The first edge of a chunk (questions from ``q0``) with a local id outside its graph."""
+    if not len(heads):
+        return None
+    sizes = np.diff(c_ent_ptr)
+    local_n = np.repeat(sizes, np.diff(c_edge_ptr))
+    bad = (np.minimum(heads, tails) < 0) | (np.maximum(heads, tails) >= local_n)
+    if not bad.any():
+        return None
+    i = int(np.flatnonzero(bad)[0])
+    q = int(np.searchsorted(c_edge_ptr, i, side="right") - 1)
+    return _OutsideGraph(q0 + q, i - int(c_edge_ptr[q]), int(sizes[q]))
 
 
 def _pairs(ent_ptr, node_question, inst_question, topics, answers):
@@ -115,15 +135,22 @@ def build_supervision(
     split: SplitGraphs,
     max_chains: int = DEFAULT_MAX_CHAINS,
     chunk_states: int = DEFAULT_CHUNK_STATES,
+    workers: int | None = None,
 ) -> Supervision:
     """Shortest-path labels, hops and relation chains of every question of ``split``.
 
     Questions are processed in chunks of about ``chunk_states`` BFS states (local entities
     x topic entities) to bound memory (~24 bytes per state); the results do not depend on it.
+    Questions are independent, so ``workers`` (``None``: :func:`~gsr_train.parallel.
+    resolve_workers`) take chunks side by side: this process and ``workers - 1`` forked from it,
+    which read the split's (memory-mapped) arrays in place; the chunks' results come back in
+    question order, so the output is the same for any count. (Threads would not do: the BFS
+    advances level by level in Python, and the GIL held two threads to 1.3x.)
     """
     _check(split)
     if max_chains < 1:
         raise ValueError(f"max_chains must be >= 1, got {max_chains}")
+    workers = resolve_workers(workers)
     t0 = time.perf_counter()
     ent_ptr = split.ent_ptr.numpy().astype(np.int64)
     edge_ptr = split.edge_ptr.numpy().astype(np.int64)
@@ -131,10 +158,21 @@ def build_supervision(
     edge_index, rel = split.edge_index.numpy(), split.edge_rel.numpy()
     topic_mask, answer_mask = split.topic_mask.numpy(), split.answer_mask.numpy()
 
+    arrays = (ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains)
+    bounds = _chunks(split, chunk_states)
     labels, hops, chains_raw, chains_filtered, capped = [], [], [], [], 0
-    with progress(len(split), "supervision (shortest paths)", None, threshold=PROGRESS_THRESHOLD) as advance:
-        for q0, q1 in _chunks(split, chunk_states):
-            part = _supervise_range(q0, q1, ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains)
+    with (
+        # forked (when there is enough to share: a fork costs tens of ms) before the progress bar
+        # starts its thread; children keep their freed memory for the next chunk (fresh pages cost
+        # them a fault each: 15% of their time)
+        fork_pool(workers - 1 if len(bounds) >= 4 * workers else 0, arrays, keep_freed_memory) as pool,
+        progress(len(split), "supervision (shortest paths)", None, threshold=PROGRESS_THRESHOLD) as advance,
+    ):
+        # a few chunks per worker in flight (a chunk's working arrays are 1-2 MB), so that this
+        # process, which takes back the chunks still queued, and the children are never idle
+        for (q0, q1), part in zip(bounds, ordered_map(_supervise_task, bounds, pool, ahead=4 * workers)):
+            if isinstance(part, _OutsideGraph):
+                raise part.error(split)
             labels.append(part[0])
             hops.append(part[1])
             chains_raw += part[2]
@@ -163,10 +201,20 @@ def build_supervision(
     )
 
 
+def _supervise_task(bounds: tuple[int, int]) -> tuple | _OutsideGraph:
+    """:func:`_supervise_range` of one chunk, on the arrays of the :func:`fork_pool` it runs under."""
+    ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains = shared()
+    return _supervise_range(*bounds, ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains)
+
+
 def _supervise_range(q0, q1, ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains):
-    """:func:`_supervise` of questions ``[q0, q1)`` (local ids, the chunk's edges widened to int64)."""
+    """:func:`_supervise` of questions ``[q0, q1)`` (local ids, the chunk's edges widened to int64),
+    or the chunk's first edge outside its graph."""
     n0, n1, e0, e1 = ent_ptr[q0], ent_ptr[q1], edge_ptr[q0], edge_ptr[q1]
     c_ent_ptr, c_edge_ptr = ent_ptr[q0 : q1 + 1] - n0, edge_ptr[q0 : q1 + 1] - e0
+    outside = _outside_graph(q0, c_ent_ptr, c_edge_ptr, edge_index[0, e0:e1], edge_index[1, e0:e1])
+    if outside is not None:
+        return outside
     offsets = np.repeat(c_ent_ptr[:-1], np.diff(c_edge_ptr))
     return _supervise(
         c_ent_ptr,
@@ -377,8 +425,10 @@ def get_supervision(
     split: str,
     cache_dir: str | Path | None = None,
     max_chains: int = DEFAULT_MAX_CHAINS,
+    workers: int | None = None,
 ) -> Supervision:
-    """The cached supervision of ``index[split]``: loaded when valid, else built and saved."""
+    """The cached supervision of ``index[split]``: loaded when valid, else built and saved
+    (``workers``: see :func:`build_supervision`; not in the cache key, the output is the same)."""
     graphs = index[split]
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key = supervision_key(index, split, max_chains)
@@ -390,7 +440,7 @@ def get_supervision(
             return sup
         except StaleSupervision as e:
             log.warning("rebuilding supervision: %s", e)
-    sup = build_supervision(graphs, max_chains=max_chains)
+    sup = build_supervision(graphs, max_chains=max_chains, workers=workers)
     save_supervision(sup, path, key)
     return sup
 

@@ -212,7 +212,12 @@ class StringInterner:
     """Growing vocabulary: names get ids in order of first appearance (compiled, no Python
     string per name). ``state``: ``[names, bytes]``."""
 
-    def __init__(self, offsets: np.ndarray | None = None, data: np.ndarray | None = None) -> None:
+    def __init__(
+        self, offsets: np.ndarray | None = None, data: np.ndarray | None = None, table_size: int | None = None
+    ) -> None:
+        """Empty, or holding the saved names ``offsets`` / ``data`` (a resumed build), their lookup
+        table ``table_size`` slots when given (the size it had when they were saved, so that it
+        grows as it would have: a power of two that holds them; anything else is ignored)."""
         self.offsets = np.zeros(_MIN_TABLE + 1, dtype=np.int64)
         self.data = np.zeros(1 << 16, dtype=np.uint8)
         self.hashes = np.zeros(_MIN_TABLE, dtype=np.uint64)
@@ -226,6 +231,8 @@ class StringInterner:
             self.offsets[: n + 1] = offsets - offsets[0]
             self.data[:size] = data[int(offsets[0]) : int(offsets[-1])]
             K.rehash_strings(self.offsets, self.data, n, self.hashes)
+            if isinstance(table_size, int) and table_size > self.table.size and not table_size & (table_size - 1):
+                self.table = np.full(table_size, K.EMPTY, dtype=np.int32)
             K.rehash(self.hashes, n, self.table)
             self.state[:] = (n, size)
 

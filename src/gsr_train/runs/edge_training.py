@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
-from gsr_train.runs.run_data import cache_dir, output_dir, require_split
+from gsr_train.runs.run_data import cache_dir, output_dir, require_split, set_run_workers
 from gsr_train.runs.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,9 @@ def edge_data(
     from gsr_train.text.embeddings import get_embeddings
 
     splits = list(dict.fromkeys(s for s in ((train_split, val_split) if train_split else ()) + (eval_split,) if s))
-    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=splits)
-    sup = {s: get_supervision(index, s, cache_dir(cfg)) for s in splits}
+    workers = set_run_workers(cfg)  # data.workers
+    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=splits, workers=workers)
+    sup = {s: get_supervision(index, s, cache_dir(cfg), workers=workers) for s in splits}
     data = str(cfg.data.name)
     if train_split:
         require_split(index, train_split, "training", data, sup[train_split].triple_label)

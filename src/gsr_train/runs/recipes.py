@@ -94,6 +94,19 @@ class TopLevel:
 
 
 @dataclass
+class DataOptions:
+    """The ``data`` keys whose type and range are the same in every dataset file (the section is
+    otherwise open: each dataset file has keys of its own)."""
+
+    # threads / processes of the index build, the embeddings and the supervision; null: the cores
+    # available (gsr_train.parallel). Not in any cache key: the outputs are the same for any count
+    workers: int | None = at_least(1, None)
+
+
+DATA_FILE = "conf/data/ (data=...)"
+
+
+@dataclass
 class ReaderTopLevel(TopLevel):
     top_k: int = at_least(0, 100)  # evidence lines per prompt; 0: closed book
 
@@ -687,6 +700,7 @@ def value_errors(cfg: Mapping[str, Any]) -> list[str]:
         f"{e} ({recipe.file if recipe and e.split('=', 1)[0] in own else 'conf/config.yaml'})"
         for e in _invalid(cfg, recipe.top if recipe else TopLevel, "")
     ]
+    errors += [f"{e} ({DATA_FILE})" for e in _invalid(cfg.get("data"), DataOptions, "data")]
     if recipe is None:
         return errors
     for section, cls in recipe.sections.items():

@@ -43,6 +43,18 @@ def resolve_data_dir(cfg: DictConfig) -> str:
 _LOADED_DATA: dict[str, dict] = {}
 
 
+def set_run_workers(cfg: DictConfig) -> int:
+    """``data.workers`` (null or absent: the cores available) as the process's worker count for
+    data preparation; a value that is not an integer >= 1 is a :class:`PreflightError` naming it."""
+    from gsr_train.parallel import WorkersError, resolve_workers, set_default_workers
+
+    try:
+        set_default_workers(cfg.data.get("workers"))
+    except WorkersError as e:
+        raise PreflightError(str(e).replace("workers=", "data.workers=", 1)) from None
+    return resolve_workers()
+
+
 def load_kg_index(
     cfg: DictConfig, evaluate: Sequence[str] = (), source: Any = None, splits: Sequence[str] | None = None
 ):
@@ -50,9 +62,14 @@ def load_kg_index(
     ``data.allow_overlap`` honoured, the rows each split skipped logged (and written into the
     run's metrics.json by :func:`save_metrics`), and each ``evaluate`` split checked to give the
     run something to score (:func:`require_split`). ``source`` / ``splits``: another folder of
-    the run (GSR's graphs folder), default ``data.dir`` / ``data.splits``."""
+    the run (GSR's graphs folder), default ``data.dir`` / ``data.splits``.
+
+    ``data.workers`` becomes this process's worker count for preparing data
+    (:func:`~gsr_train.parallel.set_default_workers`): the index build here, and the embeddings
+    and supervision the run asks for later, wherever it asks."""
     from gsr_train.kg.index import get_index
 
+    set_run_workers(cfg)
     folder = resolve_data_dir(cfg) if source is None else str(source)
     index = get_index(
         folder,

@@ -59,6 +59,11 @@ class TextEncoder(ABC):
     normalize: bool
     pooling: str = "none"
     batch_size: int = 256
+    # How the embedding store spreads encoding over its workers (``data.workers``): "processes"
+    # (chunks of texts in processes forked from this one: encoders in pure Python, which threads
+    # would serialise on the GIL), "threads" (the model's own intra-op threads: torch), or
+    # "serial" (one chunk at a time, whatever the count: encoders nothing is known about).
+    parallel: str = "serial"
 
     @property
     def key(self) -> str:
@@ -104,6 +109,8 @@ class HFEncoder(TextEncoder):
     Texts are sorted by length before batching (much less padding) and the output rows
     are put back in input order.
     """
+
+    parallel = "threads"
 
     def __init__(
         self,
@@ -207,6 +214,7 @@ class HashingEncoder(TextEncoder):
     """
 
     pooling = "none"
+    parallel = "processes"
 
     def __init__(self, dim: int = 64, normalize: bool = True, batch_size: int = 4096, **_: Any) -> None:
         self.name = "hashing"
