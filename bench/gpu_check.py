@@ -247,6 +247,15 @@ def summary(name: str, fig: dict) -> str:
     return ""
 
 
+def save(args, limits: dict, stages: dict, seconds: float) -> dict:
+    """The check's JSON as it stands (written after every stage, atomically)."""
+    from gsr_train.io import write_json
+
+    doc = {"device": args.device, "total_seconds": round(seconds, 1), "limits": limits, "stages": stages}
+    write_json(args.out, doc, indent=1)
+    return doc
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda", help="cuda (the check) or cpu (a dry run of the script itself)")
@@ -313,9 +322,9 @@ def main(argv=None) -> dict:
         if name == "reader":
             tiny_reader(work / f"llama_{args.reader_size}", args.reader_size)
         stages[name] = run_stage(name, cmds[name], limits[name], work / f"{name}.log", env)
-        stages[name]["figures"] = (
-            figures(name, work, results) if stages[name]["status"] == "ok" or name == "lane" else {}
-        )
+        finished = stages[name]["status"] == "ok" or name == "lane"  # a failed lane still counts its tests
+        stages[name]["figures"] = figures(name, work, results) if finished else {}
+        save(args, limits, stages, time.perf_counter() - t0)  # a check stopped from outside keeps what it did
     total = round(time.perf_counter() - t0, 1)
 
     table = Table(title=f"GPU check ({args.device}): {total:.0f} s in all")
@@ -324,10 +333,7 @@ def main(argv=None) -> dict:
     for name, st in stages.items():
         table.add_row(name, st["status"], f"{st['seconds']:.1f}", summary(name, st.get("figures") or {}))
     Console(width=220).print(table)
-    from gsr_train.io import write_json
-
-    doc = {"device": args.device, "total_seconds": total, "limits": limits, "stages": stages}
-    write_json(args.out, doc, indent=1)
+    doc = save(args, limits, stages, total)
     print(f"wrote {args.out}")
     bad = [n for n, st in stages.items() if st["status"] not in ("ok", "skipped")]
     if bad:
