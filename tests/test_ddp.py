@@ -23,7 +23,14 @@ BATCH = 4  # per device
 STRATEGY = "ddp_fork"
 
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.integration]
+pytestmark = [pytest.mark.usefixtures("one_thread", "cpu_ranks"), pytest.mark.integration]
+
+
+@pytest.fixture
+def cpu_ranks(monkeypatch):
+    """CPU ranks forked from this process must not touch CUDA: where a GPU is visible and an earlier
+    test initialised it here, a forked rank cannot (Lightning would save its CUDA RNG state)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
 
 def _fit(kind: str, ctx: dict, module, root, devices: int, batch: int):

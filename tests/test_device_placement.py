@@ -5,6 +5,7 @@ a machine without the GPU a run trained on (CUDA itself is the GPU lane's: tests
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -179,11 +180,11 @@ def test_ddp_relaunches_train_py_into_the_one_run_folder(tmp_path):
     from .test_experiments_e2e import QUIET, SYNTHETIC
 
     env = {
+        **os.environ,
         "HF_HUB_OFFLINE": "1",
         "WANDB_MODE": "offline",
         "OMP_NUM_THREADS": "1",
         "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
-        "PATH": "/usr/bin:/bin",
     }
     args = ["+experiment=subgraphrag_quickstart", "trainer=cpu", "trainer.devices=2", "+trainer.strategy=ddp"]
     args += ["model.train.epochs=1", "subgraphrag.compare_cosine=false", *SYNTHETIC, *QUIET]

@@ -40,7 +40,8 @@ def test_relation_vectors_come_from_names_and_train(model):
     # without residuals, a relation's vector is a function of its words only
     no_res = build_gsr_model({**SMALL, "relation_residual": False}, RELS + ["film.film.directed.by"])
     w, _ = no_res.relation_table.weights()
-    assert torch.allclose(w[3 + 1], w[3 + 3])  # "film film directed by" twice
+    # "film film directed by" twice (encoded at two places of one padded batch: float noise only)
+    assert torch.allclose(w[3 + 1], w[3 + 3], atol=1e-6)
     # gradients reach the projection (the table is learned, the text is not)
     model.train()
     enc = model.encode(["who directed the film"])
