@@ -1,7 +1,7 @@
 """One command that verifies the project on one GPU: environment, the GPU test lane, the training,
 inference, metrics and reader benches on CUDA, and a real-size pipeline with training on the GPU.
 
-    python bench/gpu_check.py                      # everything, about 5 minutes on one H100 / H200
+    python bench/gpu_check.py                      # everything, about 6 minutes on one H200
     python bench/gpu_check.py --rows 1M --skip reader
     python bench/gpu_check.py --device cpu --rows 1M --reader-size tiny   # a dry run without a GPU (2 min)
 
