@@ -14,7 +14,7 @@ import torch
 from omegaconf import OmegaConf
 
 from gsr_train.data.errors import PreflightError
-from gsr_train.runs.device import check_device, device_record, run_device, set_matmul_precision, wants_gpu
+from gsr_train.runtime.device import check_device, device_record, run_device, set_matmul_precision, wants_gpu
 
 from .conftest import REPO, compose_config
 
@@ -44,7 +44,7 @@ def test_the_trainer_picks_the_device_of_every_stage(four_gpus, monkeypatch):
 
 
 def test_the_text_encoder_follows_the_trainer_unless_told(four_gpus):
-    from gsr_train.runs.device import encoder_key, place_encoder
+    from gsr_train.runtime.device import encoder_key, place_encoder
 
     for trainer, device in (("cpu", "cpu"), ("gpu", "cuda:0")):
         cfg = compose_config(["+experiment=subgraphrag_quickstart", f"trainer={trainer}"])
@@ -143,7 +143,7 @@ def test_eval_of_a_gpu_run_on_a_machine_without_one_scores_on_the_cpu(no_cuda, t
 # ----------------------------------------------------------------------------- several GPUs, composed
 @pytest.mark.parametrize("trainer", [["trainer=gpu", "trainer.devices=4"], ["trainer=ddp", "trainer.devices=4"]])
 def test_several_gpus_compose_into_one_global_batch(trainer, four_gpus):
-    from gsr_train.runs.training import planned_world_size, rank_batch
+    from gsr_train.runtime.training import planned_world_size, rank_batch
 
     cfg = compose_config(["+experiment=subgraphrag_quickstart", *trainer])
     assert cfg.trainer.accelerator == "gpu" and cfg.trainer.devices == 4

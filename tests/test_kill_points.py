@@ -45,8 +45,8 @@ ARGS = [
 ]
 
 POINTS = {
-    "first step": "gsr_train.runs.checkpoints:LastCheckpoint.on_train_batch_end 1",  # before any checkpoint
-    "mid-epoch": "gsr_train.runs.checkpoints:LastCheckpoint.on_train_batch_end 9",
+    "first step": "gsr_train.runtime.checkpoints:LastCheckpoint.on_train_batch_end 1",  # before any checkpoint
+    "mid-epoch": "gsr_train.runtime.checkpoints:LastCheckpoint.on_train_batch_end 9",
     "validation": "gsr_train.models.subgraphrag.module:SubgraphRAGModule.validation_step 1",
     "best saved": "pytorch_lightning.callbacks:ModelCheckpoint.on_validation_end 2",  # before the epoch-end write
     "after training": "gsr_train.runs.edge_training:fit_state 1",

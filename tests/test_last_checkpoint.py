@@ -9,8 +9,8 @@ import torch
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
-from gsr_train.runs.checkpoints import LastCheckpoint
-from gsr_train.runs.training import make_trainer
+from gsr_train.runtime.checkpoints import LastCheckpoint
+from gsr_train.runtime.training import make_trainer
 
 from .conftest import compose_config
 
@@ -100,7 +100,7 @@ def test_every_trainer_gets_one_last_checkpoint_even_without_the_config_entry(tm
 def test_training_logs_progress_and_eta_without_a_terminal(tmp_path, caplog, monkeypatch):
     import sys
 
-    from gsr_train.runs.log_progress import TrainingLogProgress
+    from gsr_train.runtime.log_progress import TrainingLogProgress
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     cfg = _cfg(tmp_path)

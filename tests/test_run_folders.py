@@ -14,7 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from gsr_train.config import claim_run_dir
-from gsr_train.runs.run_folder import RunFolderGuard, mark_finished
+from gsr_train.runtime.run_folder import RunFolderGuard, mark_finished
 
 from .subgraphrag_toy import write_toy
 
@@ -203,7 +203,7 @@ def test_a_requeued_slurm_job_continues_its_own_folder(tmp_path):
         (tmp_path / script).symlink_to(ROOT / script)
     (tmp_path / "conf").symlink_to(ROOT / "conf")
     (tmp_path / "tests").symlink_to(ROOT / "tests")
-    first = job("-m", "tests.signal_at", "gsr_train.runs.checkpoints:LastCheckpoint.on_train_batch_end", "3", "USR1")
+    first = job("-m", "tests.signal_at", "gsr_train.runtime.checkpoints:LastCheckpoint.on_train_batch_end", "3", "USR1")
     assert first.returncode == 128 + 10, first.stderr[-3000:]
     run = tmp_path / "outputs" / "subgraphrag_quickstart" / "slurm-4242"
     state = json.loads((run / "run.json").read_text())

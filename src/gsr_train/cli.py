@@ -75,7 +75,7 @@ DELEGATED = {
     "score": ("gsr_train.eval.evaluate", "QA scoreboard of prediction files (score FILE...), or --results recall"),
     "cosine": ("gsr_train.retrievers.cosine", "the cosine baseline on any data, outside a run folder"),
     "reader": ("gsr_train.runs.reader", "re-score a readers' predictions file (reader score FILE)"),
-    "compare-patterns": ("gsr_train.runs.pattern_compare", "SimGRAG / SAFE pattern sources side by side"),
+    "compare-patterns": ("gsr_train.commands.compare_patterns", "SimGRAG / SAFE pattern sources side by side"),
     "robustness": ("gsr_train.commands.robustness", "the robustness study outside train.py"),
     "robustness-render": ("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),
     "gsr-table": ("gsr_train.runs.gsr", "one GSR table over run folders (a multirun)"),

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.runs.run_data import cache_dir, output_dir, require_split, set_run_workers
-from gsr_train.runs.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
+from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
 

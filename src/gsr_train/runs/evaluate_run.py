@@ -29,7 +29,7 @@ from gsr_train.io import write_json
 from gsr_train.runs.recipes import runner_name
 from gsr_train.runs.run_data import output_dir
 from gsr_train.runs.runners import runner_of
-from gsr_train.runs.training import is_rank_zero
+from gsr_train.runtime.training import is_rank_zero
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def _say_what_is_scored(source: RunSource) -> str | None:
     killed or interrupted run's best checkpoint is the best of the epochs it completed."""
     import sys
 
-    from gsr_train.runs.run_folder import run_status
+    from gsr_train.runtime.run_folder import run_status
 
     status = run_status(source.folder)
     print(f"evaluating {source.checkpoint} ({source.experiment} run in {source.folder})", file=sys.stderr)

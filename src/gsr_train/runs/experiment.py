@@ -12,10 +12,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import UserError
-from gsr_train.runs.device import check_device, place_encoder, set_matmul_precision
 from gsr_train.runs.run_data import _LOADED_DATA, output_dir
 from gsr_train.runs.runners import runner_of
-from gsr_train.runs.training import check_readable_checkpoint, is_rank_zero, resume_path
+from gsr_train.runtime.device import check_device, place_encoder, set_matmul_precision
+from gsr_train.runtime.training import check_readable_checkpoint, is_rank_zero, resume_path
 
 log = logging.getLogger(__name__)
 
@@ -23,15 +23,15 @@ log = logging.getLogger(__name__)
 def run_experiment(cfg: DictConfig) -> Any:
     """Check the options, claim the run folder, seed, call the experiment's runner (``cfg.runner``,
     a name in :data:`gsr_train.runs.runners.RUNNERS`) and mark the folder with the outcome
-    (:mod:`gsr_train.runs.run_folder`).
+    (:mod:`gsr_train.runtime.run_folder`).
 
-    A stop signal (:mod:`gsr_train.runs.interrupts`) marks the folder interrupted, requeues a SLURM
+    A stop signal (:mod:`gsr_train.runtime.interrupts`) marks the folder interrupted, requeues a SLURM
     job on its requeue signal and exits with ``128 + signal``; ``resume=auto`` continues the run.
     """
     import pytorch_lightning as pl
 
-    from gsr_train.runs.interrupts import INTERRUPTS
     from gsr_train.runs.recipes import check_recipe
+    from gsr_train.runtime.interrupts import INTERRUPTS
 
     check_recipe(cfg)  # unknown or misspelled options: one message before any work
     check_device(cfg)  # trainer=gpu without CUDA: one line, not Lightning's error after the data
@@ -50,15 +50,15 @@ def run_experiment(cfg: DictConfig) -> Any:
         finish_trackers()
         if owns_signals:
             INTERRUPTS.uninstall()
-        from gsr_train.runs.run_folder import release_folder
+        from gsr_train.runtime.run_folder import release_folder
 
         release_folder(out)
 
 
 def _start_run(cfg: DictConfig, out: Path, experiment: Any) -> bool:
     """Claim ``out`` (rank 0) and mark it running; False when a finished run is asked to resume."""
-    from gsr_train.runs.run_folder import claim, launching_process, mark, run_state
     from gsr_train.runs.summary import run_summary
+    from gsr_train.runtime.run_folder import claim, launching_process, mark, run_state
 
     if not launching_process():
         return True
@@ -82,9 +82,9 @@ def _run_and_mark(cfg: DictConfig, out: Path, experiment: Any) -> Any:
     import time
 
     from gsr_train.config import slurm_job_tag
-    from gsr_train.runs.interrupts import RunInterrupted, requeue_slurm_job
-    from gsr_train.runs.run_folder import mark
     from gsr_train.runs.summary import run_summary
+    from gsr_train.runtime.interrupts import RunInterrupted, requeue_slurm_job
+    from gsr_train.runtime.run_folder import mark
 
     t0 = time.perf_counter()
     runner = runner_of(cfg)

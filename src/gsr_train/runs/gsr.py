@@ -38,7 +38,6 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules import gsr_prepare
 from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
-from gsr_train.runs.device import run_device
 from gsr_train.runs.run_data import (
     cache_dir,
     load_kg_index,
@@ -49,7 +48,8 @@ from gsr_train.runs.run_data import (
     resolve_data_dir,
     save_metrics,
 )
-from gsr_train.runs.training import fit_state, is_rank_zero, log_final_metrics, make_trainer, rank_batch, resume_path
+from gsr_train.runtime.device import run_device
+from gsr_train.runtime.training import fit_state, is_rank_zero, log_final_metrics, make_trainer, rank_batch, resume_path
 
 if TYPE_CHECKING:
     from gsr_train.runs.recipes import GSRWalks

@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import UserError
-from gsr_train.runs.device import run_device
+from gsr_train.runtime.device import run_device
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
-from gsr_train.runs.device import run_device
 from gsr_train.runs.run_data import cache_dir, label_path, load_kg_index, output_dir, save_metrics
+from gsr_train.runtime.device import run_device
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@
 4. writes ``predictions_<variant>.jsonl``, ``metrics.json`` (every variant: all / sub / per hop,
    timings, step times) and prints the reader x evidence x metric table.
 
-Scale-out (as every runner, see :mod:`gsr_train.runs.training`): ``trainer=...`` picks the
+Scale-out (as every runner, see :mod:`gsr_train.runtime.training`): ``trainer=...`` picks the
 Trainer (DDP included: each rank trains on its shard of the same global batch); ``resume=auto``
 continues the fine-tuning from ``<run folder>/checkpoints/last.ckpt`` (written every
 ``checkpoint_every_n_steps``; the order of the examples is a function of seed and epoch, so a
@@ -43,7 +43,6 @@ from gsr_train.data.errors import PreflightError
 from gsr_train.eval.qa import QAExample, QAReport, comparison_table, qa_metrics
 from gsr_train.eval.tail import results_file
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_json, write_jsonl
-from gsr_train.runs.device import encoder_key, run_device
 from gsr_train.runs.run_data import (
     cache_dir,
     load_kg_index,
@@ -53,7 +52,8 @@ from gsr_train.runs.run_data import (
     resolve_data_dir,
     save_metrics,
 )
-from gsr_train.runs.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
+from gsr_train.runtime.device import encoder_key, run_device
+from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ import torch
 from omegaconf import DictConfig
 
 from gsr_train.retrievers.interface import ROW_FIELDS
-from gsr_train.runs.device import run_device
 from gsr_train.runs.run_data import cache_dir, label_path, output_dir, save_metrics
+from gsr_train.runtime.device import run_device
 
 
 def _answer_ranking(graphs: Any, answers: list) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
-from gsr_train.runs.device import run_device
 from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runs.run_data import cache_dir, load_kg_index, preflight
 from gsr_train.runs.train_retriever import run_trainable
+from gsr_train.runtime.device import run_device
 
 log = logging.getLogger(__name__)
 

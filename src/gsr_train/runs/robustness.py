@@ -14,7 +14,7 @@ import torch
 
 from gsr_train.io import atomic_write
 from gsr_train.robustness.run import evaluate_robustness, plot, report_tables
-from gsr_train.runs.device import run_device
+from gsr_train.runtime.device import run_device
 
 CONF = str(Path(__file__).resolve().parents[3] / "conf")
 

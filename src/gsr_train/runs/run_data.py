@@ -12,8 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
-from gsr_train.runs.device import device_record
-from gsr_train.runs.training import check_resume_target, is_rank_zero
+from gsr_train.runtime.device import device_record
+from gsr_train.runtime.training import check_resume_target, is_rank_zero
 
 log = logging.getLogger(__name__)
 

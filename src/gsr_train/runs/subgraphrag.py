@@ -25,7 +25,6 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.config import defaults_of
 from gsr_train.data.errors import PreflightError
 from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
-from gsr_train.runs.device import run_device
 from gsr_train.runs.recipes import SubgraphRAGRun
 from gsr_train.runs.run_data import (
     label_path,
@@ -36,7 +35,8 @@ from gsr_train.runs.run_data import (
     require_family,
     save_metrics,
 )
-from gsr_train.runs.training import log_final_metrics
+from gsr_train.runtime.device import run_device
+from gsr_train.runtime.training import log_final_metrics
 
 log = logging.getLogger(__name__)
 

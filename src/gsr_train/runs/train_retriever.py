@@ -19,8 +19,8 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
-from gsr_train.runs.device import run_device
 from gsr_train.runs.run_data import load_kg_index, preflight
+from gsr_train.runtime.device import run_device
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ Lightning skips them and early stopping finds no metric. :class:`LastCheckpoint`
   checkpoint. A run that reached its epoch budget is left to Lightning: resumed with the same
   budget it does not train again, with a larger one (``model.train.epochs``) it trains on.
 
-It also honours stop signals (:mod:`gsr_train.runs.interrupts`): a signal received during
+It also honours stop signals (:mod:`gsr_train.runtime.interrupts`): a signal received during
 training stops it at the next of those states, after writing ``last.ckpt`` there.
-:func:`gsr_train.runs.training.make_trainer` adds one to every Trainer (``callbacks.step_checkpoint``).
+:func:`gsr_train.runtime.training.make_trainer` adds one to every Trainer (``callbacks.step_checkpoint``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from gsr_train.runs.interrupts import INTERRUPTS, RunInterrupted
+from gsr_train.runtime.interrupts import INTERRUPTS, RunInterrupted
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Stop signals (Ctrl-C, ``kill``, a cluster's preemption or time-limit warning) end a run cleanly.
 
 A signal never stops training in the middle of a step. While Lightning trains, the handler only
-records it; :class:`gsr_train.runs.checkpoints.LastCheckpoint` then writes ``last.ckpt`` at the
+records it; :class:`gsr_train.runtime.checkpoints.LastCheckpoint` then writes ``last.ckpt`` at the
 next state a resumed run can continue from exactly (a step boundary, or the end of the epoch
 after validation) and raises :class:`RunInterrupted`. Outside training (index, embeddings,
 scoring) there is no state to save, every cache being written atomically, so the run stops at

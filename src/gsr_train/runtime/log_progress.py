@@ -1,6 +1,6 @@
 """Training progress in a log file: a Lightning callback that logs optimiser steps done / total,
 rate, elapsed time and ETA every ``every_seconds`` (a live progress bar writes nothing useful
-into a cluster job's log). :func:`gsr_train.runs.training.make_trainer` adds it when stderr is
+into a cluster job's log). :func:`gsr_train.runtime.training.make_trainer` adds it when stderr is
 not a terminal."""
 
 from __future__ import annotations

@@ -154,14 +154,14 @@ def make_trainer(cfg: DictConfig, callbacks: Sequence[Any] = (), **overrides):
     """
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     extra = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
-    from gsr_train.runs.checkpoints import LastCheckpoint
+    from gsr_train.runtime.checkpoints import LastCheckpoint
 
     if not any(isinstance(c, LastCheckpoint) for c in [*callbacks, *extra]):  # last.ckpt = newest state, always
         extra.append(
             LastCheckpoint(str(Path(cfg.paths.output_dir) / "checkpoints"), cfg.get("checkpoint_every_n_steps"))
         )
     if not sys.stderr.isatty():  # a log file: progress and ETA lines instead of a live bar
-        from gsr_train.runs.log_progress import TrainingLogProgress
+        from gsr_train.runtime.log_progress import TrainingLogProgress
 
         if not any(isinstance(c, TrainingLogProgress) for c in [*callbacks, *extra]):
             extra.append(TrainingLogProgress())
@@ -176,7 +176,7 @@ def make_trainer(cfg: DictConfig, callbacks: Sequence[Any] = (), **overrides):
 
     if SLURMEnvironment.detect() and not any(isinstance(p, SLURMEnvironment) for p in plugins):
         # Lightning's SLURM environment (ranks, nodes), without its requeue handler: LastCheckpoint
-        # stops at a resumable step and run_experiment requeues (gsr_train.runs.interrupts)
+        # stops at a resumable step and run_experiment requeues (gsr_train.runtime.interrupts)
         plugins.append(SLURMEnvironment(auto_requeue=False))
     trainer = hydra.utils.instantiate(
         # the runner's callbacks first: trainer.checkpoint_callback (whose best path DDP spawn
