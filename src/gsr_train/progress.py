@@ -13,6 +13,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
 log = logging.getLogger(__name__)
 LOG_EVERY_SECONDS = 30.0
 
@@ -66,14 +68,6 @@ def progress(
     if not sys.stderr.isatty():  # a log file: periodic lines, not a live bar
         yield LogProgress(total, description, done, LOG_EVERY_SECONDS)
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     with Progress(
         TextColumn("{task.description}"),

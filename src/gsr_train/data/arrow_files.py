@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from gsr_train.data.errors import DataFileError
 
@@ -14,7 +15,6 @@ from gsr_train.data.errors import DataFileError
 def open_parquet(path: str | Path):
     """A ``pyarrow.parquet.ParquetFile``; :class:`DataFileError` naming the file when it
     cannot be opened (truncated download, not parquet)."""
-    import pyarrow.parquet as pq
 
     try:
         return pq.ParquetFile(path, memory_map=True)

@@ -295,7 +295,7 @@ class SplitSource:
 
     def hub_dataset(self):
         if self._hub is None:
-            import datasets
+            import datasets  # lazy: datasets (pyarrow + fsspec) is only needed by the hub-dataset path
 
             try:
                 self._hub = datasets.load_dataset(self.source, split=self.split)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gsr_train.data.arrow_files import arrow_batches, open_parquet
 from gsr_train.data.errors import (  # noqa: F401  (DataFileError and SplitFilesError re-exported)
     DataFileError,
     RowError,
@@ -183,7 +184,6 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:
-    from gsr_train.data.arrow_files import open_parquet
 
     position = 0
     for batch in open_parquet(path).iter_batches(batch_size=256):
@@ -193,7 +193,6 @@ def _iter_parquet(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _iter_arrow(path: Path) -> Iterator[tuple[int, Any]]:
-    from gsr_train.data.arrow_files import arrow_batches
 
     position = 0
     for batch in arrow_batches(path):

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from gsr_train.config import default_cache_dir
 from gsr_train.data.synthetic_config import GENERATOR_VERSION, SPLITS, SyntheticConfig  # noqa: F401
 from gsr_train.data.synthetic_questions import Question, sample_questions
 from gsr_train.data.synthetic_schema import HUB_TYPES
@@ -328,7 +329,6 @@ def ensure_synthetic(config: SyntheticConfig | dict | None = None, cache_dir: st
     The folder is ``cache_dir/synthetic/<hash of config and generator version>``; it is
     regenerated when a file is missing or damaged.
     """
-    from gsr_train.config import default_cache_dir
 
     cfg = SyntheticConfig.from_any(config)
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()

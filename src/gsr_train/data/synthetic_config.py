@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from gsr_train.data.errors import SyntheticConfigError
+from gsr_train.data.synthetic_schema import COUNTRIES
 from gsr_train.io import stable_hash
 
 GENERATOR_VERSION = 1
@@ -42,7 +43,6 @@ class SyntheticConfig:
     hub_fanout: int = 15  # edges kept per hub neighbour, besides those closing a path
 
     def __post_init__(self) -> None:
-        from gsr_train.data.synthetic_schema import COUNTRIES
 
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)

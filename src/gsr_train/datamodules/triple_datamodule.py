@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import numpy as np
 import pytorch_lightning as pl
 import torch
+import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler
 
 from gsr_train.arrays import segment_sum
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 
 def _world() -> tuple[int, int]:
     """``(num_replicas, rank)`` of the running process group, ``(1, 0)`` without one."""
-    import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         return dist.get_world_size(), dist.get_rank()

@@ -17,11 +17,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from gsr_train.data.rows import find_split_file
 from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.results import MatchStats, TripleFileError, read_results
 from gsr_train.eval.retrieval import RetrievalReport, retrieval_metrics
+from gsr_train.eval.scoreboard import main as scoreboard_main
 from gsr_train.io import file_digest, write_json
 from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
+from gsr_train.kg.paths import get_supervision
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,6 @@ def index_splits(data_dir: str | Path, split: str) -> tuple[str, ...]:
     folder = Path(data_dir)
     if not folder.is_dir():
         return (split,)
-    from gsr_train.data.rows import find_split_file
 
     present = []
     for s in DEFAULT_SPLITS:
@@ -48,7 +50,6 @@ def index_splits(data_dir: str | Path, split: str) -> tuple[str, ...]:
 
 def load_supervision(index: KGIndex, split: str, cache_dir: str | Path):
     """Shortest-path labels and hop counts (kept separate so tests can stand in for it)."""
-    from gsr_train.kg.paths import get_supervision
 
     return get_supervision(index, split, cache_dir)
 
@@ -113,8 +114,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     the QA scoreboard (:mod:`gsr_train.eval.scoreboard`)."""
     given = list(sys.argv[1:] if argv is None else argv)
     if "--results" not in given and any(not a.startswith("-") for a in given[:1]):
-        from gsr_train.eval.scoreboard import main as scoreboard_main
-
         return scoreboard_main(given)
     p = argparse.ArgumentParser(prog="python -m gsr_train.eval.evaluate", description=__doc__.splitlines()[0])
     p.add_argument("--results", required=True, help="retrieval results JSONL(.gz), one row per question")

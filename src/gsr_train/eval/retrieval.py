@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from rich.table import Table
 from torch_geometric.utils import scatter
 
 from gsr_train.arrays import segment_count
@@ -370,8 +371,6 @@ def comparison_table(
     if fmt == "markdown":
         return _markdown(headers, rows, title)
     if fmt == "rich":
-        from rich.table import Table
-
         table = Table(title=title)
         for i, h in enumerate(headers):
             table.add_column(h, justify="left" if i == 0 else "right")

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from gsr_train.data.rows import iter_records
 from gsr_train.eval.qa import QAExample, normalize_answer, score_question
 from gsr_train.io import BadLine, iter_jsonl, write_json
 
@@ -178,7 +179,6 @@ def score_rows(rows: Sequence[Prediction]) -> dict[str, float]:
 
 def split_ids(data: str, split: str) -> list[str]:
     """The question ids of a split (streamed), for the missing count."""
-    from gsr_train.data.rows import iter_records
 
     return [str(rec.get("id")) for _, _, rec in iter_records(data, split) if isinstance(rec, dict)]
 

@@ -8,24 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from gsr_train.export import exporters
+from gsr_train.export.card import build_card
+from gsr_train.export.hub_scorer import SubgraphRAGScorer
+from gsr_train.export.publish import publish
+
 __all__ = ["EXPORTERS", "SubgraphRAGScorer", "build_card", "detect_kind", "export_model", "publish"]
 
 
 def __getattr__(name: str) -> Any:  # light imports: torch / transformers load only when used
     if name == "SubgraphRAGScorer":
-        from gsr_train.export.hub_scorer import SubgraphRAGScorer
-
         return SubgraphRAGScorer
     if name in ("EXPORTERS", "detect_kind", "export_model"):
-        from gsr_train.export import exporters
-
         return getattr(exporters, name)
     if name == "build_card":
-        from gsr_train.export.card import build_card
-
         return build_card
     if name == "publish":
-        from gsr_train.export.publish import publish
-
         return publish
     raise AttributeError(name)

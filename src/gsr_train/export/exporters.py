@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+from omegaconf import OmegaConf
+
+from gsr_train.config import as_dict
+from gsr_train.export.card import build_card
+from gsr_train.export.hub_scorer import SubgraphRAGScorer
 from gsr_train.io import atomic_dir, write_json
+from gsr_train.models.gsr.modeling import load_gsr
+from gsr_train.retrievers.subgraphrag import load_scorer
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +60,6 @@ def _run_config(run: Path) -> dict:
     path = run / ".hydra" / "config.yaml"
     if not path.exists():
         return {}
-    from omegaconf import OmegaConf
-
-    from gsr_train.config import as_dict
 
     cfg = as_dict(OmegaConf.load(path), resolve=False)
     for key in ("paths", "hydra"):
@@ -66,7 +71,6 @@ def _run_config(run: Path) -> dict:
 def _is_subgraphrag_ckpt(path: Path) -> bool:
     if path.suffix != ".ckpt" or not path.is_file():
         return False
-    import torch
 
     ckpt = torch.load(path, map_location="cpu", weights_only=False)
     hp = ckpt.get("hyper_parameters") or {}
@@ -96,8 +100,6 @@ def detect_subgraphrag(src: Path) -> bool:
 
 
 def export_subgraphrag(src: Path, folder: Path) -> dict:
-    from gsr_train.export.hub_scorer import SubgraphRAGScorer
-    from gsr_train.retrievers.subgraphrag import load_scorer
 
     ckpt, results = _subgraphrag_ckpt(src)
     scorer, hparams = load_scorer(ckpt)
@@ -152,14 +154,11 @@ def detect_gsr(src: Path) -> bool:
     if src.is_dir():
         return (src / "gsr_config.json").exists() or (src / "model" / "gsr_config.json").exists()
     if src.suffix == ".ckpt" and src.is_file():
-        import torch
-
         return "gsr" in torch.load(src, map_location="cpu", weights_only=False)
     return False
 
 
 def export_gsr(src: Path, folder: Path) -> dict:
-    from gsr_train.models.gsr.modeling import load_gsr
 
     model_path = _gsr_model_path(src)
     gsr = load_gsr(model_path)
@@ -270,7 +269,6 @@ def export_model(src: str | Path, out: str | Path, kind: str | None = None, repo
 
     ``repo_id``: what the card's loading snippet names (default: the folder path).
     """
-    from gsr_train.export.card import build_card
 
     src, out = Path(src), Path(out)
     kind = kind or detect_kind(src)

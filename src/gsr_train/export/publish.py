@@ -28,7 +28,10 @@ IGNORE = (".*", "*/.*", "*.tmp", "__pycache__/*", "*/__pycache__/*")
 def upload_list(folder: Path) -> list[str]:
     """The relative paths ``HfApi.upload_folder(folder, ignore_patterns=IGNORE)`` uploads, by the
     Hub client's own filter (same patterns, same defaults)."""
+    # lazy: the Hub client is only needed when publishing or downloading
     from huggingface_hub.hf_api import DEFAULT_IGNORE_PATTERNS
+
+    # lazy: the Hub client is only needed when publishing or downloading
     from huggingface_hub.utils import filter_repo_objects
 
     paths = sorted(p.relative_to(folder).as_posix() for p in folder.glob("**/*") if p.is_file())
@@ -101,7 +104,7 @@ def publish(
     if token is None:
         raise RuntimeError(f"no Hugging Face token: set ${token_env} (it is read from the environment only)")
     if api is None:
-        from huggingface_hub import HfApi
+        from huggingface_hub import HfApi  # lazy: the Hub client is only needed when publishing or downloading
 
         api = HfApi()
     api.create_repo(repo_id=repo_id, private=private, exist_ok=True, repo_type="model", token=token)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from gsr_train.io import open_text
+from gsr_train.io import atomic_write, open_text
 
 INDEX_PREFIX = "[Index]"
 RETRIEVAL_PREFIX = "[Retrieval]"
@@ -83,7 +83,7 @@ def relation_words(name: str) -> str:
 
 def relation_token(name: str):
     """The added token of a relation: matched verbatim, never split, not special."""
-    from tokenizers import AddedToken
+    from tokenizers import AddedToken  # lazy: tokenizers is only needed when training a tokenizer
 
     return AddedToken(name, single_word=False, lstrip=False, rstrip=False, normalized=False, special=False)
 
@@ -94,7 +94,7 @@ def add_relation_tokens(tokenizer, relations: Sequence[str]) -> RelationTokens:
     Names already in the tokenizer as single tokens are reused. The caller must resize
     the model's embeddings to ``len(tokenizer)``.
     """
-    from tokenizers import AddedToken
+    from tokenizers import AddedToken  # lazy: tokenizers is only needed when training a tokenizer
 
     relations = merge_vocab(relations)
     prefixes = [
@@ -146,7 +146,6 @@ class RelationTokens:
 
 
 def write_relations(path: str | Path, relations: Sequence[str]) -> None:
-    from gsr_train.io import atomic_write
 
     with atomic_write(path, "w", encoding="utf-8") as f:
         for r in relations:

@@ -21,7 +21,7 @@ Only the rows a batch needs are gathered from the (memory-mapped) embedding tabl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -60,7 +60,6 @@ class TripleBatch:
 
     def to(self, device: torch.device | str) -> TripleBatch:
         """The batch with every tensor on ``device``."""
-        from dataclasses import fields, replace
 
         tensors = {f.name: getattr(self, f.name) for f in fields(self)}
         return replace(self, **{k: v.to(device) for k, v in tensors.items() if isinstance(v, torch.Tensor)})

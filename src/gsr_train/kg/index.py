@@ -38,8 +38,10 @@ import torch
 from gsr_train.arrays import file_check, open_array
 from gsr_train.config import default_cache_dir  # noqa: F401  (re-exported: kg.index.default_cache_dir)
 from gsr_train.data.errors import SplitNotFoundError, UserError, cache_write_error
+from gsr_train.data.row_batches import SplitSource
 from gsr_train.data.rows import describe_skip_figures, skip_figures
 from gsr_train.io import stable_hash
+from gsr_train.kg.index_build import INDEX_FORMAT, build_index_folder, build_lock
 from gsr_train.kg.vocab import NameIds, StringVocab
 
 log = logging.getLogger(__name__)
@@ -322,7 +324,6 @@ class StaleCache(RuntimeError):
 def source_fingerprint(source: str | Path, split: str) -> str:
     """What identifies a split's content: the digests of all its files (every shard), or the
     hub dataset fingerprint."""
-    from gsr_train.data.row_batches import SplitSource
 
     try:
         return SplitSource(source, split).fingerprint()
@@ -333,7 +334,6 @@ def source_fingerprint(source: str | Path, split: str) -> str:
 
 
 def index_key(source: str | Path, splits: Sequence[str], skip_invalid: bool) -> str:
-    from gsr_train.kg.index_build import INDEX_FORMAT
 
     prints = {split: source_fingerprint(source, split) for split in splits}
     return stable_hash("kg-index", INDEX_FORMAT, prints, bool(skip_invalid))
@@ -353,7 +353,6 @@ def _read_questions(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
 def open_index(folder: str | Path, key: str | None = None, verify: bool = True) -> KGIndex:
     """Open a built index folder as memory maps; :class:`StaleCache` if it is missing,
     stale or damaged (sizes always checked; checksums when ``verify``)."""
-    from gsr_train.kg.index_build import INDEX_FORMAT
 
     folder = Path(folder)
     meta_path = folder / "meta.json"
@@ -417,7 +416,6 @@ def build_index(
     workers: int | None = None,
 ) -> KGIndex:
     """Build an index without a cache (a temporary folder, mapped then removed)."""
-    from gsr_train.kg.index_build import build_index_folder
 
     tmp = Path(tempfile.mkdtemp(prefix="gsr-kg-index-"))
     try:
@@ -504,7 +502,6 @@ def _build_locked(
     source: str | Path, splits: Sequence[str], folder: Path, key: str, try_open, damaged: list, **options: Any
 ) -> KGIndex:
     """Build under the folder's lock, unless another builder finished it while this one waited."""
-    from gsr_train.kg.index_build import build_index_folder, build_lock
 
     with build_lock(folder):
         index = try_open()  # another process may have built it while we waited

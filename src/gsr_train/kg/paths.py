@@ -30,6 +30,7 @@ connection is a topic entity that is itself an answer; -1 when no pair has a pat
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -358,7 +359,6 @@ def _chains(
 
 
 def _split_fingerprint(split: SplitGraphs) -> str:
-    import hashlib
 
     h = hashlib.sha256()
     for name in ("ent_ptr", "edge_ptr", "edge_index", "edge_rel", "topic_mask", "answer_mask"):

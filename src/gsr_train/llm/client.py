@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 
+from gsr_train.config import default_cache_dir
 from gsr_train.llm.cache import ResponseCache, normalise_base_url, request_key
 from gsr_train.llm.usage import UsageStats
 
@@ -134,7 +135,6 @@ class ChatResult:
 
 
 def default_cache_path() -> Path:
-    from gsr_train.config import default_cache_dir
 
     return default_cache_dir() / "llm" / "responses.sqlite"
 

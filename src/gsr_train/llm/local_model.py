@@ -13,14 +13,18 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from gsr_train.config import default_cache_dir
 from gsr_train.io import atomic_dir, file_digest, stable_hash, write_json
-from gsr_train.llm.server import Generation, RequestError
+from gsr_train.llm.server import Generation, RequestError, serve_in_thread
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +65,10 @@ def resolve_model(model: str | Path) -> tuple[str, Path, str | None]:
 
 def converted_folder(folder: Path, gguf: str, cache_dir: str | Path | None, dtype: str) -> Path:
     """The HF-format copy of a GGUF model, converted on first use and cached."""
-    import torch
+    # lazy: transformers takes seconds to import; only the model paths need it
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if cache_dir is None:
-        from gsr_train.config import default_cache_dir
-
         cache_dir = default_cache_dir()
     src = folder / gguf
     key = stable_hash("gguf-convert", CONVERT_FORMAT, file_digest(src), dtype)
@@ -108,7 +110,7 @@ class TransformersBackend:
         threads: int | None = None,
         device: str = "cpu",
     ) -> TransformersBackend:
-        import torch
+        # lazy: transformers takes seconds to import; only the model paths need it
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if threads:
@@ -146,7 +148,6 @@ class TransformersBackend:
     def generate_batch(self, prompts: list[list[int]], params: dict) -> list[Generation]:
         """Generate for several prompts at once (left-padded), all with the same ``params``: on a CPU
         a batch of 8 costs about what 1.5 single requests do."""
-        import torch
 
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         width = max(len(p) for p in prompts)
@@ -187,7 +188,6 @@ class TransformersBackend:
 
     def _logprobs(self, tokens, logits, top: int) -> list[dict]:
         """OpenAI-style per-token log-probabilities (of the raw logits, before any sampling warp)."""
-        import torch
 
         out = []
         for token, step in zip(tokens.tolist(), logits):
@@ -279,7 +279,6 @@ class BatchingBackend:
 
 
 def _listening(host: str, port: int) -> bool:
-    import socket
 
     try:
         with socket.create_connection((host, port), timeout=0.5):
@@ -290,7 +289,7 @@ def _listening(host: str, port: int) -> bool:
 
 def _ephemeral(host: str, port: int) -> bool:
     """Is the server at ``host:port`` another run's own (autostarted) server?"""
-    import httpx
+    import httpx  # lazy: httpx is only needed when calling an LLM server
 
     try:
         return bool(httpx.get(f"http://{host}:{port}/health", timeout=2.0).json().get("ephemeral"))
@@ -299,7 +298,6 @@ def _ephemeral(host: str, port: int) -> bool:
 
 
 def _free_port(host: str) -> int:
-    import socket
 
     with socket.socket() as s:
         s.bind((host, 0))
@@ -318,9 +316,7 @@ def local_endpoint(llm_cfg: dict, cache_dir: str | Path | None = None, device: A
     serve-llm``) is used as it is; otherwise nothing is started. A model served here runs on
     ``device`` (the run's: its trainer's device).
     """
-    import httpx
-
-    from gsr_train.llm.server import serve_in_thread
+    import httpx  # lazy: httpx is only needed when calling an LLM server
 
     cfg = dict(llm_cfg)
     model = cfg.get("autostart")

@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 
+from gsr_train.llm.local_model import BatchingBackend, TransformersBackend
 from gsr_train.llm.server import Backend, ScriptedBackend, make_server
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,6 @@ def main(argv=None) -> None:
         backend: Backend = ScriptedBackend(args.scripted, faults=faults)
         name = args.name or "scripted"
     else:
-        from gsr_train.llm.local_model import BatchingBackend, TransformersBackend
-
         model = TransformersBackend.load(
             args.model, cache_dir=args.cache_dir, dtype=args.dtype, threads=args.threads, device=args.device
         )

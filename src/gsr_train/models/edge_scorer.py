@@ -30,12 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+import hydra.utils
 import pytorch_lightning as pl
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch_geometric.utils import scatter
 
 from gsr_train.config import at_least, defaults_of
+from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.features.triple_batch import TripleBatch
 from gsr_train.kg.index import SplitGraphs
 
@@ -204,7 +207,6 @@ class EdgeScorerModule(pl.LightningModule):
 
     def _merge_val_scores(self) -> None:
         """Max all-reduce of the per-rank validation scores (no-op in a single process)."""
-        import torch.distributed as dist
 
         if self.trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
             return
@@ -217,7 +219,6 @@ class EdgeScorerModule(pl.LightningModule):
             self._val_hits = hits.cpu()
 
     def on_validation_epoch_end(self) -> None:
-        from gsr_train.eval.retrieval import retrieval_metrics
 
         self._merge_val_scores()
         split, labels = self._val_data()
@@ -263,7 +264,6 @@ class CheckpointError(ValueError):
 
 def load_edge_scorer(path: str | Path, map_location: str | torch.device = "cpu") -> EdgeScorerModule:
     """Rebuild the scorer saved in ``path`` (any :class:`EdgeScorerModule` subclass), in eval mode."""
-    import hydra.utils
 
     try:
         checkpoint = torch.load(str(path), map_location=map_location, weights_only=False)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from gsr_train.kg.index import SplitGraphs
+from gsr_train.retrievers.classic import classic_scores
 
 FORMS = ("none", "triplets", "paths", "subgraphs")
 CLASSIC_METHOD = {"triplets": "triplets", "paths": "paths", "subgraphs": "pcst"}
@@ -40,7 +41,6 @@ def form_scores(
     split: SplitGraphs, question_emb: torch.Tensor, emb, form: str, options: Mapping | None
 ) -> torch.Tensor:
     """Per-edge scores of the classic retriever behind ``form`` for every question of ``split``."""
-    from gsr_train.retrievers.classic import classic_scores
 
     return classic_scores(split, question_emb, emb, CLASSIC_METHOD[form], options)
 

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gsr_train.eval.tail import metrics_row
 from gsr_train.openended.stages import CRITERIA
+from gsr_train.robustness.run import plot
 
 SHORT = {"context_relevance": "G-Eval rel", "comprehensiveness": "comp", "correctness": "corr", "empowerment": "emp"}
 
@@ -32,7 +34,6 @@ def condition_rows(
 ) -> list[dict]:
     """The tail's rows (:mod:`gsr_train.eval.tail`): one per condition, labelled by form (and
     perturbation and level in the grid)."""
-    from gsr_train.eval.tail import metrics_row
 
     rows = []
     for label, f in figures.items():
@@ -96,7 +97,6 @@ def grid_plot(
 ) -> Path:
     """``metric`` against perturbation level, one panel per perturbation method, one line per form
     (through the robustness study's plot, so both studies draw alike)."""
-    from gsr_train.robustness.run import plot
 
     results = []
     for label, f in figures.items():

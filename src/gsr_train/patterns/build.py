@@ -8,7 +8,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from gsr_train.kg.index import KGIndex
+from gsr_train.kg.paths import get_supervision
+from gsr_train.llm.client import ChatClient
+from gsr_train.patterns.llm import LLMPatternStats, llm_patterns
+from gsr_train.patterns.sources import SourceStats, chain_patterns_from_results, gold_patterns
 
 SOURCES = ("gold", "gsr", "llm")
 
@@ -28,16 +34,11 @@ def build_patterns(
     endpoint); ``kind`` is the retriever's own pattern format (simgrag | safe)."""
     name = source.get("source")
     if name == "gold":
-        from gsr_train.kg.paths import get_supervision
-        from gsr_train.patterns.sources import SourceStats, gold_patterns
-
         sup = get_supervision(index, split, cache_dir)
         st = SourceStats()
         chains = sup.chains_filtered if source.get("chains", "filtered") == "filtered" else sup.chains_raw
         return gold_patterns(index, split, chains, int(source.get("max_chains", 3)), st), st.to_dict()
     if name == "gsr":
-        from gsr_train.patterns.sources import SourceStats, chain_patterns_from_results
-
         if not source.get("results"):
             raise ValueError("patterns source 'gsr' needs results: a GSR results file (results_<split>.jsonl)")
         st = SourceStats()
@@ -51,11 +52,6 @@ def build_patterns(
         )
         return pats, st.to_dict()
     if name == "llm":
-        from rich.console import Console
-
-        from gsr_train.llm.client import ChatClient
-        from gsr_train.patterns.llm import LLMPatternStats, llm_patterns
-
         if not llm:
             raise ValueError("patterns source 'llm' needs an llm endpoint (the llm config group)")
         sp = index[split]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gsr_train.kg.schema import relation_domain
+from gsr_train.llm.client import ChatRequest
 from gsr_train.llm.parsing import extract_json
 from gsr_train.llm.prompts import load_prompt, messages
 from gsr_train.patterns.pattern import Pattern, PatternEdge, PatternNode
@@ -157,7 +158,6 @@ def pattern_requests(
     questions: Sequence[tuple[str, str]], kind: str, system: str | None = None, user: str | None = None
 ):
     """One chat request per ``(id, question)`` with the kind's few-shot prompt."""
-    from gsr_train.llm.client import ChatRequest
 
     if kind not in KINDS:
         raise ValueError(f"pattern kind must be one of {KINDS}, got {kind!r}")

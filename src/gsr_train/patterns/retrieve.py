@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch_geometric.utils import scatter
 
+from gsr_train.eval.results import write_results
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.patterns.pattern import Pattern
 from gsr_train.patterns.search import LocalGraph, SearchStats, topk_matches
@@ -147,7 +148,6 @@ def subgraph_scores(split: SplitGraphs, subgraphs: Sequence[Sequence[Subgraph]])
 
 def write_pattern_results(path: str | Path, index: KGIndex, split_name: str, run: PatternRun, method: str) -> int:
     """The project result file, plus ``subgraphs`` (distance, pattern, triples) and ``patterns``."""
-    from gsr_train.eval.results import write_results
 
     split = index[split_name]
     scores = subgraph_scores(split, run.subgraphs)

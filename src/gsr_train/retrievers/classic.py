@@ -40,6 +40,8 @@ from gsr_train.arrays import segment_count
 from gsr_train.config import defaults_of
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, SplitGraphs
 from gsr_train.retrievers.cosine import segment_cosine
+from gsr_train.retrievers.pcst import pcst_scores
+from gsr_train.retrievers.ppr import ppr_keep
 from gsr_train.retrievers.segment_ranks import group_rank, segment_rank  # noqa: F401  (segment_rank re-exported)
 
 log = logging.getLogger(__name__)
@@ -280,8 +282,6 @@ def classic_scores(
             )
         return out
     if opts["ppr"]["enabled"]:
-        from gsr_train.retrievers.ppr import ppr_keep
-
         p = opts["ppr"]
         keep = ppr_keep(split, int(p["top_nodes"]), float(p["alpha"]), int(p["iters"]))
         sub, origin = masked_split(split, keep)
@@ -318,7 +318,6 @@ def classic_scores(
             int(m["max_paths"]),
             int(m["chunk_questions"]),
         )
-    from gsr_train.retrievers.pcst import pcst_scores
 
     return pcst_scores(
         split, node_prize + TIE * node_sim.clamp(min=0), e_prize, float(m["edge_cost"]), m.get("budget"), m["pruning"]

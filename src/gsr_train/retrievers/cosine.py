@@ -27,8 +27,15 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from rich.console import Console
 
-from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, KGIndex, SplitGraphs, default_cache_dir, has_text
+from gsr_train.eval.evaluate import index_splits
+from gsr_train.eval.labels import load_labelled_triples
+from gsr_train.eval.results import write_results
+from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.eval.tail import results_file, retrieval_row, write_metrics
+from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, KGIndex, SplitGraphs, default_cache_dir, get_index, has_text
+from gsr_train.kg.paths import get_supervision
 from gsr_train.text.embeddings import KGEmbeddings, embed_texts, get_embeddings, relation_texts
 from gsr_train.text.encoders import TextEncoder, load_encoder
 
@@ -194,9 +201,6 @@ def cosine_report(
     timings: dict | None = None,
 ) -> tuple[torch.Tensor, Any, dict[str, Any]]:
     """Score one split of an opened index: ``(scores, report, figures)`` (the metrics at ``ks``)."""
-    from gsr_train.eval.labels import load_labelled_triples
-    from gsr_train.eval.retrieval import retrieval_metrics
-    from gsr_train.kg.paths import get_supervision
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     timings = {} if timings is None else timings
@@ -256,8 +260,6 @@ def run_cosine(
     into its header, the data folder's name by default) when ``out_dir`` is given. The metrics
     include K = ``k``, the number of triples kept.
     """
-    from gsr_train.eval.evaluate import index_splits
-    from gsr_train.kg.index import get_index
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     timings: dict[str, float] = {}
@@ -269,9 +271,6 @@ def run_cosine(
     )
     result = {**result, "data": str(data_dir), "k": k}
     if out_dir is not None:
-        from gsr_train.eval.results import write_results
-        from gsr_train.eval.tail import results_file, retrieval_row, write_metrics
-
         out_dir = Path(out_dir)
         results_path = results_file(out_dir, split)
         write_results(results_path, index, split, scores, k)
@@ -286,8 +285,6 @@ def run_cosine(
             {**result, "data": name, "data_dir": str(data_dir)},
         )
     if print_table:
-        from rich.console import Console
-
         Console().print(
             f"[bold]cosine ({mode}, {result['encoder']['encoder']})[/bold] on {data_dir} [{split}]: "
             f"{result['questions']} questions, {result['edges']} triples"

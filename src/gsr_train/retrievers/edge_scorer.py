@@ -19,18 +19,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from gsr_train.arrays import segment_sum
 from gsr_train.features.structure import NodeFeatures, structure_features
 from gsr_train.features.triple_batch import TripleBatch, make_batch
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.memory import keep_freed_memory
 from gsr_train.models.edge_scorer import CheckpointError, EdgeScorerModule, NodeCandidates, load_edge_scorer
 from gsr_train.retrievers.interface import ROW_FIELDS, RetrievalInputs, Scores
+from gsr_train.retrievers.subgraphrag import check_compatible
 
 
 def check_trained_on(meta: Mapping[str, Any], emb: Any, where: str) -> None:
     """Fail clearly when a scorer meets embeddings of another size or encoder than it trained on
     (the check every trained scorer's checkpoint goes through: ``check_compatible``)."""
-    from gsr_train.retrievers.subgraphrag import check_compatible
 
     try:
         check_compatible({"dim": meta.get("dim") or emb.dim, "meta": meta}, emb)
@@ -256,7 +257,6 @@ def serve(
 def candidate_counts(split: SplitGraphs, found: Candidates) -> dict[str, int]:
     """What a node scorer could not give: questions whose graph has no topic entity, questions
     without any candidate, candidates that no topic entity reaches (their row has no path)."""
-    from gsr_train.arrays import segment_sum
 
     topics = segment_sum(split.topic_mask.numpy().view(np.uint8), split.ent_ptr.numpy())
     return {

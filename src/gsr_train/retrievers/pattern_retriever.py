@@ -9,7 +9,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gsr_train.kg.index import SplitGraphs
+from gsr_train.patterns.build import build_patterns
+from gsr_train.patterns.retrieve import subgraph_scores
 from gsr_train.retrievers.interface import RetrievalInputs, Scores
+from gsr_train.retrievers.safe import SAFEConfig, safe_retrieve
+from gsr_train.retrievers.simgrag import SimGRAGConfig, simgrag_retrieve
+from gsr_train.text.encoders import load_encoder
 
 if TYPE_CHECKING:
     from gsr_train.patterns.retrieve import PatternRun
@@ -23,8 +28,6 @@ class PatternRetriever:
     gold chains) and ``llm`` (the endpoint, for ``patterns.source: llm``)."""
 
     def __init__(self, method: str, options: Mapping[str, Any], inputs: RetrievalInputs) -> None:
-        from gsr_train.patterns.build import build_patterns
-        from gsr_train.text.encoders import load_encoder
 
         if method not in METHODS:
             raise ValueError(f"pattern retriever must be one of {METHODS}, got {method!r}")
@@ -48,10 +51,7 @@ class PatternRetriever:
 
     def _config(self, options: Mapping[str, Any]):
         if self.method == "simgrag":
-            from gsr_train.retrievers.simgrag import SimGRAGConfig
-
             return SimGRAGConfig.from_mapping(options)
-        from gsr_train.retrievers.safe import SAFEConfig
 
         return SAFEConfig.from_mapping(options)
 
@@ -67,18 +67,13 @@ class PatternRetriever:
         return [self.patterns[self._row[qid]] for qid in split.ids]
 
     def score(self, split: SplitGraphs) -> Scores:
-        from gsr_train.patterns.retrieve import subgraph_scores
 
         index, emb, cache = self.inputs.index, self.inputs.embeddings, self.inputs.cache_dir
         patterns = self.patterns_for(split)
         extra: dict[str, Any] = {"patterns": self.source_stats}
         if self.method == "simgrag":
-            from gsr_train.retrievers.simgrag import simgrag_retrieve
-
             run = simgrag_retrieve(index, split, emb, patterns, self.config, self.encoder, cache)
         else:
-            from gsr_train.retrievers.safe import safe_retrieve
-
             run, astats = safe_retrieve(index, split, emb, patterns, self.config, self.encoder, cache)
             extra["join"] = astats.to_dict()
         self.run = run

@@ -32,7 +32,7 @@ def solver():
     maintained drop-in fork ``pcst-fast2`` (same module name) does not."""
     global _SOLVER
     if _SOLVER is None:
-        import pcst_fast
+        import pcst_fast  # lazy: an optional dependency of the PCST retriever only
 
         verts, edges = pcst_fast.pcst_fast(
             np.array([[0, 1], [1, 2], [2, 3]], dtype=np.int64),

@@ -17,6 +17,7 @@ import torch
 from torch_geometric.utils import scatter
 
 from gsr_train.kg.index import SplitGraphs
+from gsr_train.retrievers.segment_ranks import segment_rank
 
 
 def ppr_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) -> torch.Tensor:
@@ -46,7 +47,6 @@ def ppr_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) -> torc
 
 def ppr_keep(split: SplitGraphs, top_nodes: int = 200, alpha: float = 0.15, iters: int = 30) -> torch.Tensor:
     """``[sum E]`` bool: edges whose both ends are among the ``top_nodes`` highest-PPR entities."""
-    from gsr_train.retrievers.segment_ranks import segment_rank
 
     if top_nodes < 1:
         raise ValueError(f"ppr top_nodes must be >= 1, got {top_nodes}")
@@ -60,7 +60,6 @@ def ppr_edge_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) ->
     """``[sum E]`` scores that rank edges the way :func:`ppr_keep` grows: an edge's rank is the
     PPR rank of its lower-ranked end, so the top edges at any cut are exactly the edges among the
     highest-PPR entities (the OKGQA PPR subgraph of that size); ties go to the higher PPR mass."""
-    from gsr_train.retrievers.segment_ranks import segment_rank
 
     p = ppr_scores(split, alpha, iters).double()
     rank = segment_rank(p.float(), split.ent_ptr).double()

@@ -48,11 +48,18 @@ from torch_geometric.utils import scatter
 
 from gsr_train.config import dataclass_from_mapping
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
-from gsr_train.kg.schema import EntityTypes, SchemaGraph, build_schema, infer_entity_types, split_triples
+from gsr_train.kg.schema import (
+    EntityTypes,
+    SchemaGraph,
+    build_schema,
+    infer_entity_types,
+    relation_domain,
+    split_triples,
+)
 from gsr_train.patterns.pattern import Pattern, PatternEdge, PatternNode
 from gsr_train.patterns.retrieve import PatternRun, retrieve_split
 from gsr_train.retrievers.simgrag import PatternVectors, l2_to_rows, nearest_costs, relation_cost
-from gsr_train.text.embeddings import KGEmbeddings
+from gsr_train.text.embeddings import KGEmbeddings, embed_texts
 
 
 @dataclass
@@ -94,7 +101,6 @@ class SchemaResources:
     def build(
         cls, index: KGIndex, splits: Sequence[str], encoder, cache_dir: str | Path | None, cfg: SAFEConfig
     ) -> SchemaResources:
-        from gsr_train.text.embeddings import embed_texts
 
         t0 = time.perf_counter()
         triples = split_triples(index, splits)
@@ -111,7 +117,6 @@ def type_path_pattern(p: Pattern, res: SchemaResources, relations: Sequence[str]
     """Expected types for a chain pattern: a node is typed by the domain of the relation it
     heads next, else by the range of the relation that reached it; the linked topic keeps
     the domain of its first relation when the entity has that type, else its first type."""
-    from gsr_train.kg.schema import relation_domain
 
     rng = res.entity_types.relation_range
     types: list[str | None] = []
@@ -172,7 +177,6 @@ class _Vectors:
         if todo:
             if encoder is None:
                 raise ValueError(f"pattern types {todo[:3]} are not schema types; pass the encoder")
-            from gsr_train.text.embeddings import embed_texts
 
             rows = embed_texts(todo, encoder, cache_dir, kind="pattern_types").float()
             self.extra = {t: rows[i] for i, t in enumerate(todo)}

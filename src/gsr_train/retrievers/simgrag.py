@@ -31,7 +31,7 @@ from gsr_train.config import dataclass_from_mapping
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.patterns.pattern import Pattern
 from gsr_train.patterns.retrieve import PatternRun, retrieve_split
-from gsr_train.text.embeddings import KGEmbeddings
+from gsr_train.text.embeddings import KGEmbeddings, embed_texts
 
 
 @dataclass
@@ -87,7 +87,6 @@ class PatternVectors:
                     f"{len(todo)} pattern texts are not KG names (e.g. {todo[0][1]!r}); "
                     "pass the encoder that made the KG embeddings"
                 )
-            from gsr_train.text.embeddings import embed_texts
 
             rows = embed_texts([t for _, t in todo], encoder, cache_dir, kind="pattern_texts")
             if rows.shape[1] != emb.dim:

@@ -32,9 +32,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from gsr_train.eval.results import write_results
 from gsr_train.features.structure import NodeFeatures, graph_structure, node_features
 from gsr_train.features.triple_batch import make_batch, question_batch
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
+from gsr_train.models.subgraphrag.module import SubgraphRAGModule
 from gsr_train.models.subgraphrag.perf import keep_freed_memory
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
 from gsr_train.models.subgraphrag.serving import CompiledQuestionScorer
@@ -53,7 +55,6 @@ def usable_cores() -> int:
 
 def load_scorer(checkpoint: str | Path, map_location: str | torch.device = "cpu") -> tuple[TripleScorer, dict]:
     """The trained scorer of a Lightning checkpoint and the checkpoint's hyperparameters."""
-    from gsr_train.models.subgraphrag.module import SubgraphRAGModule
 
     path = Path(checkpoint)
     if not path.is_file():
@@ -284,8 +285,6 @@ class SubgraphRAGRetriever:
             raise KeyError(f"no question embeddings for split {split_name!r} (have {sorted(emb.question)})")
         scores = self.score_split(split, emb.question[split_name], emb, graphs_per_batch)
         if path is not None:
-            from gsr_train.eval.results import write_results
-
             write_results(path, index, split_name, scores, k)
         return scores
 

@@ -55,7 +55,7 @@ class KGEConfig:
 
 
 def _model_class(name: str):
-    import torch_geometric.nn.kge as kge
+    import torch_geometric.nn.kge as kge  # lazy: PyG takes a second to import; only the GNN path needs it
 
     cls = getattr(kge, name, None)
     if cls is None or not isinstance(cls, type) or not issubclass(cls, kge.KGEModel) or cls is kge.KGEModel:

@@ -24,6 +24,7 @@ Writes ``robustness.md`` (tables), ``metrics.json`` (every figure) and one PNG p
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
 import time
@@ -34,6 +35,7 @@ from typing import Any
 import torch
 
 from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.eval.tail import METRICS_FILE, read_metrics
 from gsr_train.io import atomic_write
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.robustness.perturb import METHODS, perturb
@@ -227,10 +229,10 @@ def plot(
     figures: Mapping[str, Any], path: str | Path, metric: str = "answer_recall", k: int = 100, title: str | None = None
 ) -> Path:
     """Recall@k against level, one panel per perturbation, one line per retriever (PNG)."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib is only needed to draw plots
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib is only needed to draw plots
 
     ks = [str(x) for x in figures["ks"]]
     kk = str(k) if str(k) in ks else ks[-1]
@@ -265,7 +267,6 @@ def plot(
 
 def render(folder: str | Path, report_k: int = 100) -> str:
     """Rewrite ``robustness.md`` and the PNGs of a run folder from its ``metrics.json``."""
-    from gsr_train.eval.tail import METRICS_FILE, read_metrics
 
     folder = Path(folder)
     figures = read_metrics(folder / METRICS_FILE)
@@ -284,7 +285,6 @@ def render(folder: str | Path, report_k: int = 100) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``gsr-train robustness-render <run folder> [--k 100]``: redraw a robustness run's tables and plots."""
-    import argparse
 
     ap = argparse.ArgumentParser(description="re-render the tables and plots of a robustness run folder")
     ap.add_argument("folder")

@@ -26,6 +26,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from gsr_train.runtime.interrupts import INTERRUPTS, RunInterrupted
@@ -124,8 +125,6 @@ class LastCheckpoint(ModelCheckpoint):
         """The stop signal any rank received (all ranks must stop at the same step: saving is collective)."""
         signum = INTERRUPTS.signum or 0
         if trainer.world_size > 1:
-            import torch
-
             signum = int(
                 trainer.strategy.reduce(
                     torch.tensor([signum], device=trainer.strategy.root_device), reduce_op="max"

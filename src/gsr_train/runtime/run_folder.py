@@ -16,12 +16,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from lightning_fabric.utilities.rank_zero import _get_rank
 
 from gsr_train.config import RUN_MARKER, run_state, slurm_job_tag
 from gsr_train.data.errors import UserError
@@ -53,7 +56,6 @@ def finished_run(folder: str | Path) -> dict | None:
 def launching_process() -> bool:
     """False in the extra processes of a distributed run (Lightning's DDP ranks > 0, other SLURM
     tasks), which run in the folder rank 0 claimed."""
-    from lightning_fabric.utilities.rank_zero import _get_rank
 
     return (_get_rank() or 0) == 0
 
@@ -70,7 +72,6 @@ def _holder(folder: Path) -> str:
 
 def lock_folder(folder: str | Path, kind: str = "run") -> None:
     """Hold ``folder``'s lock until this process ends; RunFolderError if another process holds it."""
-    import fcntl
 
     path = Path(folder)
     key = str(path.resolve())
@@ -109,7 +110,6 @@ def _holds_sweep(folder: Path) -> bool:
 
 def _locked_elsewhere(folder: Path) -> bool:
     """Another process holds ``folder``'s lock (its run is alive)."""
-    import fcntl
 
     if str(folder.resolve()) in _HELD or not (folder / LOCK).exists():
         return False

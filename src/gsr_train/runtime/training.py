@@ -6,19 +6,27 @@ written atomically (:class:`AtomicCheckpointIO`: a kill mid-write leaves the pre
 
 from __future__ import annotations
 
+import csv
 import logging
 import os
 import sys
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import hydra
+import torch
+from lightning_fabric.plugins.environments import SLURMEnvironment
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.callbacks import ProgressBar
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
+from gsr_train.runtime.checkpoints import LastCheckpoint
+from gsr_train.runtime.log_progress import TrainingLogProgress
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +41,6 @@ def planned_world_size(cfg: DictConfig) -> int:
     elif str(devices).strip().lstrip("-").isdigit() and int(devices) != -1:
         count = int(devices)
     else:  # auto / -1: every accelerator Lightning would take
-        import torch
-
         gpu = str(trainer.get("accelerator", "auto")) in ("auto", "gpu", "cuda") and torch.cuda.is_available()
         count = torch.cuda.device_count() if gpu else 1
     return max(count, 1) * nodes
@@ -62,7 +68,6 @@ def rank_batch(cfg: DictConfig, batch: int, key: str) -> int:
 
 def is_rank_zero() -> bool:
     """True in the process that writes results (global rank 0; always true without DDP)."""
-    from lightning_fabric.utilities.rank_zero import rank_zero_only
 
     rank = getattr(rank_zero_only, "rank", None)
     if rank is None:
@@ -96,7 +101,6 @@ def resume_path(cfg: DictConfig) -> str | None:
 def check_readable_checkpoint(path: str | Path) -> None:
     """A checkpoint must be whole before a run spends time on its data: torch writes a zip archive,
     whose directory (at its end) is gone when the file was cut short or overwritten."""
-    import zipfile
 
     path = Path(path)
     try:
@@ -132,7 +136,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning CheckpointIO that writes to a temporary name and renames: no half-written ckpt."""
 
     def save_checkpoint(self, checkpoint: dict, path: Any, storage_options: Any = None) -> None:
-        import torch
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -154,25 +157,19 @@ def make_trainer(cfg: DictConfig, callbacks: Sequence[Any] = (), **overrides):
     """
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     extra = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
-    from gsr_train.runtime.checkpoints import LastCheckpoint
 
     if not any(isinstance(c, LastCheckpoint) for c in [*callbacks, *extra]):  # last.ckpt = newest state, always
         extra.append(
             LastCheckpoint(str(Path(cfg.paths.output_dir) / "checkpoints"), cfg.get("checkpoint_every_n_steps"))
         )
     if not sys.stderr.isatty():  # a log file: progress and ETA lines instead of a live bar
-        from gsr_train.runtime.log_progress import TrainingLogProgress
-
         if not any(isinstance(c, TrainingLogProgress) for c in [*callbacks, *extra]):
             extra.append(TrainingLogProgress())
     if not overrides.get("enable_progress_bar", cfg.trainer.get("enable_progress_bar", True)):
-        from pytorch_lightning.callbacks import ProgressBar
-
         extra = [c for c in extra if not isinstance(c, ProgressBar)]  # trainer.enable_progress_bar=false wins
     plugins = list(overrides.pop("plugins", None) or [])
     if not any(isinstance(p, TorchCheckpointIO) for p in plugins):
         plugins.append(AtomicCheckpointIO())
-    from lightning_fabric.plugins.environments import SLURMEnvironment
 
     if SLURMEnvironment.detect() and not any(isinstance(p, SLURMEnvironment) for p in plugins):
         # Lightning's SLURM environment (ranks, nodes), without its requeue handler: LastCheckpoint
@@ -198,7 +195,6 @@ def fit_state(trainer: Any, checkpoint_cb: Any = None) -> dict:
     After ``ddp_spawn`` the main process's trainer only gets the weights and the best path
     back (its step counters stay 0): the figures are then read from the checkpoints.
     """
-    import torch
 
     state: dict[str, Any] = {
         "global_step": int(trainer.global_step),
@@ -255,7 +251,6 @@ def log_hyperparams(logger: Any, cfg: DictConfig) -> None:
 
 def _adopt_csv_header(logger: Any) -> None:
     """A CSVLogger that did not write the file itself (main process after ddp_spawn) learns its columns."""
-    import csv
 
     writer = getattr(logger, "experiment", None) if type(logger).__name__ == "CSVLogger" else None
     path = getattr(writer, "metrics_file_path", None)

@@ -158,6 +158,7 @@ class HFEncoder(TextEncoder):
     def load(self) -> None:
         if self._model is not None:
             return
+        # lazy: transformers takes seconds to import; only the model paths need it
         from transformers import AutoModel, AutoTokenizer
 
         kwargs: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
@@ -290,7 +291,7 @@ def _resolve_hub_model(repo_id: str, revision: str | None = None) -> Path:
 
     Fails fast (no network wait) when HF_HUB_OFFLINE is set and the model is not cached.
     """
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # lazy: the Hub client is only needed when publishing or downloading
 
     hint = "download it on a machine with hub access or point encoder.path at a local folder"
     try:

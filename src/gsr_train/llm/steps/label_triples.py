@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from gsr_train.kg.index import get_index
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import parse_triple_selection
 from gsr_train.llm.runner import read_jsonl, to_container
@@ -73,7 +74,6 @@ def _candidates(cfg: dict, counts: Counter) -> tuple[Any, list[int], dict[str, l
     Candidates are the top of a retrieval-result file when ``retrieval`` is set (unknown ids
     counted, or refused unless ``skip_unknown``), else the first ``num_candidates`` graph triples.
     """
-    from gsr_train.kg.index import get_index
 
     folder = data_dir(cfg)
     if not folder:

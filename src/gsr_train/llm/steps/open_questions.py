@@ -32,7 +32,7 @@ from gsr_train.data.open_questions import (
     category_of,
     check_types,
 )
-from gsr_train.kg.index import names_have_text
+from gsr_train.kg.index import get_index, names_have_text
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import split_marker
 from gsr_train.llm.runner import companion, to_container
@@ -192,7 +192,6 @@ def _options(cfg: dict) -> tuple[tuple[str, ...], int]:
 
 
 def _graphs(cfg: dict) -> tuple[Any, str, list[int]]:
-    from gsr_train.kg.index import get_index
 
     folder = data_dir(cfg)
     if not folder:

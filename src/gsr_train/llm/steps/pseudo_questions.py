@@ -23,6 +23,7 @@ import torch
 from torch_geometric.utils import scatter
 
 from gsr_train.io import open_text, stable_hash
+from gsr_train.kg.index import get_index
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import check_templates, parse_templates
 from gsr_train.llm.runner import companion, to_container
@@ -130,7 +131,6 @@ def _load_index(cfg: dict):
     folder = data_dir(cfg)
     if not folder:
         return None
-    from gsr_train.kg.index import get_index
 
     return get_index(
         folder,

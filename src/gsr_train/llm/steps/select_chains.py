@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from gsr_train.kg.index import get_index
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import parse_chain_selection
 from gsr_train.llm.runner import read_jsonl, to_container
@@ -50,7 +51,6 @@ def candidates_from_dataset(source: str, split: str, which: str, cache_dir: str 
         from gsr_train.kg.paths import chains_to_names, get_supervision
     except ImportError as e:  # pragma: no cover - module written in parallel
         raise RuntimeError(f"dataset mode needs gsr_train.kg.paths ({e}); pass input=<paths jsonl> instead") from e
-    from gsr_train.kg.index import get_index
 
     if which not in ("raw", "filtered"):
         raise ValueError(f"chains must be 'raw' or 'filtered', not {which!r}")

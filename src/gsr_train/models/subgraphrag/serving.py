@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from gsr_train.models.subgraphrag import serving_kernels
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
 
 _STRUCTURE_CODE = {"none": 0, "topic": 1, "dde": 2}
@@ -48,7 +49,6 @@ def _single_threaded_torch():
 
 
 def _kernels():
-    from gsr_train.models.subgraphrag import serving_kernels  # compiled on first use (cached on disk)
 
     return serving_kernels
 
