@@ -121,29 +121,28 @@ def dataclass_in(hint: Any) -> type | None:
 
 @dataclasses.dataclass
 class _Spot:
-    """Where an error's location points: the dotted key, the field's type and range, its owner."""
+    """Where an error's location points: the dotted key, the field's type and range."""
 
     key: str
     hint: Any
     meta: Mapping[str, Any]
-    owner: type
     depth: int  # how many parts of the location lead to the field
 
 
 def _locate(root: type, loc: tuple[Any, ...]) -> _Spot:
     """The field an error at ``loc`` belongs to: descends into dataclasses and lists of them, skips
     pydantic's union tags, stops at a list of plain values (its item's error is the field's)."""
-    spot = _Spot("", root, {}, root, 0)
+    spot = _Spot("", root, {}, 0)
     for depth, part in enumerate(loc):
         cls = dataclass_in(spot.hint)
         if isinstance(part, int):
             item = item_class(spot.hint)
             if item is None:
                 break
-            spot = _Spot(f"{spot.key}[{part}]", item, {}, spot.owner, depth + 1)
+            spot = _Spot(f"{spot.key}[{part}]", item, {}, depth + 1)
         elif cls is not None and part in (known := fields_of(cls)):
             hint, meta = known[part]
-            spot = _Spot(f"{spot.key}.{part}" if spot.key else str(part), hint, meta, cls, depth + 1)
+            spot = _Spot(f"{spot.key}.{part}" if spot.key else str(part), hint, meta, depth + 1)
         elif cls is not None:
             break  # an unknown key (extra_forbidden) under cls
     return spot
@@ -310,7 +309,7 @@ def _unknown_line(loc: tuple[Any, ...], root: type, cfg: Mapping[str, Any], reci
         hint = f"; did you mean {close[0]}?" if close else ""
         return f"{loc[0]}: not an option of runner {runner} ({recipe.file}){hint}"
     spot = _locate(root, loc[:-1])
-    owner = dataclass_in(spot.hint) or spot.owner
+    owner = dataclass_in(spot.hint) or root  # the dataclass the unknown key is under
     key = f"{spot.key}.{loc[-1]}"
     section = dataclass_in(fields_of(root)[loc[0]][0])
     hint = _closest(key, sorted(fields_of(owner)), section)
