@@ -3,15 +3,19 @@
 Scores a trained run (SubgraphRAG, GSR, a LoRA / QLoRA reader) or an untrained retriever
 (``+experiment=cosine_baseline``, ``classic_*``, ``simgrag``, ``safe``) on any data, into a
 new run folder with the same results and metrics files as a training run (see
-:mod:`gsr_train.runs.evaluate_run`).
+:mod:`gsr_train.runs.evaluate_run`). A config mistake, Hydra's included, is one line and exit
+status 2 (:mod:`gsr_train.options`).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from gsr_train.config import register_resolvers
+from gsr_train.options.command_line import run_hydra
 
 register_resolvers()
 
@@ -25,4 +29,4 @@ def main(cfg: DictConfig):
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra(main, Path(__file__).resolve().parent / "conf", "eval")

@@ -2,15 +2,19 @@
 
 It only composes the config and hands it to the experiment's runner (``cfg.runner``,
 a dotted path to a function taking the config). Every runner writes its figures as JSON
-into the run folder.
+into the run folder. ``python train.py +experiment=NAME --help`` lists the experiment's options;
+a config mistake, Hydra's included, is one line and exit status 2 (:mod:`gsr_train.options`).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from gsr_train.config import register_resolvers
+from gsr_train.options.command_line import run_hydra
 
 register_resolvers()
 
@@ -23,4 +27,4 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra(main, Path(__file__).resolve().parent / "conf", "config")

@@ -148,7 +148,7 @@ def test_a_wrong_source_is_one_message_before_any_work(tmp_path, extra, message)
 
 
 def test_source_options_are_typed_like_every_option():
-    from gsr_train.runs.recipes import recipe_errors, value_errors
+    from gsr_train.options.check import recipe_errors, value_errors
 
     cfg = compose_config(["+experiment=reader_webqsp_mini", "qa.retrieval.sources=[{retriever: cosine, shar: 3}]"])
     from omegaconf import OmegaConf
@@ -166,8 +166,8 @@ def test_the_readme_sources_command_composes_and_names_both_sources():
 
     from omegaconf import OmegaConf
 
+    from gsr_train.options.check import recipe_errors, value_errors
     from gsr_train.runs.reader import evidence_sources
-    from gsr_train.runs.recipes import recipe_errors, value_errors
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = readme.split("# evidence merged from several retrievers", 1)[1].split("\n# ", 1)[0]

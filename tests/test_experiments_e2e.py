@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from gsr_train.runs.recipes import runner_name
+from gsr_train.options.recipes import runner_name
 
 from .conftest import REPO, compose_config
 from .test_reader_helpers import tiny_llama_folder

@@ -193,7 +193,7 @@ def test_readme_open_ended_commands_compose_and_pass_the_recipe_as_written():
     import re
     import shlex
 
-    from gsr_train.runs.recipes import check_recipe
+    from gsr_train.options.check import check_recipe
 
     from .conftest import REPO
 

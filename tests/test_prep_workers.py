@@ -259,7 +259,7 @@ def test_workers_default_is_the_cores_this_process_may_use():
 def test_bad_data_workers_is_one_message_naming_the_option():
     from omegaconf import OmegaConf
 
-    from gsr_train.runs.recipes import RecipeError, check_recipe
+    from gsr_train.options.check import RecipeError, check_recipe
     from gsr_train.runs.run_data import PreflightError, set_run_workers
 
     base = ["+experiment=cosine_baseline", "paths.output_dir=/tmp/x", "experiment_name=x"]

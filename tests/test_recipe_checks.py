@@ -81,10 +81,11 @@ def test_two_settings_for_epochs_are_an_error_and_one_follows_the_other(tmp_path
 def test_every_experiment_follows_its_typed_recipe(name):
     from omegaconf import OmegaConf
 
-    from gsr_train.runs.recipes import RECIPES, recipe_errors, value_errors
+    from gsr_train.options.check import recipe_errors, value_errors
+    from gsr_train.options.recipes import RECIPES
 
     cfg = compose_config([f"+experiment={name}", "paths.output_dir=/tmp/x", f"experiment_name={name}"])
-    assert cfg.runner in RECIPES, f"{name}: runner {cfg.runner} has no typed recipe in gsr_train.runs.recipes"
+    assert cfg.runner in RECIPES, f"{name}: runner {cfg.runner} has no typed recipe in gsr_train.options.recipes"
     plain = OmegaConf.to_container(cfg, resolve=False)
     plain.pop("hydra", None)
     assert recipe_errors(plain) == []
@@ -132,7 +133,7 @@ def test_every_experiment_follows_its_typed_recipe(name):
     ],
 )
 def test_a_wrong_type_or_range_is_one_line_naming_key_expectation_and_file(experiment, override, message):
-    from gsr_train.runs.recipes import RecipeError, check_recipe
+    from gsr_train.options.check import RecipeError, check_recipe
 
     cfg = compose_config([f"+experiment={experiment}", override, f"experiment_name={experiment}"])
     with pytest.raises(RecipeError) as e:
@@ -161,8 +162,8 @@ def test_a_wrong_value_stops_train_py_before_any_work(tmp_path):
 
 
 def test_unknown_keys_anywhere_are_named_with_their_file_and_closest_option(tmp_path):
+    from gsr_train.options.check import RecipeError
     from gsr_train.runs.experiment import run_experiment, user_errors
-    from gsr_train.runs.recipes import RecipeError
 
     assert issubclass(RecipeError, user_errors())  # printed as one message by train.py, no traceback
 
@@ -224,13 +225,13 @@ def _disagreements(yaml_values: dict, defaults: dict, prefix: str = "") -> list[
 @pytest.mark.parametrize(
     "path, section, cls",
     [
-        ("conf/experiment/subgraphrag_defaults.yaml", "subgraphrag", "gsr_train.runs.recipes:SubgraphRAGRun"),
+        ("conf/experiment/subgraphrag_defaults.yaml", "subgraphrag", "gsr_train.options.recipes:SubgraphRAGRun"),
         ("conf/model/subgraphrag_paper.yaml", None, "gsr_train.models.subgraphrag.options:SubgraphRAGModel"),
         ("conf/experiment/classic_defaults.yaml", "classic", "gsr_train.retrievers.classic:ClassicRun"),
-        ("conf/experiment/gsr_defaults.yaml", "gsr", "gsr_train.runs.recipes:GSRRun"),
-        ("conf/experiment/reader_defaults.yaml", "qa", "gsr_train.runs.recipes:QARun"),
-        ("conf/robustness/default.yaml", None, "gsr_train.runs.recipes:RobustnessRun"),
-        ("conf/experiment/okgqa_defaults.yaml", "open_ended", "gsr_train.runs.recipes:OpenEndedRun"),
+        ("conf/experiment/gsr_defaults.yaml", "gsr", "gsr_train.options.recipes:GSRRun"),
+        ("conf/experiment/reader_defaults.yaml", "qa", "gsr_train.options.recipes:QARun"),
+        ("conf/robustness/default.yaml", None, "gsr_train.options.recipes:RobustnessRun"),
+        ("conf/experiment/okgqa_defaults.yaml", "open_ended", "gsr_train.options.recipes:OpenEndedRun"),
     ],
 )
 def test_the_defaults_files_restate_the_dataclass_defaults(path, section, cls):
@@ -254,8 +255,8 @@ def test_runner_and_module_fill_missing_options_from_the_dataclasses():
     from gsr_train.config import defaults_of
     from gsr_train.models.subgraphrag.module import DEFAULT_OPTIM
     from gsr_train.models.subgraphrag.options import SubgraphRAGOptim, SubgraphRAGTrain
+    from gsr_train.options.recipes import ClassicRun, SubgraphRAGRun
     from gsr_train.retrievers.classic import DEFAULTS as CLASSIC
-    from gsr_train.runs.recipes import ClassicRun, SubgraphRAGRun
     from gsr_train.runs.subgraphrag import DEFAULTS, TRAIN_DEFAULTS
 
     assert DEFAULTS == defaults_of(SubgraphRAGRun) and TRAIN_DEFAULTS == defaults_of(SubgraphRAGTrain)
@@ -290,7 +291,7 @@ def test_runner_and_module_fill_missing_options_from_the_dataclasses():
     ],
 )
 def test_an_old_name_of_the_kept_k_is_one_line_naming_top_k(experiment, old):
-    from gsr_train.runs.recipes import RecipeError, check_recipe
+    from gsr_train.options.check import RecipeError, check_recipe
 
     if old.startswith("subgraphrag.top_k"):  # no longer in the config: only addable, as a user's old command would
         old = "+" + old
@@ -298,7 +299,7 @@ def test_an_old_name_of_the_kept_k_is_one_line_naming_top_k(experiment, old):
     with pytest.raises(RecipeError) as e:
         check_recipe(cfg)
     key = old.lstrip("+").split("=")[0]
-    assert str(e.value).splitlines()[1].strip() == (
+    assert str(e.value).splitlines()[-1].strip() == (
         f"{key}: renamed to top_k (one name for how many a run keeps, in every method and in eval.py)"
     ), str(e.value)
 

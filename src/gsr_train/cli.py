@@ -10,6 +10,7 @@ gsr-train reader score PREDICTIONS | compare-patterns | robustness | robustness-
 gsr-train export RUN_DIR|CKPT|MODEL_DIR OUT_DIR [--kind subgraphrag|gsr|reader] [--repo-id ORG/NAME]
 gsr-train publish OUT_DIR --repo-id ORG/NAME [--dry-run] [--private] [--token-env HF_TOKEN]
 gsr-train aggregate SWEEP_DIR [--no-write]
+gsr-train options [NAME [key=value ...]] [--write-defaults]       an experiment's options, described
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ DELEGATED = {
     "robustness": ("gsr_train.commands.robustness", "the robustness study outside train.py"),
     "robustness-render": ("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),
     "gsr-table": ("gsr_train.runs.gsr", "one GSR table over run folders (a multirun)"),
+    "options": ("gsr_train.commands.options", "every option of an experiment: value, type, range, description"),
 }
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import os
-from dataclasses import asdict, field
+from dataclasses import asdict, field, is_dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -167,21 +168,24 @@ def dataclass_from_mapping(cls, cfg, label: str, positive: tuple[str, ...] = ())
 
 
 # ---------------------------------------------------------------- typed option fields
-# Typed config dataclasses (gsr_train.runs.recipes and the option classes of lower layers) mark a
-# field's range with these; the recipe check reports a value outside it, naming key and file.
-def at_least(low: float, default: Any, *, above: bool = False) -> Any:
-    """A dataclass field whose value (when set) must be ``>= low`` (``> low`` with ``above``)."""
-    return field(default=default, metadata={"gt" if above else "min": low})
+# Every option of a runner is a field of a typed dataclass (gsr_train.options.recipes and the option
+# classes of the lower layers), declared with ``option``: its default, a one-line description and
+# its range. gsr_train.options checks a composed config against them before any work (pydantic
+# reads the range from the field's metadata) and prints them (gsr-train options NAME).
+OPTION_RANGES = ("ge", "gt", "le", "lt", "min_length", "max_length", "strict")
 
 
-def between(low: float, high: float, default: Any) -> Any:
-    """A dataclass field whose value (when set) must be in ``[low, high]``."""
-    return field(default=default, metadata={"min": low, "max": high})
-
-
-def one_of(default: Any, *choices: Any) -> Any:
-    """A dataclass field whose value must be one of ``choices``."""
-    return field(default=default, metadata={"choices": tuple(choices)})
+def option(default: Any, description: str, **constraints: Any) -> Any:
+    """A dataclass field: its ``default`` (a list, dict or dataclass instance is copied per
+    instance), a one-line ``description`` and its range in pydantic's words (``ge``, ``gt``,
+    ``le``, ``min_length``, ...). A closed set of values is a ``Literal`` type, not a range."""
+    unknown = set(constraints) - set(OPTION_RANGES)
+    if unknown:
+        raise TypeError(f"option(): unknown constraints {sorted(unknown)} (known: {', '.join(OPTION_RANGES)})")
+    metadata = {"description": description, **constraints}
+    if isinstance(default, (list, dict)) or (is_dataclass(default) and not isinstance(default, type)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 def defaults_of(cls: type) -> dict[str, Any]:

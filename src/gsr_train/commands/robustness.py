@@ -9,6 +9,7 @@ import hydra
 from omegaconf import DictConfig
 
 from gsr_train.config import project_root, register_resolvers
+from gsr_train.options.command_line import run_hydra
 from gsr_train.runs.experiment import report_user_errors, run_experiment
 
 
@@ -21,7 +22,7 @@ def main() -> None:
 
     if not any(a.startswith("+experiment=") for a in sys.argv[1:]):
         sys.argv.insert(1, "+experiment=robustness_webqsp_mini")
-    _main()
+    run_hydra(_main, project_root() / "conf", "config")
 
 
 if __name__ == "__main__":

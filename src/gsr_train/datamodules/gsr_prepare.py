@@ -38,7 +38,7 @@ class GSRDataError(UserError, ValueError):
 
 
 class WalkSettings(Protocol):
-    """``gsr.walks`` as the runner reads it (its recipe, ``gsr_train.runs.recipes.GSRWalks``, holds the defaults)."""
+    """``gsr.walks`` as the runner reads it (its recipe, ``gsr_train.options.recipes.GSRWalks``, holds the defaults)."""
 
     count: int
     ratio: float

@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
-from gsr_train.config import default_cache_dir
+from gsr_train.config import default_cache_dir, option
 from gsr_train.llm.cache import ResponseCache, normalise_base_url, request_key
 from gsr_train.llm.usage import UsageStats
 
@@ -54,32 +54,38 @@ class LLMRequestError(RuntimeError):
 class LLMConfig:
     """Endpoint, sampling and robustness settings (mirrors ``conf/llm/*.yaml``)."""
 
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "SmolLM2-135M-Instruct"
-    api_key_env: str | None = "OPENAI_API_KEY"  # NAME of the variable holding the key
-    temperature: float | None = 0.0
-    max_tokens: int | None = 256
-    seed: int | None = 0
-    top_p: float | None = None
-    extra_params: dict = field(default_factory=dict)  # e.g. {stop: [...], max_completion_tokens: 512}
-    concurrency: int = 4
-    timeout: float = 120.0
-    max_retries: int = 6
-    backoff_base: float = 1.0
-    backoff_max: float = 60.0
-    retry_after_max: float = 300.0
-    on_error: str = "raise"  # raise | skip
-    cache_path: str | None = None  # default: <cache dir>/llm/responses.sqlite
-    use_cache: bool = True
-    price_input_per_m: float = 0.0
-    price_output_per_m: float = 0.0
-    log_every: int = 50
+    base_url: str = option("http://127.0.0.1:8000/v1", "the OpenAI-compatible endpoint")
+    model: str = option("SmolLM2-135M-Instruct", "the model name sent with every request")
+    api_key_env: str | None = option(
+        "OPENAI_API_KEY", "NAME of the environment variable holding the key (never the key)"
+    )
+    temperature: float | None = option(0.0, "sampling temperature (null: the server's default)", ge=0)
+    max_tokens: int | None = option(256, "most tokens per answer (null: the server's default)", ge=1)
+    seed: int | None = option(0, "sampling seed sent with each request (null: none)")
+    top_p: float | None = option(None, "nucleus sampling (null: the server's default)", gt=0, le=1)
+    extra_params: dict = option({}, "any other request field, e.g. {stop: [...], max_completion_tokens: 512}")
+    concurrency: int = option(4, "requests in flight at once", ge=1)
+    timeout: float = option(120.0, "seconds per request before it is retried", gt=0)
+    max_retries: int = option(6, "retries of a failed request (429, 5xx, timeouts)", ge=0)
+    backoff_base: float = option(1.0, "seconds of the first retry's wait (doubled per retry, with jitter)", ge=0)
+    backoff_max: float = option(60.0, "longest wait between retries, in seconds", ge=0)
+    retry_after_max: float = option(300.0, "longest Retry-After a server may ask for, in seconds", ge=0)
+    on_error: Literal["raise", "skip"] = option(
+        "raise", "a request that fails after its retries: raise, or count and skip it"
+    )
+    cache_path: str | None = option(None, "the response cache (null: <cache dir>/llm/responses.sqlite)")
+    use_cache: bool = option(True, "answer repeated requests from the cache")
+    price_input_per_m: float = option(0.0, "USD per million prompt tokens (for the cost line)", ge=0)
+    price_output_per_m: float = option(0.0, "USD per million answer tokens (for the cost line)", ge=0)
+    log_every: int = option(50, "log progress every N answers", ge=1)
     # a model ("smollm2", a folder) that a run may serve itself at base_url when nothing listens
     # there (loopback addresses only; see gsr_train.llm.local_model.local_endpoint); null: never
-    autostart: str | None = None
+    autostart: str | None = option(
+        None, "a model (smollm2, a folder) the run serves itself when nothing listens at base_url (null: never)"
+    )
     # where requests go when it is not base_url: set by a run that serves its own model elsewhere
     # because base_url is taken by another run's (see local_endpoint); answers stay cached under base_url
-    serve_url: str | None = None
+    serve_url: str | None = option(None, "where requests go instead of base_url (set by a run serving its own model)")
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | LLMConfig) -> LLMConfig:

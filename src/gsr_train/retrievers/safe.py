@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch_geometric.utils import scatter
 
-from gsr_train.config import dataclass_from_mapping
+from gsr_train.config import dataclass_from_mapping, option
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.kg.schema import (
     EntityTypes,
@@ -64,19 +64,19 @@ from gsr_train.text.embeddings import KGEmbeddings, embed_texts
 
 @dataclass
 class SAFEConfig:
-    k: int = 100  # subgraphs kept per question (k_retrieval)
-    k_schema: int = 3  # candidate schema edges per pseudo edge
-    k_qg: int = 5  # aligned query graphs kept per pattern
-    delta: int = 1  # join threshold (schema hops between the types of a shared node)
-    k_ent: int = 3  # SimEnt
-    k_rel: int = 10  # SimRel
-    k_type: int = 8  # SimTyp
-    min_support: int = 1  # schema pruning (theta_supp)
-    min_confidence: float = 0.0001  # schema pruning (theta_conf)
-    max_distance: int = 3  # schema distances are exact up to this many hops
-    hard_types: bool = False  # True: a typed variable only matches entities with a SimTyp type (paper)
-    prune: bool = True
-    max_partial: int | None = 2_000_000
+    k: int = option(100, "subgraphs kept per question (k_retrieval)", ge=1)
+    k_schema: int = option(3, "candidate schema edges per pseudo edge", ge=1)
+    k_qg: int = option(5, "aligned query graphs kept per pattern", ge=1)
+    delta: int = option(1, "join threshold: schema hops between the types of a shared node (<= max_distance)", ge=0)
+    k_ent: int = option(3, "SimEnt: candidate entities per pattern entity", ge=1)
+    k_rel: int = option(10, "SimRel: candidate relations per pattern relation", ge=1)
+    k_type: int = option(8, "SimTyp: candidate types per typed variable", ge=1)
+    min_support: int = option(1, "schema edge pruning: least support (theta_supp)", ge=0)
+    min_confidence: float = option(0.0001, "schema edge pruning: least confidence (theta_conf)", ge=0, le=1)
+    max_distance: int = option(3, "schema distances are exact up to this many hops", ge=0)
+    hard_types: bool = option(False, "a typed variable only matches entities with a SimTyp type (the paper)")
+    prune: bool = option(True, "lower-bound pruning of the search (same result)")
+    max_partial: int | None = option(2_000_000, "per-pattern safety stop on partial matches (counted when hit)", ge=1)
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | SAFEConfig | None) -> SAFEConfig:

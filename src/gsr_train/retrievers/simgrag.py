@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsr_train.config import dataclass_from_mapping
+from gsr_train.config import dataclass_from_mapping, option
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.patterns.pattern import Pattern
 from gsr_train.patterns.retrieve import PatternRun, retrieve_split
@@ -36,11 +36,11 @@ from gsr_train.text.embeddings import KGEmbeddings, embed_texts
 
 @dataclass
 class SimGRAGConfig:
-    k: int = 100  # subgraphs kept per question
-    k_node: int = 16  # candidate entities per known pattern node
-    k_rel: int = 16  # candidate relations per known pattern relation
-    prune: bool = True  # lower-bound pruning + greedy order (False: the plain Algorithm 1)
-    max_partial: int | None = 2_000_000  # per-pattern safety stop (counted when hit)
+    k: int = option(100, "subgraphs kept per question", ge=1)
+    k_node: int = option(16, "candidate entities per known pattern node (nearest by L2)", ge=1)
+    k_rel: int = option(16, "candidate relations per known pattern relation", ge=1)
+    prune: bool = option(True, "lower-bound pruning + greedy order (false: the plain Algorithm 1, same result)")
+    max_partial: int | None = option(2_000_000, "per-pattern safety stop on partial matches (counted when hit)", ge=1)
 
     @classmethod
     def from_mapping(cls, cfg: Mapping | SimGRAGConfig | None) -> SimGRAGConfig:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gsr_train.config import option
 from gsr_train.io import atomic_dir, stable_hash, write_json
 from gsr_train.kg.index import SplitGraphs
 
@@ -34,13 +35,13 @@ KGE_FORMAT = 1
 
 @dataclass
 class KGEConfig:
-    model: str = "DistMult"  # any class of torch_geometric.nn.kge
-    dim: int = 64
-    epochs: int = 40
-    batch_size: int = 2048
-    lr: float = 0.01
-    weight_decay: float = 0.0
-    seed: int = 0
+    model: str = option("DistMult", "the scorer: any class of torch_geometric.nn.kge (DistMult, TransE, ...)")
+    dim: int = option(64, "embedding size", ge=1)
+    epochs: int = option(40, "training epochs over the split's triples", ge=1)
+    batch_size: int = option(2048, "triples per step", ge=1)
+    lr: float = option(0.01, "Adam's learning rate", gt=0)
+    weight_decay: float = option(0.0, "Adam's weight decay", ge=0)
+    seed: int = option(0, "seed of the scorer's initialisation and negatives")
 
     @classmethod
     def from_any(cls, cfg: Mapping[str, Any] | KGEConfig | None) -> KGEConfig:

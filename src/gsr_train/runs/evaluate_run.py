@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import PreflightError
 from gsr_train.io import write_json
-from gsr_train.runs.recipes import runner_name
+from gsr_train.options.recipes import runner_name
 from gsr_train.runs.run_data import output_dir
 from gsr_train.runs.runners import runner_of
 from gsr_train.runtime.training import is_rank_zero
@@ -201,7 +201,7 @@ def _layout(data_dir: str, split: str) -> str:
 
 def migrate_renamed(cfg: DictConfig) -> None:
     """A run folder saved before an option took its one name: the value moves to the new name."""
-    from gsr_train.runs.recipes import RENAMED
+    from gsr_train.options.recipes import RENAMED
 
     for old, new in RENAMED.get(runner_name(cfg.get("runner")), {}).items():
         value = OmegaConf.select(cfg, old, default=None)

@@ -12,6 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import UserError
+from gsr_train.options.check import check_recipe
 from gsr_train.runs.run_data import _LOADED_DATA, output_dir
 from gsr_train.runs.runners import runner_of
 from gsr_train.runtime.device import check_device, place_encoder, set_matmul_precision
@@ -30,7 +31,6 @@ def run_experiment(cfg: DictConfig) -> Any:
     """
     import pytorch_lightning as pl
 
-    from gsr_train.runs.recipes import check_recipe
     from gsr_train.runtime.interrupts import INTERRUPTS
 
     check_recipe(cfg)  # unknown or misspelled options: one message before any work

@@ -52,7 +52,7 @@ from gsr_train.runtime.device import run_device
 from gsr_train.runtime.training import fit_state, is_rank_zero, log_final_metrics, make_trainer, rank_batch, resume_path
 
 if TYPE_CHECKING:
-    from gsr_train.runs.recipes import GSRWalks
+    from gsr_train.options.recipes import GSRWalks
 
 log = logging.getLogger(__name__)
 GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
@@ -74,8 +74,8 @@ def _preflight_errors() -> Iterator[None]:
 
 
 def walk_options(cfg: DictConfig) -> GSRWalks:
-    """``gsr.walks`` through its recipe (:class:`~gsr_train.runs.recipes.GSRWalks`: one place for defaults)."""
-    from gsr_train.runs.recipes import GSRWalks
+    """``gsr.walks`` through its recipe (:class:`~gsr_train.options.recipes.GSRWalks`: one place for defaults)."""
+    from gsr_train.options.recipes import GSRWalks
 
     return GSRWalks(**(_container(cfg.gsr.get("walks")) or {}))
 

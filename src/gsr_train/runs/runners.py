@@ -14,8 +14,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gsr_train.data.errors import UserError
+from gsr_train.options.recipes import runner_name
 from gsr_train.runs import classic, cosine, gsr, open_ended, patterns, reader, retrieve, robustness, subgraphrag
-from gsr_train.runs.recipes import runner_name
 
 Runner = Callable[[DictConfig], Any]
 

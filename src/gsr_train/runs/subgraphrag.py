@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.config import defaults_of
 from gsr_train.data.errors import PreflightError
 from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
-from gsr_train.runs.recipes import SubgraphRAGRun
+from gsr_train.options.recipes import SubgraphRAGRun
 from gsr_train.runs.run_data import (
     label_path,
     load_kg_index,

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from transformers import LogitsProcessor
 
+from gsr_train.config import option
 from gsr_train.features.relation_tokens import RETRIEVAL_PREFIX
 from gsr_train.progress import progress
 
@@ -37,14 +38,14 @@ Constraint = Callable[[int, tuple[int, ...]], torch.Tensor]
 
 @dataclass
 class DecodeConfig:
-    beams: int = field(default=10, metadata={"min": 1})
-    top_n: int = field(default=3, metadata={"min": 1})
-    max_hops: int = field(default=3, metadata={"min": 1})
-    constrained: bool = False
-    shortest: bool = True  # constrained: every hop moves one hop farther from the topic entities
-    restrict_vocab: bool = True
-    length_penalty: float = 1.0
-    batch_size: int = field(default=32, metadata={"min": 1})
+    beams: int = option(10, "beams of the beam search", ge=1)
+    top_n: int = option(3, "chains kept per question (validation; a run's test chains are its top_k)", ge=1)
+    max_hops: int = option(3, "most relations per chain", ge=1)
+    constrained: bool = option(False, "only chains the question's graph can execute")
+    shortest: bool = option(True, "constrained: every hop moves one hop farther from the topic entities")
+    restrict_vocab: bool = option(True, "only relation tokens and EOS may be generated")
+    length_penalty: float = option(1.0, "exponent of the length normalisation of beam scores (as in HF)")
+    batch_size: int = option(32, "questions decoded at once", ge=1)
 
     @classmethod
     def from_any(cls, cfg) -> DecodeConfig:

@@ -1,20 +1,23 @@
 """The GSR optimiser's options as a typed dataclass: the one source of their defaults (the module
-fills what a model file leaves out from it; ``gsr_train.runs.recipes`` checks ``model.optim``)."""
+fills what a model file leaves out from it; ``gsr_train.options`` checks ``model.optim``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from gsr_train.config import at_least, between, one_of
+from gsr_train.config import option
 
 
 @dataclass
 class GSROptim:
-    lr: float = at_least(0, 5e-4, above=True)
-    encoder_lr: float | None = at_least(0, None, above=True)  # MiniLM: the pretrained encoder's own rate
-    weight_decay: float = at_least(0, 0.01)
-    warmup_ratio: float = between(0, 1, 0.06)
-    warmup_steps: int | None = at_least(0, None)  # instead of warmup_ratio
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = at_least(0, 1e-8, above=True)
-    schedule: str = one_of("linear", "linear", "constant")
+    lr: float = option(5e-4, "AdamW's learning rate", gt=0)
+    encoder_lr: float | None = option(None, "MiniLM: the pretrained encoder's own learning rate (null: lr)", gt=0)
+    weight_decay: float = option(0.01, "AdamW's weight decay", ge=0)
+    warmup_ratio: float = option(0.06, "share of the optimiser steps spent warming up", ge=0, le=1)
+    warmup_steps: int | None = option(None, "warm-up steps, instead of warmup_ratio (null: the ratio)", ge=0)
+    betas: tuple[float, float] = option((0.9, 0.999), "AdamW's betas", strict=False)
+    eps: float = option(1e-8, "AdamW's epsilon", gt=0)
+    schedule: Literal["linear", "constant"] = option(
+        "linear", "learning rate after the warm-up: linear decay or constant"
+    )

@@ -1,0 +1,193 @@
+"""Every config mistake on the real command line is one line on stderr and exit status 2, before
+any work: those Hydra refuses while composing (a key the config lacks typed without ``+``, a group
+option that does not exist) as well as those the option dataclasses refuse. And every option is
+described: ``gsr-train options NAME`` and ``python train.py +experiment=NAME --help`` print them."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO
+
+
+def _train(tmp_path, *args: str, script: str = "train.py", env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / script), *args],
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "GSR_TRAIN_CACHE": str(tmp_path / "cache"), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+MISTAKES = [
+    (
+        "subgraphrag_quickstart",
+        "model.hiden=64",
+        "error: model.hiden: not a SubgraphRAGModel option (conf/model/subgraphrag.yaml); did you mean model.hidden?",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "+model.hiden=64",
+        "error: model.hiden: not a SubgraphRAGModel option (conf/model/subgraphrag.yaml); did you mean model.hidden?",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "subgraphrag.top_k=10",
+        "error: subgraphrag.top_k: renamed to top_k (one name for how many a run keeps, in every method and in "
+        "eval.py)",
+    ),
+    (
+        "gsr_quickstart",
+        "gsr.decode.top_n=5",
+        "error: gsr.decode.top_n: renamed to top_k (one name for how many a run keeps, in every method and in eval.py)",
+    ),
+    (
+        "gsr_quickstart",
+        "gsr.decod=3",
+        "error: gsr.decod: not a GSRRun option (conf/experiment/gsr_defaults.yaml); did you mean gsr.decode?",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "model.train.lr=abc",
+        "error: model.train.lr: not a SubgraphRAGTrain option (conf/model/subgraphrag.yaml); "
+        "did you mean model.train.optim.lr?",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "eval_ks=[]",
+        "error: eval_ks=[]: expected a non-empty list of integers (conf/config.yaml)",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "model=gsr_tiny",
+        "error: model=gsr_tiny is a t5 model; the subgraphrag runner needs a subgraphrag model: model=subgraphrag | "
+        "subgraphrag_mlp | subgraphrag_mlp_topic | subgraphrag_paper | subgraphrag_wide (conf/model/)",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "data=nosuch",
+        "error: data=nosuch: no such option in conf/data/ (choices: cwq, synthetic, webqsp, webqsp_mini, webqsp_paths)",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "encoder=nosuch",
+        "error: encoder=nosuch: no such option in conf/encoder/ (choices: gte_large, minilm)",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "data.dri=/x",
+        "error: data.dri: not a key of data (conf/data/synthetic.yaml); did you mean data.dir? "
+        "(a new key: +data.dri=...)",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "model=gsr_tinyy",
+        "error: model=gsr_tinyy: no such option in conf/model/; did you mean model=gsr_tiny? "
+        "(choices: gsr_3b, gsr_base,",
+    ),
+    (
+        "subgraphrag_quickstart",
+        "eval_ks=[10,",
+        "error: eval_ks=[10,: Hydra cannot parse this override: no viable alternative at input '[10,'",
+    ),
+]
+
+
+@pytest.mark.parametrize("experiment, override, message", MISTAKES, ids=[m[1] for m in MISTAKES])
+def test_a_config_mistake_on_the_command_line_is_one_line_and_exit_2(tmp_path, experiment, override, message):
+    proc = _train(tmp_path, f"+experiment={experiment}", override)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr  # one line, no traceback
+    assert proc.stderr.strip().startswith(message), proc.stderr
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "outputs").exists()  # no work, no run folder
+
+
+def test_eval_py_and_gsr_train_robustness_report_hydras_refusals_the_same_way(tmp_path):
+    proc = _train(tmp_path, "ckpt_path=x", "data=nosuch", script="eval.py")
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error: data=nosuch: no such option in conf/data/")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gsr_train.cli", "robustness", "+experiment=robustness_quickstart", "encoder=nosuch"],
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "GSR_TRAIN_CACHE": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == "error: encoder=nosuch: no such option in conf/encoder/ (choices: gte_large, minilm)"
+
+
+def test_a_bug_in_the_job_keeps_hydras_usual_report(tmp_path):
+    """Hydra raises composition errors to run_hydra only while composing: the job's own errors are
+    Hydra's short traceback and exit 1, as before."""
+    (tmp_path / "buggy_runner.py").write_text("def run(cfg):\n    raise RuntimeError('a bug')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    proc = _train(tmp_path, "+experiment=cosine_baseline", "runner=buggy_runner.run", env=env)
+    assert proc.returncode == 1 and "RuntimeError: a bug" in proc.stderr
+    assert "Set the environment variable HYDRA_FULL_ERROR=1" in proc.stderr
+
+
+def test_train_py_help_prints_the_experiments_options(tmp_path):
+    proc = _train(tmp_path, "+experiment=gsr_quickstart", "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "== Options of +experiment=gsr_quickstart ==" in proc.stdout
+    assert "gsr.decode.beams = 10" in proc.stdout and "beams of the beam search" in proc.stdout
+    assert "model.optim.lr = 0.003  (default 0.0005)" in proc.stdout  # gsr_tiny's own rate
+    proc = _train(tmp_path, "--help")
+    assert proc.returncode == 0 and "subgraphrag_quickstart" in proc.stdout.split("== Experiments", 1)[1]
+
+
+def test_gsr_train_options_prints_every_option_with_type_and_description(capsys):
+    from gsr_train.cli import main
+
+    assert main(["options", "subgraphrag_quickstart", "model=subgraphrag_paper"]) == 0
+    out = capsys.readouterr().out
+    assert "model (conf/model/subgraphrag_paper.yaml;" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("model.dropout ="))
+    assert "a number in [0, 1]" in line and "dropout in the MLP" in line
+    assert "model.train.epochs = 12  (default 30)" in out  # the quickstart's value and the dataclass's
+    assert main(["options"]) == 0 and "reader_webqsp_mini" in capsys.readouterr().out
+    assert main(["options", "nosuch"]) == 2
+    assert "error: gsr-train options: experiment=nosuch: no such option" in capsys.readouterr().err
+
+
+def _option_classes():
+    from gsr_train.options.check import dataclass_in, fields_of, item_class
+    from gsr_train.options.recipes import MODEL_FAMILIES, RECIPES, DataOptions
+
+    todo = [DataOptions, *MODEL_FAMILIES.values()]
+    for recipe in RECIPES.values():
+        todo += [recipe.top, *(s for s in recipe.sections.values() if isinstance(s, type))]
+    seen: dict[str, type] = {}
+    while todo:
+        cls = todo.pop()
+        if cls.__qualname__ in seen:
+            continue
+        seen[cls.__qualname__] = cls
+        for hint, _ in fields_of(cls).values():
+            todo += [c for c in (dataclass_in(hint), item_class(hint)) if c is not None]
+    return sorted(seen.values(), key=lambda c: c.__qualname__)
+
+
+def test_every_option_has_a_one_line_description():
+    missing = [
+        f"{cls.__module__}.{cls.__qualname__}.{f.name}"
+        for cls in _option_classes()
+        for f in dataclasses.fields(cls)
+        if not str(f.metadata.get("description", "")).strip() or "\n" in f.metadata["description"]
+    ]
+    assert missing == [], "options without a one-line description (gsr_train.config.option): " + ", ".join(missing)
+
+
+def test_the_defaults_files_are_generated_from_the_dataclasses():
+    from gsr_train.options.describe import DEFAULTS_FILES, render
+
+    stale = [spec.path for spec in DEFAULTS_FILES if (REPO / spec.path).read_text() != render(spec)]
+    assert stale == [], f"{stale} differ from the option dataclasses: run gsr-train options --write-defaults"
