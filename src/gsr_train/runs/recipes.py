@@ -297,6 +297,16 @@ class QAEval:
 
 
 @dataclass
+class QAReading:
+    """How the run reads (``gsr_train.readers.registry``): a registered reader's ``method`` (null: the
+    LLM reader ``qa.backend`` names) or a class outside gsr-train (``_target_``), with its options."""
+
+    method: str | None = None
+    _target_: str | None = None
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
 class QARun:
     backend: str = "local"
     format: str = "subgraphrag"
@@ -311,6 +321,7 @@ class QARun:
     retrieval: QARetrieval = field(default_factory=QARetrieval)
     train: QATrain = field(default_factory=QATrain)
     eval: QAEval = field(default_factory=QAEval)
+    reading: QAReading = field(default_factory=QAReading)
 
 
 @dataclass
