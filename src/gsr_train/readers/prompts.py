@@ -77,6 +77,21 @@ class ReaderExample:
     def prompt_text(self) -> str:
         return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.messages)
 
+    @classmethod
+    def of(cls, question: Mapping[str, Any], **fields: Any) -> ReaderExample:
+        """The example of one questions row (``id``, ``question``, ``answers``, ``in_kg``, ``hops``: what
+        the metrics need), with the reader's own ``fields`` (``messages`` and ``target`` default empty)."""
+        fields.setdefault("messages", [])
+        fields.setdefault("target", "")
+        return cls(
+            id=question["id"],
+            question=question["question"],
+            answers=list(question["answers"]),
+            in_kg=bool(question.get("in_kg", True)),
+            hops=int(question.get("hops", -1)),
+            **fields,
+        )
+
 
 # --------------------------------------------------------------------------- formats
 

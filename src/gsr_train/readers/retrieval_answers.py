@@ -34,16 +34,7 @@ class RetrievalAnswers:
     def prepare(self, questions: Sequence[Question], evidence: Evidence) -> list[ReaderExample]:
         rows = evidence or {}
         return [
-            CandidateExample(
-                id=q["id"],
-                question=q["question"],
-                messages=[],
-                target="",
-                answers=list(q["answers"]),
-                in_kg=bool(q.get("in_kg", True)),
-                hops=int(q.get("hops", -1)),
-                candidates=candidate_answers(rows.get(q["id"]), q.get("topics") or ()),
-            )
+            CandidateExample.of(q, candidates=candidate_answers(rows.get(q["id"]), q.get("topics") or ()))
             for q in questions
         ]
 

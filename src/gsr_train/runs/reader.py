@@ -273,10 +273,9 @@ def _report(r: _ReaderRun) -> float:
             f.write(text)
         print(text)
     if "train_s" in timings:
-        print(
-            f"training: {timings['train_s']:.1f}s, {r.train_info.get('steps')} steps, "
-            f"{r.train_info.get('step_s_median', float('nan')):.2f}s/step (median)"
-        )
+        median = r.train_info.get("step_s_median")
+        per_step = f", {median:.2f}s/step (median)" if median is not None else ""
+        print(f"training: {timings['train_s']:.1f}s, {r.train_info.get('steps')} steps{per_step}")
     best = r.reports.get("finetuned_retrieved") or next(iter(r.reports.values()), None)
     return float(best.flat()["macro_f1"]) if best else 0.0
 
