@@ -74,7 +74,7 @@ def test_reader_evidence_from_any_registered_retriever(tmp_path):
 
     from gsr_train.data.errors import PreflightError
     from gsr_train.kg.index import get_index
-    from gsr_train.runs.reader import evidence_source, registered_results_file
+    from gsr_train.readers.evidence import evidence_source, registered_results_file
 
     from .conftest import compose_config
     from .test_reader_run import _rows, _write

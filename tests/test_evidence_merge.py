@@ -167,7 +167,7 @@ def test_the_readme_sources_command_composes_and_names_both_sources():
     from omegaconf import OmegaConf
 
     from gsr_train.options.check import recipe_errors, value_errors
-    from gsr_train.runs.reader import evidence_sources
+    from gsr_train.readers.evidence import evidence_sources
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = readme.split("# evidence merged from several retrievers", 1)[1].split("\n# ", 1)[0]

@@ -25,7 +25,7 @@ def test_experiment_composes_without_missing_values(name):
 
 
 def test_readers_without_a_retrieval_checkpoint_say_where_evidence_comes_from():
-    from gsr_train.runs.reader import evidence_source
+    from gsr_train.readers.evidence import evidence_source
 
     cfg = compose_config(["+experiment=reader_webqsp_mini", "paths.output_dir=/tmp/x"])
     assert cfg.qa.retrieval.checkpoint is None

@@ -232,6 +232,7 @@ def overrides(t: dict) -> dict[str, list[str]]:
             f"gsr.llm_chains={t['llm_chains']}",
         ],
         "reader_webqsp_mini": [*mini, *reader],
+        "reader_quickstart": [*SYNTHETIC, *reader],
         # the scripted judge (its URL, no autostart); the embedded questions about the cut's graphs
         "okgqa_open_ended": [*mini, *judge, *OPEN_SMALL],
         "okgqa_calibration": [*mini, *judge, *OPEN_SMALL],

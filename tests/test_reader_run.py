@@ -74,7 +74,8 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
     ]
     out = tmp_path / "run"
     cfg = compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={out}", *common])
-    from gsr_train.runs.reader import main, run
+    from gsr_train.commands.reader_score import main
+    from gsr_train.runs.reader import run
 
     value = run(cfg)
     metrics = json.loads((out / "metrics.json").read_text())
@@ -115,7 +116,7 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
 
 
 def test_missing_retrieval_is_a_clear_error(tmp_path):
-    from gsr_train.runs.reader import read_result_rows
+    from gsr_train.readers.evidence import read_result_rows
 
     bad = tmp_path / "r.jsonl"
     bad.write_text(json.dumps({"id": "zzz", "triples": []}) + "\n")

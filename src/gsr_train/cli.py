@@ -75,7 +75,7 @@ DELEGATED = {
     "serve-llm": ("gsr_train.llm.serve", "serve a local GGUF model behind an OpenAI-compatible API"),
     "score": ("gsr_train.eval.evaluate", "QA scoreboard of prediction files (score FILE...), or --results recall"),
     "cosine": ("gsr_train.retrievers.cosine", "the cosine baseline on any data, outside a run folder"),
-    "reader": ("gsr_train.runs.reader", "re-score a readers' predictions file (reader score FILE)"),
+    "reader": ("gsr_train.commands.reader_score", "re-score a readers' predictions file (reader score FILE)"),
     "compare-patterns": ("gsr_train.commands.compare_patterns", "SimGRAG / SAFE pattern sources side by side"),
     "robustness": ("gsr_train.commands.robustness", "the robustness study outside train.py"),
     "robustness-render": ("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),

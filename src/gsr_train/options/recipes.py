@@ -378,6 +378,18 @@ class QAEval:
 
 
 @dataclass
+class QAReading:
+    """How the run reads (``gsr_train.readers.registry``): a registered reader's ``method`` (null: the
+    LLM reader ``qa.backend`` names) or a class outside gsr-train (``_target_``), with its options."""
+
+    method: str | None = option(
+        None, "a registered reader: causal-lm | prompted | retrieval-answers | a plugin's (null: from qa.backend)"
+    )
+    _target_: str | None = option(None, "a reader class outside gsr-train (pkg.module.Class)")
+    options: dict = option({}, "the reader's own options (its constructor's keyword arguments)")
+
+
+@dataclass
 class QARun:
     backend: str = option("local", "local (HF model, trainable) | llm (prompting only: the endpoint of llm=...)")
     format: str = option(
@@ -396,6 +408,7 @@ class QARun:
     retrieval: QARetrieval = option(QARetrieval(), "where the evidence comes from")
     train: QATrain = option(QATrain(), "the (Q)LoRA fine-tuning")
     eval: QAEval = option(QAEval(), "generation and scoring")
+    reading: QAReading = option(QAReading(), "which reader answers (qa.reading.method or qa.reading._target_)")
 
 
 @dataclass

@@ -1,13 +1,18 @@
-"""KG-RAG readers: prompts from retrieval results, (Q)LoRA fine-tuning, batched generation.
+"""KG-RAG readers: one interface, the built-in readers, prompts, evidence, training and generation.
 
-* :mod:`.prompts`: the three prompt formats (GSR paths / triple set, SubgraphRAG), token
+* :mod:`.interface`: the :class:`~.interface.Reader` shape (``prepare`` questions with their
+  evidence, ``answer`` them; ``training`` + ``save`` when trainable), ``register``;
+  :mod:`.registry` builds one by name, ``_target_`` or ``gsr_train.readers`` entry point;
+* the built-in readers (:mod:`.registered`): :mod:`.causal_lm` (a local causal LM fine-tuned with
+  LoRA / QLoRA / fully: :mod:`.model` loading and LightningModule, :mod:`.data` answer-only labels
+  and batches, :mod:`.generate` batched greedy decoding), :mod:`.prompted` (any OpenAI-compatible
+  endpoint through :class:`gsr_train.llm.client.ChatClient`) and :mod:`.retrieval_answers` (the
+  evidence's top candidate);
+* :mod:`.prompts`: the registered prompt formats (GSR paths / triple set, SubgraphRAG), token
   budget, answer parsing;
-* :mod:`.data`: answer-only labels, left-padded batches;
-* :mod:`.model`: loading in 4-bit / 8-bit / 16-bit / fp32 with LoRA or full fine-tuning, the
-  LightningModule, adapter saving and merge-and-export;
-* :mod:`.generate`: greedy batched decoding (local) and the prompting-only reader (any
-  OpenAI-compatible endpoint through :class:`gsr_train.llm.client.ChatClient`).
+* :mod:`.evidence`: each split's questions and retrieved evidence (:mod:`.evidence_merge`: several
+  retrievers' evidence in one prompt); :mod:`.scoring`: a reader's readings scored.
 
-The pipeline (retrieve -> read -> score) is :mod:`gsr_train.runs.reader`; metrics are
+The pipeline (retrieve -> read -> score) is composed by :mod:`gsr_train.runs.reader`; metrics are
 :mod:`gsr_train.eval.qa`.
 """

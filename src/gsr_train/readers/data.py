@@ -14,7 +14,8 @@ end-of-turn token, which teaches the model to stop) carry loss. Sequences longer
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -116,14 +117,38 @@ class ReaderCollate:
         return batch
 
 
-class ReaderDataModule(pl.LightningDataModule):
-    """Training (and optional validation) batches of a reader.
+class ExampleBatches(pl.LightningDataModule):
+    """Training batches of ``n`` examples of any kind (a reader's per-question items), made by
+    ``collate(positions)``.
 
     The training order is a pure function of ``(seed, epoch)`` sharded by rank
     (:class:`~gsr_train.datamodules.triple_datamodule.RankSampler`): W DDP processes with batch B
     take the same examples per optimiser step as one process with batch ``W * B``, and a run
     resumed from a mid-epoch ``last.ckpt`` skips exactly the batches it had trained on.
     """
+
+    def __init__(self, n: int, collate: Callable[[list[int]], Any], batch_size: int = 4, seed: int = 0):
+        super().__init__()
+        if batch_size < 1:
+            raise ValueError(f"reader batch_size must be >= 1, got {batch_size}")
+        if n == 0:
+            raise ValueError("the reader's training set is empty")
+        self.n, self.collate, self.batch_size, self.seed = int(n), collate, int(batch_size), int(seed)
+
+    def train_dataloader(self):
+        from gsr_train.datamodules.triple_datamodule import FixedBatches, RankSampler, ResumeSkip
+
+        sampler = RankSampler(self.n, self.seed)
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            sampler.set_epoch(int(trainer.current_epoch))
+            batches = -(-len(sampler) // self.batch_size)
+            sampler.resume = ResumeSkip(trainer, FixedBatches(batches), self.batch_size)
+        return DataLoader(list(range(self.n)), batch_size=self.batch_size, sampler=sampler, collate_fn=self.collate)
+
+
+class ReaderDataModule(ExampleBatches):
+    """Training (and optional validation) batches of a causal-LM reader (see :class:`ExampleBatches`)."""
 
     def __init__(
         self,
@@ -134,30 +159,12 @@ class ReaderDataModule(pl.LightningDataModule):
         val_dataset: ReaderDataset | None = None,
         eval_batch_size: int | None = None,
     ):
-        super().__init__()
-        if batch_size < 1:
-            raise ValueError(f"reader batch_size must be >= 1, got {batch_size}")
-        if len(dataset) == 0:
+        if batch_size >= 1 and len(dataset) == 0:
             raise ValueError("the reader's training set is empty (no example with an answer token)")
-        self.dataset, self.pad_id, self.batch_size, self.seed = dataset, int(pad_id), int(batch_size), int(seed)
+        super().__init__(len(dataset), ReaderCollate(dataset, pad_id), batch_size, seed)
+        self.dataset, self.pad_id = dataset, int(pad_id)
         self.val_dataset = val_dataset
         self.eval_batch_size = int(eval_batch_size or batch_size)
-
-    def train_dataloader(self):
-        from gsr_train.datamodules.triple_datamodule import FixedBatches, RankSampler, ResumeSkip
-
-        sampler = RankSampler(len(self.dataset), self.seed)
-        trainer = getattr(self, "trainer", None)
-        if trainer is not None:
-            sampler.set_epoch(int(trainer.current_epoch))
-            batches = -(-len(sampler) // self.batch_size)
-            sampler.resume = ResumeSkip(trainer, FixedBatches(batches), self.batch_size)
-        return DataLoader(
-            list(range(len(self.dataset))),
-            batch_size=self.batch_size,
-            sampler=sampler,
-            collate_fn=ReaderCollate(self.dataset, self.pad_id),
-        )
 
     def val_dataloader(self):
         if self.val_dataset is None or len(self.val_dataset) == 0:

@@ -1,15 +1,17 @@
-"""Reader prompts built from retrieval results, in three formats, within a token budget.
+"""Reader prompts built from retrieval results, in registered formats, within a token budget.
 
-Formats (``fmt``):
+A format (``qa.format``) is an object (:class:`PromptFormat`): how an evidence line looks, the
+instruction, an optional in-context example, the target the reader is trained to write, and how
+its answers are read back. Registered (:data:`FORMATS`, :func:`register_format`):
 
-* ``paths``: GSR's "subgraph as reasoning paths" (the RoG prompt style): the evidence is a
-  list of ``e0 -> r1 -> e1 <- r2 <- e2`` paths (the ``paths`` field of a GSR results row;
-  rows without paths show each retrieved triple as a one-hop path); the answer is one
-  entity per line.
-* ``triples``: GSR's "subgraph as triple set": de-duplicated ``(h, r, t)`` lines, one answer
-  per line.
-* ``subgraphrag``: SubgraphRAG's prompt: the scored top-K triples ``(h,r,t)``, one in-context
-  example (user + assistant turn), answers as lines ``ans: ...``.
+* ``paths`` (:class:`PathsFormat`): GSR's "subgraph as reasoning paths" (the RoG prompt style):
+  the evidence is a list of ``e0 -> r1 -> e1 <- r2 <- e2`` paths (the ``paths`` field of a GSR
+  results row; rows without paths show each retrieved triple as a one-hop path); the answer is
+  one entity per line.
+* ``triples`` (:class:`TriplesFormat`): GSR's "subgraph as triple set": de-duplicated
+  ``(h, r, t)`` lines, one answer per line.
+* ``subgraphrag`` (:class:`SubgraphRAGFormat`): SubgraphRAG's prompt: the scored top-K triples
+  ``(h,r,t)``, one in-context example (user + assistant turn), answers as lines ``ans: ...``.
 
 Evidence is best first (results rows are written that way; rows with ``scores`` are sorted
 again, stably). ``k`` caps the number of evidence lines (``k = 0``: no evidence, the
@@ -28,31 +30,12 @@ from typing import Any
 import numpy as np
 
 from gsr_train.eval.qa import normalize_answer
+from gsr_train.llm.parsing import list_items, prefixed_lines
 
-FORMATS = ("paths", "triples", "subgraphrag")
-
-INSTRUCTIONS = {
-    "paths": (
-        "Based on the reasoning paths, please answer the given question. Please keep the answer as simple "
-        "as possible and return all the possible answers as a list, one per line."
-    ),
-    "triples": (
-        "Based on the triples, please answer the given question. Please keep the answer as simple as "
-        "possible and return all the possible answers as a list, one per line."
-    ),
-    "subgraphrag": (
-        "Based on the triples retrieved from a knowledge graph, please answer the question. Please "
-        'return formatted answers as a list, each prefixed with "ans:".'
-    ),
-}
 CLOSED_BOOK = (
     "Please answer the given question. Please keep the answer as simple as possible and return all the "
     "possible answers as a list, one per line."
 )
-CLOSED_BOOK_SUBGRAPHRAG = (
-    'Please answer the question. Please return formatted answers as a list, each prefixed with "ans:".'
-)
-HEADERS = {"paths": "Reasoning Paths", "triples": "Triples", "subgraphrag": "Triples"}
 
 # SubgraphRAG's prompt carries one worked example (a user turn and an assistant turn).
 ICL_TRIPLES = [
@@ -74,7 +57,10 @@ ICL_ANSWER = (
 
 @dataclass
 class ReaderExample:
-    """One question ready for a reader: chat messages, target text and what the metrics need."""
+    """One question ready for a reader: chat messages, target text and what the metrics need.
+
+    Every reader's ``prepare`` gives these (a reader that needs more per question subclasses it);
+    ``messages`` and ``target`` stay empty for readers that do not prompt an LLM."""
 
     id: str
     question: str
@@ -91,15 +77,171 @@ class ReaderExample:
     def prompt_text(self) -> str:
         return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.messages)
 
+    @classmethod
+    def of(cls, question: Mapping[str, Any], **fields: Any) -> ReaderExample:
+        """The example of one questions row (``id``, ``question``, ``answers``, ``in_kg``, ``hops``: what
+        the metrics need), with the reader's own ``fields`` (``messages`` and ``target`` default empty)."""
+        fields.setdefault("messages", [])
+        fields.setdefault("target", "")
+        return cls(
+            id=question["id"],
+            question=question["question"],
+            answers=list(question["answers"]),
+            in_kg=bool(question.get("in_kg", True)),
+            hops=int(question.get("hops", -1)),
+            **fields,
+        )
 
-def triple_line(t: Sequence[str], fmt: str) -> str:
-    return f"({t[0]},{t[1]},{t[2]})" if fmt == "subgraphrag" else f"({t[0]}, {t[1]}, {t[2]})"
+
+# --------------------------------------------------------------------------- formats
 
 
-def evidence_lines(row: Mapping[str, Any] | None, fmt: str, k: int) -> tuple[list[str], list[list[str]]]:
+class PromptFormat:
+    """One prompt format: how evidence lines look, what the reader is asked and trained to write, and
+    how its answers are read back. A new format subclasses this (or a format below), sets ``name``,
+    ``header`` and ``instruction``, overrides what differs, and is registered with
+    :func:`register_format`; ``qa.format=<name>`` then picks it."""
+
+    name: str = ""
+    header: str = "Triples"  # the heading of the evidence block
+    instruction: str = ""  # the system turn when evidence is shown
+    closed_book: str = CLOSED_BOOK  # the system turn without evidence
+
+    def triple_line(self, t: Sequence[str]) -> str:
+        return f"({t[0]}, {t[1]}, {t[2]})"
+
+    def lines(self, row: Mapping[str, Any], triples: list[list[str]], k: int) -> tuple[list[str], list[list[str]]]:
+        """At most ``k`` best-first evidence lines of one row (``triples`` already best first) and the
+        entities each mentions: the distinct triples, one per line."""
+        seen: dict[str, list[str]] = {}
+        for h, r, t in triples:
+            line = self.triple_line((h, r, t))
+            if line not in seen:
+                seen[line] = [h, t]
+                if len(seen) >= k:
+                    break
+        return list(seen), list(seen.values())
+
+    def messages(self, question: str, lines: Sequence[str], with_evidence: bool, icl: bool) -> list[dict]:
+        """The chat turns of one question; ``with_evidence=False`` asks closed-book."""
+        if not with_evidence:
+            return [{"role": "system", "content": self.closed_book}, self._ask(question)]
+        user = f"{self.header}:\n" + "\n".join(lines) + f"\n\nQuestion:\n{question}"
+        return [{"role": "system", "content": self.instruction}, *self.examples(icl), {"role": "user", "content": user}]
+
+    def examples(self, icl: bool) -> list[dict]:
+        """In-context example turns between the system turn and the question (none by default)."""
+        return []
+
+    def target(self, answers: Sequence[str]) -> str:
+        """The assistant turn the reader is trained to produce: one answer per line."""
+        return "\n".join(answers)
+
+    def items(self, text: str) -> list[str]:
+        """The answer items of a response (before de-duplication): one per list line, headings dropped."""
+        return [i for i in list_items(text) if not i.rstrip().endswith(":")]
+
+    @staticmethod
+    def _ask(question: str) -> dict:
+        return {"role": "user", "content": f"Question:\n{question}"}
+
+
+class TriplesFormat(PromptFormat):
+    """GSR's "subgraph as triple set": de-duplicated ``(h, r, t)`` lines, one answer per line."""
+
+    name = "triples"
+    instruction = (
+        "Based on the triples, please answer the given question. Please keep the answer as simple as "
+        "possible and return all the possible answers as a list, one per line."
+    )
+
+
+class PathsFormat(PromptFormat):
+    """GSR's "subgraph as reasoning paths" (RoG's style): ``e0 -> r1 -> e1 <- r2 <- e2`` lines from a
+    row's ``paths`` (rows without paths show each triple as a one-hop path), one answer per line."""
+
+    name = "paths"
+    header = "Reasoning Paths"
+    instruction = (
+        "Based on the reasoning paths, please answer the given question. Please keep the answer as simple "
+        "as possible and return all the possible answers as a list, one per line."
+    )
+
+    def lines(self, row: Mapping[str, Any], triples: list[list[str]], k: int) -> tuple[list[str], list[list[str]]]:
+        paths = row.get("paths")
+        if paths:
+            lines = list(dict.fromkeys(str(p) for p in paths))[:k]
+            return lines, [[s.strip() for s in _path_entities(p)] for p in lines]
+        lines = list(dict.fromkeys(f"{h} -> {r} -> {t}" for h, r, t in triples))[:k]
+        return lines, [[p.split(" -> ")[0], p.split(" -> ")[-1]] for p in lines]
+
+
+class SubgraphRAGFormat(PromptFormat):
+    """SubgraphRAG's prompt: the scored top-K triples ``(h,r,t)``, one in-context example (a user and
+    an assistant turn, ``qa.icl``), answers as lines ``ans: ...``."""
+
+    name = "subgraphrag"
+    instruction = (
+        "Based on the triples retrieved from a knowledge graph, please answer the question. Please "
+        'return formatted answers as a list, each prefixed with "ans:".'
+    )
+    closed_book = 'Please answer the question. Please return formatted answers as a list, each prefixed with "ans:".'
+
+    def triple_line(self, t: Sequence[str]) -> str:
+        return f"({t[0]},{t[1]},{t[2]})"
+
+    def examples(self, icl: bool) -> list[dict]:
+        if not icl:
+            return []
+        example = (
+            f"{self.header}:\n" + "\n".join(self.triple_line(t) for t in ICL_TRIPLES) + f"\n\nQuestion:\n{ICL_QUESTION}"
+        )
+        return [{"role": "user", "content": example}, {"role": "assistant", "content": ICL_ANSWER}]
+
+    def target(self, answers: Sequence[str]) -> str:
+        return "\n".join(f"ans: {a}" for a in answers) if answers else "ans: not available"
+
+    def items(self, text: str) -> list[str]:
+        return prefixed_lines(text, "ans")
+
+
+FORMATS: dict[str, PromptFormat] = {}
+
+
+def register_format(cls: type[PromptFormat]) -> type[PromptFormat]:
+    """Class decorator (or call): make ``qa.format=<cls.name>`` pick this format."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__}: a prompt format needs a name")
+    if cls.name in FORMATS and type(FORMATS[cls.name]) is not cls:
+        raise ValueError(f"a prompt format named {cls.name!r} is already registered")
+    FORMATS[cls.name] = cls()
+    return cls
+
+
+for _cls in (PathsFormat, TriplesFormat, SubgraphRAGFormat):
+    register_format(_cls)
+
+
+def prompt_format(fmt: str | PromptFormat) -> PromptFormat:
+    """The registered format named ``fmt`` (a format object is returned as it is)."""
+    if isinstance(fmt, PromptFormat):
+        return fmt
+    found = FORMATS.get(str(fmt))
+    if found is None:
+        raise ValueError(f"reader format must be one of {tuple(FORMATS)}, not {fmt!r}")
+    return found
+
+
+# --------------------------------------------------------------------------- evidence and prompts
+
+
+def triple_line(t: Sequence[str], fmt: str | PromptFormat) -> str:
+    return prompt_format(fmt).triple_line(t)
+
+
+def evidence_lines(row: Mapping[str, Any] | None, fmt: str | PromptFormat, k: int) -> tuple[list[str], list[list[str]]]:
     """Best-first evidence lines of one results row (at most ``k``) and the entities each mentions."""
-    if fmt not in FORMATS:
-        raise ValueError(f"reader format must be one of {FORMATS}, not {fmt!r}")
+    form = prompt_format(fmt)
     if not row or k <= 0:
         return [], []
     merged = row.get("evidence")
@@ -110,22 +252,7 @@ def evidence_lines(row: Mapping[str, Any] | None, fmt: str, k: int) -> tuple[lis
     if scores is not None and len(scores) == len(triples) and triples:
         order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
         triples = [triples[i] for i in order]
-    if fmt == "paths":
-        paths = row.get("paths")
-        if paths:
-            lines = list(dict.fromkeys(str(p) for p in paths))[:k]
-            ents = [[s.strip() for s in _path_entities(p)] for p in lines]
-            return lines, ents
-        lines = list(dict.fromkeys(f"{h} -> {r} -> {t}" for h, r, t in triples))[:k]
-        return lines, [[p.split(" -> ")[0], p.split(" -> ")[-1]] for p in lines]
-    seen: dict[str, list[str]] = {}
-    for h, r, t in triples:
-        line = triple_line((h, r, t), fmt)
-        if line not in seen:
-            seen[line] = [h, t]
-            if len(seen) >= k:
-                break
-    return list(seen), list(seen.values())
+    return form.lines(row, triples, k)
 
 
 def _path_entities(path: str) -> list[str]:
@@ -133,28 +260,16 @@ def _path_entities(path: str) -> list[str]:
     return parts[0::2]
 
 
-def format_target(answers: Sequence[str], fmt: str) -> str:
+def format_target(answers: Sequence[str], fmt: str | PromptFormat) -> str:
     """The assistant turn the reader is trained to produce."""
-    answers = [a for a in answers if str(a).strip()]
-    if fmt == "subgraphrag":
-        return "\n".join(f"ans: {a}" for a in answers) if answers else "ans: not available"
-    return "\n".join(answers)
+    return prompt_format(fmt).target([a for a in answers if str(a).strip()])
 
 
 def build_messages(
-    question: str, lines: Sequence[str], fmt: str, with_evidence: bool = True, icl: bool = True
+    question: str, lines: Sequence[str], fmt: str | PromptFormat, with_evidence: bool = True, icl: bool = True
 ) -> list[dict]:
     """Chat messages of one question; ``with_evidence=False`` asks closed-book."""
-    if not with_evidence:
-        system = CLOSED_BOOK_SUBGRAPHRAG if fmt == "subgraphrag" else CLOSED_BOOK
-        return [{"role": "system", "content": system}, {"role": "user", "content": f"Question:\n{question}"}]
-    head = HEADERS[fmt]
-    user = f"{head}:\n" + "\n".join(lines) + f"\n\nQuestion:\n{question}"
-    msgs = [{"role": "system", "content": INSTRUCTIONS[fmt]}]
-    if fmt == "subgraphrag" and icl:
-        example = f"{head}:\n" + "\n".join(triple_line(t, fmt) for t in ICL_TRIPLES) + f"\n\nQuestion:\n{ICL_QUESTION}"
-        msgs += [{"role": "user", "content": example}, {"role": "assistant", "content": ICL_ANSWER}]
-    return msgs + [{"role": "user", "content": user}]
+    return prompt_format(fmt).messages(question, lines, with_evidence, icl)
 
 
 def _count_tokens(tokenizer, messages: list[dict]) -> int:
@@ -208,7 +323,7 @@ def fit_budget(tokenizer, line_lists: Sequence[Sequence[str]], budgets: Sequence
 def build_examples(
     questions: Sequence[Mapping[str, Any]],
     results: Mapping[str, Mapping[str, Any]] | None,
-    fmt: str,
+    fmt: str | PromptFormat,
     k: int,
     tokenizer=None,
     max_prompt_tokens: int | None = None,
@@ -219,6 +334,7 @@ def build_examples(
     ``results`` maps question id -> results row (``None`` or ``k = 0``: closed book). With a
     tokenizer and ``max_prompt_tokens`` the evidence is cut to fit, lowest-scored first.
     """
+    fmt = prompt_format(fmt)
     evidence = results if k > 0 else None
     with_evidence = evidence is not None
     lines_per_q, ents_per_q, srcs_per_q = [], [], []
@@ -266,20 +382,15 @@ def build_examples(
 _NONE = {"not available", "none", "unknown", "n a", "no answer", "i don t know"}
 
 
-def parse_response(text: str, fmt: str) -> list[str]:
-    """Answers of a reader response: ``ans:`` lines for ``subgraphrag``, else one per line.
+def parse_response(text: str, fmt: str | PromptFormat) -> list[str]:
+    """Answers of a reader response, read the way its format asks for them (``ans:`` lines for
+    ``subgraphrag``, else one per line).
 
     Lines whose normalised form says "no answer" (``not available``, ``none``...) are dropped;
     duplicates (after :func:`normalize_answer`) are removed, first occurrence kept.
     """
-    from gsr_train.llm.parsing import list_items, prefixed_lines
-
-    if fmt == "subgraphrag":
-        items = prefixed_lines(text, "ans")
-    else:
-        items = [i for i in list_items(text) if not i.rstrip().endswith(":")]
     out, seen = [], set()
-    for item in items:
+    for item in prompt_format(fmt).items(text):
         norm = normalize_answer(item)
         if not norm or norm in _NONE or norm in seen:
             continue

@@ -1,0 +1,138 @@
+"""A trainable reader from outside gsr-train (``examples/plugin_reader``) joins with zero edits.
+
+The README's reader plugin block runs exactly as written in a fresh checkout: install the package,
+train it with ``train.py``, score the run with ``eval.py``, sweep it against a built-in reader into
+one table. Then what a user would also do: stop a plugin run with SIGTERM mid-training and continue
+it with ``resume=auto`` (the same figures as the uninterrupted run), and make a mistake in its
+options or its name (one line, exit 2). ``src/`` never names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+from .test_plugin_retriever import _one_install_at_a_time
+from .test_readme_commands import _argv, _checkout, _env
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SECTION = REPO.joinpath("README.md").read_text().split("### A reader that trains, as a plugin", 1)[1]
+BLOCK = re.findall(r"```bash\n(.*?)```", SECTION.split("\n## ", 1)[0], re.S)[0]
+COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not line.startswith("#")]
+PLUGIN_NAMES = ("candidate_ranker", "candidate-ranker", "CandidateRanker")
+
+
+def _run(argv: list[str], cwd: Path, env: dict, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kw)
+
+
+def _metrics(folder: Path) -> dict:
+    return json.loads((folder / "metrics.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory):
+    """The README's reader plugin commands, in order, in a fresh checkout; the checkout and its env."""
+    root = _checkout(tmp_path_factory.mktemp("reader_plugin"))
+    (root / "examples").symlink_to(REPO / "examples")
+    env = _env(tmp_path_factory.mktemp("reader_plugin_cache"))
+    for line in COMMANDS:
+        argv = _argv(line, root)
+        if argv[0] == "pip":
+            argv = [sys.executable, "-m", "pip", *argv[1:]]
+            with _one_install_at_a_time():  # xdist workers each run this fixture: one pip per environment
+                proc = _run(argv, root, env)
+        else:
+            proc = _run(argv, root, env)
+        assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return root, env
+
+
+def test_src_never_names_the_plugin():
+    for path in (REPO / "src").rglob("*"):
+        if path.is_file() and path.suffix in (".py", ".yaml", ".txt", ".toml"):
+            text = path.read_text(errors="replace")
+            assert not any(n in text for n in PLUGIN_NAMES), path
+    for path in (REPO / "conf").rglob("*.yaml"):
+        assert not any(n in path.read_text() for n in PLUGIN_NAMES), path
+
+
+def test_readme_commands_train_evaluate_and_sweep_the_plugin(readme_run):
+    root, _ = readme_run
+    (train,) = sorted((root / "outputs" / "reader_quickstart").iterdir())
+    figures = _metrics(train)
+    assert {row["method"] for row in figures["rows"]} == {"CandidateRanker", "retrieval"}
+    assert set(figures["metrics"]) == {"base_retrieved", "finetuned_retrieved"}
+    assert figures["train"]["steps"] == 16 and figures["train"]["resumed_from"] is None
+    assert (train / "adapter" / "ranker.pt").is_file() and (train / "checkpoints" / "last.ckpt").is_file()
+    assert json.loads((train / "run.json").read_text())["status"] == "finished"
+    trained = figures["metrics"]["finetuned_retrieved"]["all"]["metrics"]
+    untrained = figures["metrics"]["base_retrieved"]["all"]["metrics"]
+    alone = figures["retrieval_answers"]["all"]["metrics"]
+    assert trained["hit@1"] > untrained["hit@1"] and trained["hit@1"] > alone["hit@1"]  # it learnt, and adds
+    # eval.py scores the trained ranker of that run: the same figures
+    (evaluated,) = sorted((root / "outputs" / "eval").iterdir())
+    note = json.loads((evaluated / "eval.json").read_text())
+    assert note["method"] == "reader" and note["checkpoint"] == str(train / "adapter")
+    assert _metrics(evaluated)["metrics"]["finetuned_retrieved"] == figures["metrics"]["finetuned_retrieved"]
+    # one table: the plugin next to the built-in reader, each with the evidence answering alone
+    (sweep,) = sorted((root / "multirun" / "reader_quickstart").iterdir())
+    table = (sweep / "aggregate.md").read_text()
+    assert "| qa.reading.method |" in table, table
+    for method in ("CandidateRanker", "retrieval"):
+        assert f"| {method} |" in table, table
+    swept = [_metrics(p) for p in sweep.iterdir() if (p / "metrics.json").is_file()]
+    ranker = next(m for m in swept if m["rows"][0]["method"] == "CandidateRanker")
+    assert ranker["metrics"] == figures["metrics"]  # the sweep point trains the same way
+
+
+def test_sigterm_mid_training_then_resume_matches_the_uninterrupted_run(readme_run):
+    root, env = readme_run
+    (train,) = sorted((root / "outputs" / "reader_quickstart").iterdir())
+    run = root / "killed"
+    args = [
+        "+experiment=reader_quickstart",
+        "qa.reading.method=candidate-ranker",
+        "checkpoint_every_n_steps=1",
+        f"hydra.run.dir={run}",
+    ]
+    stopped = _run(
+        [sys.executable, "-m", "tests.signal_at", "candidate_ranker.reader:RankerModule.training_step", "9", "TERM"]
+        + ["train.py", *args],
+        root,
+        {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))},
+    )
+    assert stopped.returncode == 128 + 15, stopped.stderr[-3000:]
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+    assert "resume=auto" in stopped.stderr and (run / "checkpoints" / "last.ckpt").is_file()
+    resumed = _run([sys.executable, "train.py", *args, "resume=auto"], root, env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+    again = _metrics(run)
+    assert again["train"]["resumed_from"] == str(run / "checkpoints" / "last.ckpt")
+    assert again["metrics"] == _metrics(train)["metrics"]
+
+
+@pytest.mark.parametrize(
+    "option, says",
+    [
+        ("+qa.reading.options.hidden=0", "error: reader 'candidate-ranker': hidden must be >= 1, got 0"),
+        ("qa.reading.method=candidate-rankr", "error: unknown reader 'candidate-rankr'; registered: candidate-ranker"),
+    ],
+    ids=["its own option", "a misspelt name"],
+)
+def test_a_mistake_is_one_line(readme_run, option, says):
+    root, env = readme_run
+    args = ["+experiment=reader_quickstart", "qa.reading.method=candidate-ranker", option]
+    proc = _run([sys.executable, "train.py", *args], root, env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith(says), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
