@@ -2,6 +2,12 @@
 ``make-synthetic`` and the LLM data steps): one module each with a ``main(argv)``. The scripts in
 ``data_prep/`` call these, so their old command lines keep working."""
 
+import argparse
+import logging
+
+from gsr_train.data.errors import report_user_errors
+from gsr_train.llm.client import LLMRequestError
+
 
 def add_split_and_cache_options(parser) -> None:
     """``--splits`` and ``--cache`` (alias ``--cache-dir``), the same in every data step."""
@@ -17,7 +23,6 @@ def add_split_and_cache_options(parser) -> None:
 
 def workers_count(text: str) -> int:
     """``--workers`` as an integer >= 1 (argparse reports anything else as the user's mistake)."""
-    import argparse
 
     try:
         value = int(text)
@@ -42,10 +47,6 @@ def run_llm_step(run, cfg) -> None:
     """Run an LLM data step (``gsr_train.llm.steps.*.run``) on its Hydra config. A wrong option or input
     file (the steps raise ValueError / FileNotFoundError naming it), bad rows, an unreachable
     endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py."""
-    import logging
-
-    from gsr_train.data.errors import report_user_errors
-    from gsr_train.llm.client import LLMRequestError
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     report_user_errors(

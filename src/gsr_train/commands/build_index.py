@@ -34,6 +34,7 @@ from rich.table import Table
 
 from gsr_train.commands import add_split_and_cache_options, add_workers_option
 from gsr_train.data.errors import folder_write_error, report_user_errors
+from gsr_train.data.rog_corpus import CorpusSpec, write_corpus
 from gsr_train.io import write_json
 from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
 
@@ -106,7 +107,6 @@ def main(argv=None) -> dict:
 
 
 def generate(args: argparse.Namespace) -> dict:
-    from gsr_train.data.rog_corpus import CorpusSpec, write_corpus
 
     spec = CorpusSpec.from_rows(args.generate, shape=args.shape)
     t0 = time.perf_counter()

@@ -13,15 +13,15 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
+from gsr_train.commands import run_llm_step
 from gsr_train.config import project_root, register_resolvers
+from gsr_train.llm.steps.label_triples import run
 
 register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path=str(project_root() / "conf"), config_name="prep/llm_label_triples")
 def main(cfg: DictConfig) -> None:
-    from gsr_train.commands import run_llm_step
-    from gsr_train.llm.steps.label_triples import run
 
     run_llm_step(run, cfg)
 

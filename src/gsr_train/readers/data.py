@@ -21,6 +21,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from gsr_train.datamodules.triple_datamodule import FixedBatches, RankSampler, ResumeSkip
 from gsr_train.readers.prompts import ReaderExample
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,6 @@ class ExampleBatches(pl.LightningDataModule):
         self.n, self.collate, self.batch_size, self.seed = int(n), collate, int(batch_size), int(seed)
 
     def train_dataloader(self):
-        from gsr_train.datamodules.triple_datamodule import FixedBatches, RankSampler, ResumeSkip
 
         sampler = RankSampler(self.n, self.seed)
         trainer = getattr(self, "trainer", None)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from gsr_train.llm.client import ChatClient, ChatRequest
 from gsr_train.readers.prompts import ReaderExample
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,6 @@ def generate_remote(
 
     A request that failed and was skipped (``llm.on_error=skip``) gives an empty response
     (no answer). ``transport``: an ``httpx`` transport (tests)."""
-    from gsr_train.llm.client import ChatClient, ChatRequest
 
     params = {"max_tokens": int(max_new_tokens)} if max_new_tokens else {}
     requests = [ChatRequest(id=ex.id, messages=ex.messages, params=params) for ex in examples]

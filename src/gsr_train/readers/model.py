@@ -22,8 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytorch_lightning as pl
 import torch
+import torch.distributed as dist
 
 from gsr_train.io import atomic_dir, write_json
+from gsr_train.llm.local_model import converted_folder, resolve_model
+from gsr_train.memory import rss_mb
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -45,7 +48,6 @@ _DTYPES = {
 
 def resolve_model_path(name: str | Path, cache_dir: str | Path | None = None) -> str:
     """A loadable folder / hub name; ``smollm2`` or a ``.gguf`` becomes its cached HF folder."""
-    from gsr_train.llm.local_model import converted_folder, resolve_model
 
     text = str(name)
     path = Path(text)
@@ -67,6 +69,7 @@ def quantization_config(precision: str, compute_dtype: str = "bf16"):
         raise ValueError(f"reader precision must be one of {PRECISIONS}, not {precision!r}")
     if precision not in ("4bit", "8bit"):
         return None
+    # lazy: transformers takes seconds to import; only the model paths need it
     from transformers import BitsAndBytesConfig
 
     if precision == "8bit":
@@ -80,7 +83,7 @@ def quantization_config(precision: str, compute_dtype: str = "bf16"):
 
 
 def load_tokenizer(path: str):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers takes seconds to import; only the model paths need it
 
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token is None:
@@ -106,6 +109,7 @@ def load_reader(
     """``(model, tokenizer, path)``: base model in ``precision`` plus LoRA (new or loaded from ``adapter_path``),
     on ``device`` (the run's: placement follows the trainer; 4/8-bit weights are placed there while they load,
     since transformers would otherwise put them on the first GPU it sees); ``device_map`` overrides it."""
+    # lazy: transformers takes seconds to import; only the model paths need it
     from transformers import AutoModelForCausalLM
 
     if adapter not in ("lora", "full", "none"):
@@ -130,6 +134,7 @@ def load_reader(
         torch.nn.Module.to(lm, device)  # in place (transformers types its own .to too narrowly)
     log.info("loaded %s (%s) on %s in %.1fs", path, precision, device, time.perf_counter() - t0)
     if quant is not None and trainable and adapter_path is None:
+        # lazy: peft imports transformers; only the reader's LoRA path needs it
         from peft import prepare_model_for_kbit_training
 
         lm = prepare_model_for_kbit_training(lm, use_gradient_checkpointing=gradient_checkpointing)
@@ -137,10 +142,11 @@ def load_reader(
         lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         lm.enable_input_require_grads()
     if adapter_path is not None:
-        from peft import PeftModel
+        from peft import PeftModel  # lazy: peft imports transformers; only the reader's LoRA path needs it
 
         lm = PeftModel.from_pretrained(lm, str(adapter_path), is_trainable=trainable)
     elif adapter == "lora" and trainable:
+        # lazy: peft imports transformers; only the reader's LoRA path needs it
         from peft import LoraConfig, get_peft_model
 
         opts = dict(lora or {})
@@ -276,7 +282,6 @@ class ReaderModule(pl.LightningModule):
             self._val[key] = (float(t), int(c), int(h))
 
     def _gathered_val(self) -> dict:
-        import torch.distributed as dist
 
         if self.trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
             return self._val
@@ -303,7 +308,6 @@ class ReaderModule(pl.LightningModule):
         return_freed_memory()
 
     def on_train_batch_end(self, outputs, batch, batch_idx):
-        from gsr_train.memory import rss_mb
 
         self.step_rss_mb.append(round(rss_mb(), 1))
         if self._t is not None:
@@ -371,7 +375,9 @@ def merge_and_export(
     base: str | Path, adapter: str | Path, out: str | Path, dtype: str = "bf16", cache_dir: str | Path | None = None
 ) -> Path:
     """Merge LoRA weights into a 16/32-bit copy of the base model and save a regular HF folder."""
-    from peft import PeftModel
+    from peft import PeftModel  # lazy: peft imports transformers; only the reader's LoRA path needs it
+
+    # lazy: transformers takes seconds to import; only the model paths need it
     from transformers import AutoModelForCausalLM
 
     path = resolve_model_path(base, cache_dir)

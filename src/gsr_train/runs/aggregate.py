@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from omegaconf import OmegaConf
+
 from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
 from gsr_train.io import atomic_write
 
@@ -38,7 +40,6 @@ def _overrides(run: Path) -> dict[str, str]:
     path = run / ".hydra" / "overrides.yaml"
     if not path.exists():
         return {}
-    from omegaconf import OmegaConf
 
     out = {}
     for item in OmegaConf.load(path) or []:
@@ -169,10 +170,10 @@ def plot_recall_at_k(rows: list[dict], path: Path) -> Path | None:
     panels = [(m, c) for m in PLOT_METRICS if (c := recall_curves(rows, m))]
     if not panels:
         return None
-    import matplotlib
+    import matplotlib  # lazy: matplotlib is only needed to draw plots
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib is only needed to draw plots
 
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, (metric, curves) in zip(axes[0], panels):

@@ -13,17 +13,17 @@ import time
 
 from omegaconf import DictConfig
 
+from gsr_train.arrays import segment_count
 from gsr_train.config import as_dict
+from gsr_train.retrievers.classic import classic_scores, merge_options
+from gsr_train.runs.retrieval_report import report_retrieval
+from gsr_train.runs.run_data import cache_dir, load_kg_index
+from gsr_train.text.embeddings import get_embeddings
 
 
 def run(cfg: DictConfig) -> dict:
     """Score the split with the classic method and report it through the one retrieval path
     (:func:`gsr_train.runs.retrieve.report_retrieval`)."""
-    from gsr_train.arrays import segment_count
-    from gsr_train.retrievers.classic import classic_scores, merge_options
-    from gsr_train.runs.retrieval_report import report_retrieval
-    from gsr_train.runs.run_data import cache_dir, load_kg_index
-    from gsr_train.text.embeddings import get_embeddings
 
     split = cfg.get("split", "test")
     options = as_dict(cfg.classic)

@@ -18,17 +18,24 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from gsr_train.config import dataset_name, project_root
 from gsr_train.data.errors import PreflightError
+from gsr_train.data.rows import iter_records
 from gsr_train.io import write_json
-from gsr_train.options.recipes import runner_name
+from gsr_train.options.recipes import RENAMED, runner_name
+from gsr_train.retrievers.registry import trainable
+from gsr_train.runs.experiment import run_experiment
 from gsr_train.runs.run_data import output_dir
 from gsr_train.runs.runners import runner_of
+from gsr_train.runtime.run_folder import run_status
 from gsr_train.runtime.training import is_rank_zero
 
 log = logging.getLogger(__name__)
@@ -127,9 +134,6 @@ def find_source(ckpt_path: str | Path) -> RunSource:
 def _say_what_is_scored(source: RunSource) -> str | None:
     """Print which checkpoint is scored, and that its run did not finish when it did not: a
     killed or interrupted run's best checkpoint is the best of the epochs it completed."""
-    import sys
-
-    from gsr_train.runtime.run_folder import run_status
 
     status = run_status(source.folder)
     print(f"evaluating {source.checkpoint} ({source.experiment} run in {source.folder})", file=sys.stderr)
@@ -153,7 +157,6 @@ def _task_overrides() -> list[str]:
 
 
 def _groups() -> set[str]:
-    from gsr_train.config import project_root
 
     return {p.name for p in (project_root() / "conf").iterdir() if p.is_dir()}
 
@@ -164,7 +167,6 @@ def apply_overrides(cfg: DictConfig, overrides: list[str], composed: DictConfig)
     A config-group choice (``encoder=gte_large``, ``trainer=gpu``) takes that section from
     ``composed`` (the eval command's own composition); values are set where they point.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     groups = _groups()
     touched: set[str] = set()
@@ -192,7 +194,6 @@ def _touched(keys: set[str], prefix: str) -> bool:
 
 def _layout(data_dir: str, split: str) -> str:
     """``rog`` when the split's rows carry graphs, ``paths`` for chain-supervision rows."""
-    from gsr_train.data.rows import iter_records
 
     for _, _, record in iter_records(data_dir, split):
         return "rog" if isinstance(record, dict) and "graph" in record else "paths"
@@ -201,7 +202,6 @@ def _layout(data_dir: str, split: str) -> str:
 
 def migrate_renamed(cfg: DictConfig) -> None:
     """A run folder saved before an option took its one name: the value moves to the new name."""
-    from gsr_train.options.recipes import RENAMED
 
     for old, new in RENAMED.get(runner_name(cfg.get("runner")), {}).items():
         value = OmegaConf.select(cfg, old, default=None)
@@ -228,8 +228,6 @@ def eval_config(source: RunSource, composed: DictConfig, overrides: list[str]) -
         cfg.data.splits = [split]
         other_data = _touched(touched, "data") and OmegaConf.select(cfg, "data.dir", default=None) != old_dir
         if other_data and "data" not in touched and not _touched(touched, "data.name"):
-            from gsr_train.config import dataset_name
-
             cfg.data.name = dataset_name(str(OmegaConf.select(cfg, "data.name", default="data")), str(cfg.data.dir))
         if other_data and not _touched(touched, "data.labels") and not isinstance(cfg.data.get("labels"), str):
             cfg.data.labels = {}  # label files of the training data do not describe other data
@@ -279,7 +277,6 @@ def untrained_config(composed: DictConfig) -> DictConfig:
 
 def _refuse_untrained_learner(cfg: DictConfig) -> None:
     """``eval.py +experiment=retrieve`` with a trainable retriever and nothing trained to score."""
-    from gsr_train.retrievers.registry import trainable
 
     spec = cfg.get("retriever")
     if runner_name(cfg.get("runner")) != "retrieve" or spec is None or cfg.get("eval_only"):
@@ -296,7 +293,6 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
 
     ``overrides``: the command line's overrides to put on the run's config (default: Hydra's).
     """
-    from gsr_train.runs.experiment import run_experiment
 
     if composed.get("ckpt_path"):
         source = find_source(composed.ckpt_path)

@@ -5,17 +5,26 @@ turn a stop signal into an interrupted, resumable run; user errors become one li
 from __future__ import annotations
 
 import logging
+import shlex
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from gsr_train.config import slurm_job_tag
 from gsr_train.data.errors import UserError
+from gsr_train.data.errors import report_user_errors as report
 from gsr_train.options.check import check_recipe
 from gsr_train.runs.run_data import _LOADED_DATA, output_dir
 from gsr_train.runs.runners import runner_of
+from gsr_train.runs.summary import run_summary
 from gsr_train.runtime.device import check_device, place_encoder, set_matmul_precision
+from gsr_train.runtime.interrupts import INTERRUPTS, RunInterrupted, requeue_slurm_job
+from gsr_train.runtime.run_folder import claim, launching_process, mark, run_state
 from gsr_train.runtime.training import check_readable_checkpoint, is_rank_zero, resume_path
 
 log = logging.getLogger(__name__)
@@ -29,9 +38,6 @@ def run_experiment(cfg: DictConfig) -> Any:
     A stop signal (:mod:`gsr_train.runtime.interrupts`) marks the folder interrupted, requeues a SLURM
     job on its requeue signal and exits with ``128 + signal``; ``resume=auto`` continues the run.
     """
-    import pytorch_lightning as pl
-
-    from gsr_train.runtime.interrupts import INTERRUPTS
 
     check_recipe(cfg)  # unknown or misspelled options: one message before any work
     check_device(cfg)  # trainer=gpu without CUDA: one line, not Lightning's error after the data
@@ -57,8 +63,6 @@ def run_experiment(cfg: DictConfig) -> Any:
 
 def _start_run(cfg: DictConfig, out: Path, experiment: Any) -> bool:
     """Claim ``out`` (rank 0) and mark it running; False when a finished run is asked to resume."""
-    from gsr_train.runs.summary import run_summary
-    from gsr_train.runtime.run_folder import claim, launching_process, mark, run_state
 
     if not launching_process():
         return True
@@ -79,12 +83,6 @@ def _start_run(cfg: DictConfig, out: Path, experiment: Any) -> bool:
 
 
 def _run_and_mark(cfg: DictConfig, out: Path, experiment: Any) -> Any:
-    import time
-
-    from gsr_train.config import slurm_job_tag
-    from gsr_train.runs.summary import run_summary
-    from gsr_train.runtime.interrupts import RunInterrupted, requeue_slurm_job
-    from gsr_train.runtime.run_folder import mark
 
     t0 = time.perf_counter()
     runner = runner_of(cfg)
@@ -122,7 +120,6 @@ def _run_and_mark(cfg: DictConfig, out: Path, experiment: Any) -> Any:
 
 
 def signal_name(signum: int) -> str:
-    import signal
 
     return signal.Signals(signum).name
 
@@ -143,7 +140,6 @@ def _resume_command(cfg: DictConfig, out: Path) -> str:
         folder = out.resolve().relative_to(Path.cwd().resolve())  # as the user would type it
     except ValueError:
         folder = out
-    import shlex
 
     return " ".join(shlex.quote(o) for o in [*overrides, f"hydra.run.dir={folder}", "resume=auto"])
 
@@ -157,7 +153,6 @@ def user_errors() -> tuple[type[BaseException], ...]:
 def report_user_errors(fn, *args: Any) -> Any:
     """``fn(*args)``; a user error (or a failed write into the run's cache: read-only, full) becomes
     ``error: ...`` on stderr and exit status 2 (:func:`gsr_train.data.errors.report_user_errors`)."""
-    from gsr_train.data.errors import report_user_errors as report
 
     cfg = next((a for a in args if isinstance(a, DictConfig)), None)
     cache = OmegaConf.select(cfg, "paths.cache_dir", default=None) if cfg is not None else None
@@ -166,7 +161,6 @@ def report_user_errors(fn, *args: Any) -> Any:
 
 def finish_trackers() -> None:
     """Close an open wandb run, so the next job of a multirun (same process) starts its own."""
-    import sys
 
     wandb = sys.modules.get("wandb")
     if wandb is not None and getattr(wandb, "run", None) is not None:

@@ -25,7 +25,34 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import UserError
+from gsr_train.eval.fact_check import EncoderVerifier
+from gsr_train.eval.tail import metrics_row
+from gsr_train.io import atomic_write, write_jsonl
+from gsr_train.llm.cache import ResponseCache
+from gsr_train.llm.local_model import local_endpoint
+from gsr_train.llm.runner import read_jsonl
+from gsr_train.openended.calibration import calibrate_judges, calibration_set, calibration_table
+from gsr_train.openended.forms import check_forms
+from gsr_train.openended.pipeline import (
+    Condition,
+    JudgeOptions,
+    Judges,
+    Questions,
+    graph_knowledge,
+    judge_conditions,
+    knowledge_sources,
+    make_cases,
+)
+from gsr_train.openended.questions import load_questions
+from gsr_train.openended.report import condition_rows, conditions_table, grid_plot
+from gsr_train.openended.stages import CRITERIA, GEvalOptions
+from gsr_train.robustness.kge import get_scorer
+from gsr_train.robustness.perturb import METHODS, perturb
+from gsr_train.robustness.similarity import similarity
+from gsr_train.runs.run_data import cache_dir, load_kg_index, output_dir, save_metrics
 from gsr_train.runtime.device import run_device
+from gsr_train.text.embeddings import get_embeddings
+from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +77,6 @@ class _Setup:
 
 def _check(cfg: DictConfig, forms: list[str]) -> dict:
     """The user's mistakes in ``open_ended``, one message before any work; the results files read."""
-    from gsr_train.llm.runner import read_jsonl
-    from gsr_train.openended.forms import check_forms
-    from gsr_train.openended.stages import CRITERIA
 
     oe = cfg.open_ended
     results = as_dict(oe.results) if oe.get("results") else {}
@@ -79,8 +103,6 @@ def _check(cfg: DictConfig, forms: list[str]) -> dict:
 
 
 def _options(cfg: DictConfig):
-    from gsr_train.openended.pipeline import JudgeOptions
-    from gsr_train.openended.stages import GEvalOptions
 
     oe = cfg.open_ended
     g = oe.geval
@@ -109,8 +131,6 @@ def _answer_params(cfg: DictConfig) -> dict:
 
 def _questions(cfg: DictConfig, index, split_name: str, encoder):
     """The questions under study (the first ``max_questions``) with their graphs and embeddings."""
-    from gsr_train.openended.pipeline import Questions
-    from gsr_train.openended.questions import load_questions
 
     oe = cfg.open_ended
     graphs = index[split_name]
@@ -141,10 +161,6 @@ def _questions(cfg: DictConfig, index, split_name: str, encoder):
 def _judges(cfg: DictConfig, llm_cfg: dict, encoder, opts):
     """The stages' LLM endpoint and cache (the run's cache folder unless llm.cache_path says) and
     the encoder verifier."""
-    from gsr_train.eval.fact_check import EncoderVerifier
-    from gsr_train.llm.cache import ResponseCache
-    from gsr_train.openended.pipeline import Judges
-    from gsr_train.runs.run_data import cache_dir
 
     path = llm_cfg.get("cache_path") or cache_dir(cfg) / "llm" / "responses.sqlite"
     cache = ResponseCache(path) if llm_cfg.get("use_cache", True) else None
@@ -154,10 +170,6 @@ def _judges(cfg: DictConfig, llm_cfg: dict, encoder, opts):
 
 def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
     """Everything a run needs, after every option was checked."""
-    from gsr_train.openended.pipeline import graph_knowledge
-    from gsr_train.runs.run_data import cache_dir, load_kg_index
-    from gsr_train.text.embeddings import get_embeddings
-    from gsr_train.text.encoders import load_encoder
 
     results = _check(cfg, forms)
     opts = _options(cfg)
@@ -175,7 +187,6 @@ def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
 
 def _calibrate(cfg: DictConfig, s: _Setup) -> dict:
     """The judge calibration on the studied graphs; sets the encoder verifier's threshold; printed."""
-    from gsr_train.openended.calibration import calibrate_judges, calibration_set, calibration_table
 
     c = cfg.open_ended.calibration
     facts = calibration_set(s.qs.split, s.index, int(c.per_question), c.get("max_facts"), int(c.seed))
@@ -190,8 +201,6 @@ def _calibrate(cfg: DictConfig, s: _Setup) -> dict:
 def _run_with(cfg: DictConfig, forms: list[str], body) -> Any:
     """``body(setup, t0)`` with the LLM endpoint answering (served here when ``llm.autostart``) and
     the response cache closed after it (every answer in it is committed already)."""
-    from gsr_train.llm.local_model import local_endpoint
-    from gsr_train.runs.run_data import cache_dir
 
     llm_cfg = as_dict(cfg.llm)
     needs_llm = "llm" in cfg.open_ended.verifiers or cfg.runner != "judge_calibration"
@@ -220,7 +229,6 @@ def run_calibration(cfg: DictConfig) -> dict:
 
 
 def _calibration_row(name: str, r: dict, split: str) -> dict:
-    from gsr_train.eval.tail import metrics_row
 
     keys = ("auc", "accuracy", "accuracy_at_0.5")  # shares (thresholds and counts: metrics.json details)
     return metrics_row(f"verifier-{name}", split, None, {k: r.get(k) for k in keys if k in r}, verifier=name)
@@ -228,8 +236,6 @@ def _calibration_row(name: str, r: dict, split: str) -> dict:
 
 def _write(cfg: DictConfig, s: _Setup, rows: list, details: dict, md_name: str, md: str, answers=None) -> None:
     """metrics.json, the markdown report and (when given) the per-answer rows, each atomically."""
-    from gsr_train.io import atomic_write, write_jsonl
-    from gsr_train.runs.run_data import output_dir, save_metrics
 
     out = output_dir(cfg)
     if answers is not None:
@@ -245,7 +251,6 @@ def _write(cfg: DictConfig, s: _Setup, rows: list, details: dict, md_name: str, 
 
 def _judge_all(s: _Setup, conditions: list) -> tuple[dict, list[dict]]:
     """Every condition answered and judged together (:func:`gsr_train.openended.pipeline.judge_conditions`)."""
-    from gsr_train.openended.pipeline import judge_conditions, knowledge_sources, make_cases
 
     t0 = time.perf_counter()
     groups = {c.label: make_cases(s.qs, c, s.index, s.emb, s.opts, s.classic, s.results) for c in conditions}
@@ -266,8 +271,6 @@ def _summary_line(f: dict) -> str:
 
 def run_open_ended(cfg: DictConfig) -> dict:
     """``+experiment=okgqa_open_ended``: calibration, then every form answered and judged."""
-    from gsr_train.openended.pipeline import Condition
-    from gsr_train.openended.report import condition_rows, conditions_table
 
     forms = list(cfg.open_ended.forms)
 
@@ -298,8 +301,6 @@ def _details(s: _Setup, figures: dict, calibration: dict, t0: float) -> dict:
 
 def run_perturbed(cfg: DictConfig) -> dict:
     """``+experiment=okgqa_perturbed``: the open-ended evaluation per perturbation x level x form."""
-    from gsr_train.openended.report import condition_rows, conditions_table, grid_plot
-    from gsr_train.runs.run_data import output_dir
 
     forms = list(cfg.open_ended.forms)
 
@@ -327,11 +328,6 @@ _PLOTTED = ("encoder_mean_support", "hallucination_llm")  # support: the encoder
 def _perturbed_conditions(cfg: DictConfig, s: _Setup, forms: list[str]) -> tuple[list, dict, list]:
     """The grid's conditions (closed book once, each evidence form on the original graphs and on
     every perturbed copy), their labels, and each perturbed copy's similarity to the original."""
-    from gsr_train.openended.pipeline import Condition
-    from gsr_train.robustness.kge import get_scorer
-    from gsr_train.robustness.perturb import METHODS, perturb
-    from gsr_train.robustness.similarity import similarity
-    from gsr_train.runs.run_data import cache_dir
 
     p = cfg.open_ended.perturb
     bad = sorted(set(p.methods) - set(METHODS))

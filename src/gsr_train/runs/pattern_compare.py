@@ -31,7 +31,21 @@ from typing import Any
 import torch
 
 from gsr_train.arrays import segment_sum
+from gsr_train.data.synthetic import ensure_synthetic
+from gsr_train.eval.evaluate import index_splits
+from gsr_train.eval.results import MatchStats, read_results
+from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.io import atomic_write, write_json
+from gsr_train.kg.index import default_cache_dir, get_index
+from gsr_train.kg.paths import get_supervision
+from gsr_train.patterns.retrieve import subgraph_scores, write_pattern_results
+from gsr_train.patterns.sources import SourceStats, chain_patterns_from_results, gold_patterns
+from gsr_train.retrievers.cosine import cosine_scores
+from gsr_train.retrievers.safe import SAFEConfig, SchemaResources, safe_retrieve
+from gsr_train.retrievers.simgrag import SimGRAGConfig, simgrag_retrieve
+from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
+from gsr_train.text.embeddings import get_embeddings
+from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
 KS = (10, 20, 50, 100, 200)
@@ -39,14 +53,11 @@ KS = (10, 20, 50, 100, 200)
 
 def resolve_data(data: str, cache_dir: Path) -> str:
     if data == "synthetic":
-        from gsr_train.data.synthetic import ensure_synthetic
-
         return str(ensure_synthetic({}, cache_dir))
     return data
 
 
 def _recall(split, scores: torch.Tensor, ks: Sequence[int], limit: int | None) -> dict[str, float]:
-    from gsr_train.eval.retrieval import retrieval_metrics
 
     if limit is not None and limit < len(split):
         scores = scores[: int(split.edge_ptr[limit])]
@@ -151,12 +162,6 @@ def _open(
     limit: int | None,
 ) -> _Comparison:
     """The split's index and embeddings, the pattern retrievers' settings and the figures' header."""
-    from gsr_train.eval.evaluate import index_splits
-    from gsr_train.kg.index import default_cache_dir, get_index
-    from gsr_train.retrievers.safe import SAFEConfig
-    from gsr_train.retrievers.simgrag import SimGRAGConfig
-    from gsr_train.text.embeddings import get_embeddings
-    from gsr_train.text.encoders import load_encoder
 
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     data_dir = resolve_data(data, cache)
@@ -185,7 +190,6 @@ def _open(
 
 def _cosine(c: _Comparison) -> None:
     """The cosine baseline, timed over the whole split."""
-    from gsr_train.retrievers.cosine import cosine_scores
 
     t0 = time.perf_counter()
     cos = cosine_scores(c.split, c.emb.question[c.split_name], c.emb)
@@ -194,14 +198,11 @@ def _cosine(c: _Comparison) -> None:
 
 def _subgraphrag(c: _Comparison, results: str, ckpt: str | None) -> None:
     """SubgraphRAG's row from its results file, timed by re-scoring the split with ``ckpt`` when given."""
-    from gsr_train.eval.results import MatchStats, read_results
 
     st = MatchStats()
     sg_scores, _ = read_results(results, c.index, c.split_name, skip_unknown=True, stats=st)
     ms, how = None, "not measured"
     if ckpt:
-        from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
-
         retr = SubgraphRAGRetriever.from_checkpoint(ckpt)
         t0 = time.perf_counter()
         retr.retrieve(c.index, c.split_name, c.emb)
@@ -212,8 +213,6 @@ def _subgraphrag(c: _Comparison, results: str, ckpt: str | None) -> None:
 def _gsr(c: _Comparison, results: str, metrics: str | None) -> list:
     """GSR's row from its results file (its decoding time from its ``metrics.json``); the patterns
     of its chains."""
-    from gsr_train.eval.results import MatchStats, read_results
-    from gsr_train.patterns.sources import SourceStats, chain_patterns_from_results
 
     st = MatchStats()
     gsr_scores, _ = read_results(results, c.index, c.split_name, skip_unknown=True, stats=st)
@@ -233,8 +232,6 @@ def _gsr(c: _Comparison, results: str, metrics: str | None) -> list:
 
 def _gold_patterns(c: _Comparison, gold: str) -> list:
     """Patterns of the weak supervision's shortest-path chains (``gold``: filtered or raw), an oracle."""
-    from gsr_train.kg.paths import get_supervision
-    from gsr_train.patterns.sources import SourceStats, gold_patterns
 
     sup = get_supervision(c.index, c.split_name, c.cache_dir)
     gstats = SourceStats()
@@ -246,7 +243,6 @@ def _gold_patterns(c: _Comparison, gold: str) -> list:
 
 def _schema(c: _Comparison):
     """SAFE's schema resources, built once (its build time reported on its own)."""
-    from gsr_train.retrievers.safe import SchemaResources
 
     t0 = time.perf_counter()
     resources = SchemaResources.build(c.index, list(c.index.splits), c.enc, c.cache_dir, c.safe_cfg)
@@ -260,9 +256,6 @@ def _schema(c: _Comparison):
 
 def _pattern_retrievers(c: _Comparison, source: str, pats: list, resources) -> None:
     """SimGRAG and SAFE on one pattern source: their rows, and their result files in ``out``."""
-    from gsr_train.patterns.retrieve import subgraph_scores, write_pattern_results
-    from gsr_train.retrievers.safe import safe_retrieve
-    from gsr_train.retrievers.simgrag import simgrag_retrieve
 
     tag = "gsr" if source == "GSR chains" else "gold"
     run = simgrag_retrieve(c.index, c.split_name, c.emb, pats, c.sim_cfg, c.enc, c.cache_dir)

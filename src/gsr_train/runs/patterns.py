@@ -18,8 +18,18 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
+from gsr_train.eval.labels import load_labelled_triples
+from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.eval.tail import results_file, retrieval_row
+from gsr_train.kg.paths import get_supervision
+from gsr_train.patterns.retrieve import write_pattern_results
+from gsr_train.retrievers.interface import RetrievalInputs
+from gsr_train.retrievers.pattern_retriever import PatternRetriever
+from gsr_train.retrievers.registry import build
 from gsr_train.runs.run_data import cache_dir, label_path, load_kg_index, output_dir, save_metrics
 from gsr_train.runtime.device import run_device
+from gsr_train.text.embeddings import get_embeddings
+from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +57,6 @@ class _PatternRun:
 def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     """Build the registered ``method`` retriever from the run's config, score the split, write and
     evaluate its results."""
-    from gsr_train.eval.tail import results_file
 
     r = _build(cfg, method)
     t0 = time.perf_counter()
@@ -62,10 +71,6 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
 def _build(cfg: DictConfig, method: str) -> _PatternRun:
     """The split's index and embeddings, and the ``method`` retriever on them (its options, the
     pattern source and the LLM from the config)."""
-    from gsr_train.retrievers.interface import RetrievalInputs
-    from gsr_train.retrievers.registry import build
-    from gsr_train.text.embeddings import get_embeddings
-    from gsr_train.text.encoders import load_encoder
 
     split = cfg.get("split", "test")
     index = load_kg_index(cfg, evaluate=[split])
@@ -87,8 +92,6 @@ def _build(cfg: DictConfig, method: str) -> _PatternRun:
 
 def _write_results(r: _PatternRun, out: Path) -> None:
     """The scored run's subgraphs and patterns in the project result format."""
-    from gsr_train.patterns.retrieve import write_pattern_results
-    from gsr_train.retrievers.pattern_retriever import PatternRetriever
 
     assert isinstance(r.retriever, PatternRetriever)  # what the registry builds for simgrag / safe
     run = r.retriever.run
@@ -99,9 +102,6 @@ def _write_results(r: _PatternRun, out: Path) -> None:
 def _evaluate(r: _PatternRun, scores) -> Any:
     """Recall of the scores against the answers, the shortest-path supervision and (when the data
     has them) the labelled triples, by hop count."""
-    from gsr_train.eval.labels import load_labelled_triples
-    from gsr_train.eval.retrieval import retrieval_metrics
-    from gsr_train.kg.paths import get_supervision
 
     cfg = r.cfg
     sup = get_supervision(r.index, r.split, cache_dir(cfg))
@@ -122,7 +122,6 @@ def _evaluate(r: _PatternRun, scores) -> Any:
 
 def _report(r: _PatternRun, report, extra: dict, total: float, out: Path) -> dict[str, Any]:
     """The recall table and search summary printed, metrics.json written; the run's figures."""
-    from gsr_train.eval.tail import retrieval_row
 
     cfg, name = r.cfg, r.name
     print(report.table(f"{name} on {cfg.data.name} [{r.split}]", breakdowns=True))

@@ -8,6 +8,12 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from gsr_train.eval.labels import load_labelled_triples
+from gsr_train.eval.results import write_results
+from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.eval.retrieval_answers import answers_report
+from gsr_train.eval.tail import results_file, retrieval_row
+from gsr_train.kg.paths import get_supervision
 from gsr_train.retrievers.interface import ROW_FIELDS
 from gsr_train.runs.run_data import cache_dir, label_path, output_dir, save_metrics
 from gsr_train.runtime.device import run_device
@@ -15,7 +21,6 @@ from gsr_train.runtime.device import run_device
 
 def _answer_ranking(graphs: Any, answers: list) -> dict[str, Any]:
     """QA metrics of the retriever's own top answer per question (a node scorer's ranking)."""
-    from gsr_train.eval.retrieval_answers import answers_report
 
     questions = [{"id": graphs.ids[i], "answers": list(graphs.answers[i])} for i in range(len(graphs))]
     rows = {graphs.ids[i]: {"answers": answers[i]} for i in range(len(graphs))}
@@ -35,11 +40,6 @@ def report_retrieval(
     shortest-path and, where the data has them, labelled triples), print the table and write
     metrics.json: what every retriever run ends with. ``extra``: the retriever's own figures (plain
     values kept); ``details``: the runner's, merged into metrics.json as they are."""
-    from gsr_train.eval.labels import load_labelled_triples
-    from gsr_train.eval.results import write_results
-    from gsr_train.eval.retrieval import retrieval_metrics
-    from gsr_train.eval.tail import results_file, retrieval_row
-    from gsr_train.kg.paths import get_supervision
 
     graphs, k = index[split], int(cfg.top_k)
     if scores.shape != (graphs.edge_rel.numel(),):

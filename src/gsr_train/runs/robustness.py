@@ -11,16 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from gsr_train.eval.tail import metrics_row
 from gsr_train.io import atomic_write
+from gsr_train.kg.paths import get_supervision
+from gsr_train.robustness.kge import get_scorer
+from gsr_train.robustness.retrievers import build_retrievers
 from gsr_train.robustness.run import evaluate_robustness, plot, report_tables
+from gsr_train.runs.run_data import cache_dir, load_kg_index, output_dir, save_metrics
 from gsr_train.runtime.device import run_device
+from gsr_train.text.embeddings import get_embeddings
 
 CONF = str(Path(__file__).resolve().parents[3] / "conf")
 
 
 def _container(node) -> Any:
-    from omegaconf import DictConfig, ListConfig, OmegaConf
 
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
 
@@ -75,11 +81,6 @@ def run(cfg) -> dict:
 
 def _prepare(cfg) -> _Study:
     """The split, its gold shortest-path triples, its embeddings, the KGE scorer and the retrievers."""
-    from gsr_train.kg.paths import get_supervision
-    from gsr_train.robustness.kge import get_scorer
-    from gsr_train.robustness.retrievers import build_retrievers
-    from gsr_train.runs.run_data import cache_dir, load_kg_index
-    from gsr_train.text.embeddings import get_embeddings
 
     rc = cfg.robustness
     split_name = cfg.get("split", "test")
@@ -111,7 +112,6 @@ def _prepare(cfg) -> _Study:
 
 def _report(cfg, s: _Study, figures: dict) -> None:
     """``robustness.md``, metrics.json and the recall plots written; the tables printed."""
-    from gsr_train.runs.run_data import output_dir, save_metrics
 
     rc = cfg.robustness
     out = output_dir(cfg)
@@ -131,7 +131,6 @@ def _report(cfg, s: _Study, figures: dict) -> None:
 def metrics_rows(figures: dict, k: int) -> list[dict]:
     """The tail's rows: one per retriever x perturbation x level, recall at ``k`` (or the largest
     evaluated K below it) over all questions and over those whose gold evidence was touched / not."""
-    from gsr_train.eval.tail import metrics_row
 
     ks = sorted(int(x) for x in figures["ks"])
     at = max([x for x in ks if x <= k] or ks[:1])

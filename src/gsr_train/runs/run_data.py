@@ -8,12 +8,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from gsr_train.arrays import segment_sum
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
+from gsr_train.data.rows import split_files
+from gsr_train.data.synthetic import ensure_synthetic
+from gsr_train.eval.tail import METRICS_FILE, write_metrics
+from gsr_train.kg.index import get_index
+from gsr_train.parallel import WorkersError, resolve_workers, set_default_workers
 from gsr_train.runtime.device import device_record
 from gsr_train.runtime.training import check_resume_target, is_rank_zero
+from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +41,6 @@ def resolve_data_dir(cfg: DictConfig) -> str:
     if cfg.data.get("dir"):
         return str(cfg.data.dir)
     if cfg.data.name == "synthetic":
-        from gsr_train.data.synthetic import ensure_synthetic
-
         options = as_dict(cfg.data.get("synthetic") or OmegaConf.create({}))  # none or empty: the defaults
         return str(ensure_synthetic(options, cache_dir(cfg)))
     raise ValueError(f"data config {cfg.data.name!r} has no `dir`; set data.dir=/path/to/rog/splits")
@@ -46,7 +52,6 @@ _LOADED_DATA: dict[str, dict] = {}
 def set_run_workers(cfg: DictConfig) -> int:
     """``data.workers`` (null or absent: the cores available) as the process's worker count for
     data preparation; a value that is not an integer >= 1 is a :class:`PreflightError` naming it."""
-    from gsr_train.parallel import WorkersError, resolve_workers, set_default_workers
 
     try:
         set_default_workers(cfg.data.get("workers"))
@@ -67,7 +72,6 @@ def load_kg_index(
     ``data.workers`` becomes this process's worker count for preparing data
     (:func:`~gsr_train.parallel.set_default_workers`): the index build here, and the embeddings
     and supervision the run asks for later, wherever it asks."""
-    from gsr_train.kg.index import get_index
 
     set_run_workers(cfg)
     folder = resolve_data_dir(cfg) if source is None else str(source)
@@ -130,7 +134,6 @@ def preflight(
     (``auto`` and empty values are skipped); ``encoder``: an encoder config that must load.
     All problems are reported at once, each naming the option to fix.
     """
-    from gsr_train.data.rows import split_files
 
     problems: list[str] = []
     configured = list(cfg.data.get("splits") or [])
@@ -160,8 +163,6 @@ def preflight(
     except PreflightError as e:
         problems.append(str(e))
     if encoder is not None:
-        from gsr_train.text.encoders import load_encoder
-
         try:
             load_encoder(as_dict(encoder) if isinstance(encoder, DictConfig) else encoder)
         except Exception as e:  # unknown name or option, model folder missing, hub offline
@@ -173,7 +174,6 @@ def preflight(
 def _answer_in_some_graph(graphs: Any, chunk: int = 1 << 22) -> bool:
     """Whether any answer entity is an endpoint of an edge (answers missing from a graph are
     kept as isolated nodes: they can be neither retrieved nor reached). Runs over edge chunks."""
-    import numpy as np
 
     answer = graphs.answer_mask.numpy()
     if not answer.any():
@@ -193,7 +193,6 @@ def require_split(index: Any, split: str, role: str, data: str, labels: Any = No
     questions, answers present in their graphs, and (``labels``: per-edge positives, e.g. the
     shortest-path labels) at least one question with a positive edge. Raised before training,
     as a :class:`PreflightError` naming the split, the data and the fix."""
-    from gsr_train.arrays import segment_sum
 
     graphs = index[split]
     where = f"the {role} split {split!r} of {data}"
@@ -239,7 +238,6 @@ def save_metrics(
 ) -> Path:
     """The run's ``metrics.json`` (:mod:`gsr_train.eval.tail`: the header every method shares, then
     ``details``), atomically, rank 0 only."""
-    from gsr_train.eval.tail import METRICS_FILE, write_metrics
 
     path = output_dir(cfg) / METRICS_FILE
     if not is_rank_zero():

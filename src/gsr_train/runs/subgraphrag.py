@@ -24,8 +24,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.config import defaults_of
 from gsr_train.data.errors import PreflightError
+from gsr_train.eval.labels import load_labelled_triples
+from gsr_train.eval.retrieval import comparison_table, retrieval_metrics
+from gsr_train.eval.tail import at_compare_ks, metrics_row, results_file, retrieval_row
+from gsr_train.models.subgraphrag.module import SubgraphRAGModule
 from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
+from gsr_train.models.subgraphrag.perf import keep_freed_memory
+from gsr_train.models.subgraphrag.scorer import ScorerConfig
 from gsr_train.options.recipes import SubgraphRAGRun
+from gsr_train.retrievers.cosine import cosine_scores
+from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
+from gsr_train.runs.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
 from gsr_train.runs.run_data import (
     label_path,
     load_kg_index,
@@ -132,8 +141,6 @@ def run(cfg: DictConfig) -> dict:
 
 def _check_options(cfg: DictConfig) -> _Run:
     """Every option and input the run needs, before any work."""
-    from gsr_train.models.subgraphrag.perf import keep_freed_memory
-    from gsr_train.models.subgraphrag.scorer import ScorerConfig
 
     t_start = time.perf_counter()
     run_cfg, model_opts, train = settings(cfg)
@@ -158,8 +165,6 @@ def _check_options(cfg: DictConfig) -> _Run:
 
 def _prepare(r: _Run) -> None:
     """Index, embeddings and shortest-path supervision of the splits the run reads, checked."""
-    from gsr_train.models.subgraphrag.scorer import ScorerConfig
-    from gsr_train.runs.edge_training import edge_data
 
     cfg, run_cfg = r.cfg, r.run_cfg
     t0 = time.perf_counter()
@@ -175,8 +180,6 @@ def _prepare(r: _Run) -> None:
 
 def _train(r: _Run) -> tuple[str | None, dict, Any]:
     """Fit; the checkpoint to evaluate (None on DDP ranks > 0), what training did, the trainer."""
-    from gsr_train.models.subgraphrag.module import SubgraphRAGModule
-    from gsr_train.runs.edge_training import EdgeRecipe, fit_edge_scorer, model_meta
 
     cfg, run_cfg, train = r.cfg, r.run_cfg, r.train
     module = SubgraphRAGModule(
@@ -205,8 +208,6 @@ def _train(r: _Run) -> tuple[str | None, dict, Any]:
 
 def _retrieve(r: _Run, best_path: str):
     """The trained scorer's scores of the evaluation split, its top-K written to the results file."""
-    from gsr_train.eval.tail import results_file
-    from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
 
     run_cfg, split_name = r.run_cfg, r.run_cfg["eval_split"]
     device = run_cfg["device"] or run_device(r.cfg)  # serving follows the trainer unless set
@@ -231,8 +232,6 @@ def _retrieve(r: _Run, best_path: str):
 
 def _measure(r: _Run, ks: Sequence[int]):
     """``report(scores, ks)``: the split's recall with its supervision and labels; the label figures."""
-    from gsr_train.eval.labels import load_labelled_triples
-    from gsr_train.eval.retrieval import retrieval_metrics
 
     split_name = r.run_cfg["eval_split"]
     graphs, sup = r.index[split_name], r.sup[split_name]
@@ -251,8 +250,6 @@ def _measure(r: _Run, ks: Sequence[int]):
 
 def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
     """Score the evaluation split, compare with cosine, print the tables, write metrics.json."""
-    from gsr_train.eval.retrieval import comparison_table
-    from gsr_train.retrievers.cosine import cosine_scores
 
     cfg, split_name = r.cfg, r.run_cfg["eval_split"]
     scores, results_path = _retrieve(r, best_path)
@@ -303,7 +300,6 @@ def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
 
 def _write_rows(r: _Run, name, reports, cos_scores, report, at_k, best_path, results_path, figures, trainer) -> None:
     """metrics.json's rows (the model, and cosine at the same K) and the tracker's final figures."""
-    from gsr_train.eval.tail import at_compare_ks, metrics_row, retrieval_row
 
     split_name, top_k, ks = r.run_cfg["eval_split"], at_k["k"], figures["ks"]
     at_top_k = {m: v for m, v in at_k.items() if m != "k"}

@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gsr_train.config import run_state
+from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
+
 MAX_TABLE_LINES = 24
 
 
 def _table(folder: Path) -> str | None:
     """The run's main table: the one its runner printed (SubgraphRAG's comparison, the readers' and
     the robustness study's tables), else the rows of its ``metrics.json`` (:mod:`gsr_train.eval.tail`)."""
-    from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
 
     try:
         doc = read_metrics(folder / METRICS_FILE) if (folder / METRICS_FILE).is_file() else None
@@ -38,7 +40,6 @@ def _table(folder: Path) -> str | None:
 
 def run_summary(folder: str | Path, experiment: Any, seconds: float | None) -> str:
     """``seconds`` None: a run that finished earlier (its finishing time from ``run.json``)."""
-    from gsr_train.config import run_state
 
     folder = Path(folder)
     files = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if not p.name.startswith("."))

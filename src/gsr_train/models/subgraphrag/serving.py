@@ -22,7 +22,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gsr_train.models.subgraphrag import serving_kernels
 from gsr_train.models.subgraphrag.scorer import Projections, TripleScorer
 
 _STRUCTURE_CODE = {"none": 0, "topic": 1, "dde": 2}
@@ -49,6 +48,8 @@ def _single_threaded_torch():
 
 
 def _kernels():
+    # lazy: numba takes about a second to import and compile; only CPU serving needs it
+    from gsr_train.models.subgraphrag import serving_kernels
 
     return serving_kernels
 
