@@ -1,16 +1,21 @@
 """Which function runs each experiment: ``runner: NAME`` in an experiment file picks one here.
 
 The table is code, so the route from ``python train.py +experiment=X`` to the function that
-does the work is one lookup a reader can follow (and a type checker can check). Run folders
-written before the names existed saved a dotted path (``gsr_train.runs.gsr.run``); those still
-resolve. A runner of the user's own, outside gsr-train, is named by its dotted path.
+does the work is one lookup a reader can follow (and a type checker can check). A name not in
+the table is the ``run`` function of ``gsr_train.runs.NAME``: a new built-in experiment kind is
+its runner module, its options (:data:`gsr_train.options.recipes.RECIPES`) and its experiment
+file, with no edit here. Run folders written before the names existed saved a dotted path
+(``gsr_train.runs.gsr.run``); those still resolve. A runner of the user's own, outside
+gsr-train, is named by its dotted path.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
+import hydra.utils
 from omegaconf import DictConfig
 
 from gsr_train.data.errors import UserError
@@ -44,9 +49,16 @@ def runner_of(cfg: DictConfig) -> Runner:
     name = runner_name(cfg.get("runner"))
     if name in RUNNERS:
         return RUNNERS[name]
+    if name.isidentifier():  # runner: NAME -> gsr_train.runs.NAME.run
+        try:
+            module = importlib.import_module(f"gsr_train.runs.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"gsr_train.runs.{name}":
+                raise
+        else:
+            if callable(getattr(module, "run", None)):
+                return module.run
     if "." in name:  # a runner of the user's own
-        import hydra.utils
-
         try:
             return hydra.utils.get_method(name)
         except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
