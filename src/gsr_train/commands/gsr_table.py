@@ -1,10 +1,11 @@
 """``gsr-train gsr-table <run or multirun folder> [--json out.json]``: one table over GSR runs.
 
-Every ``metrics.json`` under the folder written by a GSR experiment (``+experiment=gsr_*``) gives one
-row per decoding mode: the run's settings (model, relation head, residual, relation source, index
-ratio, walks, holdout, retrieval variant, schedule, decoding mode, shortest-chain rule, epochs,
-training seconds) next to its chain match, answer coverage and validity figures. Runs written before
-a setting was recorded read it from their composed config (``.hydra/config.yaml``).
+Every ``metrics.json`` under the folder written by a GSR experiment (``+experiment=gsr_*``, or
+``+experiment=retrieve retriever=gsr``) gives one row per decoding mode: the run's settings (model,
+relation head, residual, relation source, index ratio, walks, holdout, retrieval variant, schedule,
+decoding mode, shortest-chain rule, epochs, training seconds) next to its chain match, answer
+coverage and validity figures. Runs written before a setting was recorded read it from their composed
+config (``.hydra/config.yaml``).
 ``python -m gsr_train.commands.gsr_table <folder>`` is the same command.
 """
 
@@ -122,7 +123,7 @@ def _mode_row(m: Mapping, mode: str, settings: dict) -> dict:
         "schedule": m["schedule"],
         "mode": mode,
         "shortest": "" if shortest is None else ("yes" if shortest else "no"),
-        "epochs": (m.get("fit") or {}).get("epochs_run"),
+        "epochs": (m.get("fit") or m.get("training") or {}).get("epochs_run"),  # training: +experiment=retrieve
         "train_s": round(m.get("train_seconds", 0.0)),
         **rep.flat(),
     }

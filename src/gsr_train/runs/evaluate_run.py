@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import PreflightError
 from gsr_train.io import write_json
+from gsr_train.runs import gsr
 from gsr_train.runs.recipes import runner_name
 from gsr_train.runs.run_data import output_dir
 from gsr_train.runs.runners import runner_of
@@ -284,7 +285,7 @@ def _refuse_untrained_learner(cfg: DictConfig) -> None:
     spec = cfg.get("retriever")
     if runner_name(cfg.get("runner")) != "retrieve" or spec is None or cfg.get("eval_only"):
         return
-    if trainable(spec.get("name"), spec.get("_target_")) is not None:
+    if trainable(spec.get("name"), spec.get("_target_")) is not None or gsr.trains_first(cfg):
         raise PreflightError(
             f"retriever {spec.get('_target_') or spec.get('name')} is trainable: eval.py scores a trained one, "
             "ckpt_path=<its run folder or checkpoint> (train it with python train.py +experiment=retrieve ...)"

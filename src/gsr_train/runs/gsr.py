@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from gsr_train.config import as_dict, defaults_of, project_root
 from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules import gsr_prepare
 from gsr_train.datamodules.gsr_chains import chain_relations
@@ -41,8 +42,10 @@ from gsr_train.kg.index import source_fingerprint
 from gsr_train.models.gsr.decoding import DecodeConfig
 from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
 from gsr_train.models.gsr.module import GSRModule, best_checkpoint
-from gsr_train.retrievers.gsr import retrieve_and_evaluate, write_gsr_results
-from gsr_train.runs.recipes import GSRWalks
+from gsr_train.retrievers.gsr import edge_scores, retrieve_and_evaluate, write_gsr_results
+from gsr_train.retrievers.interface import ROW_FIELDS
+from gsr_train.runs.recipes import RECIPES, GSRRun, GSRWalks
+from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runs.run_data import (
     cache_dir,
     load_kg_index,
@@ -214,8 +217,9 @@ def run(cfg: DictConfig) -> float | None:
     return _evaluate(r)
 
 
-def check_options(cfg: DictConfig) -> None:
-    """Every option and input the run needs, before any data work."""
+def check_options(cfg: DictConfig, model_option: str = "gsr.eval_only", label_splits: Sequence[str] = ()) -> None:
+    """Every option and input the run needs, before any data work (``model_option``: the option
+    that names a trained model, ``label_splits``: splits whose labelled triples are scored)."""
     g = cfg.gsr
     require_family(cfg, GSR_FAMILIES, "gsr")
     one_setting(cfg, "model.epochs")
@@ -226,7 +230,8 @@ def check_options(cfg: DictConfig) -> None:
     preflight(
         cfg,
         splits=needed if cfg.data.get("format") != "paths" else [],
-        checkpoints={"gsr.eval_only": g.get("eval_only")},
+        label_splits=label_splits,
+        checkpoints={model_option: g.get("eval_only")},
     )
     if cfg.model.get("pretrained") and not g.get("eval_only"):
         resolve_pretrained(cfg.model.pretrained)  # fail before any data work when the hub is unreachable
@@ -313,3 +318,107 @@ def _evaluate(r: _GSRRun) -> float | None:
     matches = {mode: figures[mode].get("chain_match", {}) for mode in modes}
     log_final_metrics(r.trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in matches[mode].items()})
     return matches[modes[0]].get(f"match@{int(cfg.top_k)}") if modes else None
+
+
+# ---------------------------------------------------------------------- +experiment=retrieve retriever=gsr
+RETRIEVE_FILE = RECIPES["retrieve"].file  # conf/experiment/retrieve.yaml
+# GSR options whose concept the retrieve experiment names itself, and where it does
+RETRIEVE_NAMES = {
+    "eval_split": "split=...",
+    "eval_only": "eval_only=... (or retriever.options.model=...)",
+    "eval_modes": "retriever.options.decode.constrained=true|false (one decoding mode per run)",
+    "max_eval_questions": "nothing: it scores every question of the split (pick a smaller split instead)",
+}
+
+
+def on_retrieve_path(cfg: DictConfig) -> bool:
+    """``retriever=gsr`` on ``+experiment=retrieve`` that trains GSR or scores a trained one here
+    (a results file, ``retriever.options.results``, is read by the registered retriever)."""
+    spec = cfg.get("retriever") or {}
+    options = spec.get("options") or {}
+    return spec.get("name") == "gsr" and not spec.get("_target_") and not options.get("results")
+
+
+def trains_first(cfg: DictConfig) -> bool:
+    """``retriever=gsr`` naming nothing trained: the run trains it (eval.py refuses that)."""
+    options = cfg.retriever.get("options") or {}
+    return on_retrieve_path(cfg) and not options.get("model") and not cfg.get("eval_only")
+
+
+def run_retriever(cfg: DictConfig) -> dict[str, Any]:
+    """``+experiment=retrieve retriever=gsr``: train GSR as the GSR experiments do (the model group,
+    ``retriever.options`` as their ``gsr`` section, the run's Trainer: callbacks, DDP, ``resume=auto``)
+    or load ``eval_only`` / ``retriever.options.model``; decode ``split`` and end as every retriever
+    run does (:func:`report_retrieval`), its chain figures beside recall."""
+    gcfg = retriever_run_config(cfg)
+    model_option = "eval_only" if cfg.get("eval_only") else "retriever.options.model"
+    check_options(gcfg, model_option, label_splits=[str(cfg.split)])
+    r = prepare(gcfg)
+    if not train_or_load(r):
+        return {}  # DDP (subprocess launch): rank 0 alone scores and writes
+    return _report_retrieval(r)
+
+
+def retriever_run_config(cfg: DictConfig) -> DictConfig:
+    """The GSR run behind ``retriever=gsr``: its ``gsr`` section is ``retriever.options`` over
+    :class:`~gsr_train.runs.recipes.GSRRun`'s defaults, with the experiment's ``split``,
+    ``eval_only`` and ``decode.constrained`` for ``gsr.eval_split``, ``gsr.eval_only`` and
+    ``gsr.eval_modes``; its epochs are ``model.epochs``."""
+    options = as_dict(cfg.retriever.options) if cfg.retriever.get("options") else {}
+    _refuse_other_names(cfg, options)
+    model = cfg.get("eval_only") or options.get("model")
+    options = {k: v for k, v in options.items() if k not in ("model", "results")}
+    g = OmegaConf.merge(OmegaConf.create(defaults_of(GSRRun)), options)
+    g.eval_split, g.eval_only = str(cfg.split), None if model is None else str(model)
+    g.eval_modes = ["constrained" if g.decode.constrained else "unconstrained"]
+    out = cfg.copy()
+    with open_dict(out):
+        out.gsr = g
+        out.trainer.max_epochs = OmegaConf.select(out, "model.epochs", default=out.trainer.max_epochs)
+    return out
+
+
+def _refuse_other_names(cfg: DictConfig, options: Mapping[str, Any]) -> None:
+    """What the retrieve experiment says its own way, or GSR does not read, is one line."""
+    for key, ours in RETRIEVE_NAMES.items():
+        if key in options:
+            raise PreflightError(f"retriever.options.{key}: on +experiment=retrieve that is {ours}")
+    edge = as_dict(OmegaConf.load(project_root() / RETRIEVE_FILE).retriever.train)  # what a user left alone
+    for key, value in as_dict(cfg.retriever.train).items():
+        if value != edge.get(key, value):
+            raise PreflightError(
+                f"retriever.train.{key}={value}: retriever.train is the triple scorers' recipe; GSR trains by "
+                "model.epochs, model.batch_size, model.optim and retriever.options (conf/retriever/gsr.yaml)"
+            )
+    if str(cfg.get("train_split")) != "train" or cfg.get("val_split") != "validation":
+        raise PreflightError(
+            f"train_split={cfg.get('train_split')} val_split={cfg.get('val_split')}: retriever=gsr trains on the "
+            "train split and picks its checkpoint on validation (set both back)"
+        )
+    if cfg.data.get("format") == "paths":
+        raise PreflightError(
+            f"data={cfg.data.name} is chain files (data.format=paths): +experiment=retrieve scores RoG-format "
+            "data (graphs in the rows); train on chain files with +experiment=gsr_webqsp_paths"
+        )
+
+
+def _report_retrieval(r: _GSRRun) -> dict[str, Any]:
+    """Decode the split (its triples scored by the best kept chain through them) and write what every
+    retriever run writes, plus the chain figures: chain match on the metrics row, the whole chain
+    report under the decoding mode's name, the results rows' chains, reasoning paths and beams."""
+    g, split = r.cfg.gsr, str(r.cfg.split)
+    describe(r)
+    decode = DecodeConfig.from_any(_container(g.decode))
+    results, rows, report = retrieve_and_evaluate(r.gsr, r.data, decode, split, list(g.match_ns), int(g.max_paths))
+    mode, chains = str(g.eval_modes[0]), report.to_dict()
+    print(match_table({mode: chains}, [mode]))
+    match = {k: v for k, v in (chains["chain_match"] | chains["end_match"]).items() if k != "questions"}
+    fields = {name: [getattr(q, name) for q in results] for name in ("chains", "paths", "beams")}
+    extra = {**report.valid, "score_seconds": round(chains["inference_seconds"], 3), ROW_FIELDS: fields}
+    figures = {k: v for k, v in r.figures.items() if k not in ("fit", "data")}  # "data": the dataset's name here
+    figures.update(data_summary=r.data.summary, training={**r.fit_info, "train_s": round(r.train_seconds, 3)})
+    figures.update({"mode": mode, mode: chains})  # as a GSR experiment's: gsr-train gsr-table reads it
+    if r.cfg.gsr.get("eval_only") is None:
+        figures["model_folder"] = str(output_dir(r.cfg) / "model")
+    scores = edge_scores(r.data.graph_index["eval"], results, rows)
+    return report_retrieval(r.cfg, r.index, split, "gsr", scores, extra, figures, match, {"mode": mode})

@@ -439,6 +439,30 @@ class RetrieverSpec:
     train: EdgeTrain = field(default_factory=lambda: EdgeTrain())
 
 
+@dataclass
+class GSRRetrieverOptions(GSRRun):
+    """``retriever=gsr`` on ``+experiment=retrieve``: a trained GSR to score (``model``: a saved model
+    folder or .ckpt; ``results``: a GSR results file), else the recipe of the one it trains, the GSR
+    experiments' ``gsr`` section (the same keys and defaults; ``decode.top_n``: the chains kept)."""
+
+    model: str | None = None
+    results: str | None = None
+
+
+@dataclass
+class GSRRetrieverSpec:
+    """:class:`RetrieverSpec` of ``retriever=gsr``, its options typed."""
+
+    name: str = "gsr"
+    _target_: str | None = None
+    options: GSRRetrieverOptions = field(default_factory=GSRRetrieverOptions)
+    train: EdgeTrain = field(default_factory=lambda: EdgeTrain())
+
+
+def _retriever_spec(cfg: Mapping[str, Any]) -> type:
+    return GSRRetrieverSpec if cfg.get("name") == "gsr" and not cfg.get("_target_") else RetrieverSpec
+
+
 # ------------------------------------------------------------------ recipes
 @dataclass(frozen=True)
 class Recipe:
@@ -472,7 +496,7 @@ RECIPES: dict[str, Recipe] = {
     "retrieve": Recipe(
         "conf/experiment/retrieve.yaml",
         ("split", "top_k", "train_split", "val_split", "eval_only"),
-        {"retriever": RetrieverSpec},
+        {"retriever": _retriever_spec, "model": _gsr_model},  # model: retriever=gsr's (conf/retriever/gsr.yaml)
     ),
     "classic": Recipe("conf/experiment/classic_defaults.yaml", ("split", "top_k"), {"classic": ClassicRun}),
     "simgrag": Recipe(
