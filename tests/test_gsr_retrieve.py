@@ -140,7 +140,7 @@ def test_sigterm_mid_training_then_resume_matches_the_uninterrupted_run(trained)
         (["+retriever.options.decod=3"], "retriever.options.decod: not a GSRRetrieverOptions option"),
         (["+retriever.options.eval_modes=[constrained]"], "retriever.options.eval_modes: on +experiment=retrieve"),
         (["retriever.train.epochs=3"], "retriever.train.epochs=3: retriever.train is the triple scorers' recipe"),
-        (["model=subgraphrag"], "model=subgraphrag is a subgraphrag model; the gsr runner needs a t5 / minilm"),
+        (["val_split=null"], "train_split=train val_split=None: retriever=gsr trains on the train split"),
     ],
 )
 def test_mistakes_are_one_line_before_any_work(tmp_path, extra, message):

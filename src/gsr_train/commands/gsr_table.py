@@ -91,6 +91,8 @@ def _settings(m: Mapping, run: Path) -> dict:
     head = _relation_head(m, run)
     residual = setting("relation_residual", "model.relation_residual", True)
     dropout = float(setting("relation_residual_dropout", "model.relation_residual_dropout", 0.0))
+    data = m.get("data_summary") or m.get("data")  # +experiment=retrieve: "data" is the dataset's name
+    data = data if isinstance(data, dict) else {}
     return {
         "run": str(run),
         "model": m.get("model"),
@@ -98,7 +100,7 @@ def _settings(m: Mapping, run: Path) -> dict:
         "residual": ("no" if not residual else f"drop {dropout:g}" if dropout else "yes") if head == "open" else "",
         "relations": setting("relation_source", "gsr.relations.source", "kg"),
         "index_ratio": float(setting("index_ratio", "gsr.index_ratio", 1.0)),
-        "walks": int((m.get("data") or {}).get("walks", 0)),
+        "walks": int(data.get("walks", 0)),
         "holdout": float(setting("holdout", "gsr.holdout.fraction", 0.0)),
     }
 

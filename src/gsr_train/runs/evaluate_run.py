@@ -9,7 +9,7 @@ folder gets the same results and metrics files a training run writes, plus ``eva
 an untrained retriever (cosine, classic, SimGRAG, SAFE) the same way.
 
 Which checkpoint of a run: SubgraphRAG and a trained retriever (``+experiment=retrieve`` with a
-trainable scorer, a plugin's included), the best one (``metrics.json``, else the
+trainable scorer, a plugin's included, or GSR), the best one (``metrics.json``, else the
 ``best-*.ckpt``); GSR, the saved ``model/`` folder; readers, the ``adapter/`` folder. A
 ``.ckpt`` or folder given directly is used as it is.
 """

@@ -12,6 +12,10 @@
   (:func:`gsr_train.runtime.training.make_trainer`: loggers, ``last.ckpt``, DDP, resume);
 * decoding and the chain metrics (:func:`gsr_train.retrievers.gsr.retrieve_and_evaluate`).
 
+The same parts serve ``+experiment=retrieve retriever=gsr`` (:func:`run_retriever`): GSR trained and
+scored on the one retriever path, ending as every retriever run does
+(:func:`gsr_train.runs.retrieval_report.report_retrieval`).
+
 Every run writes into its Hydra folder: ``checkpoints/*.ckpt`` (best on ``gsr.monitor``),
 ``model/`` (``save_pretrained`` folder with tokenizer and relation list), ``results_<split>
 [_constrained].jsonl`` (project results format) and ``metrics.json`` (all figures, the
