@@ -289,12 +289,12 @@ def test_every_data_step_is_a_gsr_train_verb_and_the_old_scripts_still_run(tmp_p
     assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "Traceback" not in missing.stderr
 
 
-def test_table_verbs_and_their_older_module_forms(tmp_path):
+def test_table_verbs_and_their_module_forms(tmp_path):
     gsr_train = str(Path(sys.executable).parent / "gsr-train")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     verb = subprocess.run([gsr_train, "gsr-table", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
     old = subprocess.run(
-        [sys.executable, "-m", "gsr_train.runs.gsr", "table", str(tmp_path)],
+        [sys.executable, "-m", "gsr_train.commands.gsr_table", str(tmp_path)],
         capture_output=True,
         text=True,
         env=env,

@@ -25,8 +25,9 @@ SMALL = [
 @pytest.mark.slow
 @pytest.mark.parametrize("head", ["token", "open"])
 def test_runner_end_to_end(tmp_path, head):
+    from gsr_train.commands.gsr_table import collect_metrics, metrics_table
     from gsr_train.models.gsr.modeling import load_gsr
-    from gsr_train.runs.gsr import collect_metrics, metrics_table, run
+    from gsr_train.runs.gsr import run
 
     overrides = [
         "+experiment=gsr_quickstart",

@@ -79,7 +79,7 @@ DELEGATED = {
     "compare-patterns": ("gsr_train.commands.compare_patterns", "SimGRAG / SAFE pattern sources side by side"),
     "robustness": ("gsr_train.commands.robustness", "the robustness study outside train.py"),
     "robustness-render": ("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),
-    "gsr-table": ("gsr_train.runs.gsr", "one GSR table over run folders (a multirun)"),
+    "gsr-table": ("gsr_train.commands.gsr_table", "one GSR table over run folders (a multirun)"),
     "options": ("gsr_train.commands.options", "every option of an experiment: value, type, range, description"),
 }
 

@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -282,6 +283,22 @@ class GSRDataModule:
         from gsr_train.datamodules.triple_datamodule import RankSampler
 
         return max(1, -(-len(RankSampler(len(self.epoch_items(epoch)), shuffle=False)) // self.batch_size))
+
+    def total_steps(self, max_epochs: int, accumulate: int = 1, world: int = 1) -> int:
+        """Optimiser steps of a whole run on each rank (DDP: every rank holds 1/``world`` of an
+        epoch's items; ``accumulate`` batches per step), what the learning-rate schedule spans."""
+        from gsr_train.datamodules.triple_datamodule import RankSampler
+
+        return sum(
+            math.ceil(
+                -(
+                    -len(RankSampler(len(self.epoch_items(e)), shuffle=False, num_replicas=world, rank=0))
+                    // self.batch_size
+                )
+                / accumulate
+            )
+            for e in range(max_epochs)
+        )
 
     def val_loader(self):
         from torch.utils.data import DataLoader

@@ -63,6 +63,40 @@ class GSRData:
     has_graph: list[bool] = field(default_factory=list)  # per evaluation question
     walks: list = field(default_factory=list)  # WalkExample: multi-hop random-walk training examples
 
+    def first_questions(self, n: int) -> None:
+        """Keep the first ``n`` evaluation questions and their graphs (``gsr.max_eval_questions``)."""
+        from gsr_train.kg.index import KGIndex
+
+        self.evaluation = self.evaluation[:n]
+        self.has_graph = self.has_graph[:n]
+        if self.graph_index is not None:
+            gi = self.graph_index
+            self.graph_index = KGIndex(gi.entities, gi.relations, {"eval": gi["eval"].subset(range(n))}, {})
+
+    def unknown_relations(self, known: set[str], examples: int = 10) -> dict:
+        """Relations of the evaluation graphs and ground chains outside ``known`` (a model's relations):
+        they cannot be decoded (constrained decoding skips them), so they are counted, not crashed on."""
+        in_graphs: set[str] = set()
+        if self.graph_index is not None:
+            graphs, names = self.graph_index["eval"], self.graph_index.relations
+            rel_ids = (
+                torch.unique(graphs.edge_rel.long()) if graphs.edge_rel.numel() else torch.zeros(0, dtype=torch.long)
+            )
+            in_graphs = set(
+                names.take(rel_ids.numpy()) if hasattr(names, "take") else [names[int(r)] for r in rel_ids.tolist()]
+            )
+        missing = sorted(in_graphs - known)
+        needing = [
+            q.id for q in self.evaluation if q.ground and all(any(r not in known for r in chain) for chain in q.ground)
+        ]
+        return {
+            "kg_relations_without_token": len(missing),
+            "kg_relations": len(in_graphs),
+            "examples": missing[:examples],
+            "eval_questions_needing_unknown": len(needing),
+            "eval_question_examples": needing[:examples],
+        }
+
 
 def _container(node) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
@@ -133,6 +167,26 @@ def walk_problems(walks: WalkSettings) -> list[str]:
             f"gsr.walks.count={walks.count} needs gsr.walks.ratio > 0 (walk examples per "
             f"retrieval question and epoch), got {walks.ratio}"
         )
+    return problems
+
+
+EVAL_MODES = ("unconstrained", "constrained")
+
+
+def option_problems(g: Mapping[str, Any], walks: WalkSettings) -> list[str]:
+    """Mistakes in a GSR run's options (``gsr.eval_modes``, ``gsr.index.kg_share``, ``gsr.walks``),
+    to report before any data work."""
+    problems = [
+        f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}"
+        for mode in g.get("eval_modes", ["unconstrained"])
+        if mode not in EVAL_MODES
+    ]
+    problems += walk_problems(walks)
+    share = (g.get("index") or {}).get("kg_share")
+    if share is not None and (not isinstance(share, (int, float)) or not 0 <= float(share) <= 1):
+        problems.append(f"gsr.index.kg_share must be a share in [0, 1] or null, got {share!r}")
+    elif share is not None and g.get("schedule") == "retrieval":
+        problems.append("gsr.index.kg_share weights indexing examples, but gsr.schedule=retrieval has none")
     return problems
 
 

@@ -21,8 +21,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -180,3 +181,28 @@ class ChainReport:
         rows = [(k, f"{v:.4f}" if isinstance(v, float) else str(v)) for k, v in self.flat().items()]
         width = max(len(k) for k, _ in rows) if rows else 0
         return "\n".join([f"GSR chain metrics [{self.split}]"] + [f"  {k:<{width}}  {v}" for k, v in rows])
+
+
+def match_table(figures: Mapping[str, Any], modes: Sequence[str]) -> str:
+    """Chain match per decoding mode (``figures[mode]``: a :meth:`ChainReport.to_dict`): all questions,
+    those a closed vocabulary can match (a ground chain of relations seen in training chains) and those
+    it cannot (they need an unseen relation)."""
+    head = (
+        "| decoding | questions | match@1 | match@3 | seen | seen match@1 | seen match@3 | unseen | "
+        "unseen match@1 | unseen match@3 |"
+    )
+    lines = [head, "|---|" + "---:|" * 9]
+
+    def cell(match: Mapping[str, Any], key: str) -> str:
+        v = match.get(key)
+        return "-" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
+
+    for mode in modes:
+        r = figures[mode]
+        m, groups = r.get("chain_match") or {}, r.get("match_by_group") or {}
+        seen, unseen = groups.get("seen") or {}, groups.get("unseen") or {}
+        cells = [mode, *(cell(m, k) for k in ("questions", "match@1", "match@3"))]
+        for group in (seen, unseen):
+            cells += [cell(group, k) for k in ("questions", "match@1", "match@3")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

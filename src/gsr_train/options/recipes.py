@@ -553,6 +553,31 @@ class RetrieverSpec:
     train: EdgeTrain = option(EdgeTrain(), "trainable retrievers (an EdgeScorerModule) train first")
 
 
+@dataclass
+class GSRRetrieverOptions(GSRRun):
+    """``retriever=gsr`` on ``+experiment=retrieve``: a trained GSR to score (``model``: a saved model
+    folder or .ckpt; ``results``: a GSR results file), else the recipe of the one it trains, the GSR
+    experiments' ``gsr`` section (the same keys and defaults; ``decode.top_n``: the chains kept)."""
+
+    model: str | None = option(None, "a trained GSR to score: <run>/model or a .ckpt (null: train one)")
+    results: str | None = option(None, "a GSR run's results file to score instead of decoding")
+
+
+@dataclass
+class GSRRetrieverSpec:
+    """:class:`RetrieverSpec` of ``retriever=gsr``, its options typed."""
+
+    name: str = option("gsr", "the GSR retriever (conf/retriever/gsr.yaml)")
+    _target_: str | None = option(None, "unused for retriever=gsr (a target makes it another retriever)")
+    options: GSRRetrieverOptions = option(GSRRetrieverOptions(), "the GSR recipe: the GSR experiments' gsr section")
+    train: EdgeTrain = option(EdgeTrain(), "fixed for GSR (its recipe is retriever.options)")
+
+
+def retriever_spec(node: Mapping[str, Any]) -> type:
+    """The dataclass of a retrieve run's ``retriever`` section: GSR's options are typed."""
+    return GSRRetrieverSpec if node.get("name") == "gsr" and not node.get("_target_") else RetrieverSpec
+
+
 # ------------------------------------------------------------------ recipes
 Section = type | Callable[[Mapping[str, Any]], type]  # a dataclass, or one picked by the section's values
 
@@ -602,7 +627,7 @@ RECIPES: dict[str, Recipe] = {
     "retrieve": Recipe(
         "conf/experiment/retrieve.yaml",
         ("split", "top_k", "train_split", "val_split", "eval_only"),
-        {"retriever": RetrieverSpec},
+        {"retriever": retriever_spec, "model": model_options},  # model: retriever=gsr's (conf/retriever/gsr.yaml)
         RetrieveTop,
     ),
     "classic": Recipe("conf/experiment/classic_defaults.yaml", ("split", "top_k"), {"classic": ClassicRun}, ClassicTop),

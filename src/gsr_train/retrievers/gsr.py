@@ -28,6 +28,9 @@ from typing import Any
 
 import torch
 
+from gsr_train.datamodules.gsr_chains import chain_relations
+from gsr_train.datamodules.gsr_prepare import GSRData
+from gsr_train.datamodules.relation_holdout import vocabulary_groups
 from gsr_train.eval.chains import ChainReport, answer_coverage, chain_match, end_match, paper_coverage, validity
 from gsr_train.kg.execution import ChainExecutor, verbalize_path
 from gsr_train.kg.index import KGIndex, SplitGraphs
@@ -211,6 +214,49 @@ def evaluate(
         "questions_with_graph": len(has),
     }
     return report
+
+
+def retrieve_and_evaluate(
+    gsr, data: GSRData, decode: DecodeConfig, split: str, ns: Sequence[int] = (1, 3, 5, 10), max_paths: int = 64
+) -> tuple[list[QuestionRetrieval], list[int], ChainReport]:
+    """Decode every evaluation question of ``data`` with ``decode`` (constrained or not), execute the
+    chains on the questions' graphs and measure everything (:func:`evaluate`, with chain match over the
+    questions whose ground chains use only relations of the model's training chains, ``seen``, and the
+    others, ``unseen``). Returns the per-question results, each one's row in ``data.graph_index["eval"]``
+    (``-1``: no graphs) and the report. An open-vocabulary model first gets every relation of the graphs'
+    KG by name."""
+    ev, gidx = data.evaluation, data.graph_index
+    has_graph = data.has_graph or [gidx is not None] * len(ev)
+    rows = list(range(len(ev))) if gidx is not None else [-1] * len(ev)
+    if getattr(gsr, "open_vocabulary", False) and data.kg_relations:  # every relation of the graphs' KG
+        added = gsr.extend_relations(data.kg_relations)
+        if added:
+            log.info("open-vocabulary GSR: %d relations of the KG added to the output vocabulary by name", added)
+    retriever = GSRRetriever(gsr, decode, max_paths=max_paths)
+    t0 = time.perf_counter()
+    graphs = gidx["eval"] if gidx is not None else None
+    ground = [q.ground for q in ev]
+    entities = gidx.entities if gidx is not None else []
+    results = retriever.retrieve(
+        [q.id for q in ev],
+        [q.question for q in ev],
+        graphs,
+        rows,
+        entities,
+        data.kg_relations,
+        ground=ground if graphs is not None else None,
+    )
+    seconds = time.perf_counter() - t0
+    answers = [graphs.answers[i] if (graphs is not None and has_graph[i]) else None for i in range(len(ev))]
+    seen = getattr(gsr, "chain_relations", None)  # the model's own training chains when it recorded them
+    if seen is None and data.train:
+        seen = chain_relations(data.train)
+    groups = vocabulary_groups(ground, seen) if seen is not None else None
+    report = evaluate(results, ground, answers, decode.top_n, split=split, ns=list(ns), groups=groups)
+    report.extra.update(
+        {"decode": vars(decode), "inference_seconds": seconds, "decode_seconds": retriever.decode_seconds}
+    )
+    return results, rows, report
 
 
 def write_gsr_results(

@@ -126,6 +126,11 @@ def _gsr(options: Mapping[str, Any], inputs: RetrievalInputs):
     if inputs.split is None:
         raise ValueError("retriever 'gsr' needs the split whose questions it decodes (RetrievalInputs.split)")
     top_n = int((options.get("decode") or {}).get("top_n", 3))
+    if (options.get("decode") or {}).get("constrained"):
+        raise ValueError(
+            "retriever 'gsr' decodes once, without the graphs, and executes the chains on whatever graphs it "
+            "is given: constrained decoding is +experiment=retrieve retriever=gsr's (retriever.options.model=...)"
+        )
     index = inputs.index
     if options.get("model"):
         chains = GSRChains.decode(

@@ -9,7 +9,7 @@ folder gets the same results and metrics files a training run writes, plus ``eva
 an untrained retriever (cosine, classic, SimGRAG, SAFE) the same way.
 
 Which checkpoint of a run: SubgraphRAG and a trained retriever (``+experiment=retrieve`` with a
-trainable scorer, a plugin's included), the best one (``metrics.json``, else the
+trainable scorer, a plugin's included, or GSR), the best one (``metrics.json``, else the
 ``best-*.ckpt``); GSR, the saved ``model/`` folder; readers, the ``adapter/`` folder. A
 ``.ckpt`` or folder given directly is used as it is.
 """
@@ -32,6 +32,7 @@ from gsr_train.data.rows import iter_records
 from gsr_train.io import write_json
 from gsr_train.options.recipes import RENAMED, runner_name
 from gsr_train.retrievers.registry import trainable
+from gsr_train.runs import gsr
 from gsr_train.runs.experiment import run_experiment
 from gsr_train.runs.run_data import output_dir
 from gsr_train.runs.runners import runner_of
@@ -281,7 +282,7 @@ def _refuse_untrained_learner(cfg: DictConfig) -> None:
     spec = cfg.get("retriever")
     if runner_name(cfg.get("runner")) != "retrieve" or spec is None or cfg.get("eval_only"):
         return
-    if trainable(spec.get("name"), spec.get("_target_")) is not None:
+    if trainable(spec.get("name"), spec.get("_target_")) is not None or gsr.trains_first(cfg):
         raise PreflightError(
             f"retriever {spec.get('_target_') or spec.get('name')} is trainable: eval.py scores a trained one, "
             "ckpt_path=<its run folder or checkpoint> (train it with python train.py +experiment=retrieve ...)"

@@ -2,18 +2,19 @@
 
 ``python train.py +experiment=gsr_quickstart`` (embedded data, gsr_tiny, CPU),
 ``+experiment=gsr_webqsp_paths`` (webqsp_paths chains, webqsp_mini graphs, gsr_minilm) and
-``+experiment=gsr_base`` (RoG-WebQSP, T5-base, paper settings). Two data layouts:
+``+experiment=gsr_base`` (RoG-WebQSP, T5-base, paper settings). This module only composes the parts:
 
-* RoG datasets (graphs in the rows): chains from the shortest-path supervision
-  (:mod:`gsr_train.kg.paths`), graphs for execution from the KG index, ground chains for
-  evaluation = the split's raw chains.
-* chain-supervision files (``data.format: paths``, e.g. webqsp_paths): chains from the rows,
-  graphs from a RoG dataset that shares question ids (``data.graphs``, webqsp_mini), the
-  evaluation questions' graphs gathered from whichever of its splits holds them.
+* the data (:mod:`gsr_train.datamodules.gsr_prepare`: questions, graphs, holdout, walks, relation
+  vocabulary, in either layout: RoG datasets, or chain-supervision files with the graphs of a RoG
+  dataset sharing the ids) and the training items (:mod:`gsr_train.datamodules.gsr_datamodule`);
+* the model (:mod:`gsr_train.models.gsr.modeling`) and its LightningModule
+  (:mod:`gsr_train.models.gsr.module`), trained by the run's Trainer
+  (:func:`gsr_train.runtime.training.make_trainer`: loggers, ``last.ckpt``, DDP, resume);
+* decoding and the chain metrics (:func:`gsr_train.retrievers.gsr.retrieve_and_evaluate`).
 
-The data preparation lives in :mod:`gsr_train.datamodules.gsr_prepare` (questions, graphs, holdout,
-walks, relation vocabulary) and :mod:`gsr_train.datamodules.gsr_datamodule` (the training items);
-this module opens the data, checks the options, trains, evaluates and reports.
+The same parts serve ``+experiment=retrieve retriever=gsr`` (:func:`run_retriever`): GSR trained and
+scored on the one retriever path, ending as every retriever run does
+(:func:`gsr_train.runs.retrieval_report.report_retrieval`).
 
 Every run writes into its Hydra folder: ``checkpoints/*.ckpt`` (best on ``gsr.monitor``),
 ``model/`` (``save_pretrained`` folder with tokenizer and relation list), ``results_<split>
@@ -24,20 +25,31 @@ data summary and wall times).
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from gsr_train.config import as_dict, defaults_of, project_root
 from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules import gsr_prepare
-from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
+from gsr_train.datamodules.gsr_chains import chain_relations
+from gsr_train.datamodules.gsr_datamodule import build_datamodule
+from gsr_train.datamodules.gsr_prepare import EVAL_MODES, GSRData, GSRDataError
+from gsr_train.eval.chains import match_table
+from gsr_train.eval.tail import metrics_row
+from gsr_train.kg.index import source_fingerprint
+from gsr_train.models.gsr.decoding import DecodeConfig
+from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
+from gsr_train.models.gsr.module import GSRModule, best_checkpoint
+from gsr_train.options.recipes import RECIPES, GSRRun, GSRWalks
+from gsr_train.retrievers.gsr import edge_scores, retrieve_and_evaluate, write_gsr_results
+from gsr_train.retrievers.interface import ROW_FIELDS
+from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runs.run_data import (
     cache_dir,
     load_kg_index,
@@ -51,12 +63,8 @@ from gsr_train.runs.run_data import (
 from gsr_train.runtime.device import run_device
 from gsr_train.runtime.training import fit_state, is_rank_zero, log_final_metrics, make_trainer, rank_batch, resume_path
 
-if TYPE_CHECKING:
-    from gsr_train.options.recipes import GSRWalks
-
 log = logging.getLogger(__name__)
 GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
-EVAL_MODES = ("unconstrained", "constrained")
 
 
 def _container(node) -> Any:
@@ -75,16 +83,7 @@ def _preflight_errors() -> Iterator[None]:
 
 def walk_options(cfg: DictConfig) -> GSRWalks:
     """``gsr.walks`` through its recipe (:class:`~gsr_train.options.recipes.GSRWalks`: one place for defaults)."""
-    from gsr_train.options.recipes import GSRWalks
-
     return GSRWalks(**(_container(cfg.gsr.get("walks")) or {}))
-
-
-def check_walks(cfg: DictConfig) -> None:
-    """``gsr.walks`` mistakes, before any data work."""
-    problems = gsr_prepare.walk_problems(walk_options(cfg))
-    if problems:
-        raise PreflightError("; ".join(problems))
 
 
 def prepare_paths_data(cfg: DictConfig) -> GSRData:
@@ -98,9 +97,9 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
         return gsr_prepare.prepare_paths_data(cfg, load_graphs, walk_options(cfg))
 
 
-def prepare_rog_data(cfg: DictConfig) -> GSRData:
+def prepare_rog_data(cfg: DictConfig, index: Any = None) -> GSRData:
     """A RoG-format dataset (:func:`gsr_prepare.prepare_rog_data`) from the run's KG index."""
-    index = load_kg_index(cfg, evaluate=[cfg.gsr.eval_split])
+    index = index if index is not None else load_kg_index(cfg, evaluate=[cfg.gsr.eval_split])
     with _preflight_errors():
         return gsr_prepare.prepare_rog_data(cfg, index, cache_dir(cfg), walk_options(cfg))
 
@@ -112,29 +111,22 @@ def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
 
 
 def train_gsr(cfg: DictConfig, data: GSRData, gsr):
-    """Fit; returns (best checkpoint path or None, training seconds, fit figures with the trainer)."""
-    from gsr_train.datamodules.gsr_datamodule import build_datamodule
-    from gsr_train.models.gsr.module import GSRModule
-
-    batch = rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size")
-    dm = build_datamodule(cfg, data, gsr, walk_options(cfg), batch)
-    max_epochs = int(cfg.trainer.max_epochs)
-    accum = int(cfg.trainer.get("accumulate_grad_batches", 1) or 1)
+    """Fit with the run's Trainer; returns (best checkpoint path or None, training seconds, fit
+    figures with the trainer)."""
+    dm = build_datamodule(
+        cfg, data, gsr, walk_options(cfg), rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size")
+    )
+    g = cfg.gsr
     module = GSRModule(
-        gsr,
-        optim=_container(cfg.model.optim),
-        val_decode=_container(cfg.gsr.val_decode),
-        total_steps=None,
-        weighting=cfg.gsr.get("loss_weighting", "question"),
+        gsr, _container(cfg.model.optim), _container(g.val_decode), None, g.get("loss_weighting", "question")
     )
     has_val = bool(dm.validation)
-    ckpt = _best_checkpoint(cfg, has_val)
+    ckpt = best_checkpoint(output_dir(cfg) / "checkpoints", str(g.monitor), has_val)
     trainer = make_trainer(
         cfg, callbacks=[ckpt], reload_dataloaders_every_n_epochs=1, **({} if has_val else {"limit_val_batches": 0})
     )
-    world = int(trainer.world_size)
-    total = _total_steps(dm, max_epochs, accum, world)
-    module.total_steps = total
+    accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1) or 1)
+    module.total_steps = dm.total_steps(int(cfg.trainer.max_epochs), accumulate, int(trainer.world_size))
     log.info("GSR training: %s", data.summary)
     t0 = time.perf_counter()
     trainer.fit(module, datamodule=dm.as_lightning(), ckpt_path=resume_path(cfg))
@@ -142,157 +134,51 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     state = fit_state(trainer, ckpt)
     last = output_dir(cfg) / "checkpoints" / "last.ckpt"
     best = state["best_path"] or ckpt.last_model_path or (str(last) if last.exists() else None)
-    return (
-        best,
-        seconds,
-        {
-            "best_score": state["best_score"],
-            "epochs_run": state["epochs_run"],
-            "total_steps": total,
-            "global_step": state["global_step"],
-            "devices": world,
-            "trainer": trainer,
-        },
-    )
-
-
-def _best_checkpoint(cfg: DictConfig, has_val: bool):
-    """The checkpoint callback: the best epoch on ``gsr.monitor`` (no validation data: the last one)."""
-    from pytorch_lightning.callbacks import ModelCheckpoint
-
-    monitor = cfg.gsr.monitor
-    return ModelCheckpoint(
-        dirpath=str(output_dir(cfg) / "checkpoints"),
-        filename="best-epoch{epoch:02d}",
-        auto_insert_metric_name=False,
-        save_top_k=1,
-        monitor=monitor if has_val else None,
-        mode="min" if monitor.endswith("loss") else "max",
-        save_last=False,
-        enable_version_counter=False,
-    )
-
-
-def _total_steps(dm, max_epochs: int, accum: int, world: int) -> int:
-    """Optimiser steps of the whole run on each rank (DDP: every rank holds 1/W of an epoch's items)."""
-    from gsr_train.datamodules.triple_datamodule import RankSampler
-
-    return sum(
-        math.ceil(
-            -(-len(RankSampler(len(dm.epoch_items(e)), shuffle=False, num_replicas=world, rank=0)) // dm.batch_size)
-            / accum
-        )
-        for e in range(max_epochs)
-    )
+    figures = {k: state[k] for k in ("best_score", "epochs_run")}
+    figures.update(total_steps=module.total_steps, global_step=state["global_step"], devices=int(trainer.world_size))
+    return best, seconds, {**figures, "trainer": trainer}
 
 
 def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True) -> dict:
-    from gsr_train.datamodules.gsr_data import chain_relations
-    from gsr_train.datamodules.relation_holdout import vocabulary_groups
-    from gsr_train.models.gsr.decoding import DecodeConfig
-    from gsr_train.retrievers.gsr import GSRRetriever, evaluate, write_gsr_results
-
+    """One decoding mode scored (:func:`retrieve_and_evaluate`) and, when ``write``, its results file
+    (``results_<split>[_constrained].jsonl``); the report as a dict."""
     decode = DecodeConfig.from_any({**_container(cfg.gsr.decode), "top_n": int(cfg.top_k), "constrained": constrained})
-    ev = data.evaluation
-    gidx = data.graph_index
-    has_graph = data.has_graph or [gidx is not None] * len(ev)
-    rows = list(range(len(ev))) if gidx is not None else [-1] * len(ev)
-    if getattr(gsr, "open_vocabulary", False) and data.kg_relations:  # every relation of the graphs' KG
-        added = gsr.extend_relations(data.kg_relations)
-        if added:
-            log.info("open-vocabulary GSR: %d relations of the KG added to the output vocabulary by name", added)
-    retriever = GSRRetriever(gsr, decode, max_paths=int(cfg.gsr.get("max_paths", 64)))
-    t0 = time.perf_counter()
-    graphs = gidx["eval"] if gidx is not None else None
-    results = retriever.retrieve(
-        [q.id for q in ev],
-        [q.question for q in ev],
-        graphs,
-        rows,
-        gidx.entities if gidx is not None else [],
-        data.kg_relations,
-        ground=[q.ground for q in ev] if graphs is not None else None,
-    )
-    seconds = time.perf_counter() - t0
-    answers = [graphs.answers[i] if (graphs is not None and has_graph[i]) else None for i in range(len(ev))]
-    seen = getattr(gsr, "chain_relations", None)  # the model's own training chains when it recorded them
-    if seen is None and data.train:
-        seen = chain_relations(data.train)
-    groups = vocabulary_groups([q.ground for q in ev], seen) if seen is not None else None
-    report = evaluate(
-        results,
-        [q.ground for q in ev],
-        answers,
-        decode.top_n,
-        split=cfg.gsr.eval_split,
-        ns=list(cfg.gsr.get("match_ns", [1, 3, 5, 10])),
-        groups=groups,
-    )
-    report.extra.update(
-        {"decode": vars(decode), "inference_seconds": seconds, "decode_seconds": retriever.decode_seconds}
-    )
-    if write and gidx is not None:
-        name = f"results_{cfg.gsr.eval_split}{'_constrained' if constrained else ''}.jsonl"
-        write_gsr_results(output_dir(cfg) / name, gidx, "eval", results, rows)
+    g = cfg.gsr
+    ns = list(g.get("match_ns", [1, 3, 5, 10]))
+    results, rows, report = retrieve_and_evaluate(gsr, data, decode, g.eval_split, ns, int(g.get("max_paths", 64)))
+    if write and data.graph_index is not None:
+        name = f"results_{g.eval_split}{'_constrained' if constrained else ''}.jsonl"
+        write_gsr_results(output_dir(cfg) / name, data.graph_index, "eval", results, rows)
         report.extra["results_file"] = name
     log.info("\n%s", report.table())
     return report.to_dict()
 
 
-def unknown_relations(data: GSRData, gsr, examples: int = 10) -> dict:
-    """Relations of the evaluation graphs and ground chains the model has no token for: they
-    cannot be decoded (constrained decoding skips them), so they are counted, not crashed on."""
-    known = set(gsr.relations.relations)
-    in_graphs: set[str] = set()
-    if data.graph_index is not None:
-        graphs = data.graph_index["eval"]
-        rel_ids = torch.unique(graphs.edge_rel.long()) if graphs.edge_rel.numel() else torch.zeros(0, dtype=torch.long)
-        in_graphs = set(
-            data.graph_index.relations.take(rel_ids.numpy())
-            if hasattr(data.graph_index.relations, "take")
-            else [data.graph_index.relations[int(r)] for r in rel_ids.tolist()]
-        )
-    missing = sorted(in_graphs - known)
-    needing = [
-        q.id for q in data.evaluation if q.ground and all(any(r not in known for r in chain) for chain in q.ground)
-    ]
-    return {
-        "kg_relations_without_token": len(missing),
-        "kg_relations": len(in_graphs),
-        "examples": missing[:examples],
-        "eval_questions_needing_unknown": len(needing),
-        "eval_question_examples": needing[:examples],
-    }
-
-
 def _fingerprint(cfg: DictConfig) -> str | None:
     """The evaluated split's content digest (None when the layout has no such file)."""
-    from gsr_train.kg.index import source_fingerprint
-
     try:
         return source_fingerprint(resolve_data_dir(cfg), str(cfg.gsr.eval_split))
     except (FileNotFoundError, FileExistsError, ValueError):
         return None
 
 
-def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoint: str | None) -> dict:
-    """The tail's row of one decoding mode: chain match and answer coverage at ``top_k``."""
-    from gsr_train.eval.tail import metrics_row
-
+def chain_figures(report: Mapping[str, Any]) -> tuple[dict, dict]:
+    """A decoding mode's row figures: chain match (with its seen / unseen groups and end-equivalent
+    match) and answer coverage, and the labels that count its questions."""
     values = dict(report.get("chain_match") or {})
-    n = values.pop("questions", None)  # a count: a label of the row, not a metric
-    labels = {}
+    labels = {"n": values.pop("questions", None)}  # a count: a label of the row, not a metric
     for group, match in (report.get("match_by_group") or {}).items():  # seen / unseen relations
         labels[f"{group}_n"] = match.get("questions")
         values.update({f"{group}_{k}": v for k, v in match.items() if k != "questions"})
     values.update({k: v for k, v in (report.get("end_match") or {}).items() if k != "questions"})
-    values.update(
-        {
-            f"cov_{m}": v
-            for m, v in (report.get("answer_coverage") or {}).items()
-            if isinstance(v, (int, float)) and m != "questions"
-        }
-    )
+    coverage = (report.get("answer_coverage") or {}).items()
+    values.update({f"cov_{m}": v for m, v in coverage if isinstance(v, (int, float)) and m != "questions"})
+    return values, labels
+
+
+def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoint: str | None) -> dict:
+    """The tail's row of one decoding mode: chain match and answer coverage at ``top_k``."""
+    values, labels = chain_figures(report)
     results = report.get("results_file")
     return metrics_row(
         "gsr",
@@ -305,7 +191,6 @@ def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoi
         mode=mode,
         variant=str(cfg.gsr.variant),
         schedule=str(cfg.gsr.schedule),
-        n=n,
         **labels,
     )
 
@@ -323,54 +208,49 @@ class _GSRRun:
     train_seconds: float = 0.0
     fit_info: dict[str, Any] = field(default_factory=dict)
     trainer: Any = None
+    index: Any = None  # the KG index of a RoG-format dataset (None: chain files)
 
 
 def run(cfg: DictConfig) -> float | None:
     """Check the options, prepare the data, train (or load ``gsr.eval_only``), evaluate in every
     ``gsr.eval_modes`` mode and report; match@``top_k`` of the first mode."""
-    _check_options(cfg)
-    r = _prepare(cfg)
-    if not _train_or_load(r):
+    check_options(cfg)
+    r = prepare(cfg)
+    if not train_or_load(r):
         return None  # DDP (subprocess launch): rank 0 alone evaluates and writes
     return _evaluate(r)
 
 
-def _check_options(cfg: DictConfig) -> None:
-    """Every option and input the run needs, before any data work."""
-    from gsr_train.models.gsr.modeling import resolve_pretrained
-
+def check_options(cfg: DictConfig, model_option: str = "gsr.eval_only", label_splits: Sequence[str] = ()) -> None:
+    """Every option and input the run needs, before any data work (``model_option``: the option
+    that names a trained model, ``label_splits``: splits whose labelled triples are scored)."""
     g = cfg.gsr
     require_family(cfg, GSR_FAMILIES, "gsr")
     one_setting(cfg, "model.epochs")
-    for mode in g.get("eval_modes", ["unconstrained"]):
-        if mode not in EVAL_MODES:
-            raise PreflightError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
-    check_walks(cfg)
-    share = g.index.get("kg_share")
-    if share is not None and (not isinstance(share, (int, float)) or not 0 <= float(share) <= 1):
-        raise PreflightError(f"gsr.index.kg_share must be a share in [0, 1] or null, got {share!r}")
-    if share is not None and g.schedule == "retrieval":
-        raise PreflightError("gsr.index.kg_share weights indexing examples, but gsr.schedule=retrieval has none")
+    problems = gsr_prepare.option_problems(g, walk_options(cfg))
+    if problems:
+        raise PreflightError("; ".join(problems))
     needed = [g.eval_split] + ([] if g.get("eval_only") else ["train"])
     preflight(
         cfg,
         splits=needed if cfg.data.get("format") != "paths" else [],
-        checkpoints={"gsr.eval_only": g.get("eval_only")},
+        label_splits=label_splits,
+        checkpoints={model_option: g.get("eval_only")},
     )
     if cfg.model.get("pretrained") and not g.get("eval_only"):
         resolve_pretrained(cfg.model.pretrained)  # fail before any data work when the hub is unreachable
     torch.set_num_threads(int(g.get("threads") or torch.get_num_threads()))
 
 
-def _prepare(cfg: DictConfig) -> _GSRRun:
+def prepare(cfg: DictConfig) -> _GSRRun:
     """The run's data in either layout (smoke runs: its first ``gsr.max_eval_questions`` evaluation
     questions) and the figures that describe the run."""
     g = cfg.gsr
     t0 = time.perf_counter()
-    data = prepare_paths_data(cfg) if cfg.data.get("format") == "paths" else prepare_rog_data(cfg)
+    index = None if cfg.data.get("format") == "paths" else load_kg_index(cfg, evaluate=[g.eval_split])
+    data = prepare_paths_data(cfg) if index is None else prepare_rog_data(cfg, index)
     if g.get("max_eval_questions"):  # smoke runs: evaluate on the first questions only
-        _first_questions(data, min(int(g.max_eval_questions), len(data.evaluation)))  # a split can be smaller
-    prep_seconds = time.perf_counter() - t0
+        data.first_questions(min(int(g.max_eval_questions), len(data.evaluation)))  # a split can be smaller
     figures: dict[str, Any] = {
         "experiment": cfg.get("experiment_name"),
         "model": cfg.model.name,
@@ -384,32 +264,17 @@ def _prepare(cfg: DictConfig) -> _GSRRun:
         "walks": walk_options(cfg).count,
         "holdout": float((g.get("holdout") or {}).get("fraction") or 0.0),
     }
-    return _GSRRun(cfg, data, prep_seconds, figures)
+    return _GSRRun(cfg, data, time.perf_counter() - t0, figures, index=index)
 
 
-def _first_questions(data: GSRData, n: int) -> None:
-    """Keep the first ``n`` evaluation questions (and their graphs)."""
-    data.evaluation = data.evaluation[:n]
-    data.has_graph = data.has_graph[:n]
-    if data.graph_index is not None:
-        from gsr_train.kg.index import KGIndex
-
-        gi = data.graph_index
-        data.graph_index = KGIndex(gi.entities, gi.relations, {"eval": gi["eval"].subset(range(n))}, {})
-
-
-def _train_or_load(r: _GSRRun) -> bool:
+def train_or_load(r: _GSRRun) -> bool:
     """The model: ``gsr.eval_only``'s, or built on the relation vocabulary, trained, reloaded from its
     best checkpoint and saved into ``model/``; False on DDP ranks > 0 (they stop after training)."""
-    from gsr_train.datamodules.gsr_chains import chain_relations
-    from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
-
     cfg, g = r.cfg, r.cfg.gsr
     if g.get("eval_only"):
         r.gsr, r.best = load_gsr(g.eval_only), str(g.eval_only)
         return True
-    relations = relation_vocab(cfg, r.data)
-    gsr = build_gsr_model(_container(cfg.model), relations)
+    gsr = build_gsr_model(_container(cfg.model), relation_vocab(cfg, r.data))
     gsr.chain_relations = sorted(chain_relations(r.data.train))  # travels in checkpoints and the saved folder
     r.best, r.train_seconds, r.fit_info = train_gsr(cfg, r.data, gsr)
     r.trainer = r.fit_info.pop("trainer")
@@ -420,16 +285,16 @@ def _train_or_load(r: _GSRRun) -> bool:
     return True
 
 
-def _evaluate(r: _GSRRun) -> float | None:
-    """Every decoding mode scored, the match table printed, metrics.json written; the first mode's
-    match@``top_k``."""
-    cfg, g, figures = r.cfg, r.cfg.gsr, r.figures
-    r.gsr = r.gsr.to(run_device(cfg))  # decoding follows the trainer (loaded checkpoints come on the CPU)
-    figures["unknown_relations"] = unknown_relations(r.data, r.gsr)
-    if figures["unknown_relations"]["kg_relations_without_token"]:
-        log.info("relations the model has no token for: %s", figures["unknown_relations"])
-    figures.update(
+def describe(r: _GSRRun) -> None:
+    """The model on the run's device (decoding follows the trainer; loaded checkpoints come on the CPU)
+    and the figures of what was trained and what it cannot decode."""
+    r.gsr = r.gsr.to(run_device(r.cfg))
+    unknown = r.data.unknown_relations(set(r.gsr.relations.relations))
+    if unknown["kg_relations_without_token"]:
+        log.info("relations the model has no token for: %s", unknown)
+    r.figures.update(
         {
+            "unknown_relations": unknown,
             "data": r.data.summary,
             "num_relations": len(r.gsr.relations),
             "checkpoint": r.best,
@@ -439,7 +304,14 @@ def _evaluate(r: _GSRRun) -> float | None:
             "parameters": sum(p.numel() for p in r.gsr.parameters()),
         }
     )
-    modes = list(g.get("eval_modes", ["unconstrained"]))
+
+
+def _evaluate(r: _GSRRun) -> float | None:
+    """Every decoding mode scored, the match table printed, metrics.json written; the first mode's
+    match@``top_k``."""
+    cfg, figures = r.cfg, r.figures
+    describe(r)
+    modes = list(cfg.gsr.get("eval_modes", ["unconstrained"]))
     for mode in modes:
         if mode not in EVAL_MODES:
             raise ValueError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
@@ -447,204 +319,110 @@ def _evaluate(r: _GSRRun) -> float | None:
     figures["tables"] = {"overall": match_table(figures, modes)}
     print(figures["tables"]["overall"])
     save_metrics(cfg, _fingerprint(cfg), [_metrics_row(cfg, mode, figures[mode], r.best) for mode in modes], figures)
-    main = figures[modes[0]]["chain_match"] if modes else {}
-    log_final_metrics(
-        r.trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in figures[mode].get("chain_match", {}).items()}
-    )
-    return main.get(f"match@{int(cfg.top_k)}")
+    matches = {mode: figures[mode].get("chain_match", {}) for mode in modes}
+    log_final_metrics(r.trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in matches[mode].items()})
+    return matches[modes[0]].get(f"match@{int(cfg.top_k)}") if modes else None
 
 
-def match_table(figures: Mapping[str, Any], modes: list[str]) -> str:
-    """Chain match per decoding mode: all questions, those a closed vocabulary can match (a ground
-    chain of relations seen in training chains) and those it cannot (they need an unseen relation)."""
-    head = (
-        "| decoding | questions | match@1 | match@3 | seen | seen match@1 | seen match@3 | unseen | "
-        "unseen match@1 | unseen match@3 |"
-    )
-    lines = [head, "|---|" + "---:|" * 9]
+# ---------------------------------------------------------------------- +experiment=retrieve retriever=gsr
+RETRIEVE_FILE = RECIPES["retrieve"].file  # conf/experiment/retrieve.yaml
+# GSR options whose concept the retrieve experiment names itself, and where it does
+RETRIEVE_NAMES = {
+    "eval_split": "split=...",
+    "eval_only": "eval_only=... (or retriever.options.model=...)",
+    "eval_modes": "retriever.options.decode.constrained=true|false (one decoding mode per run)",
+    "max_eval_questions": "nothing: it scores every question of the split (pick a smaller split instead)",
+}
 
-    def cell(match: Mapping[str, Any], key: str) -> str:
-        v = match.get(key)
-        return "-" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
 
-    for mode in modes:
-        r = figures[mode]
-        m, groups = r.get("chain_match") or {}, r.get("match_by_group") or {}
-        seen, unseen = groups.get("seen") or {}, groups.get("unseen") or {}
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    mode,
-                    cell(m, "questions"),
-                    cell(m, "match@1"),
-                    cell(m, "match@3"),
-                    cell(seen, "questions"),
-                    cell(seen, "match@1"),
-                    cell(seen, "match@3"),
-                    cell(unseen, "questions"),
-                    cell(unseen, "match@1"),
-                    cell(unseen, "match@3"),
-                ]
+def on_retrieve_path(cfg: DictConfig) -> bool:
+    """``retriever=gsr`` on ``+experiment=retrieve`` that trains GSR or scores a trained one here
+    (a results file, ``retriever.options.results``, is read by the registered retriever)."""
+    spec = cfg.get("retriever") or {}
+    options = spec.get("options") or {}
+    return spec.get("name") == "gsr" and not spec.get("_target_") and not options.get("results")
+
+
+def trains_first(cfg: DictConfig) -> bool:
+    """``retriever=gsr`` naming nothing trained: the run trains it (eval.py refuses that)."""
+    options = cfg.retriever.get("options") or {}
+    return on_retrieve_path(cfg) and not options.get("model") and not cfg.get("eval_only")
+
+
+def run_retriever(cfg: DictConfig) -> dict[str, Any]:
+    """``+experiment=retrieve retriever=gsr``: train GSR as the GSR experiments do (the model group,
+    ``retriever.options`` as their ``gsr`` section, the run's Trainer: callbacks, DDP, ``resume=auto``)
+    or load ``eval_only`` / ``retriever.options.model``; decode ``split`` and end as every retriever
+    run does (:func:`report_retrieval`), its chain figures beside recall."""
+    gcfg = retriever_run_config(cfg)
+    model_option = "eval_only" if cfg.get("eval_only") else "retriever.options.model"
+    check_options(gcfg, model_option, label_splits=[str(cfg.split)])
+    r = prepare(gcfg)
+    if not train_or_load(r):
+        return {}  # DDP (subprocess launch): rank 0 alone scores and writes
+    return _report_retrieval(r)
+
+
+def retriever_run_config(cfg: DictConfig) -> DictConfig:
+    """The GSR run behind ``retriever=gsr``: its ``gsr`` section is ``retriever.options`` over
+    :class:`~gsr_train.options.recipes.GSRRun`'s defaults, with the experiment's ``split``,
+    ``eval_only`` and ``decode.constrained`` for ``gsr.eval_split``, ``gsr.eval_only`` and
+    ``gsr.eval_modes``; its epochs are ``model.epochs``."""
+    options = as_dict(cfg.retriever.options) if cfg.retriever.get("options") else {}
+    _refuse_other_names(cfg, options)
+    model = cfg.get("eval_only") or options.get("model")
+    options = {k: v for k, v in options.items() if k not in ("model", "results")}
+    g = OmegaConf.merge(OmegaConf.create(defaults_of(GSRRun)), options)
+    g.eval_split, g.eval_only = str(cfg.split), None if model is None else str(model)
+    g.eval_modes = ["constrained" if g.decode.constrained else "unconstrained"]
+    out = cfg.copy()
+    with open_dict(out):
+        out.gsr = g
+        out.trainer.max_epochs = OmegaConf.select(out, "model.epochs", default=out.trainer.max_epochs)
+    return out
+
+
+def _refuse_other_names(cfg: DictConfig, options: Mapping[str, Any]) -> None:
+    """What the retrieve experiment says its own way, or GSR does not read, is one line."""
+    for key, ours in RETRIEVE_NAMES.items():
+        if key in options:
+            raise PreflightError(f"retriever.options.{key}: on +experiment=retrieve that is {ours}")
+    edge = as_dict(OmegaConf.load(project_root() / RETRIEVE_FILE).retriever.train)  # what a user left alone
+    for key, value in as_dict(cfg.retriever.train).items():
+        if value != edge.get(key, value):
+            raise PreflightError(
+                f"retriever.train.{key}={value}: retriever.train is the triple scorers' recipe; GSR trains by "
+                "model.epochs, model.batch_size, model.optim and retriever.options (conf/retriever/gsr.yaml)"
             )
-            + " |"
+    if str(cfg.get("train_split")) != "train" or cfg.get("val_split") != "validation":
+        raise PreflightError(
+            f"train_split={cfg.get('train_split')} val_split={cfg.get('val_split')}: retriever=gsr trains on the "
+            "train split and picks its checkpoint on validation (set both back)"
         )
-    return "\n".join(lines)
+    if cfg.data.get("format") == "paths":
+        raise PreflightError(
+            f"data={cfg.data.name} is chain files (data.format=paths): +experiment=retrieve scores RoG-format "
+            "data (graphs in the rows); train on chain files with +experiment=gsr_webqsp_paths"
+        )
 
 
-# ---------------------------------------------------------------------- sweep table
-TABLE_COLUMNS = (
-    "match@1",
-    "match@3",
-    "match@10",
-    "end_match@1",
-    "end_match@3",
-    "seen_match@1",
-    "seen_match@3",
-    "unseen_match@1",
-    "unseen_match@3",
-    "cov_precision",
-    "cov_recall",
-    "cov_f1",
-    "paper_precision",
-    "paper_recall",
-    "paper_f1",
-    "cov_hits",
-    "valid_fraction",
-    "valid_fraction@3",
-)
-
-
-def _relation_head(figures: Mapping[str, Any], run: Path) -> str:
-    """The run's relation head (from its figures, else from its saved model's spec)."""
-    import json
-
-    if figures.get("relation_head"):
-        return str(figures["relation_head"])
-    spec = run / "model" / "gsr_config.json"
-    return str(json.loads(spec.read_text())["spec"].get("relation_head", "token")) if spec.is_file() else "token"
-
-
-def _run_settings(figures: Mapping[str, Any], run: Path):
-    """``setting(key, path, default)``: a run's setting from its figures, else from its composed
-    config (runs older than the key), the config read at most once."""
-    loaded: list = []
-
-    def setting(key: str, path: str, default):
-        if key in figures:
-            return figures[key]
-        if not loaded:
-            cfg_file = run / ".hydra" / "config.yaml"
-            loaded.append(OmegaConf.load(cfg_file) if cfg_file.is_file() else None)
-        if loaded[0] is None:
-            return default
-        value = OmegaConf.select(loaded[0], path, default=default)
-        return default if value is None else value
-
-    return setting
-
-
-def collect_metrics(root: str | Path) -> list[dict]:
-    """Flat rows from every ``metrics.json`` under ``root`` (a run folder or a multirun folder)."""
-    import json
-
-    from gsr_train.eval.chains import ChainReport
-
-    rows = []
-    for path in sorted(Path(root).rglob("metrics.json")):
-        m = json.loads(path.read_text())
-        if "variant" not in m:
-            continue
-        run = path.parent
-        setting = _run_settings(m, run)
-        head = _relation_head(m, run)
-        residual = setting("relation_residual", "model.relation_residual", True)
-        dropout = float(setting("relation_residual_dropout", "model.relation_residual_dropout", 0.0))
-        settings = {
-            "run": str(run),
-            "model": m.get("model"),
-            "head": head,
-            "residual": ("no" if not residual else f"drop {dropout:g}" if dropout else "yes") if head == "open" else "",
-            "relations": setting("relation_source", "gsr.relations.source", "kg"),
-            "index_ratio": float(setting("index_ratio", "gsr.index_ratio", 1.0)),
-            "walks": int((m.get("data") or {}).get("walks", 0)),
-            "holdout": float(setting("holdout", "gsr.holdout.fraction", 0.0)),
-        }
-        for mode in ("unconstrained", "constrained"):
-            if mode not in m:
-                continue
-            r = m[mode]
-            rep = ChainReport(
-                r.get("split", ""),
-                r["chain_match"],
-                r["answer_coverage"],
-                r["paper_coverage"],
-                r["validity"],
-                r.get("match_by_group") or {},
-                r.get("end_match") or {},
-            )
-            # constrained runs before gsr.decode.shortest existed decoded without it
-            shortest = bool((r.get("decode") or {}).get("shortest", False)) if mode == "constrained" else None
-            rows.append(
-                {
-                    **settings,
-                    "variant": m["variant"],
-                    "schedule": m["schedule"],
-                    "mode": mode,
-                    "shortest": "" if shortest is None else ("yes" if shortest else "no"),
-                    "epochs": (m.get("fit") or {}).get("epochs_run"),
-                    "train_s": round(m.get("train_seconds", 0.0)),
-                    **rep.flat(),
-                }
-            )
-    return rows
-
-
-def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
-    """A markdown table: one line per run and decoding mode."""
-    head = [
-        "model",
-        "head",
-        "residual",
-        "relations",
-        "index_ratio",
-        "walks",
-        "holdout",
-        "variant",
-        "schedule",
-        "mode",
-        "shortest",
-        "epochs",
-        "train_s",
-        *columns,
-    ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [f"{r.get(c):.4f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in head]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``gsr-train gsr-table <run or multirun folder> [--json out.json]``: one GSR table over runs."""
-    import argparse
-
-    from gsr_train.io import write_json
-
-    ap = argparse.ArgumentParser(description="GSR results table from run folders")
-    ap.add_argument("root", help="a GSR run folder, or a folder of them (a multirun)")
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args(argv)
-    if not Path(a.root).is_dir():
-        raise FileNotFoundError(f"{a.root}: no such folder")
-    found = collect_metrics(a.root)
-    print(metrics_table(found))
-    if a.json:
-        write_json(a.json, found)
-    return 0
-
-
-if __name__ == "__main__":  # python -m gsr_train.runs.gsr table <folder>: the older form of gsr-train gsr-table
-    import sys
-
-    sys.exit(main(sys.argv[2:] if sys.argv[1:2] == ["table"] else sys.argv[1:]))
+def _report_retrieval(r: _GSRRun) -> dict[str, Any]:
+    """Decode the split (its triples scored by the best kept chain through them) and write what every
+    retriever run writes, plus the chain figures: chain match on the metrics row, the whole chain
+    report under the decoding mode's name, the results rows' chains, reasoning paths and beams."""
+    g, split = r.cfg.gsr, str(r.cfg.split)
+    describe(r)
+    decode = DecodeConfig.from_any(_container(g.decode))
+    results, rows, report = retrieve_and_evaluate(r.gsr, r.data, decode, split, list(g.match_ns), int(g.max_paths))
+    mode, chains = str(g.eval_modes[0]), report.to_dict()
+    print(match_table({mode: chains}, [mode]))
+    match = {k: v for k, v in (chains["chain_match"] | chains["end_match"]).items() if k != "questions"}
+    fields = {name: [getattr(q, name) for q in results] for name in ("chains", "paths", "beams")}
+    extra = {**report.valid, "score_seconds": round(chains["inference_seconds"], 3), ROW_FIELDS: fields}
+    figures = {k: v for k, v in r.figures.items() if k not in ("fit", "data")}  # "data": the dataset's name here
+    figures.update(data_summary=r.data.summary, training={**r.fit_info, "train_s": round(r.train_seconds, 3)})
+    figures.update({"mode": mode, mode: chains})  # as a GSR experiment's: gsr-train gsr-table reads it
+    if r.cfg.gsr.get("eval_only") is None:
+        figures["model_folder"] = str(output_dir(r.cfg) / "model")
+    scores = edge_scores(r.data.graph_index["eval"], results, rows)
+    return report_retrieval(r.cfg, r.index, split, "gsr", scores, extra, figures, match, {"mode": mode})

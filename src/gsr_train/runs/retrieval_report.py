@@ -3,6 +3,7 @@ people compare, the printed table and metrics.json (:func:`report_retrieval`).""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -35,20 +36,26 @@ def report_retrieval(
     scores: torch.Tensor,
     extra: dict[str, Any] | None = None,
     details: dict[str, Any] | None = None,
+    row_metrics: Mapping[str, Any] | None = None,
+    row_labels: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the top-``top_k`` results file, measure recall at the run's K and ``eval_ks`` (with the
     shortest-path and, where the data has them, labelled triples), print the table and write
     metrics.json: what every retriever run ends with. ``extra``: the retriever's own figures (plain
-    values kept); ``details``: the runner's, merged into metrics.json as they are."""
+    values kept; its ``ROW_FIELDS``: per-question fields of the results rows, ``chains`` among them);
+    ``details``: the runner's, merged into metrics.json as they are; ``row_metrics`` /
+    ``row_labels``: the retriever's own figures and labels on its metrics.json row, beside recall
+    (GSR's chain match)."""
 
     graphs, k = index[split], int(cfg.top_k)
     if scores.shape != (graphs.edge_rel.numel(),):
         raise ValueError(
             f"retriever {method!r} returned {tuple(scores.shape)} scores for {graphs.edge_rel.numel()} edges"
         )
-    rows = (extra or {}).get(ROW_FIELDS)  # per-question fields of the results rows (a GNN's answers)
+    rows = dict((extra or {}).get(ROW_FIELDS) or {})  # per-question fields of the results rows (a GNN's answers)
+    chains = rows.pop("chains", None)  # a chain retriever's kept chains: the results format's own field
     results = results_file(output_dir(cfg), split)
-    write_results(results, index, split, scores, k, extra=rows)
+    write_results(results, index, split, scores, k, chains=chains, extra=rows or None)
     sup = get_supervision(index, split, cache_dir(cfg))
     labelled = labelled_questions = label_stats = None
     labels = label_path(cfg, split)
@@ -80,5 +87,7 @@ def report_retrieval(
     if rows and rows.get("answers") is not None:
         figures["answer_ranking"] = _answer_ranking(graphs, rows["answers"])
         print(f"its own answers (top 1): {figures['answer_ranking']['all']['metrics']}")
-    save_metrics(cfg, index.key, [retrieval_row(method, report, split, k, results=results)], figures)
+    row = retrieval_row(method, report, split, k, results=results, **dict(row_labels or {}))
+    row["metrics"].update({name: float(v) for name, v in (row_metrics or {}).items() if isinstance(v, (int, float))})
+    save_metrics(cfg, index.key, [row], figures)
     return figures

@@ -1,6 +1,8 @@
 """``+experiment=retrieve``: any retriever through one path. Built by name (the registry, entry
 points of installed packages) or by ``retriever._target_``; scored by ``score(split)``; written,
-measured and reported by :func:`report_retrieval`, which every retriever run can share."""
+measured and reported by :func:`report_retrieval`, which every retriever run can share. Trainable
+ones train first: a triple scorer (:mod:`gsr_train.runs.train_retriever`) and GSR
+(:func:`gsr_train.runs.gsr.run_retriever`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
+from gsr_train.runs import gsr
 from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runs.run_data import cache_dir, load_kg_index, preflight
 from gsr_train.runs.train_retriever import run_trainable
@@ -31,6 +34,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     learner = trainable(spec.get("name"), spec.get("_target_"))
     if learner is not None:
         return run_trainable(cfg, learner)
+    if gsr.on_retrieve_path(cfg):  # GSR trains by a recipe of its own (a seq2seq model, not a triple scorer)
+        return gsr.run_retriever(cfg)
     if cfg.get("eval_only"):
         raise PreflightError(f"eval_only={cfg.eval_only}: retriever {spec.get('_target_') or spec.name} is not trained")
     preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)

@@ -21,10 +21,12 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities.types import OptimizerLRScheduler
 from transformers.modeling_outputs import BaseModelOutput
 
@@ -209,3 +211,18 @@ class GSRModule(pl.LightningModule):
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["gsr"] = self.gsr.checkpoint_state()
+
+
+def best_checkpoint(dirpath: str | Path, monitor: str, has_val: bool) -> ModelCheckpoint:
+    """The callback that keeps GSR's best epoch on ``monitor`` (``val/match@1`` or ``val/loss``:
+    lower is better for a loss); without validation data, the last epoch."""
+    return ModelCheckpoint(
+        dirpath=str(dirpath),
+        filename="best-epoch{epoch:02d}",
+        auto_insert_metric_name=False,
+        save_top_k=1,
+        monitor=monitor if has_val else None,
+        mode="min" if monitor.endswith("loss") else "max",
+        save_last=False,
+        enable_version_counter=False,
+    )

@@ -1,0 +1,172 @@
+"""``gsr-train gsr-table <run or multirun folder> [--json out.json]``: one table over GSR runs.
+
+Every ``metrics.json`` under the folder written by a GSR experiment (``+experiment=gsr_*``, or
+``+experiment=retrieve retriever=gsr``) gives one row per decoding mode: the run's settings (model,
+relation head, residual, relation source, index ratio, walks, holdout, retrieval variant, schedule,
+decoding mode, shortest-chain rule, epochs, training seconds) next to its chain match, answer
+coverage and validity figures. Runs written before a setting was recorded read it from their composed
+config (``.hydra/config.yaml``).
+``python -m gsr_train.commands.gsr_table <folder>`` is the same command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from gsr_train.eval.chains import ChainReport
+from gsr_train.io import write_json
+
+TABLE_COLUMNS = (
+    "match@1",
+    "match@3",
+    "match@10",
+    "end_match@1",
+    "end_match@3",
+    "seen_match@1",
+    "seen_match@3",
+    "unseen_match@1",
+    "unseen_match@3",
+    "cov_precision",
+    "cov_recall",
+    "cov_f1",
+    "paper_precision",
+    "paper_recall",
+    "paper_f1",
+    "cov_hits",
+    "valid_fraction",
+    "valid_fraction@3",
+)
+SETTINGS = (
+    "model",
+    "head",
+    "residual",
+    "relations",
+    "index_ratio",
+    "walks",
+    "holdout",
+    "variant",
+    "schedule",
+    "mode",
+    "shortest",
+    "epochs",
+    "train_s",
+)
+
+
+def _relation_head(figures: Mapping, run: Path) -> str:
+    """The run's relation head (from its figures, else from its saved model's spec)."""
+    if figures.get("relation_head"):
+        return str(figures["relation_head"])
+    spec = run / "model" / "gsr_config.json"
+    return str(json.loads(spec.read_text())["spec"].get("relation_head", "token")) if spec.is_file() else "token"
+
+
+def _run_settings(figures: Mapping, run: Path):
+    """``setting(key, path, default)``: a run's setting from its figures, else from its composed
+    config (runs older than the key), the config read at most once."""
+    loaded: list = []
+
+    def setting(key: str, path: str, default):
+        if key in figures:
+            return figures[key]
+        if not loaded:
+            cfg_file = run / ".hydra" / "config.yaml"
+            loaded.append(OmegaConf.load(cfg_file) if cfg_file.is_file() else None)
+        if loaded[0] is None:
+            return default
+        value = OmegaConf.select(loaded[0], path, default=default)
+        return default if value is None else value
+
+    return setting
+
+
+def _settings(m: Mapping, run: Path) -> dict:
+    """The columns that describe one run (its model, relation head and training data)."""
+    setting = _run_settings(m, run)
+    head = _relation_head(m, run)
+    residual = setting("relation_residual", "model.relation_residual", True)
+    dropout = float(setting("relation_residual_dropout", "model.relation_residual_dropout", 0.0))
+    data = m.get("data_summary") or m.get("data")  # +experiment=retrieve: "data" is the dataset's name
+    data = data if isinstance(data, dict) else {}
+    return {
+        "run": str(run),
+        "model": m.get("model"),
+        "head": head,
+        "residual": ("no" if not residual else f"drop {dropout:g}" if dropout else "yes") if head == "open" else "",
+        "relations": setting("relation_source", "gsr.relations.source", "kg"),
+        "index_ratio": float(setting("index_ratio", "gsr.index_ratio", 1.0)),
+        "walks": int(data.get("walks", 0)),
+        "holdout": float(setting("holdout", "gsr.holdout.fraction", 0.0)),
+    }
+
+
+def _mode_row(m: Mapping, mode: str, settings: dict) -> dict:
+    """One decoding mode of one run: its settings and flat chain figures."""
+    r = m[mode]
+    rep = ChainReport(
+        r.get("split", ""),
+        r["chain_match"],
+        r["answer_coverage"],
+        r["paper_coverage"],
+        r["validity"],
+        r.get("match_by_group") or {},
+        r.get("end_match") or {},
+    )
+    # constrained runs before gsr.decode.shortest existed decoded without it
+    shortest = bool((r.get("decode") or {}).get("shortest", False)) if mode == "constrained" else None
+    return {
+        **settings,
+        "variant": m["variant"],
+        "schedule": m["schedule"],
+        "mode": mode,
+        "shortest": "" if shortest is None else ("yes" if shortest else "no"),
+        "epochs": (m.get("fit") or m.get("training") or {}).get("epochs_run"),  # training: +experiment=retrieve
+        "train_s": round(m.get("train_seconds", 0.0)),
+        **rep.flat(),
+    }
+
+
+def collect_metrics(root: str | Path) -> list[dict]:
+    """Flat rows from every GSR ``metrics.json`` under ``root`` (a run folder or a multirun folder)."""
+    rows = []
+    for path in sorted(Path(root).rglob("metrics.json")):
+        m = json.loads(path.read_text())
+        if "variant" not in m:
+            continue
+        settings = _settings(m, path.parent)
+        rows += [_mode_row(m, mode, settings) for mode in ("unconstrained", "constrained") if mode in m]
+    return rows
+
+
+def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
+    """A markdown table: one line per run and decoding mode."""
+    head = [*SETTINGS, *columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [f"{r.get(c):.4f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in head]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``gsr-train gsr-table <run or multirun folder> [--json out.json]``: one GSR table over runs."""
+    ap = argparse.ArgumentParser(prog="gsr-train gsr-table", description="GSR results table from run folders")
+    ap.add_argument("root", help="a GSR run folder, or a folder of them (a multirun)")
+    ap.add_argument("--json", default=None, help="also write the rows as JSON")
+    a = ap.parse_args(argv)
+    if not Path(a.root).is_dir():
+        raise FileNotFoundError(f"{a.root}: no such folder")
+    found = collect_metrics(a.root)
+    print(metrics_table(found))
+    if a.json:
+        write_json(a.json, found)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
