@@ -284,8 +284,7 @@ def test_bad_data_workers_is_one_message_naming_the_option():
 def test_a_run_prepares_its_data_with_data_workers(webqsp_mini, tmp_path, monkeypatch):
     """load_kg_index builds with data.workers, and edge_data (every triple-scorer run) asks for the
     embeddings and the supervision with it."""
-    import gsr_train.kg.paths as paths
-    import gsr_train.text.embeddings as embeddings
+    import gsr_train.runs.edge_training as edge_training
     from gsr_train.runs.edge_training import edge_data
     from gsr_train.runs.run_data import load_kg_index
 
@@ -311,8 +310,8 @@ def test_a_run_prepares_its_data_with_data_workers(webqsp_mini, tmp_path, monkey
         asked["supervision"] = workers
         raise Enough
 
-    monkeypatch.setattr(embeddings, "get_embeddings", fake_embeddings)
-    monkeypatch.setattr(paths, "get_supervision", fake_supervision)
+    monkeypatch.setattr(edge_training, "get_embeddings", fake_embeddings)
+    monkeypatch.setattr(edge_training, "get_supervision", fake_supervision)
     try:
         index = load_kg_index(cfg)
         assert index.meta["build_workers"] == 1 and resolve_workers() == 1

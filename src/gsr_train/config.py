@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 from dataclasses import asdict, field, is_dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 
@@ -36,7 +38,6 @@ RUN_MARKER = "run.json"
 
 def run_state(folder: str | Path) -> dict | None:
     """The ``run.json`` of a run folder (``status``: running, interrupted, failed, finished), or None."""
-    import json
 
     try:
         state = json.loads((Path(folder) / RUN_MARKER).read_text())
@@ -95,7 +96,6 @@ def experiment_choice(*, _root_: Any = None) -> str | None:
     Read from the composed config's own ``hydra.runtime.choices`` while Hydra has not set its
     global config yet (the sweeper naming the sweep folder, Hydra callbacks before a run), from
     Hydra's global config inside the job (whose config no longer has a ``hydra`` node)."""
-    from hydra.core.hydra_config import HydraConfig
 
     if _root_ is not None:
         choice = OmegaConf.select(_root_, "hydra.runtime.choices.experiment", default=None)

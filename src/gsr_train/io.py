@@ -75,7 +75,7 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
 def _dir_lock(folder: Path) -> Iterator[None]:
     """An exclusive flock on a directory (no lock file left behind); a no-op where flock is missing."""
     try:
-        import fcntl
+        import fcntl  # lazy: POSIX only; elsewhere the lock is a no-op
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
@@ -90,7 +90,7 @@ def _dir_lock(folder: Path) -> Iterator[None]:
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
     try:
-        import ctypes
+        import ctypes  # lazy: only the Linux renameat2 path loads libc
 
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2

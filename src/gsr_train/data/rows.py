@@ -250,10 +250,8 @@ def iter_records(source: str | Path, split: str) -> Iterator[tuple[str, int, Any
 
 def _iter_hub(name: str, split: str) -> Iterator[tuple[str, int, Any]]:
     """Rows of a Hugging Face dataset (``datasets`` caches the download as Arrow)."""
-    try:
-        import datasets
-    except ImportError as e:  # pragma: no cover - datasets is a hard dependency
-        raise RuntimeError("install `datasets` to load hub datasets") from e
+    import datasets  # lazy: datasets (pyarrow + fsspec + its hub client) takes a second; only hub names need it
+
     try:
         ds = datasets.load_dataset(name, split=split)
     except Exception as e:

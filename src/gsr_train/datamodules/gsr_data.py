@@ -31,11 +31,14 @@ from __future__ import annotations
 import logging
 import math
 import random
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pytorch_lightning as pl
 import torch
+from torch.utils.data import DataLoader
 
 # the data jobs live in their own modules; re-exported so one import reaches all GSR data
 from gsr_train.datamodules.gsr_chains import (  # noqa: F401
@@ -59,6 +62,7 @@ from gsr_train.datamodules.gsr_indexing import (  # noqa: F401
     pseudo_questions,
     relation_subjects,
 )
+from gsr_train.datamodules.triple_datamodule import RankSampler, ResumeSkip
 from gsr_train.features.relation_tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
 from gsr_train.io import stable_hash
 
@@ -263,9 +267,6 @@ class GSRDataModule:
     def train_loader(self, epoch: int, skip_batches: int = 0, resume=None):
         """``resume``: a :class:`~gsr_train.datamodules.triple_datamodule.ResumeSkip` read when the first
         pass starts."""
-        from torch.utils.data import DataLoader
-
-        from gsr_train.datamodules.triple_datamodule import RankSampler
 
         items = self.epoch_items(epoch)  # already shuffled per epoch; sharded by rank under DDP
         sampler = RankSampler(len(items), shuffle=False)
@@ -280,14 +281,12 @@ class GSRDataModule:
 
     def rank_batches(self, epoch: int) -> int:
         """Training batches of ``epoch`` on this rank (under DDP each rank holds 1/W of the items)."""
-        from gsr_train.datamodules.triple_datamodule import RankSampler
 
         return max(1, -(-len(RankSampler(len(self.epoch_items(epoch)), shuffle=False)) // self.batch_size))
 
     def total_steps(self, max_epochs: int, accumulate: int = 1, world: int = 1) -> int:
         """Optimiser steps of a whole run on each rank (DDP: every rank holds 1/``world`` of an
         epoch's items; ``accumulate`` batches per step), what the learning-rate schedule spans."""
-        from gsr_train.datamodules.triple_datamodule import RankSampler
 
         return sum(
             math.ceil(
@@ -301,7 +300,6 @@ class GSRDataModule:
         )
 
     def val_loader(self):
-        from torch.utils.data import DataLoader
 
         return DataLoader(self.validation, batch_size=self.eval_batch_size, shuffle=False, collate_fn=self.collate)
 
@@ -310,7 +308,6 @@ class GSRDataModule:
 
 
 def _lightning_class():
-    import pytorch_lightning as pl
 
     class LightningGSRData(pl.LightningDataModule):
         def __init__(self, data: GSRDataModule) -> None:
@@ -318,7 +315,6 @@ def _lightning_class():
             self.gsr_data = data
 
         def train_dataloader(self):
-            from gsr_train.datamodules.triple_datamodule import ResumeSkip
 
             if self.trainer is None:
                 return self.gsr_data.train_loader(0)
@@ -353,6 +349,5 @@ def make_lightning_datamodule(owner: GSRDataModule):
     optimiser step as one process with batch ``W * B``; validation is sharded by Lightning
     and merged by :class:`~gsr_train.models.gsr.module.GSRModule`.
     """
-    import sys
 
     return sys.modules[__name__].LightningGSRData(owner)

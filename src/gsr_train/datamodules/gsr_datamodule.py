@@ -9,6 +9,18 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
+from gsr_train.datamodules.gsr_data import (
+    ChainQuestion,
+    GSRDataModule,
+    chain_relations,
+    index_items,
+    load_index_file,
+    pseudo_questions,
+    retrieval_items,
+    walk_items,
+)
+from gsr_train.features.relation_tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
+
 if TYPE_CHECKING:
     from gsr_train.datamodules.gsr_data import GSRDataModule, Seq2SeqItem
     from gsr_train.datamodules.gsr_prepare import GSRData, WalkSettings
@@ -18,7 +30,6 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr, walks: WalkSettings, b
     """The DataModule of ``gsr`` (its ``relations`` vocabulary) on ``data``: every training question's
     chains as one retrieval item, the validation questions' ground chains, the indexing pool and the
     walk pool; ``batch_size`` is this process's batch."""
-    from gsr_train.datamodules.gsr_data import GSRDataModule, retrieval_items
 
     g = cfg.gsr
     retrieval, counts = retrieval_items(data.train, gsr.relations)
@@ -60,7 +71,6 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr, walks: WalkSettings, b
 def _validation_items(g: DictConfig, data: GSRData, relations) -> tuple[list, dict]:
     """The validation questions with ground chains (the first ``gsr.max_val_questions``), their
     ground chains as targets."""
-    from gsr_train.datamodules.gsr_data import ChainQuestion, retrieval_items
 
     val_q = [q for q in data.validation if q.ground]
     if g.get("max_val_questions"):
@@ -73,7 +83,6 @@ def _index_pool(cfg: DictConfig, data: GSRData, relations) -> list:
     """Indexing items: pseudo questions (templates, ``gsr.index.templates`` or the relation's name)
     about the ``gsr.index.relations`` relations of the vocabulary (every one, the KG's, or those
     with subjects)."""
-    from gsr_train.datamodules.gsr_data import index_items, load_index_file, pseudo_questions
 
     g = cfg.gsr
     sources = load_index_file(g.index.templates) if g.index.get("templates") else None
@@ -97,7 +106,6 @@ def _index_pool(cfg: DictConfig, data: GSRData, relations) -> list:
 def _index_focus(data: GSRData, relations, index_pool: list) -> list[bool]:
     """``gsr.index.kg_share``: which indexing items are about the KG's (and training chains')
     relations, the items the indexing sample is weighted toward."""
-    from gsr_train.datamodules.gsr_data import chain_relations
 
     lookup = relations.lookup
     wanted = {lookup[r] for r in (*data.kg_relations, *chain_relations(data.train)) if r in lookup}
@@ -109,8 +117,6 @@ def _index_focus(data: GSRData, relations, index_pool: list) -> list[bool]:
 def _walk_pool(data: GSRData, relations, walks: WalkSettings) -> list[Seq2SeqItem]:
     """The walk examples as items with the ``gsr.walks.prefix`` task prefix (walks through a relation
     outside the vocabulary are dropped and counted)."""
-    from gsr_train.datamodules.gsr_data import walk_items
-    from gsr_train.features.relation_tokens import INDEX_PREFIX, RETRIEVAL_PREFIX
 
     if not data.walks:
         return []

@@ -27,6 +27,22 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.data.errors import UserError
+from gsr_train.data.rows import find_split_file
+from gsr_train.datamodules.gsr_chains import (
+    ChainQuestion,
+    chain_relations,
+    load_llm_chains,
+    load_path_rows,
+    questions_from_kg,
+    questions_from_paths,
+)
+from gsr_train.datamodules.gsr_indexing import relation_subjects
+from gsr_train.datamodules.gsr_walks import STARTS, sample_walks, walk_examples, walk_summary
+from gsr_train.datamodules.relation_holdout import drop_questions_using, held_out_relations
+from gsr_train.eval.evaluate import DEFAULT_SPLITS
+from gsr_train.features.relation_tokens import load_relation_file, merge_vocab
+from gsr_train.kg.index import KGIndex, QuestionGraph, _concat
+from gsr_train.kg.paths import get_supervision
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +81,6 @@ class GSRData:
 
     def first_questions(self, n: int) -> None:
         """Keep the first ``n`` evaluation questions and their graphs (``gsr.max_eval_questions``)."""
-        from gsr_train.kg.index import KGIndex
 
         self.evaluation = self.evaluation[:n]
         self.has_graph = self.has_graph[:n]
@@ -106,7 +121,6 @@ def llm_chains(path: str | None):
     """``gsr.llm_chains``: the LLM-selected chains by question id, or None when no file is set."""
     if not path:
         return None
-    from gsr_train.datamodules.gsr_chains import load_llm_chains
 
     return load_llm_chains(path)
 
@@ -120,8 +134,6 @@ def apply_holdout(
     """``holdout.fraction`` (``gsr.holdout``) of the training chains' relations held out (by name
     hash, ``holdout.seed``); every training and validation question whose ground, training or LLM
     chains use one is dropped. Returns the kept questions and the figures of the holdout."""
-    from gsr_train.datamodules.gsr_chains import chain_relations
-    from gsr_train.datamodules.relation_holdout import drop_questions_using, held_out_relations
 
     fraction = float(holdout.get("fraction") or 0.0)
     if fraction <= 0.0 or not train:
@@ -151,7 +163,6 @@ def apply_holdout(
 
 def walk_problems(walks: WalkSettings) -> list[str]:
     """``gsr.walks`` mistakes (none when walks are off), to report before any data work."""
-    from gsr_train.datamodules.gsr_walks import STARTS
 
     if walks.count <= 0:
         return []
@@ -194,7 +205,6 @@ def random_walks(cfg: DictConfig, index, splits: tuple, walks: WalkSettings, def
     """``gsr.walks``: composed multi-hop examples from random walks over ``splits``' graphs
     (``starts: auto`` = ``default_starts``: topic entities for a RoG dataset, named entities for a
     shared KG), seeded by ``cfg.seed``, skipping ``gsr.filter.drop_prefixes`` relations."""
-    from gsr_train.datamodules.gsr_walks import sample_walks, walk_examples
 
     if walks.count <= 0:
         return []
@@ -216,7 +226,6 @@ def walk_counts(walks: list) -> dict:
     """The data summary's walk figures (none without walks)."""
     if not walks:
         return {}
-    from gsr_train.datamodules.gsr_walks import walk_summary
 
     return walk_summary(walks)
 
@@ -228,8 +237,6 @@ def graph_splits(graphs: str, configured: Sequence[str] | None) -> tuple[str, ..
     """``data.graph_splits`` (``configured``), or (null) every split file the ``graphs`` folder holds."""
     if configured:
         return tuple(configured)
-    from gsr_train.data.rows import find_split_file
-    from gsr_train.eval.evaluate import DEFAULT_SPLITS
 
     present = []
     for split in DEFAULT_SPLITS:
@@ -280,7 +287,6 @@ def questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[list
 def gather_graphs(index, ids: list[str]):
     """One SplitGraphs (split ``eval`` of a new KGIndex) with the graph of every id, in order (an
     empty graph when no split has it); also which ids have a graph and how many do not."""
-    from gsr_train.kg.index import KGIndex, QuestionGraph, _concat
 
     where: dict[str, tuple[str, int]] = {}
     for split, graphs in index.splits.items():
@@ -332,7 +338,6 @@ def prepare_paths_data(
 ) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids;
     ``load_graphs(folder, splits)`` opens the KG index of ``data.graphs``."""
-    from gsr_train.datamodules.gsr_chains import load_path_rows, questions_from_paths
 
     g = cfg.gsr
     rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
@@ -387,7 +392,6 @@ def prepare_paths_data(
 def _paths_graphs(cfg: DictConfig, load_graphs, walks: WalkSettings, evaluation: list, training: bool) -> _EvalGraphs:
     """The evaluation questions' graphs gathered from ``data.graphs``, the KG's relations, indexing
     subjects and (training) walks over it, none starting at an evaluation question's topic."""
-    from gsr_train.datamodules.gsr_indexing import relation_subjects
 
     g = cfg.gsr
     splits = graph_splits(str(cfg.data.graphs), cfg.data.get("graph_splits"))
@@ -407,10 +411,6 @@ def _paths_graphs(cfg: DictConfig, load_graphs, walks: WalkSettings, evaluation:
 def prepare_rog_data(cfg: DictConfig, index, cache: Path, walks: WalkSettings) -> GSRData:
     """A RoG-format dataset (its KG ``index``, the supervision cached in ``cache``): chains from the
     KG supervision, graphs from the KG index."""
-    from gsr_train.datamodules.gsr_chains import ChainQuestion, questions_from_kg
-    from gsr_train.datamodules.gsr_indexing import relation_subjects
-    from gsr_train.kg.index import KGIndex
-    from gsr_train.kg.paths import get_supervision
 
     g = cfg.gsr
     sup = {s: get_supervision(index, s, cache) for s in cfg.data.splits}
@@ -463,8 +463,6 @@ def relation_vocab(relations: Mapping[str, Any], data: GSRData) -> list[str]:
     training-chain relations; ``chains``: training chains only; ``file``: a vocabulary file
     (``relations.file``, ``keep``) + training-chain relations; ``all``: the KG's, the file's and the
     training chains' relations (indexing data for every one)."""
-    from gsr_train.datamodules.gsr_chains import chain_relations
-    from gsr_train.features.relation_tokens import load_relation_file, merge_vocab
 
     src = relations["source"]
     train_rels = chain_relations(data.train)

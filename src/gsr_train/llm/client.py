@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+from omegaconf import DictConfig
 
-from gsr_train.config import default_cache_dir, option
+from gsr_train.config import as_dict, default_cache_dir, option
 from gsr_train.llm.cache import ResponseCache, normalise_base_url, request_key
 from gsr_train.llm.usage import UsageStats
 
@@ -92,15 +93,8 @@ class LLMConfig:
         """Build from a dict / OmegaConf node; unknown keys are an error (typos cost money)."""
         if isinstance(cfg, LLMConfig):
             return cfg
-        try:
-            from omegaconf import DictConfig
-
-            if isinstance(cfg, DictConfig):
-                from gsr_train.config import as_dict
-
-                cfg = as_dict(cfg)
-        except ImportError:  # pragma: no cover
-            pass
+        if isinstance(cfg, DictConfig):
+            cfg = as_dict(cfg)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(cfg) - names)
         if unknown:

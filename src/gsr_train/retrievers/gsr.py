@@ -32,6 +32,7 @@ from gsr_train.datamodules.gsr_chains import chain_relations
 from gsr_train.datamodules.gsr_prepare import GSRData
 from gsr_train.datamodules.relation_holdout import vocabulary_groups
 from gsr_train.eval.chains import ChainReport, answer_coverage, chain_match, end_match, paper_coverage, validity
+from gsr_train.eval.results import write_results
 from gsr_train.kg.execution import ChainExecutor, verbalize_path
 from gsr_train.kg.index import KGIndex, SplitGraphs
 from gsr_train.models.gsr.decoding import BeamChain, DecodeConfig, KGConstraint, beam_chains
@@ -263,7 +264,6 @@ def write_gsr_results(
     path: str | Path, index: KGIndex, split_name: str, results: Sequence[QuestionRetrieval], rows: Sequence[int]
 ) -> int:
     """Write results in the project format; ``index[split_name]`` must hold the questions' graphs in order."""
-    from gsr_train.eval.results import write_results
 
     graphs = index[split_name]
     if len(graphs) != len(results):

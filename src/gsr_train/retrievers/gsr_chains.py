@@ -16,7 +16,11 @@ from typing import Any
 
 import torch
 
+from gsr_train.io import iter_jsonl
+from gsr_train.kg.execution import ChainExecutor, verbalize_path
 from gsr_train.kg.index import SplitGraphs
+from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
+from gsr_train.models.gsr.modeling import load_gsr
 from gsr_train.retrievers.interface import ROW_FIELDS, Scores
 
 log = logging.getLogger(__name__)
@@ -55,8 +59,6 @@ class GSRChains:
     ) -> GSRChains:
         """Unconstrained beam search with a saved GSR model (``save_pretrained`` folder or .ckpt) on
         ``device`` (the run's; None: the CPU)."""
-        from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
-        from gsr_train.models.gsr.modeling import load_gsr
 
         cfg = DecodeConfig.from_any({**dict(decode or {}), "constrained": False})
         gsr = load_gsr(model_path).to(device or "cpu")
@@ -69,7 +71,6 @@ class GSRChains:
     @classmethod
     def from_results(cls, path: str | Path, split: SplitGraphs, relations: Sequence[str], top_n: int = 3) -> GSRChains:
         """Beams from a GSR results file (``beams`` field: ``{"chain": [names], "score"}``), matched by id."""
-        from gsr_train.io import iter_jsonl
 
         lookup = {r: i for i, r in enumerate(relations)}
         pos = split.position()
@@ -92,11 +93,9 @@ class GSRChains:
         return cls(beams, top_n)
 
     def score(self, split: SplitGraphs) -> Scores:
-        from gsr_train.kg.execution import ChainExecutor
 
         if len(split) != len(self.beams):
             raise ValueError(f"{len(self.beams)} decoded questions for a split of {len(split)}")
-        from gsr_train.kg.execution import verbalize_path
 
         ex = ChainExecutor(split, direction="both")
         num_e = int(split.edge_ptr[-1]) if len(split) else 0

@@ -9,7 +9,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gsr_train.kg.index import SplitGraphs
+from gsr_train.models.gnn_rag import GNNRAG
+from gsr_train.retrievers.classic import classic_scores
+from gsr_train.retrievers.cosine import cosine_scores
+from gsr_train.retrievers.edge_scorer import TrainedEdgeScorer
+from gsr_train.retrievers.gsr_chains import GSRChains
 from gsr_train.retrievers.interface import REGISTRY, RetrievalInputs, Scores, register
+from gsr_train.retrievers.pattern_retriever import PatternRetriever
+from gsr_train.retrievers.ppr import ppr_edge_scores
+from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
 
 if TYPE_CHECKING:
     import torch
@@ -31,7 +39,6 @@ class CosineRetriever:
         self.inputs = inputs
 
     def score(self, split: SplitGraphs) -> Scores:
-        from gsr_train.retrievers.cosine import cosine_scores
 
         return cosine_scores(split, _question_emb(self.inputs, self.name), self.inputs.embeddings), {}
 
@@ -42,7 +49,6 @@ class SubgraphRAGScores:
     name = "subgraphrag"
 
     def __init__(self, checkpoint: str, inputs: RetrievalInputs, serving: str = "auto") -> None:
-        from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
 
         self.inputs = inputs
         self.retriever = SubgraphRAGRetriever.from_checkpoint(
@@ -63,7 +69,6 @@ class ClassicRetriever:
         self.method, self.inputs, self.options = method, inputs, dict(options or {})
 
     def score(self, split: SplitGraphs) -> Scores:
-        from gsr_train.retrievers.classic import classic_scores
 
         return classic_scores(
             split, _question_emb(self.inputs, self.name), self.inputs.embeddings, self.method, self.options or None
@@ -84,7 +89,6 @@ def _subgraphrag(options: Mapping[str, Any], inputs: RetrievalInputs) -> Subgrap
 
 @register("trained")
 def _trained(options: Mapping[str, Any], inputs: RetrievalInputs):
-    from gsr_train.retrievers.edge_scorer import TrainedEdgeScorer
 
     known = {"checkpoint", "graphs_per_batch", "device"}
     unknown = set(options) - known
@@ -101,7 +105,6 @@ def _trained(options: Mapping[str, Any], inputs: RetrievalInputs):
 
 
 def _gnn_rag() -> type:
-    from gsr_train.models.gnn_rag import GNNRAG
 
     return GNNRAG
 
@@ -121,7 +124,6 @@ for _method in ("triplets", "paths", "pcst"):
 
 @register("gsr")
 def _gsr(options: Mapping[str, Any], inputs: RetrievalInputs):
-    from gsr_train.retrievers.gsr_chains import GSRChains
 
     if inputs.split is None:
         raise ValueError("retriever 'gsr' needs the split whose questions it decodes (RetrievalInputs.split)")
@@ -157,7 +159,6 @@ class PPRRetriever:
         self.alpha, self.iters = float(options.get("alpha", 0.15)), int(options.get("iters", 30))
 
     def score(self, split: SplitGraphs) -> Scores:
-        from gsr_train.retrievers.ppr import ppr_edge_scores
 
         return ppr_edge_scores(split, self.alpha, self.iters), {}
 
@@ -169,13 +170,11 @@ def _ppr(options: Mapping[str, Any], inputs: RetrievalInputs) -> PPRRetriever:
 
 @register("simgrag")
 def _simgrag(options: Mapping[str, Any], inputs: RetrievalInputs):
-    from gsr_train.retrievers.pattern_retriever import PatternRetriever
 
     return PatternRetriever("simgrag", options, inputs)
 
 
 @register("safe")
 def _safe(options: Mapping[str, Any], inputs: RetrievalInputs):
-    from gsr_train.retrievers.pattern_retriever import PatternRetriever
 
     return PatternRetriever("safe", options, inputs)

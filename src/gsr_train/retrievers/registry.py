@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
+import hydra.utils
+
 from gsr_train.data.errors import UserError
 from gsr_train.models.edge_scorer import EdgeScorerModule
 from gsr_train.retrievers import registered  # noqa: F401  (registers the built-in retrievers)
@@ -41,7 +43,6 @@ def _lookup(name: str) -> Any:
 
 def _imported(target: str) -> Any:
     """What ``retriever._target_`` names (Hydra's import-path lookup); a failure is the user's to fix."""
-    import hydra.utils
 
     try:
         return hydra.utils.get_object(str(target))

@@ -14,10 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
+from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from gsr_train.config import as_dict
+from gsr_train.datamodules.triple_datamodule import TripleDataModule
+from gsr_train.kg.paths import get_supervision
 from gsr_train.runs.run_data import cache_dir, output_dir, require_split, set_run_workers
 from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
+from gsr_train.text.embeddings import get_embeddings
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +59,6 @@ def edge_data(
     """Embeddings and shortest-path supervision of the splits a triple-scorer run reads (no training
     split: evaluation only), with the training and validation splits checked to teach something.
     ``val_option``: the option that names the validation split (named in its error)."""
-    from gsr_train.kg.paths import get_supervision
-    from gsr_train.text.embeddings import get_embeddings
 
     splits = list(dict.fromkeys(s for s in ((train_split, val_split) if train_split else ()) + (eval_split,) if s))
     workers = set_run_workers(cfg)  # data.workers
@@ -103,7 +105,6 @@ def monitor_of(recipe: EdgeRecipe, targets: str = "triples") -> str | None:
 
 def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dict, recipe: EdgeRecipe) -> Trained:
     """Fit ``module`` (an :class:`~gsr_train.models.edge_scorer.EdgeScorerModule`) with the run's trainer."""
-    from gsr_train.datamodules.triple_datamodule import TripleDataModule
 
     forward, reverse = module.dde_rounds
     dm = TripleDataModule(
@@ -134,7 +135,6 @@ def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dic
 
 def _callbacks(out: Path, recipe: EdgeRecipe, monitor: str | None) -> tuple[Any, list]:
     """The monitored best checkpoint (first: DDP spawn sends its path back) and early stopping."""
-    from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
     # without a validation split: no early stopping, and the final epoch is the checkpoint evaluated
     ckpt = ModelCheckpoint(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -150,10 +151,8 @@ def _say_what_is_scored(source: RunSource) -> str | None:
 
 def _task_overrides() -> list[str]:
     try:
-        from hydra.core.hydra_config import HydraConfig
-
         return list(HydraConfig.get().overrides.task)
-    except (ImportError, ValueError):
+    except ValueError:  # outside a Hydra run
         return []
 
 

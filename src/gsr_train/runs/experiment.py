@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.config import slurm_job_tag
@@ -24,7 +25,7 @@ from gsr_train.runs.runners import runner_of
 from gsr_train.runs.summary import run_summary
 from gsr_train.runtime.device import check_device, place_encoder, set_matmul_precision
 from gsr_train.runtime.interrupts import INTERRUPTS, RunInterrupted, requeue_slurm_job
-from gsr_train.runtime.run_folder import claim, launching_process, mark, run_state
+from gsr_train.runtime.run_folder import claim, launching_process, mark, release_folder, run_state
 from gsr_train.runtime.training import check_readable_checkpoint, is_rank_zero, resume_path
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,6 @@ def run_experiment(cfg: DictConfig) -> Any:
         finish_trackers()
         if owns_signals:
             INTERRUPTS.uninstall()
-        from gsr_train.runtime.run_folder import release_folder
-
         release_folder(out)
 
 
@@ -127,8 +126,6 @@ def signal_name(signum: int) -> str:
 def _resume_command(cfg: DictConfig, out: Path) -> str:
     """The command line that continues this run: its overrides, its folder, ``resume=auto``."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-
         overrides = [
             o
             for o in HydraConfig.get().overrides.task

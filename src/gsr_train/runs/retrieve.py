@@ -14,21 +14,21 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
+from gsr_train.retrievers.interface import RetrievalInputs
+from gsr_train.retrievers.registry import build, build_target, trainable
 from gsr_train.runs import gsr
 from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runs.run_data import cache_dir, load_kg_index, preflight
 from gsr_train.runs.train_retriever import run_trainable
 from gsr_train.runtime.device import run_device
+from gsr_train.text.embeddings import get_embeddings
+from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Open the data, build the retriever, score the split, report it (a trainable one trains first)."""
-    from gsr_train.retrievers.interface import RetrievalInputs
-    from gsr_train.retrievers.registry import build, build_target, trainable
-    from gsr_train.text.embeddings import get_embeddings
-    from gsr_train.text.encoders import load_encoder
 
     split, spec = str(cfg.split), cfg.retriever
     learner = trainable(spec.get("name"), spec.get("_target_"))

@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from typing import Any
 
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
+from gsr_train.models.edge_scorer import CheckpointError, load_edge_scorer
+from gsr_train.retrievers.edge_scorer import check_trained_on, serve
+from gsr_train.retrievers.registry import RetrieverError
+from gsr_train.runs.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
+from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runs.run_data import load_kg_index, preflight
 from gsr_train.runtime.device import run_device
 
@@ -27,7 +33,6 @@ log = logging.getLogger(__name__)
 
 def make_module(cls: type, options: dict[str, Any], dim: int) -> Any:
     """``cls.create(**options)`` (with ``dim`` when the constructor takes it); refused options are one line."""
-    from gsr_train.retrievers.registry import RetrieverError
 
     params = inspect.signature(cls).parameters
     kwargs = {"dim": dim, **options} if "dim" in params and "dim" not in options else dict(options)
@@ -39,7 +44,6 @@ def make_module(cls: type, options: dict[str, Any], dim: int) -> Any:
 
 def run_trainable(cfg: DictConfig, cls: type) -> dict[str, Any]:
     """Train ``cls`` (unless ``eval_only``), score ``cfg.split`` with its best checkpoint, report."""
-    from gsr_train.runs.edge_training import edge_data
 
     split, train = str(cfg.split), cfg.retriever.train
     eval_only = cfg.get("eval_only")
@@ -65,7 +69,6 @@ def run_trainable(cfg: DictConfig, cls: type) -> dict[str, Any]:
 
 
 def _train(cfg: DictConfig, cls: type, index: Any, emb: Any, sup: dict) -> tuple[str | None, dict]:
-    from gsr_train.runs.edge_training import EdgeRecipe, fit_edge_scorer, model_meta
 
     train, data = cfg.retriever.train, str(cfg.data.name)
     module = make_module(cls, as_dict(cfg.retriever.options) if cfg.retriever.get("options") else {}, emb.dim)
@@ -85,11 +88,6 @@ def _train(cfg: DictConfig, cls: type, index: Any, emb: Any, sup: dict) -> tuple
 
 
 def _score(cfg: DictConfig, index: Any, emb: Any, split: str, best: str, per_batch: int, info: dict) -> dict[str, Any]:
-    import time
-
-    from gsr_train.models.edge_scorer import CheckpointError, load_edge_scorer
-    from gsr_train.retrievers.edge_scorer import check_trained_on, serve
-    from gsr_train.runs.retrieval_report import report_retrieval
 
     try:
         module = load_edge_scorer(best, map_location=run_device(cfg))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import PreflightError
@@ -36,10 +37,8 @@ def wants_gpu(cfg: DictConfig) -> bool:
 def typed_overrides() -> list[str]:
     """The overrides typed on this run's command line (none outside a Hydra run)."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-
         return list(HydraConfig.get().overrides.task)
-    except (ImportError, ValueError):
+    except ValueError:  # outside a Hydra run
         return []
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gsr_train.kg.index import get_index
+from gsr_train.kg.paths import chains_to_names, get_supervision
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 from gsr_train.llm.parsing import parse_chain_selection
 from gsr_train.llm.runner import read_jsonl, to_container
@@ -47,11 +48,6 @@ def candidates_from_file(path: str, field: str) -> list[dict]:
 
 def candidates_from_dataset(source: str, split: str, which: str, cache_dir: str | None) -> list[dict]:
     """Candidates from the shortest-path supervision of a RoG-format dataset."""
-    try:
-        from gsr_train.kg.paths import chains_to_names, get_supervision
-    except ImportError as e:  # pragma: no cover - module written in parallel
-        raise RuntimeError(f"dataset mode needs gsr_train.kg.paths ({e}); pass input=<paths jsonl> instead") from e
-
     if which not in ("raw", "filtered"):
         raise ValueError(f"chains must be 'raw' or 'filtered', not {which!r}")
     index = get_index(source, splits=(split,), cache_dir=cache_dir)

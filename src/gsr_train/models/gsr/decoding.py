@@ -144,6 +144,7 @@ def beam_chains(
     ``constraint(question_position, prefix_chain) -> LongTensor`` of allowed model relation
     indices turns on KG-constrained decoding (``cfg.constrained`` only records the choice).
     """
+    # lazy: transformers takes seconds to import; only the model paths need it
     from transformers import LogitsProcessorList
 
     cfg = DecodeConfig.from_any(cfg)

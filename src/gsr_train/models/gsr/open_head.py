@@ -25,6 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gsr_train.features.relation_tokens import relation_words
+from gsr_train.text.encoders import load_encoder
+
 if TYPE_CHECKING:
     from gsr_train.text.encoders import TextEncoder
 
@@ -33,7 +36,6 @@ _ENCODERS: dict[str, TextEncoder] = {}
 
 
 def relation_texts(names: Sequence[str]) -> list[str]:
-    from gsr_train.features.relation_tokens import relation_words
 
     return [relation_words(n) for n in names]
 
@@ -41,8 +43,6 @@ def relation_texts(names: Sequence[str]) -> list[str]:
 def text_features(names: Sequence[str], encoder: TextEncoder | None = None) -> torch.Tensor:
     """``[R, D]`` float32 sentence embeddings of the relations' words (MiniLM, normalised)."""
     if encoder is None:
-        from gsr_train.text.encoders import load_encoder
-
         encoder = _ENCODERS.get("minilm") or _ENCODERS.setdefault("minilm", load_encoder("minilm"))
     if not names:
         return torch.zeros(0, int(encoder.dim))
