@@ -142,9 +142,10 @@ def experiments() -> list[str]:
 def help_template(root: DictConfig) -> str:
     """``hydra.help.template``: how to run, the config groups, the options of the experiment picked."""
     choices = OmegaConf.select(root, "hydra.runtime.choices", default={}) or {}
-    app = str(OmegaConf.select(root, "hydra.job.name", default="train")) + ".py"
+    job = str(OmegaConf.select(root, "hydra.job.name", default="train"))
+    app = f"python {job}.py" if job in ("train", "eval") else f"gsr-train {job}"  # the command typed
     lines = [
-        f"python {app} +experiment=NAME [key=value ...]: a run (Hydra; --hydra-help for Hydra's own help,",
+        f"usage: {app} +experiment=NAME [key=value ...]: a run (Hydra; --hydra-help for Hydra's own help,",
         "--cfg job for the composed config). gsr-train options NAME prints the options of any experiment.",
         "",
         "== Config groups (group=option) ==",
