@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from gsr_train.runs.aggregate import aggregate, collect, to_markdown
+from gsr_train.eval.aggregate import aggregate, collect, to_markdown
 
 from .conftest import REPO, compose_config
 from .subgraphrag_toy import write_toy

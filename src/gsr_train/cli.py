@@ -53,7 +53,7 @@ def _publish(a: argparse.Namespace) -> int:
 
 def _aggregate(a: argparse.Namespace) -> int:
     # lazy: a verb imports only what it runs (gsr-train --help answers in 0.04 s)
-    from gsr_train.runs.aggregate import aggregate
+    from gsr_train.eval.aggregate import aggregate
 
     if not Path(a.root).is_dir():
         raise FileNotFoundError(f"{a.root}: no such folder (give a multirun folder or a folder of run folders)")

@@ -2,7 +2,7 @@
 
 Every run folder holds its retrieval results as ``results_<split>.jsonl`` (the project result
 format, :mod:`gsr_train.eval.results`) and one ``metrics.json`` whose header is the same for every
-method, so a sweep's table (``runs/aggregate.py``) reads nothing else:
+method, so a sweep's table (``eval/aggregate.py``) reads nothing else:
 
 * ``schema``: :data:`SCHEMA`;
 * ``experiment``, ``dataset: {name, fingerprint}`` (the fingerprint of the data the figures come from);
