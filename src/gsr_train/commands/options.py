@@ -14,7 +14,8 @@ from hydra.errors import ConfigCompositionException, OverrideParseException
 from gsr_train.config import project_root
 from gsr_train.data.errors import UserError
 from gsr_train.options.command_line import compose_config, composition_error
-from gsr_train.options.describe import describe, experiments, write_defaults
+from gsr_train.options.describe import describe, write_defaults
+from gsr_train.options.help import experiments
 
 
 def main(argv: list[str] | None = None) -> int:

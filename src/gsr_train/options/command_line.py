@@ -31,6 +31,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.data.errors import USER_ERROR_EXIT
+from gsr_train.options.help import help_template
 
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 FULL_ERROR = "HYDRA_FULL_ERROR"  # set: Hydra raises its errors instead of printing them
@@ -91,8 +92,6 @@ def register_help() -> None:
 
 
 def _options_help(*, _root_: DictConfig) -> str:
-    from gsr_train.options.describe import help_template  # the option classes import torch: only for --help
-
     return help_template(_root_)
 
 

@@ -2,7 +2,7 @@
 
 * :func:`describe`: every option of a composed config's runner, its value (and default when they
   differ), its type and range, its one-line description (``gsr-train options NAME``, and
-  ``python train.py +experiment=NAME --help`` through :func:`help_template`);
+  ``python train.py +experiment=NAME --help`` through :func:`gsr_train.options.help.help_template`);
 * :data:`DEFAULTS_FILES` and :func:`render`: the ``conf/experiment/*_defaults.yaml`` files every
   experiment of a runner starts from, generated from the dataclasses with each description as a
   comment (``gsr-train options --write-defaults`` writes them; a test keeps them current).
@@ -131,32 +131,6 @@ def describe(cfg: Any, experiment: str | None = None) -> str:
             f"config groups (group=option, each a file in conf/<group>/; Hydra checks their keys): {', '.join(groups)}",
         ]
     return "\n".join(out)
-
-
-def experiments() -> list[str]:
-    """The experiments of conf/experiment (the ``*_defaults`` files are their starting points)."""
-    folder = project_root() / "conf" / "experiment"
-    return sorted(p.stem for p in folder.glob("*.yaml") if not p.stem.endswith("_defaults"))
-
-
-def help_template(root: DictConfig) -> str:
-    """``hydra.help.template``: how to run, the config groups, the options of the experiment picked."""
-    choices = OmegaConf.select(root, "hydra.runtime.choices", default={}) or {}
-    job = str(OmegaConf.select(root, "hydra.job.name", default="train"))
-    app = f"python {job}.py" if job in ("train", "eval") else f"gsr-train {job}"  # the command typed
-    lines = [
-        f"usage: {app} +experiment=NAME [key=value ...]: a run (Hydra; --hydra-help for Hydra's own help,",
-        "--cfg job for the composed config). gsr-train options NAME prints the options of any experiment.",
-        "",
-        "== Config groups (group=option) ==",
-        "$APP_CONFIG_GROUPS",
-        "",
-    ]
-    if choices.get("experiment") is None:
-        lines += ["== Experiments (+experiment=NAME; add --help for its options) ==", ", ".join(experiments())]
-    else:
-        lines += [f"== Options of +experiment={choices['experiment']} ==", describe(root).replace("$", "$$")]
-    return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------ the *_defaults.yaml files
