@@ -56,21 +56,7 @@ def report_retrieval(
     chains = rows.pop("chains", None)  # a chain retriever's kept chains: the results format's own field
     results = results_file(output_dir(cfg), split)
     write_results(results, index, split, scores, k, chains=chains, extra=rows or None)
-    sup = get_supervision(index, split, cache_dir(cfg))
-    labelled = labelled_questions = label_stats = None
-    labels = label_path(cfg, split)
-    if labels:
-        labelled, labelled_questions, label_stats = load_labelled_triples(labels, index, split)
-    report = retrieval_metrics(
-        graphs,
-        scores,
-        sorted({*map(int, cfg.eval_ks), k}),
-        sp_label=sup.triple_label,
-        labelled=labelled,
-        labelled_questions=labelled_questions,
-        hops=sup.hops,
-        device=run_device(cfg),
-    )
+    report, label_stats = _measure(cfg, index, split, scores, k)
     print(report.table(f"{method} on {cfg.data.name} [{split}]", breakdowns=True))
     figures = {
         "method": method,
@@ -91,3 +77,24 @@ def report_retrieval(
     row["metrics"].update({name: float(v) for name, v in (row_metrics or {}).items() if isinstance(v, (int, float))})
     save_metrics(cfg, index.key, [row], figures)
     return figures
+
+
+def _measure(cfg: DictConfig, index: Any, split: str, scores: torch.Tensor, k: int) -> tuple[Any, Any]:
+    """Recall at the run's K and ``eval_ks`` against the shortest-path triples and, where the data has
+    them, the labelled ones; with the labels' statistics."""
+    sup = get_supervision(index, split, cache_dir(cfg))
+    labelled = labelled_questions = label_stats = None
+    labels = label_path(cfg, split)
+    if labels:
+        labelled, labelled_questions, label_stats = load_labelled_triples(labels, index, split)
+    report = retrieval_metrics(
+        index[split],
+        scores,
+        sorted({*map(int, cfg.eval_ks), k}),
+        sp_label=sup.triple_label,
+        labelled=labelled,
+        labelled_questions=labelled_questions,
+        hops=sup.hops,
+        device=run_device(cfg),
+    )
+    return report, label_stats
