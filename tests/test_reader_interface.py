@@ -13,6 +13,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from gsr_train import plugins
 from gsr_train.readers import registry
 from gsr_train.readers.data import ExampleBatches
 from gsr_train.readers.interface import (
@@ -117,7 +118,7 @@ def test_entry_points_of_installed_packages_register_their_readers(monkeypatch):
     def entry_points(group, name=None):  # importlib.metadata's selection by group (and name)
         return [EntryPoint()] if group == registry.ENTRY_POINTS and name in (None, EntryPoint.name) else []
 
-    monkeypatch.setattr(registry, "entry_points", entry_points)
+    monkeypatch.setattr(plugins, "entry_points", entry_points)
     monkeypatch.delitem(REGISTRY, "from-a-package", raising=False)
     assert "from-a-package" in registry.names()
     assert registry.build("from-a-package", {}, ReadingInputs()).name == "FirstTripleTail"

@@ -77,6 +77,7 @@ def test_a_broken_plugin_entry_point_is_named_only_when_asked_for(monkeypatch):
     does not break the listing or any other retriever; asking for it names it and its entry point."""
     from importlib.metadata import EntryPoint
 
+    from gsr_train import plugins
     from gsr_train.retrievers import registry
 
     ep = EntryPoint(name="broken-one", value="no_such_pkg.mod:Thing", group=registry.ENTRY_POINTS)
@@ -84,7 +85,7 @@ def test_a_broken_plugin_entry_point_is_named_only_when_asked_for(monkeypatch):
     def fake(group, name=None):
         return [e for e in [ep] if group == registry.ENTRY_POINTS and name in (None, e.name)]
 
-    monkeypatch.setattr(registry, "entry_points", fake)
+    monkeypatch.setattr(plugins, "entry_points", fake)
     assert "broken-one" in registry.names() and "cosine" in registry.names()
     assert registry.trainable("cosine") is None
     with pytest.raises(registry.RetrieverError, match=r"'broken-one'.*no_such_pkg.mod:Thing cannot be loaded"):

@@ -72,6 +72,7 @@ def test_a_retriever_outside_the_package_joins_by_import_path(tiny, tmp_path):
 
 
 def test_entry_points_of_installed_packages_register_their_retrievers(monkeypatch):
+    import gsr_train.plugins as plugins
     import gsr_train.retrievers.registry as registry
     from gsr_train.retrievers.interface import REGISTRY
 
@@ -92,7 +93,7 @@ def test_entry_points_of_installed_packages_register_their_retrievers(monkeypatc
     def entry_points(group, name=None):  # importlib.metadata's selection by group (and name)
         return [EntryPoint()] if group == registry.ENTRY_POINTS and name in (None, EntryPoint.name) else []
 
-    monkeypatch.setattr(registry, "entry_points", entry_points)
+    monkeypatch.setattr(plugins, "entry_points", entry_points)
     monkeypatch.delitem(REGISTRY, "from-a-package", raising=False)
     assert "from-a-package" in names()
     assert build("from-a-package", {}, None).name == "from-a-package"

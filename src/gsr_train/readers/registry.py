@@ -7,12 +7,10 @@ joins without an edit here. Every one is made as ``factory(inputs=ReadingInputs,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import Any
 
-import hydra.utils
-
 from gsr_train.data.errors import UserError
+from gsr_train.plugins import import_target, load_entry_point, plugin_names
 from gsr_train.readers import registered  # noqa: F401  (registers the built-in readers)
 from gsr_train.readers.interface import REGISTRY, Factory, Reader, ReadingInputs, is_trainable
 
@@ -24,29 +22,15 @@ class ReaderError(UserError, ValueError):
 
 
 def _lookup(name: str) -> Factory | None:
-    """The factory registered as ``name``, loading only that entry point of the installed packages:
-    a broken plugin fails where it is asked for, not in every other run."""
-    if name not in REGISTRY:
-        for ep in entry_points(group=ENTRY_POINTS, name=name):
-            try:
-                REGISTRY[name] = ep.load()
-            except Exception as e:  # noqa: BLE001 - an installed plugin that cannot load is named, not raised
-                raise ReaderError(
-                    f"reader {name!r}: its entry point {ep.value} cannot be loaded ({type(e).__name__}: {e}); "
-                    "is the package that declares it installed in this environment?"
-                ) from None
-            break
-    return REGISTRY.get(name)
+    """The factory registered as ``name`` (its entry point loaded on first use)."""
+    return load_entry_point(REGISTRY, ENTRY_POINTS, name, ReaderError, "reader")
 
 
 def resolve(name: str | None = None, target: str | None = None) -> Factory:
     """The factory behind ``qa.reading.method=name`` or ``qa.reading._target_=target`` (the target
     wins); an unknown name lists the known ones, in one line."""
     if target:
-        try:
-            found = hydra.utils.get_object(str(target))
-        except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
-            raise ReaderError(f"qa.reading._target_={target}: cannot import it ({type(e).__name__}: {e})") from None
+        found = import_target(target, ReaderError, "qa.reading._target_")
         if not callable(found):
             raise ReaderError(f"qa.reading._target_={target} is not a class or a function")
         return found
@@ -85,4 +69,4 @@ def build(
 
 def names() -> list[str]:
     """Every registered reader name (entry points of installed packages included)."""
-    return sorted(set(REGISTRY) | {ep.name for ep in entry_points(group=ENTRY_POINTS)})
+    return plugin_names(REGISTRY, ENTRY_POINTS)

@@ -8,13 +8,11 @@ edit here."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import Any
-
-import hydra.utils
 
 from gsr_train.data.errors import UserError
 from gsr_train.models.edge_scorer import EdgeScorerModule
+from gsr_train.plugins import import_target, load_entry_point, plugin_names
 from gsr_train.retrievers import registered  # noqa: F401  (registers the built-in retrievers)
 from gsr_train.retrievers.interface import REGISTRY, RetrievalInputs, Retriever
 
@@ -26,28 +24,13 @@ class RetrieverError(UserError, ValueError):
 
 
 def _lookup(name: str) -> Any:
-    """The factory (or trainable class) registered as ``name``, loading only that entry point of the
-    installed packages: a broken plugin fails where it is asked for, not in every other run."""
-    if name not in REGISTRY:
-        for ep in entry_points(group=ENTRY_POINTS, name=name):
-            try:
-                REGISTRY[name] = ep.load()
-            except Exception as e:  # noqa: BLE001 - an installed plugin that cannot load is named, not raised
-                raise RetrieverError(
-                    f"retriever {name!r}: its entry point {ep.value} cannot be loaded ({type(e).__name__}: {e}); "
-                    "is the package that declares it installed in this environment?"
-                ) from None
-            break
-    return REGISTRY.get(name)
+    """The factory (or trainable class) registered as ``name`` (its entry point loaded on first use)."""
+    return load_entry_point(REGISTRY, ENTRY_POINTS, name, RetrieverError, "retriever")
 
 
 def _imported(target: str) -> Any:
-    """What ``retriever._target_`` names (Hydra's import-path lookup); a failure is the user's to fix."""
-
-    try:
-        return hydra.utils.get_object(str(target))
-    except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
-        raise RetrieverError(f"retriever._target_={target}: cannot import it ({type(e).__name__}: {e})") from None
+    """What ``retriever._target_`` names; a failure is the user's to fix."""
+    return import_target(target, RetrieverError, "retriever._target_")
 
 
 def build(name: str, options: Mapping[str, Any] | None, inputs: RetrievalInputs) -> Retriever:
@@ -110,4 +93,4 @@ def _checked(retriever: Any, name: str) -> Retriever:
 
 def names() -> list[str]:
     """Every registered retriever name (entry points of installed packages included)."""
-    return sorted(set(REGISTRY) | {ep.name for ep in entry_points(group=ENTRY_POINTS)})
+    return plugin_names(REGISTRY, ENTRY_POINTS)
