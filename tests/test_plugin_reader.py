@@ -12,15 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from .conftest import REPO
-from .test_plugin_retriever import _one_install_at_a_time
-from .test_readme_commands import _argv, _checkout, _env
+from .test_plugin_retriever import _metrics, _run, assert_src_never_names, run_plugin_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,39 +27,14 @@ COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not 
 PLUGIN_NAMES = ("candidate_ranker", "candidate-ranker", "CandidateRanker")
 
 
-def _run(argv: list[str], cwd: Path, env: dict, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kw)
-
-
-def _metrics(folder: Path) -> dict:
-    return json.loads((folder / "metrics.json").read_text())
-
-
 @pytest.fixture(scope="module")
 def readme_run(tmp_path_factory):
     """The README's reader plugin commands, in order, in a fresh checkout; the checkout and its env."""
-    root = _checkout(tmp_path_factory.mktemp("reader_plugin"))
-    (root / "examples").symlink_to(REPO / "examples")
-    env = _env(tmp_path_factory.mktemp("reader_plugin_cache"))
-    for line in COMMANDS:
-        argv = _argv(line, root)
-        if argv[0] == "pip":
-            argv = [sys.executable, "-m", "pip", *argv[1:]]
-            with _one_install_at_a_time():  # xdist workers each run this fixture: one pip per environment
-                proc = _run(argv, root, env)
-        else:
-            proc = _run(argv, root, env)
-        assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
-    return root, env
+    return run_plugin_commands(COMMANDS, tmp_path_factory, "reader_plugin")
 
 
 def test_src_never_names_the_plugin():
-    for path in (REPO / "src").rglob("*"):
-        if path.is_file() and path.suffix in (".py", ".yaml", ".txt", ".toml"):
-            text = path.read_text(errors="replace")
-            assert not any(n in text for n in PLUGIN_NAMES), path
-    for path in (REPO / "conf").rglob("*.yaml"):
-        assert not any(n in path.read_text() for n in PLUGIN_NAMES), path
+    assert_src_never_names(PLUGIN_NAMES)
 
 
 def test_readme_commands_train_evaluate_and_sweep_the_plugin(readme_run):

@@ -55,13 +55,12 @@ def _one_install_at_a_time():
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-@pytest.fixture(scope="module")
-def readme_run(tmp_path_factory):
-    """The README's plugin commands, in order, in a fresh checkout; the checkout and its env."""
-    root = _checkout(tmp_path_factory.mktemp("plugin"))
+def run_plugin_commands(commands: list[str], tmp_path_factory, label: str) -> tuple[Path, dict]:
+    """A README plugin block's commands, in order, in a fresh checkout; the checkout and its env."""
+    root = _checkout(tmp_path_factory.mktemp(label))
     (root / "examples").symlink_to(REPO / "examples")
-    env = _env(tmp_path_factory.mktemp("plugin_cache"))
-    for line in COMMANDS:
+    env = _env(tmp_path_factory.mktemp(f"{label}_cache"))
+    for line in commands:
         argv = _argv(line, root)
         if argv[0] == "pip":
             argv = [sys.executable, "-m", "pip", *argv[1:]]
@@ -73,13 +72,23 @@ def readme_run(tmp_path_factory):
     return root, env
 
 
-def test_src_never_names_the_plugin():
+def assert_src_never_names(names: tuple[str, ...]) -> None:
     for path in (REPO / "src").rglob("*"):
         if path.is_file() and path.suffix in (".py", ".yaml", ".txt", ".toml"):
             text = path.read_text(errors="replace")
-            assert not any(n in text for n in PLUGIN_NAMES), path
+            assert not any(n in text for n in names), path
     for path in (REPO / "conf").rglob("*.yaml"):
-        assert not any(n in path.read_text() for n in PLUGIN_NAMES), path
+        assert not any(n in path.read_text() for n in names), path
+
+
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory):
+    """The README's plugin commands, in order, in a fresh checkout; the checkout and its env."""
+    return run_plugin_commands(COMMANDS, tmp_path_factory, "plugin")
+
+
+def test_src_never_names_the_plugin():
+    assert_src_never_names(PLUGIN_NAMES)
 
 
 def test_readme_commands_train_evaluate_and_sweep_the_plugin(readme_run):
