@@ -38,7 +38,6 @@ RUN_MARKER = "run.json"
 
 def run_state(folder: str | Path) -> dict | None:
     """The ``run.json`` of a run folder (``status``: running, interrupted, failed, finished), or None."""
-
     try:
         state = json.loads((Path(folder) / RUN_MARKER).read_text())
     except (OSError, ValueError):
@@ -96,7 +95,6 @@ def experiment_choice(*, _root_: Any = None) -> str | None:
     Read from the composed config's own ``hydra.runtime.choices`` while Hydra has not set its
     global config yet (the sweeper naming the sweep folder, Hydra callbacks before a run), from
     Hydra's global config inside the job (whose config no longer has a ``hydra`` node)."""
-
     if _root_ is not None:
         choice = OmegaConf.select(_root_, "hydra.runtime.choices.experiment", default=None)
         if choice is not None:

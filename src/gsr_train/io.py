@@ -60,7 +60,6 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator
 def file_lock(path: str | os.PathLike) -> Iterator[None]:
     """An exclusive flock on the file ``path`` (created if needed) for the block: one process at a
     time builds a given cache; the others wait, then find it built."""
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:

@@ -23,7 +23,6 @@ def add_split_and_cache_options(parser) -> None:
 
 def workers_count(text: str) -> int:
     """``--workers`` as an integer >= 1 (argparse reports anything else as the user's mistake)."""
-
     try:
         value = int(text)
     except ValueError:
@@ -47,7 +46,6 @@ def run_llm_step(run, cfg) -> None:
     """Run an LLM data step (``gsr_train.llm.steps.*.run``) on its Hydra config. A wrong option or input
     file (the steps raise ValueError / FileNotFoundError naming it), bad rows, an unreachable
     endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py."""
-
     logging.getLogger("httpx").setLevel(logging.WARNING)
     report_user_errors(
         run,

@@ -163,7 +163,6 @@ def _open(
     limit: int | None,
 ) -> _Comparison:
     """The split's index and embeddings, the pattern retrievers' settings and the figures' header."""
-
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     data_dir = resolve_data(data, cache)
     index = get_index(data_dir, splits=index_splits(data_dir, split_name), cache_dir=cache)
@@ -191,7 +190,6 @@ def _open(
 
 def _cosine(c: _Comparison) -> None:
     """The cosine baseline, timed over the whole split."""
-
     t0 = time.perf_counter()
     cos = cosine_scores(c.split, c.emb.question[c.split_name], c.emb)
     c.add("cosine", cos, 1000 * (time.perf_counter() - t0) / len(c.split), "measured (whole split)")
@@ -199,7 +197,6 @@ def _cosine(c: _Comparison) -> None:
 
 def _subgraphrag(c: _Comparison, results: str, ckpt: str | None) -> None:
     """SubgraphRAG's row from its results file, timed by re-scoring the split with ``ckpt`` when given."""
-
     st = MatchStats()
     sg_scores, _ = read_results(results, c.index, c.split_name, skip_unknown=True, stats=st)
     ms, how = None, "not measured"
@@ -214,7 +211,6 @@ def _subgraphrag(c: _Comparison, results: str, ckpt: str | None) -> None:
 def _gsr(c: _Comparison, results: str, metrics: str | None) -> list:
     """GSR's row from its results file (its decoding time from its ``metrics.json``); the patterns
     of its chains."""
-
     st = MatchStats()
     gsr_scores, _ = read_results(results, c.index, c.split_name, skip_unknown=True, stats=st)
     ms, how = None, "not measured"
@@ -233,7 +229,6 @@ def _gsr(c: _Comparison, results: str, metrics: str | None) -> list:
 
 def _gold_patterns(c: _Comparison, gold: str) -> list:
     """Patterns of the weak supervision's shortest-path chains (``gold``: filtered or raw), an oracle."""
-
     sup = get_supervision(c.index, c.split_name, c.cache_dir)
     gstats = SourceStats()
     chains = sup.chains_filtered if gold == "filtered" else sup.chains_raw
@@ -244,7 +239,6 @@ def _gold_patterns(c: _Comparison, gold: str) -> list:
 
 def _schema(c: _Comparison):
     """SAFE's schema resources, built once (its build time reported on its own)."""
-
     t0 = time.perf_counter()
     resources = SchemaResources.build(c.index, list(c.index.splits), c.enc, c.cache_dir, c.safe_cfg)
     c.info["schema"] = {
@@ -257,7 +251,6 @@ def _schema(c: _Comparison):
 
 def _pattern_retrievers(c: _Comparison, source: str, pats: list, resources) -> None:
     """SimGRAG and SAFE on one pattern source: their rows, and their result files in ``out``."""
-
     tag = "gsr" if source == "GSR chains" else "gold"
     run = simgrag_retrieve(c.index, c.split_name, c.emb, pats, c.sim_cfg, c.enc, c.cache_dir)
     run.seconds = run.seconds[: c.n_q]

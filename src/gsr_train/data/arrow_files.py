@@ -15,7 +15,6 @@ from gsr_train.data.errors import DataFileError
 def open_parquet(path: str | Path):
     """A ``pyarrow.parquet.ParquetFile``; :class:`DataFileError` naming the file when it
     cannot be opened (truncated download, not parquet)."""
-
     try:
         return pq.ParquetFile(path, memory_map=True)
     except (pa.ArrowException, OSError) as e:

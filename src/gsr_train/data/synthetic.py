@@ -329,7 +329,6 @@ def ensure_synthetic(config: SyntheticConfig | dict | None = None, cache_dir: st
     The folder is ``cache_dir/synthetic/<hash of config and generator version>``; it is
     regenerated when a file is missing or damaged.
     """
-
     cfg = SyntheticConfig.from_any(config)
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder = cache_dir / "synthetic" / cfg.key()

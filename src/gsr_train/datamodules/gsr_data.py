@@ -267,7 +267,6 @@ class GSRDataModule:
     def train_loader(self, epoch: int, skip_batches: int = 0, resume=None):
         """``resume``: a :class:`~gsr_train.datamodules.triple_datamodule.ResumeSkip` read when the first
         pass starts."""
-
         items = self.epoch_items(epoch)  # already shuffled per epoch; sharded by rank under DDP
         sampler = RankSampler(len(items), shuffle=False)
         sampler.skip = skip_batches * self.batch_size
@@ -281,13 +280,11 @@ class GSRDataModule:
 
     def rank_batches(self, epoch: int) -> int:
         """Training batches of ``epoch`` on this rank (under DDP each rank holds 1/W of the items)."""
-
         return max(1, -(-len(RankSampler(len(self.epoch_items(epoch)), shuffle=False)) // self.batch_size))
 
     def total_steps(self, max_epochs: int, accumulate: int = 1, world: int = 1) -> int:
         """Optimiser steps of a whole run on each rank (DDP: every rank holds 1/``world`` of an
         epoch's items; ``accumulate`` batches per step), what the learning-rate schedule spans."""
-
         return sum(
             math.ceil(
                 -(
@@ -349,5 +346,4 @@ def make_lightning_datamodule(owner: GSRDataModule):
     optimiser step as one process with batch ``W * B``; validation is sharded by Lightning
     and merged by :class:`~gsr_train.models.gsr.module.GSRModule`.
     """
-
     return sys.modules[__name__].LightningGSRData(owner)

@@ -30,7 +30,6 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr, walks: WalkSettings, b
     """The DataModule of ``gsr`` (its ``relations`` vocabulary) on ``data``: every training question's
     chains as one retrieval item, the validation questions' ground chains, the indexing pool and the
     walk pool; ``batch_size`` is this process's batch."""
-
     g = cfg.gsr
     retrieval, counts = retrieval_items(data.train, gsr.relations)
     validation, vcounts = _validation_items(g, data, gsr.relations)
@@ -71,7 +70,6 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr, walks: WalkSettings, b
 def _validation_items(g: DictConfig, data: GSRData, relations) -> tuple[list, dict]:
     """The validation questions with ground chains (the first ``gsr.max_val_questions``), their
     ground chains as targets."""
-
     val_q = [q for q in data.validation if q.ground]
     if g.get("max_val_questions"):
         val_q = val_q[: int(g.max_val_questions)]
@@ -83,7 +81,6 @@ def _index_pool(cfg: DictConfig, data: GSRData, relations) -> list:
     """Indexing items: pseudo questions (templates, ``gsr.index.templates`` or the relation's name)
     about the ``gsr.index.relations`` relations of the vocabulary (every one, the KG's, or those
     with subjects)."""
-
     g = cfg.gsr
     sources = load_index_file(g.index.templates) if g.index.get("templates") else None
     rels = relations.relations
@@ -106,7 +103,6 @@ def _index_pool(cfg: DictConfig, data: GSRData, relations) -> list:
 def _index_focus(data: GSRData, relations, index_pool: list) -> list[bool]:
     """``gsr.index.kg_share``: which indexing items are about the KG's (and training chains')
     relations, the items the indexing sample is weighted toward."""
-
     lookup = relations.lookup
     wanted = {lookup[r] for r in (*data.kg_relations, *chain_relations(data.train)) if r in lookup}
     focus = [it.targets[0][0] in wanted for it in index_pool]
@@ -117,7 +113,6 @@ def _index_focus(data: GSRData, relations, index_pool: list) -> list[bool]:
 def _walk_pool(data: GSRData, relations, walks: WalkSettings) -> list[Seq2SeqItem]:
     """The walk examples as items with the ``gsr.walks.prefix`` task prefix (walks through a relation
     outside the vocabulary are dropped and counted)."""
-
     if not data.walks:
         return []
     prefix = {"retrieval": RETRIEVAL_PREFIX, "index": INDEX_PREFIX}[walks.prefix]

@@ -81,7 +81,6 @@ class GSRData:
 
     def first_questions(self, n: int) -> None:
         """Keep the first ``n`` evaluation questions and their graphs (``gsr.max_eval_questions``)."""
-
         self.evaluation = self.evaluation[:n]
         self.has_graph = self.has_graph[:n]
         if self.graph_index is not None:
@@ -134,7 +133,6 @@ def apply_holdout(
     """``holdout.fraction`` (``gsr.holdout``) of the training chains' relations held out (by name
     hash, ``holdout.seed``); every training and validation question whose ground, training or LLM
     chains use one is dropped. Returns the kept questions and the figures of the holdout."""
-
     fraction = float(holdout.get("fraction") or 0.0)
     if fraction <= 0.0 or not train:
         return train, validation, {}
@@ -163,7 +161,6 @@ def apply_holdout(
 
 def walk_problems(walks: WalkSettings) -> list[str]:
     """``gsr.walks`` mistakes (none when walks are off), to report before any data work."""
-
     if walks.count <= 0:
         return []
     problems = []
@@ -205,7 +202,6 @@ def random_walks(cfg: DictConfig, index, splits: tuple, walks: WalkSettings, def
     """``gsr.walks``: composed multi-hop examples from random walks over ``splits``' graphs
     (``starts: auto`` = ``default_starts``: topic entities for a RoG dataset, named entities for a
     shared KG), seeded by ``cfg.seed``, skipping ``gsr.filter.drop_prefixes`` relations."""
-
     if walks.count <= 0:
         return []
     sampled = sample_walks(
@@ -287,7 +283,6 @@ def questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[list
 def gather_graphs(index, ids: list[str]):
     """One SplitGraphs (split ``eval`` of a new KGIndex) with the graph of every id, in order (an
     empty graph when no split has it); also which ids have a graph and how many do not."""
-
     where: dict[str, tuple[str, int]] = {}
     for split, graphs in index.splits.items():
         for i, qid in enumerate(graphs.ids):
@@ -338,7 +333,6 @@ def prepare_paths_data(
 ) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids;
     ``load_graphs(folder, splits)`` opens the KG index of ``data.graphs``."""
-
     g = cfg.gsr
     rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
     variant = g.variant
@@ -392,7 +386,6 @@ def prepare_paths_data(
 def _paths_graphs(cfg: DictConfig, load_graphs, walks: WalkSettings, evaluation: list, training: bool) -> _EvalGraphs:
     """The evaluation questions' graphs gathered from ``data.graphs``, the KG's relations, indexing
     subjects and (training) walks over it, none starting at an evaluation question's topic."""
-
     g = cfg.gsr
     splits = graph_splits(str(cfg.data.graphs), cfg.data.get("graph_splits"))
     gidx = load_graphs(cfg.data.graphs, splits)
@@ -411,7 +404,6 @@ def _paths_graphs(cfg: DictConfig, load_graphs, walks: WalkSettings, evaluation:
 def prepare_rog_data(cfg: DictConfig, index, cache: Path, walks: WalkSettings) -> GSRData:
     """A RoG-format dataset (its KG ``index``, the supervision cached in ``cache``): chains from the
     KG supervision, graphs from the KG index."""
-
     g = cfg.gsr
     sup = {s: get_supervision(index, s, cache) for s in cfg.data.splits}
     training = not g.get("eval_only")  # evaluation needs only the split it scores
@@ -463,7 +455,6 @@ def relation_vocab(relations: Mapping[str, Any], data: GSRData) -> list[str]:
     training-chain relations; ``chains``: training chains only; ``file``: a vocabulary file
     (``relations.file``, ``keep``) + training-chain relations; ``all``: the KG's, the file's and the
     training chains' relations (indexing data for every one)."""
-
     src = relations["source"]
     train_rels = chain_relations(data.train)
     if src == "kg":

@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 
 def _world() -> tuple[int, int]:
     """``(num_replicas, rank)`` of the running process group, ``(1, 0)`` without one."""
-
     if dist.is_available() and dist.is_initialized():
         return dist.get_world_size(), dist.get_rank()
     return 1, 0

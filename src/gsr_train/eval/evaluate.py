@@ -50,7 +50,6 @@ def index_splits(data_dir: str | Path, split: str) -> tuple[str, ...]:
 
 def load_supervision(index: KGIndex, split: str, cache_dir: str | Path):
     """Shortest-path labels and hop counts (kept separate so tests can stand in for it)."""
-
     return get_supervision(index, split, cache_dir)
 
 

@@ -179,7 +179,6 @@ def score_rows(rows: Sequence[Prediction]) -> dict[str, float]:
 
 def split_ids(data: str, split: str) -> list[str]:
     """The question ids of a split (streamed), for the missing count."""
-
     return [str(rec.get("id")) for _, _, rec in iter_records(data, split) if isinstance(rec, dict)]
 
 

@@ -269,7 +269,6 @@ def export_model(src: str | Path, out: str | Path, kind: str | None = None, repo
 
     ``repo_id``: what the card's loading snippet names (default: the folder path).
     """
-
     src, out = Path(src), Path(out)
     kind = kind or detect_kind(src)
     if kind not in EXPORTERS:

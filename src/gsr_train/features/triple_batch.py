@@ -60,7 +60,6 @@ class TripleBatch:
 
     def to(self, device: torch.device | str) -> TripleBatch:
         """The batch with every tensor on ``device``."""
-
         tensors = {f.name: getattr(self, f.name) for f in fields(self)}
         return replace(self, **{k: v.to(device) for k, v in tensors.items() if isinstance(v, torch.Tensor)})
 

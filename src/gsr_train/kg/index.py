@@ -324,7 +324,6 @@ class StaleCache(RuntimeError):
 def source_fingerprint(source: str | Path, split: str) -> str:
     """What identifies a split's content: the digests of all its files (every shard), or the
     hub dataset fingerprint."""
-
     try:
         return SplitSource(source, split).fingerprint()
     except (UserError, FileNotFoundError, FileExistsError):  # already name the split and the files
@@ -353,7 +352,6 @@ def _read_questions(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
 def open_index(folder: str | Path, key: str | None = None, verify: bool = True) -> KGIndex:
     """Open a built index folder as memory maps; :class:`StaleCache` if it is missing,
     stale or damaged (sizes always checked; checksums when ``verify``)."""
-
     folder = Path(folder)
     meta_path = folder / "meta.json"
     try:
@@ -416,7 +414,6 @@ def build_index(
     workers: int | None = None,
 ) -> KGIndex:
     """Build an index without a cache (a temporary folder, mapped then removed)."""
-
     tmp = Path(tempfile.mkdtemp(prefix="gsr-kg-index-"))
     try:
         build_index_folder(
@@ -502,7 +499,6 @@ def _build_locked(
     source: str | Path, splits: Sequence[str], folder: Path, key: str, try_open, damaged: list, **options: Any
 ) -> KGIndex:
     """Build under the folder's lock, unless another builder finished it while this one waited."""
-
     with build_lock(folder):
         index = try_open()  # another process may have built it while we waited
         if index is not None:

@@ -148,7 +148,6 @@ class TransformersBackend:
     def generate_batch(self, prompts: list[list[int]], params: dict) -> list[Generation]:
         """Generate for several prompts at once (left-padded), all with the same ``params``: on a CPU
         a batch of 8 costs about what 1.5 single requests do."""
-
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         width = max(len(p) for p in prompts)
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
@@ -188,7 +187,6 @@ class TransformersBackend:
 
     def _logprobs(self, tokens, logits, top: int) -> list[dict]:
         """OpenAI-style per-token log-probabilities (of the raw logits, before any sampling warp)."""
-
         out = []
         for token, step in zip(tokens.tolist(), logits):
             lp = torch.log_softmax(step[0].float(), dim=-1)

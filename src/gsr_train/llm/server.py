@@ -199,7 +199,6 @@ class ChatServer(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address) -> None:
         """A client that went away (killed job, timeout) is not a server error."""
-
         if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
             log.debug("client %s disconnected", client_address)
             return

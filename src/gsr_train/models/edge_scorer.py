@@ -207,7 +207,6 @@ class EdgeScorerModule(pl.LightningModule):
 
     def _merge_val_scores(self) -> None:
         """Max all-reduce of the per-rank validation scores (no-op in a single process)."""
-
         if self.trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
             return
         scores = self._epoch_val_scores().to(self.device)
@@ -264,7 +263,6 @@ class CheckpointError(ValueError):
 
 def load_edge_scorer(path: str | Path, map_location: str | torch.device = "cpu") -> EdgeScorerModule:
     """Rebuild the scorer saved in ``path`` (any :class:`EdgeScorerModule` subclass), in eval mode."""
-
     try:
         checkpoint = torch.load(str(path), map_location=map_location, weights_only=False)
     except (OSError, RuntimeError, EOFError) as e:

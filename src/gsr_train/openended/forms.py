@@ -41,7 +41,6 @@ def form_scores(
     split: SplitGraphs, question_emb: torch.Tensor, emb, form: str, options: Mapping | None
 ) -> torch.Tensor:
     """Per-edge scores of the classic retriever behind ``form`` for every question of ``split``."""
-
     return classic_scores(split, question_emb, emb, CLASSIC_METHOD[form], options)
 
 

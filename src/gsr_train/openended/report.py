@@ -34,7 +34,6 @@ def condition_rows(
 ) -> list[dict]:
     """The tail's rows (:mod:`gsr_train.eval.tail`): one per condition, labelled by form (and
     perturbation and level in the grid)."""
-
     rows = []
     for label, f in figures.items():
         lab = dict(labels.get(label, {"form": label}))
@@ -97,7 +96,6 @@ def grid_plot(
 ) -> Path:
     """``metric`` against perturbation level, one panel per perturbation method, one line per form
     (through the robustness study's plot, so both studies draw alike)."""
-
     results = []
     for label, f in figures.items():
         lab = labels[label]

@@ -158,7 +158,6 @@ def pattern_requests(
     questions: Sequence[tuple[str, str]], kind: str, system: str | None = None, user: str | None = None
 ):
     """One chat request per ``(id, question)`` with the kind's few-shot prompt."""
-
     if kind not in KINDS:
         raise ValueError(f"pattern kind must be one of {KINDS}, got {kind!r}")
     sys_t = load_prompt(system or f"{kind}_system")

@@ -148,7 +148,6 @@ def subgraph_scores(split: SplitGraphs, subgraphs: Sequence[Sequence[Subgraph]])
 
 def write_pattern_results(path: str | Path, index: KGIndex, split_name: str, run: PatternRun, method: str) -> int:
     """The project result file, plus ``subgraphs`` (distance, pattern, triples) and ``patterns``."""
-
     split = index[split_name]
     scores = subgraph_scores(split, run.subgraphs)
     ents, rels = index.entities, index.relations

@@ -79,7 +79,6 @@ def generate_remote(
 
     A request that failed and was skipped (``llm.on_error=skip``) gives an empty response
     (no answer). ``transport``: an ``httpx`` transport (tests)."""
-
     params = {"max_tokens": int(max_new_tokens)} if max_new_tokens else {}
     requests = [ChatRequest(id=ex.id, messages=ex.messages, params=params) for ex in examples]
     with ChatClient(llm_cfg, transport=transport) as client:

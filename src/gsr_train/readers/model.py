@@ -48,7 +48,6 @@ _DTYPES = {
 
 def resolve_model_path(name: str | Path, cache_dir: str | Path | None = None) -> str:
     """A loadable folder / hub name; ``smollm2`` or a ``.gguf`` becomes its cached HF folder."""
-
     text = str(name)
     path = Path(text)
     if (

@@ -201,7 +201,6 @@ def cosine_report(
     timings: dict | None = None,
 ) -> tuple[torch.Tensor, Any, dict[str, Any]]:
     """Score one split of an opened index: ``(scores, report, figures)`` (the metrics at ``ks``)."""
-
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     timings = {} if timings is None else timings
     scores, enc, emb = cosine_split_scores(index, split, encoder, cache_dir, mode, relation_text, timings)
@@ -260,7 +259,6 @@ def run_cosine(
     into its header, the data folder's name by default) when ``out_dir`` is given. The metrics
     include K = ``k``, the number of triples kept.
     """
-
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()

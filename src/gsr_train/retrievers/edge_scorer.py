@@ -32,7 +32,6 @@ from gsr_train.retrievers.subgraphrag import check_compatible
 def check_trained_on(meta: Mapping[str, Any], emb: Any, where: str) -> None:
     """Fail clearly when a scorer meets embeddings of another size or encoder than it trained on
     (the check every trained scorer's checkpoint goes through: ``check_compatible``)."""
-
     try:
         check_compatible({"dim": meta.get("dim") or emb.dim, "meta": meta}, emb)
     except ValueError as e:
@@ -257,7 +256,6 @@ def serve(
 def candidate_counts(split: SplitGraphs, found: Candidates) -> dict[str, int]:
     """What a node scorer could not give: questions whose graph has no topic entity, questions
     without any candidate, candidates that no topic entity reaches (their row has no path)."""
-
     topics = segment_sum(split.topic_mask.numpy().view(np.uint8), split.ent_ptr.numpy())
     return {
         "no_topic_entity": int((topics == 0).sum()),

@@ -264,7 +264,6 @@ def write_gsr_results(
     path: str | Path, index: KGIndex, split_name: str, results: Sequence[QuestionRetrieval], rows: Sequence[int]
 ) -> int:
     """Write results in the project format; ``index[split_name]`` must hold the questions' graphs in order."""
-
     graphs = index[split_name]
     if len(graphs) != len(results):
         raise ValueError(f"{len(results)} results for a split of {len(graphs)} questions")

@@ -59,7 +59,6 @@ class GSRChains:
     ) -> GSRChains:
         """Unconstrained beam search with a saved GSR model (``save_pretrained`` folder or .ckpt) on
         ``device`` (the run's; None: the CPU)."""
-
         cfg = DecodeConfig.from_any({**dict(decode or {}), "constrained": False})
         gsr = load_gsr(model_path).to(device or "cpu")
         mapping = KGConstraint(gsr, None, relations, [])
@@ -71,7 +70,6 @@ class GSRChains:
     @classmethod
     def from_results(cls, path: str | Path, split: SplitGraphs, relations: Sequence[str], top_n: int = 3) -> GSRChains:
         """Beams from a GSR results file (``beams`` field: ``{"chain": [names], "score"}``), matched by id."""
-
         lookup = {r: i for i, r in enumerate(relations)}
         pos = split.position()
         beams: list[list] = [[] for _ in range(len(split))]

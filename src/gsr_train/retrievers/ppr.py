@@ -47,7 +47,6 @@ def ppr_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) -> torc
 
 def ppr_keep(split: SplitGraphs, top_nodes: int = 200, alpha: float = 0.15, iters: int = 30) -> torch.Tensor:
     """``[sum E]`` bool: edges whose both ends are among the ``top_nodes`` highest-PPR entities."""
-
     if top_nodes < 1:
         raise ValueError(f"ppr top_nodes must be >= 1, got {top_nodes}")
     rank = segment_rank(ppr_scores(split, alpha, iters), split.ent_ptr)
@@ -60,7 +59,6 @@ def ppr_edge_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) ->
     """``[sum E]`` scores that rank edges the way :func:`ppr_keep` grows: an edge's rank is the
     PPR rank of its lower-ranked end, so the top edges at any cut are exactly the edges among the
     highest-PPR entities (the OKGQA PPR subgraph of that size); ties go to the higher PPR mass."""
-
     p = ppr_scores(split, alpha, iters).double()
     rank = segment_rank(p.float(), split.ent_ptr).double()
     off = split.ent_ptr[:-1][split.edge_question()]

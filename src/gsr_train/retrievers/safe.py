@@ -117,7 +117,6 @@ def type_path_pattern(p: Pattern, res: SchemaResources, relations: Sequence[str]
     """Expected types for a chain pattern: a node is typed by the domain of the relation it
     heads next, else by the range of the relation that reached it; the linked topic keeps
     the domain of its first relation when the entity has that type, else its first type."""
-
     rng = res.entity_types.relation_range
     types: list[str | None] = []
     for i, node in enumerate(p.nodes):

@@ -55,7 +55,6 @@ def usable_cores() -> int:
 
 def load_scorer(checkpoint: str | Path, map_location: str | torch.device = "cpu") -> tuple[TripleScorer, dict]:
     """The trained scorer of a Lightning checkpoint and the checkpoint's hyperparameters."""
-
     path = Path(checkpoint)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")

@@ -267,7 +267,6 @@ def plot(
 
 def render(folder: str | Path, report_k: int = 100) -> str:
     """Rewrite ``robustness.md`` and the PNGs of a run folder from its ``metrics.json``."""
-
     folder = Path(folder)
     figures = read_metrics(folder / METRICS_FILE)
     figures["data"] = (figures.get("dataset") or {}).get("name")
@@ -285,7 +284,6 @@ def render(folder: str | Path, report_k: int = 100) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``gsr-train robustness-render <run folder> [--k 100]``: redraw a robustness run's tables and plots."""
-
     ap = argparse.ArgumentParser(description="re-render the tables and plots of a robustness run folder")
     ap.add_argument("folder")
     ap.add_argument("--k", type=int, default=100)

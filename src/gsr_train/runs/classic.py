@@ -24,7 +24,6 @@ from gsr_train.text.embeddings import get_embeddings
 def run(cfg: DictConfig) -> dict:
     """Score the split with the classic method and report it through the one retrieval path
     (:func:`gsr_train.runs.retrieve.report_retrieval`)."""
-
     split = cfg.get("split", "test")
     options = as_dict(cfg.classic)
     method = options.pop("method")

@@ -59,7 +59,6 @@ def edge_data(
     """Embeddings and shortest-path supervision of the splits a triple-scorer run reads (no training
     split: evaluation only), with the training and validation splits checked to teach something.
     ``val_option``: the option that names the validation split (named in its error)."""
-
     splits = list(dict.fromkeys(s for s in ((train_split, val_split) if train_split else ()) + (eval_split,) if s))
     workers = set_run_workers(cfg)  # data.workers
     emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=splits, workers=workers)
@@ -105,7 +104,6 @@ def monitor_of(recipe: EdgeRecipe, targets: str = "triples") -> str | None:
 
 def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dict, recipe: EdgeRecipe) -> Trained:
     """Fit ``module`` (an :class:`~gsr_train.models.edge_scorer.EdgeScorerModule`) with the run's trainer."""
-
     forward, reverse = module.dde_rounds
     dm = TripleDataModule(
         index,

@@ -136,7 +136,6 @@ def find_source(ckpt_path: str | Path) -> RunSource:
 def _say_what_is_scored(source: RunSource) -> str | None:
     """Print which checkpoint is scored, and that its run did not finish when it did not: a
     killed or interrupted run's best checkpoint is the best of the epochs it completed."""
-
     status = run_status(source.folder)
     print(f"evaluating {source.checkpoint} ({source.experiment} run in {source.folder})", file=sys.stderr)
     if status not in (None, "finished"):
@@ -167,7 +166,6 @@ def apply_overrides(cfg: DictConfig, overrides: list[str], composed: DictConfig)
     A config-group choice (``encoder=gte_large``, ``trainer=gpu``) takes that section from
     ``composed`` (the eval command's own composition); values are set where they point.
     """
-
     groups = _groups()
     touched: set[str] = set()
     for o in OverridesParser.create().parse_overrides(overrides):
@@ -194,7 +192,6 @@ def _touched(keys: set[str], prefix: str) -> bool:
 
 def _layout(data_dir: str, split: str) -> str:
     """``rog`` when the split's rows carry graphs, ``paths`` for chain-supervision rows."""
-
     for _, _, record in iter_records(data_dir, split):
         return "rog" if isinstance(record, dict) and "graph" in record else "paths"
     return "rog"
@@ -202,7 +199,6 @@ def _layout(data_dir: str, split: str) -> str:
 
 def migrate_renamed(cfg: DictConfig) -> None:
     """A run folder saved before an option took its one name: the value moves to the new name."""
-
     for old, new in RENAMED.get(runner_name(cfg.get("runner")), {}).items():
         value = OmegaConf.select(cfg, old, default=None)
         if value is None:
@@ -277,7 +273,6 @@ def untrained_config(composed: DictConfig) -> DictConfig:
 
 def _refuse_untrained_learner(cfg: DictConfig) -> None:
     """``eval.py +experiment=retrieve`` with a trainable retriever and nothing trained to score."""
-
     spec = cfg.get("retriever")
     if runner_name(cfg.get("runner")) != "retrieve" or spec is None or cfg.get("eval_only"):
         return
@@ -293,7 +288,6 @@ def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
 
     ``overrides``: the command line's overrides to put on the run's config (default: Hydra's).
     """
-
     if composed.get("ckpt_path"):
         source = find_source(composed.ckpt_path)
         cfg = eval_config(source, composed, _task_overrides() if overrides is None else overrides)

@@ -39,7 +39,6 @@ def run_experiment(cfg: DictConfig) -> Any:
     A stop signal (:mod:`gsr_train.runtime.interrupts`) marks the folder interrupted, requeues a SLURM
     job on its requeue signal and exits with ``128 + signal``; ``resume=auto`` continues the run.
     """
-
     check_recipe(cfg)  # unknown or misspelled options: one message before any work
     check_device(cfg)  # trainer=gpu without CUDA: one line, not Lightning's error after the data
     place_encoder(cfg)  # encoder.device: null follows the trainer
@@ -62,7 +61,6 @@ def run_experiment(cfg: DictConfig) -> Any:
 
 def _start_run(cfg: DictConfig, out: Path, experiment: Any) -> bool:
     """Claim ``out`` (rank 0) and mark it running; False when a finished run is asked to resume."""
-
     if not launching_process():
         return True
     started = claim(out, cfg.get("resume"), "run")
@@ -150,7 +148,6 @@ def user_errors() -> tuple[type[BaseException], ...]:
 def report_user_errors(fn, *args: Any) -> Any:
     """``fn(*args)``; a user error (or a failed write into the run's cache: read-only, full) becomes
     ``error: ...`` on stderr and exit status 2 (:func:`gsr_train.data.errors.report_user_errors`)."""
-
     cfg = next((a for a in args if isinstance(a, DictConfig)), None)
     cache = OmegaConf.select(cfg, "paths.cache_dir", default=None) if cfg is not None else None
     return report(fn, *args, extra=user_errors(), cache_dirs=[cache])
@@ -158,7 +155,6 @@ def report_user_errors(fn, *args: Any) -> Any:
 
 def finish_trackers() -> None:
     """Close an open wandb run, so the next job of a multirun (same process) starts its own."""
-
     wandb = sys.modules.get("wandb")
     if wandb is not None and getattr(wandb, "run", None) is not None:
         wandb.finish()

@@ -77,7 +77,6 @@ class _Setup:
 
 def _check(cfg: DictConfig, forms: list[str]) -> dict:
     """The user's mistakes in ``open_ended``, one message before any work; the results files read."""
-
     oe = cfg.open_ended
     results = as_dict(oe.results) if oe.get("results") else {}
     try:
@@ -131,7 +130,6 @@ def _answer_params(cfg: DictConfig) -> dict:
 
 def _questions(cfg: DictConfig, index, split_name: str, encoder):
     """The questions under study (the first ``max_questions``) with their graphs and embeddings."""
-
     oe = cfg.open_ended
     graphs = index[split_name]
     where = {g: i for i, g in enumerate(graphs.ids)}
@@ -161,7 +159,6 @@ def _questions(cfg: DictConfig, index, split_name: str, encoder):
 def _judges(cfg: DictConfig, llm_cfg: dict, encoder, opts):
     """The stages' LLM endpoint and cache (the run's cache folder unless llm.cache_path says) and
     the encoder verifier."""
-
     path = llm_cfg.get("cache_path") or cache_dir(cfg) / "llm" / "responses.sqlite"
     cache = ResponseCache(path) if llm_cfg.get("use_cache", True) else None
     verifier = EncoderVerifier(encoder, opts.encoder_candidates) if "encoder" in opts.verifiers else None
@@ -170,7 +167,6 @@ def _judges(cfg: DictConfig, llm_cfg: dict, encoder, opts):
 
 def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
     """Everything a run needs, after every option was checked."""
-
     results = _check(cfg, forms)
     opts = _options(cfg)
     torch.set_num_threads(int(cfg.open_ended.get("threads") or 1))
@@ -187,7 +183,6 @@ def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
 
 def _calibrate(cfg: DictConfig, s: _Setup) -> dict:
     """The judge calibration on the studied graphs; sets the encoder verifier's threshold; printed."""
-
     c = cfg.open_ended.calibration
     facts = calibration_set(s.qs.split, s.index, int(c.per_question), c.get("max_facts"), int(c.seed))
     report = calibrate_judges(facts, s.graphs, s.judges, s.opts)
@@ -201,7 +196,6 @@ def _calibrate(cfg: DictConfig, s: _Setup) -> dict:
 def _run_with(cfg: DictConfig, forms: list[str], body) -> Any:
     """``body(setup, t0)`` with the LLM endpoint answering (served here when ``llm.autostart``) and
     the response cache closed after it (every answer in it is committed already)."""
-
     llm_cfg = as_dict(cfg.llm)
     needs_llm = "llm" in cfg.open_ended.verifiers or cfg.runner != "judge_calibration"
     served_here = local_endpoint(llm_cfg, cache_dir(cfg), run_device(cfg)) if needs_llm else None
@@ -236,7 +230,6 @@ def _calibration_row(name: str, r: dict, split: str) -> dict:
 
 def _write(cfg: DictConfig, s: _Setup, rows: list, details: dict, md_name: str, md: str, answers=None) -> None:
     """metrics.json, the markdown report and (when given) the per-answer rows, each atomically."""
-
     out = output_dir(cfg)
     if answers is not None:
         write_jsonl(out / f"open_ended_{s.split_name}.jsonl", answers)
@@ -251,7 +244,6 @@ def _write(cfg: DictConfig, s: _Setup, rows: list, details: dict, md_name: str, 
 
 def _judge_all(s: _Setup, conditions: list) -> tuple[dict, list[dict]]:
     """Every condition answered and judged together (:func:`gsr_train.openended.pipeline.judge_conditions`)."""
-
     t0 = time.perf_counter()
     groups = {c.label: make_cases(s.qs, c, s.index, s.emb, s.opts, s.classic, s.results) for c in conditions}
     figures, rows = judge_conditions(groups, knowledge_sources(s.opts.knowledge, s.graphs), s.judges, s.opts)
@@ -271,7 +263,6 @@ def _summary_line(f: dict) -> str:
 
 def run_open_ended(cfg: DictConfig) -> dict:
     """``+experiment=okgqa_open_ended``: calibration, then every form answered and judged."""
-
     forms = list(cfg.open_ended.forms)
 
     def body(s: _Setup, t0: float) -> dict:
@@ -301,7 +292,6 @@ def _details(s: _Setup, figures: dict, calibration: dict, t0: float) -> dict:
 
 def run_perturbed(cfg: DictConfig) -> dict:
     """``+experiment=okgqa_perturbed``: the open-ended evaluation per perturbation x level x form."""
-
     forms = list(cfg.open_ended.forms)
 
     def body(s: _Setup, t0: float) -> dict:
@@ -328,7 +318,6 @@ _PLOTTED = ("encoder_mean_support", "hallucination_llm")  # support: the encoder
 def _perturbed_conditions(cfg: DictConfig, s: _Setup, forms: list[str]) -> tuple[list, dict, list]:
     """The grid's conditions (closed book once, each evidence form on the original graphs and on
     every perturbed copy), their labels, and each perturbed copy's similarity to the original."""
-
     p = cfg.open_ended.perturb
     bad = sorted(set(p.methods) - set(METHODS))
     if bad:

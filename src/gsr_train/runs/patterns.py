@@ -57,7 +57,6 @@ class _PatternRun:
 def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
     """Build the registered ``method`` retriever from the run's config, score the split, write and
     evaluate its results."""
-
     r = _build(cfg, method)
     t0 = time.perf_counter()
     scores, extra = r.retriever.score(r.graphs)
@@ -71,7 +70,6 @@ def _run(cfg: DictConfig, method: str) -> dict[str, Any]:
 def _build(cfg: DictConfig, method: str) -> _PatternRun:
     """The split's index and embeddings, and the ``method`` retriever on them (its options, the
     pattern source and the LLM from the config)."""
-
     split = cfg.get("split", "test")
     index = load_kg_index(cfg, evaluate=[split])
     enc = load_encoder(as_dict(cfg.encoder))
@@ -92,7 +90,6 @@ def _build(cfg: DictConfig, method: str) -> _PatternRun:
 
 def _write_results(r: _PatternRun, out: Path) -> None:
     """The scored run's subgraphs and patterns in the project result format."""
-
     assert isinstance(r.retriever, PatternRetriever)  # what the registry builds for simgrag / safe
     run = r.retriever.run
     assert run is not None  # set by score()
@@ -102,7 +99,6 @@ def _write_results(r: _PatternRun, out: Path) -> None:
 def _evaluate(r: _PatternRun, scores) -> Any:
     """Recall of the scores against the answers, the shortest-path supervision and (when the data
     has them) the labelled triples, by hop count."""
-
     cfg = r.cfg
     sup = get_supervision(r.index, r.split, cache_dir(cfg))
     labelled = labelled_questions = None
@@ -122,7 +118,6 @@ def _evaluate(r: _PatternRun, scores) -> Any:
 
 def _report(r: _PatternRun, report, extra: dict, total: float, out: Path) -> dict[str, Any]:
     """The recall table and search summary printed, metrics.json written; the run's figures."""
-
     cfg, name = r.cfg, r.name
     print(report.table(f"{name} on {cfg.data.name} [{r.split}]", breakdowns=True))
     summary = extra.pop("search")

@@ -22,7 +22,6 @@ from gsr_train.runtime.device import run_device
 
 def _answer_ranking(graphs: Any, answers: list) -> dict[str, Any]:
     """QA metrics of the retriever's own top answer per question (a node scorer's ranking)."""
-
     questions = [{"id": graphs.ids[i], "answers": list(graphs.answers[i])} for i in range(len(graphs))]
     rows = {graphs.ids[i]: {"answers": answers[i]} for i in range(len(graphs))}
     return answers_report(questions, rows, {}, n=1).to_dict()
@@ -46,7 +45,6 @@ def report_retrieval(
     ``details``: the runner's, merged into metrics.json as they are; ``row_metrics`` /
     ``row_labels``: the retriever's own figures and labels on its metrics.json row, beside recall
     (GSR's chain match)."""
-
     graphs, k = index[split], int(cfg.top_k)
     if scores.shape != (graphs.edge_rel.numel(),):
         raise ValueError(

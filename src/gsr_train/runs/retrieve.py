@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Open the data, build the retriever, score the split, report it (a trainable one trains first)."""
-
     split, spec = str(cfg.split), cfg.retriever
     learner = trainable(spec.get("name"), spec.get("_target_"))
     if learner is not None:

@@ -81,7 +81,6 @@ def run(cfg) -> dict:
 
 def _prepare(cfg) -> _Study:
     """The split, its gold shortest-path triples, its embeddings, the KGE scorer and the retrievers."""
-
     rc = cfg.robustness
     split_name = cfg.get("split", "test")
     index = load_kg_index(cfg, evaluate=[split_name])
@@ -112,7 +111,6 @@ def _prepare(cfg) -> _Study:
 
 def _report(cfg, s: _Study, figures: dict) -> None:
     """``robustness.md``, metrics.json and the recall plots written; the tables printed."""
-
     rc = cfg.robustness
     out = output_dir(cfg)
     k = int(cfg.top_k)
@@ -131,7 +129,6 @@ def _report(cfg, s: _Study, figures: dict) -> None:
 def metrics_rows(figures: dict, k: int) -> list[dict]:
     """The tail's rows: one per retriever x perturbation x level, recall at ``k`` (or the largest
     evaluated K below it) over all questions and over those whose gold evidence was touched / not."""
-
     ks = sorted(int(x) for x in figures["ks"])
     at = max([x for x in ks if x <= k] or ks[:1])
     rows = []

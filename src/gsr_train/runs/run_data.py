@@ -52,7 +52,6 @@ _LOADED_DATA: dict[str, dict] = {}
 def set_run_workers(cfg: DictConfig) -> int:
     """``data.workers`` (null or absent: the cores available) as the process's worker count for
     data preparation; a value that is not an integer >= 1 is a :class:`PreflightError` naming it."""
-
     try:
         set_default_workers(cfg.data.get("workers"))
     except WorkersError as e:
@@ -72,7 +71,6 @@ def load_kg_index(
     ``data.workers`` becomes this process's worker count for preparing data
     (:func:`~gsr_train.parallel.set_default_workers`): the index build here, and the embeddings
     and supervision the run asks for later, wherever it asks."""
-
     set_run_workers(cfg)
     folder = resolve_data_dir(cfg) if source is None else str(source)
     index = get_index(
@@ -134,7 +132,6 @@ def preflight(
     (``auto`` and empty values are skipped); ``encoder``: an encoder config that must load.
     All problems are reported at once, each naming the option to fix.
     """
-
     problems: list[str] = []
     configured = list(cfg.data.get("splits") or [])
     for split in dict.fromkeys(s for s in splits if s):
@@ -174,7 +171,6 @@ def preflight(
 def _answer_in_some_graph(graphs: Any, chunk: int = 1 << 22) -> bool:
     """Whether any answer entity is an endpoint of an edge (answers missing from a graph are
     kept as isolated nodes: they can be neither retrieved nor reached). Runs over edge chunks."""
-
     answer = graphs.answer_mask.numpy()
     if not answer.any():
         return False
@@ -193,7 +189,6 @@ def require_split(index: Any, split: str, role: str, data: str, labels: Any = No
     questions, answers present in their graphs, and (``labels``: per-edge positives, e.g. the
     shortest-path labels) at least one question with a positive edge. Raised before training,
     as a :class:`PreflightError` naming the split, the data and the fix."""
-
     graphs = index[split]
     where = f"the {role} split {split!r} of {data}"
     if len(graphs) == 0:
@@ -238,7 +233,6 @@ def save_metrics(
 ) -> Path:
     """The run's ``metrics.json`` (:mod:`gsr_train.eval.tail`: the header every method shares, then
     ``details``), atomically, rank 0 only."""
-
     path = output_dir(cfg) / METRICS_FILE
     if not is_rank_zero():
         return path

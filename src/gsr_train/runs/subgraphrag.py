@@ -141,7 +141,6 @@ def run(cfg: DictConfig) -> dict:
 
 def _check_options(cfg: DictConfig) -> _Run:
     """Every option and input the run needs, before any work."""
-
     t_start = time.perf_counter()
     run_cfg, model_opts, train = settings(cfg)
     require_family(cfg, ["subgraphrag"], "subgraphrag")
@@ -165,7 +164,6 @@ def _check_options(cfg: DictConfig) -> _Run:
 
 def _prepare(r: _Run) -> None:
     """Index, embeddings and shortest-path supervision of the splits the run reads, checked."""
-
     cfg, run_cfg = r.cfg, r.run_cfg
     t0 = time.perf_counter()
     r.index = load_kg_index(cfg, evaluate=[run_cfg["eval_split"]])
@@ -180,7 +178,6 @@ def _prepare(r: _Run) -> None:
 
 def _train(r: _Run) -> tuple[str | None, dict, Any]:
     """Fit; the checkpoint to evaluate (None on DDP ranks > 0), what training did, the trainer."""
-
     cfg, run_cfg, train = r.cfg, r.run_cfg, r.train
     module = SubgraphRAGModule(
         r.model_opts,
@@ -208,7 +205,6 @@ def _train(r: _Run) -> tuple[str | None, dict, Any]:
 
 def _retrieve(r: _Run, best_path: str):
     """The trained scorer's scores of the evaluation split, its top-K written to the results file."""
-
     run_cfg, split_name = r.run_cfg, r.run_cfg["eval_split"]
     device = run_cfg["device"] or run_device(r.cfg)  # serving follows the trainer unless set
     retriever = SubgraphRAGRetriever.from_checkpoint(
@@ -232,7 +228,6 @@ def _retrieve(r: _Run, best_path: str):
 
 def _measure(r: _Run, ks: Sequence[int]):
     """``report(scores, ks)``: the split's recall with its supervision and labels; the label figures."""
-
     split_name = r.run_cfg["eval_split"]
     graphs, sup = r.index[split_name], r.sup[split_name]
     labelled = labelled_questions = label_stats = None
@@ -250,7 +245,6 @@ def _measure(r: _Run, ks: Sequence[int]):
 
 def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
     """Score the evaluation split, compare with cosine, print the tables, write metrics.json."""
-
     cfg, split_name = r.cfg, r.run_cfg["eval_split"]
     scores, results_path = _retrieve(r, best_path)
     graphs, ks = r.index[split_name], [int(k) for k in cfg.eval_ks]
@@ -300,7 +294,6 @@ def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
 
 def _write_rows(r: _Run, name, reports, cos_scores, report, at_k, best_path, results_path, figures, trainer) -> None:
     """metrics.json's rows (the model, and cosine at the same K) and the tracker's final figures."""
-
     split_name, top_k, ks = r.run_cfg["eval_split"], at_k["k"], figures["ks"]
     at_top_k = {m: v for m, v in at_k.items() if m != "k"}
     compared = {**at_top_k, **at_compare_ks(reports[name], top_k)}

@@ -14,7 +14,6 @@ MAX_TABLE_LINES = 24
 def _table(folder: Path) -> str | None:
     """The run's main table: the one its runner printed (SubgraphRAG's comparison, the readers' and
     the robustness study's tables), else the rows of its ``metrics.json`` (:mod:`gsr_train.eval.tail`)."""
-
     try:
         doc = read_metrics(folder / METRICS_FILE) if (folder / METRICS_FILE).is_file() else None
     except MetricsFileError:
@@ -40,7 +39,6 @@ def _table(folder: Path) -> str | None:
 
 def run_summary(folder: str | Path, experiment: Any, seconds: float | None) -> str:
     """``seconds`` None: a run that finished earlier (its finishing time from ``run.json``)."""
-
     folder = Path(folder)
     files = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if not p.name.startswith("."))
     if seconds is None:

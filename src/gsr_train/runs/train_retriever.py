@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 
 def make_module(cls: type, options: dict[str, Any], dim: int) -> Any:
     """``cls.create(**options)`` (with ``dim`` when the constructor takes it); refused options are one line."""
-
     params = inspect.signature(cls).parameters
     kwargs = {"dim": dim, **options} if "dim" in params and "dim" not in options else dict(options)
     try:
@@ -44,7 +43,6 @@ def make_module(cls: type, options: dict[str, Any], dim: int) -> Any:
 
 def run_trainable(cfg: DictConfig, cls: type) -> dict[str, Any]:
     """Train ``cls`` (unless ``eval_only``), score ``cfg.split`` with its best checkpoint, report."""
-
     split, train = str(cfg.split), cfg.retriever.train
     eval_only = cfg.get("eval_only")
     fit_splits = [] if eval_only else [str(cfg.train_split), *([str(cfg.val_split)] if cfg.get("val_split") else [])]

@@ -56,7 +56,6 @@ def finished_run(folder: str | Path) -> dict | None:
 def launching_process() -> bool:
     """False in the extra processes of a distributed run (Lightning's DDP ranks > 0, other SLURM
     tasks), which run in the folder rank 0 claimed."""
-
     return (_get_rank() or 0) == 0
 
 
@@ -72,7 +71,6 @@ def _holder(folder: Path) -> str:
 
 def lock_folder(folder: str | Path, kind: str = "run") -> None:
     """Hold ``folder``'s lock until this process ends; RunFolderError if another process holds it."""
-
     path = Path(folder)
     key = str(path.resolve())
     if key in _HELD:
@@ -110,7 +108,6 @@ def _holds_sweep(folder: Path) -> bool:
 
 def _locked_elsewhere(folder: Path) -> bool:
     """Another process holds ``folder``'s lock (its run is alive)."""
-
     if str(folder.resolve()) in _HELD or not (folder / LOCK).exists():
         return False
     fd = os.open(folder / LOCK, os.O_RDWR)

@@ -68,7 +68,6 @@ def rank_batch(cfg: DictConfig, batch: int, key: str) -> int:
 
 def is_rank_zero() -> bool:
     """True in the process that writes results (global rank 0; always true without DDP)."""
-
     rank = getattr(rank_zero_only, "rank", None)
     if rank is None:
         rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)) or 0)
@@ -101,7 +100,6 @@ def resume_path(cfg: DictConfig) -> str | None:
 def check_readable_checkpoint(path: str | Path) -> None:
     """A checkpoint must be whole before a run spends time on its data: torch writes a zip archive,
     whose directory (at its end) is gone when the file was cut short or overwritten."""
-
     path = Path(path)
     try:
         with zipfile.ZipFile(path) as archive:
@@ -195,7 +193,6 @@ def fit_state(trainer: Any, checkpoint_cb: Any = None) -> dict:
     After ``ddp_spawn`` the main process's trainer only gets the weights and the best path
     back (its step counters stay 0): the figures are then read from the checkpoints.
     """
-
     state: dict[str, Any] = {
         "global_step": int(trainer.global_step),
         "epochs_run": int(trainer.current_epoch),
@@ -251,7 +248,6 @@ def log_hyperparams(logger: Any, cfg: DictConfig) -> None:
 
 def _adopt_csv_header(logger: Any) -> None:
     """A CSVLogger that did not write the file itself (main process after ddp_spawn) learns its columns."""
-
     writer = getattr(logger, "experiment", None) if type(logger).__name__ == "CSVLogger" else None
     path = getattr(writer, "metrics_file_path", None)
     if writer is None or writer.metrics_keys or not path or not Path(path).is_file():

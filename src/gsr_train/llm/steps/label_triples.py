@@ -74,7 +74,6 @@ def _candidates(cfg: dict, counts: Counter) -> tuple[Any, list[int], dict[str, l
     Candidates are the top of a retrieval-result file when ``retrieval`` is set (unknown ids
     counted, or refused unless ``skip_unknown``), else the first ``num_candidates`` graph triples.
     """
-
     folder = data_dir(cfg)
     if not folder:
         raise ValueError("llm_label_triples: set data.dir=<RoG folder / hub name> (questions and graphs)")

@@ -219,7 +219,6 @@ class GSRModel(torch.nn.Module):
     def extend_relations(self, names: Sequence[str]) -> int:
         """Add relations (by name, e.g. those of another KG) to an open-vocabulary model's output
         vocabulary; their vectors come from their names. Returns how many were new."""
-
         table = self.relation_table
         if table is None:
             raise ValueError("only an open-vocabulary GSR (model.relation_head=open) can take new relations")
@@ -369,7 +368,6 @@ class GSRModel(torch.nn.Module):
 
     def checkpoint_state(self) -> dict:
         """Architecture, relation list and tokenizer files, for a self-contained Lightning checkpoint."""
-
         with tempfile.TemporaryDirectory() as tmp:
             self.tokenizer.save_pretrained(tmp)
             files = {p.name: p.read_bytes() for p in Path(tmp).iterdir() if p.is_file()}
@@ -417,7 +415,6 @@ class GSRModel(torch.nn.Module):
 
 def _install_open_placeholder(model, spec: Mapping[str, Any], num_relations: int) -> None:
     """An open relation table of the right shape, to be filled by a state dict."""
-
     if spec["family"] == "t5":
         install_t5(
             model,

@@ -145,7 +145,6 @@ class GSRModule(pl.LightningModule):
 
     def _gathered_matches(self) -> dict[str, tuple[bool, bool]]:
         """Per-question matches of every rank, one entry per question id."""
-
         if self.trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
             return self._match
         parts: list = [None] * dist.get_world_size()
