@@ -219,3 +219,74 @@ def test_warm_cache_on_webqsp_mini_reads_memmaps_without_encoding(webqsp_mini, t
     assert emb.entity.shape == (len(index.entities), 64)
     mids = np.array([e.startswith("m.") for e in index.entities])
     assert mids.any() and not emb.entity_has_text[torch.from_numpy(mids)].any()
+
+
+# ------------------------------------------------------------------ a disk that fills while writing
+
+_FILL_SCRIPT = """
+import sys
+from gsr_train.data.errors import report_user_errors
+from gsr_train.text.embeddings import embed_texts
+from gsr_train.text.encoders import HashingEncoder
+cache = sys.argv[1]
+texts = [f"entity number {i}" for i in range(2000)]  # 2000 x 256 float32: 2 MB, the disk holds 256 kB
+report_user_errors(embed_texts, texts, HashingEncoder(dim=256), cache, cache_dirs=[cache])
+"""
+
+
+def _can_mount() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"], capture_output=True, timeout=20
+    )
+    return probe.returncode == 0
+
+
+def test_full_disk_while_embedding_is_one_line_not_a_bus_error(tmp_path):
+    """The matrix is written through a memory map: on a full disk that was SIGBUS (``Bus error``,
+    exit 135, the run left 'running'). Its blocks are allocated before any encoding, so a full disk
+    (a 256 kB tmpfs in a private mount namespace) is one ``error:`` line and exit 2."""
+    import subprocess
+    import sys
+
+    if not _can_mount():
+        pytest.skip("needs unshare + mount (root) for a full file system")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    mount = f'mount -t tmpfs -o size=256k tmpfs \'{cache}\' && exec "$0" "$@"'
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", mount, sys.executable, "-c", _FILL_SCRIPT, str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert lines[0].startswith("error: cannot write the ") and f"embeddings into {cache}" in lines[0], lines
+    assert "no space left" in lines[0] and "GSR_TRAIN_CACHE" in lines[0]
+
+
+def test_full_disk_at_allocation_is_a_cache_error_and_frees_the_partial(tmp_path, monkeypatch):
+    """The same without mounts (any user): ``posix_fallocate`` says ENOSPC."""
+    import errno
+
+    from gsr_train.data.errors import CacheWriteError
+
+    def no_space(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_space)
+    texts = [f"text {i}" for i in range(10)]
+    spy = SpyEncoder(HashingEncoder(dim=8))
+    with pytest.raises(CacheWriteError, match="no space left on its disk") as err:
+        embed_texts(texts, spy, tmp_path)
+    assert str(tmp_path) in str(err.value) and "GSR_TRAIN_CACHE" in str(err.value)
+    assert spy.calls == []  # refused before any encoding
+    table = EmbeddingTable(texts, spy, tmp_path)
+    assert not table.partial.exists() and not table.folder.exists()

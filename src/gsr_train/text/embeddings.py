@@ -25,6 +25,7 @@ not sent to the encoder, their rows stay zero and ``entity_has_text`` is False f
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -41,6 +42,7 @@ import numpy as np
 import torch
 
 from gsr_train.arrays import utf8_char_lengths
+from gsr_train.data.errors import cache_write_error
 from gsr_train.io import atomic_dir, file_digest, file_lock, write_json
 from gsr_train.kg.index import KGIndex, default_cache_dir
 from gsr_train.kg.vocab import StringVocab
@@ -249,7 +251,13 @@ class EmbeddingTable:
             if self.folder.exists():  # another process may have built it while we waited
                 with contextlib.suppress(StaleEmbeddings):
                     return self.load()
-            self.build(chunk_rows=chunk_rows, progress=progress, workers=workers)
+            try:
+                self.build(chunk_rows=chunk_rows, progress=progress, workers=workers)
+            except OSError as e:  # a full disk or read-only cache: one line, not a traceback
+                error = cache_write_error(e, self.root.parent.parent, f"the {self.kind} embeddings")
+                if error is None:
+                    raise
+                raise error from e
         return self.load()
 
     # --------------------------------------------------------------- building
@@ -278,6 +286,7 @@ class EmbeddingTable:
         with contextlib.suppress(OSError, json.JSONDecodeError, ValueError, KeyError):
             saved = json.loads(progress_path.read_text())
             if all(saved.get(k) == v for k, v in marker.items()):
+                reserve_space(self.partial / MATRIX_FILE)  # a sparse file from an older build
                 matrix = np.lib.format.open_memmap(self.partial / MATRIX_FILE, mode="r+")
                 if matrix.shape == (len(self.texts), self.encoder.dim) and matrix.dtype == STORAGE_DTYPES[self.dtype]:
                     done = int(saved["done"])
@@ -292,6 +301,12 @@ class EmbeddingTable:
             dtype=STORAGE_DTYPES[self.dtype],
             shape=(len(self.texts), self.encoder.dim),
         )
+        try:
+            reserve_space(self.partial / MATRIX_FILE)
+        except OSError:
+            del matrix
+            shutil.rmtree(self.partial, ignore_errors=True)  # nothing encoded yet: give the space back
+            raise
         write_json(progress_path, {**marker, "done": 0})
         return matrix, 0
 
@@ -373,6 +388,23 @@ class EmbeddingTable:
             time.perf_counter() - t0,
             self.folder,
         )
+
+
+def reserve_space(path: Path) -> None:
+    """Allocate every block of ``path`` on its disk now. The matrix is written through a memory map,
+    and a write into a mapped page the disk has no room for kills the process with SIGBUS (``Bus
+    error``, exit 135, the run left marked running); allocated up front, a full disk is an
+    ``OSError`` (ENOSPC) here, before any encoding. File systems without ``fallocate`` are left
+    as they are."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+    except OSError as e:
+        if e.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+            return
+        raise OSError(e.errno, e.strerror, str(path)) from e
+    finally:
+        os.close(fd)
 
 
 def _encode_task(span: tuple[int, int]) -> tuple[int, ...]:
