@@ -108,10 +108,12 @@ def test_stop_anywhere_then_resume_matches_uninterrupted(uninterrupted, point, s
     if sig == "KILL":
         assert stopped.returncode == -signum
         assert state["status"] == "running"  # what a killed run leaves; the lock it held is gone
+        assert (run / ".lock").exists()  # the file stays (kill -9); the resume below takes it over
     else:  # a handled stop: exit 128 + signal, folder marked, the way back printed
         assert stopped.returncode == 128 + signum, stopped.stderr[-3000:]
         assert state["status"] == "interrupted" and state["signal"] == f"SIG{sig}"
         assert "Traceback" not in stopped.stderr
+        assert not (run / ".lock").exists()  # the run removed its lock when it stopped
         assert f"hydra.run.dir={run} resume=auto" in stopped.stderr
         if point in ("first step", "mid-epoch"):  # stopped at the step boundary, after writing last.ckpt
             assert state["checkpoint"] == str(run / "checkpoints" / "last.ckpt")
@@ -144,6 +146,7 @@ def test_stop_anywhere_then_resume_matches_uninterrupted(uninterrupted, point, s
     resumed = _train(root, run, "resume=auto")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
+    assert not (run / ".lock").exists()
     a = json.loads((root / "full" / "metrics.json").read_text())
     b = json.loads((run / "metrics.json").read_text())
     assert a["training"]["global_step"] == b["training"]["global_step"] == 18

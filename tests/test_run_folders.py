@@ -92,6 +92,7 @@ def test_two_runs_at_once_and_a_rerun_into_a_finished_folder(tmp_path):
     for run in runs:
         assert json.loads((run / "run.json").read_text())["status"] == "finished"
         assert (run / "metrics.json").exists()
+        assert not (run / ".lock").exists()  # removed when the run ended
     kept = (runs[0] / "metrics.json").read_bytes()
     again = _train(tmp_path, f"hydra.run.dir={runs[0]}")
     _, err = again.communicate(timeout=300)

@@ -57,11 +57,23 @@ def slurm_job_tag() -> str | None:
     return f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array and os.environ.get("SLURM_ARRAY_TASK_ID") else job
 
 
+def _candidates(base: str):
+    """The folder names a run of ``base`` may take, in order (see :func:`claim_run_dir`)."""
+    path = Path(base)
+    job = slurm_job_tag()
+    if job is not None:
+        path = path.with_name(f"slurm-{job}")
+    for n in range(10_000):
+        yield path if n == 0 else path.with_name(f"{path.name}_{n}"), job is not None
+    raise RuntimeError(f"no free run folder next to {base}")
+
+
 def claim_run_dir(base: str) -> str:
-    """A new, empty run folder named ``base`` (or ``base_1``, ``base_2``, ... when taken).
+    """A new, empty run folder named ``base`` (or ``base_1``, ``base_2``, ... when taken), made now.
 
     ``os.mkdir`` either creates the folder or fails, so two runs started in the same second
-    (the folder names carry seconds) never share one. Resolved once per process (cached).
+    (the folder names carry seconds) never share one. Called once per run, when its work starts
+    (:class:`gsr_train.runtime.run_folder.RunFolderGuard`, after the option checks).
 
     In a SLURM batch job the folder is ``slurm-<job id>`` next to ``base`` instead: every task of
     the job (one per GPU) and every requeued attempt of it compute the same folder, so a job
@@ -69,14 +81,9 @@ def claim_run_dir(base: str) -> str:
     that does not hold a finished run is taken (a second run of the same experiment in one job
     script gets ``slurm-<job id>_1``).
     """
-    path = Path(base)
-    job = slurm_job_tag()
-    if job is not None:
-        path = path.with_name(f"slurm-{job}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for n in range(10_000):
-        candidate = path if n == 0 else path.with_name(f"{path.name}_{n}")
-        if job is not None:
+    Path(base).parent.mkdir(parents=True, exist_ok=True)
+    for candidate, slurm in _candidates(base):
+        if slurm:
             if (run_state(candidate) or {}).get("status") != "finished":
                 candidate.mkdir(exist_ok=True)
                 return str(candidate)
@@ -86,7 +93,25 @@ def claim_run_dir(base: str) -> str:
             return str(candidate)
         except FileExistsError:
             continue
-    raise RuntimeError(f"no free run folder next to {base}")
+    raise AssertionError("unreachable")  # _candidates raises when it runs out
+
+
+PROPOSED_RUN_DIRS: dict[str, str] = {}  # the ${new_run_dir:...} names of this process: name -> base
+
+
+def propose_run_dir(base: str) -> str:
+    """The ``${new_run_dir:base}`` resolver: the folder :func:`claim_run_dir` would take now, made
+    nowhere. Resolving a config (composing it again for a message, --help, eval.py reading a run's
+    saved config) creates no folder; the run claims its folder once, when its work starts."""
+    for name, known in PROPOSED_RUN_DIRS.items():
+        if known == base:
+            return name
+    for candidate, slurm in _candidates(base):
+        taken = (run_state(candidate) or {}).get("status") == "finished" if slurm else candidate.exists()
+        if not taken:
+            PROPOSED_RUN_DIRS[str(candidate)] = base
+            return str(candidate)
+    raise AssertionError("unreachable")
 
 
 def experiment_choice(*, _root_: Any = None) -> str | None:
@@ -131,7 +156,7 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("dataset_name"):
         OmegaConf.register_new_resolver("dataset_name", dataset_name)
     if not OmegaConf.has_resolver("new_run_dir"):
-        OmegaConf.register_new_resolver("new_run_dir", claim_run_dir, use_cache=True)
+        OmegaConf.register_new_resolver("new_run_dir", propose_run_dir)
     if not OmegaConf.has_resolver("experiment_choice"):
         OmegaConf.register_new_resolver("experiment_choice", experiment_choice)
 

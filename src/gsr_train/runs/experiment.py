@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.config import slurm_job_tag
-from gsr_train.data.errors import UserError
+from gsr_train.data.errors import USER_ERROR_EXIT, UserError
 from gsr_train.data.errors import report_user_errors as report
 from gsr_train.options.check import check_recipe
 from gsr_train.runs.run_data import _LOADED_DATA, output_dir
@@ -25,7 +25,7 @@ from gsr_train.runs.runners import runner_of
 from gsr_train.runs.summary import run_summary
 from gsr_train.runtime.device import check_device, place_encoder, set_matmul_precision
 from gsr_train.runtime.interrupts import INTERRUPTS, RunInterrupted, requeue_slurm_job
-from gsr_train.runtime.run_folder import claim, launching_process, mark, release_folder, run_state
+from gsr_train.runtime.run_folder import claim, discard_refused, launching_process, mark, release_folder, run_state
 from gsr_train.runtime.training import check_readable_checkpoint, is_rank_zero, resume_path
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ def run_experiment(cfg: DictConfig) -> Any:
     check_device(cfg)  # trainer=gpu without CUDA: one line, not Lightning's error after the data
     place_encoder(cfg)  # encoder.device: null follows the trainer
     _LOADED_DATA.clear()  # one process runs every job of a basic multirun
+    runner = runner_of(cfg)  # no experiment, an unknown runner: refused before the folder is marked
     out = output_dir(cfg)
     experiment = cfg.get("experiment_name")
     if not _start_run(cfg, out, experiment):
@@ -51,7 +52,7 @@ def run_experiment(cfg: DictConfig) -> Any:
     try:
         pl.seed_everything(cfg.seed, workers=True)
         set_matmul_precision(cfg)
-        return _run_and_mark(cfg, out, experiment)
+        return _run_and_mark(runner, cfg, out, experiment)
     finally:
         finish_trackers()
         if owns_signals:
@@ -79,10 +80,8 @@ def _start_run(cfg: DictConfig, out: Path, experiment: Any) -> bool:
     return True
 
 
-def _run_and_mark(cfg: DictConfig, out: Path, experiment: Any) -> Any:
-
+def _run_and_mark(runner: Any, cfg: DictConfig, out: Path, experiment: Any) -> Any:
     t0 = time.perf_counter()
-    runner = runner_of(cfg)
     try:
         result = runner(cfg)
     except RunInterrupted as stop:
@@ -150,7 +149,12 @@ def report_user_errors(fn, *args: Any) -> Any:
     ``error: ...`` on stderr and exit status 2 (:func:`gsr_train.data.errors.report_user_errors`)."""
     cfg = next((a for a in args if isinstance(a, DictConfig)), None)
     cache = OmegaConf.select(cfg, "paths.cache_dir", default=None) if cfg is not None else None
-    return report(fn, *args, extra=user_errors(), cache_dirs=[cache])
+    try:
+        return report(fn, *args, extra=user_errors(), cache_dirs=[cache])
+    except SystemExit as stop:
+        if stop.code == USER_ERROR_EXIT:
+            discard_refused()  # a refused command leaves no run folder behind
+        raise
 
 
 def finish_trackers() -> None:

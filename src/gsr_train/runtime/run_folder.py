@@ -1,11 +1,15 @@
 """One run per folder, however the folder was named, and every folder says what its run did.
 
-- Default folders are claimed atomically (:func:`gsr_train.config.claim_run_dir`); a folder named
+- A default folder (``${new_run_dir:...}``) is only a name until the run's options have been checked;
+  :class:`RunFolderGuard` then claims it atomically (:func:`gsr_train.config.claim_run_dir`), once.
+  A run refused after that (a missing file found by a runner's preflight, an eval.py mistake) takes
+  its folder back (:func:`discard_refused`): a refused command leaves no folder. A folder named
   on the command line (``hydra.run.dir=``, ``hydra.sweep.dir=``, interpolated or not) is checked
   by :class:`RunFolderGuard` (a Hydra callback) before Hydra writes anything into it.
-- A run holds an exclusive lock on its folder (``.lock``, ``flock``) while it runs; the system
-  drops it when the process dies (``kill -9`` included), so a second run started at the same time
-  on the same folder is refused instead of mixing its files with the first's.
+- A run holds an exclusive lock on its folder (``.lock``, ``flock``) while it runs, so a second run
+  started at the same time on the same folder is refused instead of mixing its files with the
+  first's. The run removes ``.lock`` when it ends (finished, failed, stopped by a signal); after a
+  ``kill -9`` the file stays, but the system has dropped the lock, so the next run takes it.
 - ``run.json`` says what the run did: ``running`` -> ``finished`` | ``interrupted`` (a stop signal;
   ``last.ckpt`` is resumable) | ``failed``. A ``running`` folder nobody holds the lock of is a
   run that was killed.
@@ -16,8 +20,12 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
+import logging
 import os
+import shutil
 import socket
 import sys
 import time
@@ -25,8 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_fabric.utilities.rank_zero import _get_rank
+from omegaconf import open_dict, read_write
 
-from gsr_train.config import RUN_MARKER, run_state, slurm_job_tag
+from gsr_train.config import PROPOSED_RUN_DIRS, RUN_MARKER, claim_run_dir, run_state, slurm_job_tag
 from gsr_train.data.errors import UserError
 from gsr_train.io import write_json
 
@@ -70,28 +79,100 @@ def _holder(folder: Path) -> str:
 
 
 def lock_folder(folder: str | Path, kind: str = "run") -> None:
-    """Hold ``folder``'s lock until this process ends; RunFolderError if another process holds it."""
+    """Hold ``folder``'s lock until :func:`release_folder` (or the end of this process);
+    RunFolderError if another process holds it."""
     path = Path(folder)
     key = str(path.resolve())
     if key in _HELD:
         return
     path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    for _ in range(100):  # the holder may remove .lock between our open and our flock: lock the file there now
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunFolderError(
+                f"{path} is in use by another run{_holder(path)}; wait for it, or pick another "
+                f"folder (leave hydra.{kind}.dir unset for a new one)"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path / LOCK).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            _HELD[key] = fd
+            return
         os.close(fd)
-        raise RunFolderError(
-            f"{path} is in use by another run{_holder(path)}; wait for it, or pick another "
-            f"folder (leave hydra.{kind}.dir unset for a new one)"
-        ) from None
-    _HELD[key] = fd
+    raise RunFolderError(f"{path}: could not lock {LOCK} (other runs keep replacing it)")
 
 
 def release_folder(folder: str | Path) -> None:
-    fd = _HELD.pop(str(Path(folder).resolve()), None)
+    """Drop ``folder``'s lock and remove its ``.lock`` (the run has ended)."""
+    key = str(Path(folder).resolve())
+    fd = _HELD.pop(key, None)
     if fd is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(Path(key) / LOCK)  # while still locked: a run waiting on it re-opens the new file
         os.close(fd)
+
+
+@atexit.register
+def release_all() -> None:
+    """Every lock this process still holds (a sweep folder, a run refused before its runner)."""
+    for key in list(_HELD):
+        release_folder(key)
+
+
+# ------------------------------------------------------------------ a refused run takes its folder back
+_MADE: dict[str, Path] = {}  # folders claimed new by this process -> the highest folder the claim made
+KEPT_BY_REFUSAL = {".hydra", LOCK, MARKER, "eval.json"}  # what a run writes before its work starts
+
+
+def claim_new(base: str) -> str:
+    """Make the run folder proposed for ``base`` (:func:`gsr_train.config.claim_run_dir`), remembering
+    what was made so that a refused run can remove it again."""
+    path = Path(base).resolve()
+    top = path  # the highest folder this claim makes
+    while not top.parent.exists():
+        top = top.parent
+    existing = {p for p in (path.parent.iterdir() if path.parent.exists() else ())}
+    folder = claim_run_dir(base)
+    made = Path(folder).resolve()
+    if made not in existing:  # not a requeued SLURM job's folder
+        _MADE[str(made)] = made if top == path else top
+    return folder
+
+
+def discard_refused() -> list[str]:
+    """Remove the folders this process made for a run that was then refused (a user's error found
+    after the folder was claimed): only while one holds nothing but what a run writes before its
+    work (``.hydra/``, logs, ``run.json``, ``eval.json``); empty parents the claim made go too."""
+    removed = []
+    for key, top in list(_MADE.items()):
+        folder = Path(key)
+        if not folder.is_dir() or any(p.name not in KEPT_BY_REFUSAL and p.suffix != ".log" for p in folder.iterdir()):
+            continue
+        release_folder(folder)
+        _close_log_files(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        parent = folder.parent
+        while parent != top.parent and parent.is_dir() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+        del _MADE[key]
+        removed.append(key)
+    return removed
+
+
+def _close_log_files(folder: Path) -> None:
+    """Close the logging handlers writing into ``folder`` (Hydra's job log)."""
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in list(getattr(logger, "handlers", [])):
+            name = getattr(handler, "baseFilename", None)
+            if name and Path(name).resolve().is_relative_to(folder):
+                handler.close()
+                logger.removeHandler(handler)  # type: ignore[union-attr]
 
 
 # ------------------------------------------------------------------ what a folder holds
@@ -208,15 +289,21 @@ class RunFolderGuard(_HydraCallback):
     (``on_multirun_start``) before Hydra writes into it; a refusal is one message and exit 2."""
 
     def on_run_start(self, config, **kwargs: Any) -> None:
-        self._claim(config, str(config.hydra.run.dir), "run")
+        self._claim(config, "run")
 
     def on_multirun_start(self, config, **kwargs: Any) -> None:
-        self._claim(config, str(config.hydra.sweep.dir), "sweep")
+        self._claim(config, "sweep")
 
     @staticmethod
-    def _claim(config, folder: str, kind: str) -> None:
+    def _claim(config, kind: str) -> None:
         if not launching_process():
             return
+        folder = str(config.hydra[kind].dir)
+        base = PROPOSED_RUN_DIRS.get(folder)
+        if base is not None:  # a default folder: made now, under the name free now
+            folder = claim_new(base)
+            with read_write(config.hydra), open_dict(config.hydra):
+                config.hydra[kind].dir = folder
         try:
             claim(folder, config.get("resume"), kind)
         except RunFolderError as e:
