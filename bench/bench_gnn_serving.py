@@ -124,7 +124,7 @@ def run_stage(args) -> None:
     from benchutil import peak_rss_mb
 
     from gsr_train.config import as_dict
-    from gsr_train.runs.run_data import load_kg_index
+    from gsr_train.runtime.run_data import load_kg_index
     from gsr_train.text.embeddings import get_embeddings
 
     cfg = _compose(args, "subgraphrag_quickstart" if args.stage == "subgraphrag" else "gnnrag_webqsp_mini")
@@ -134,8 +134,8 @@ def run_stage(args) -> None:
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     if args.stage == "subgraphrag":
+        from gsr_train.options.preflight import subgraphrag_settings as settings
         from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
-        from gsr_train.runs.subgraphrag import settings
 
         run_cfg = settings(cfg)[0]
         retriever = SubgraphRAGRetriever.from_checkpoint(
@@ -216,7 +216,7 @@ def compare(args) -> dict:
     import numpy as np
     import torch
 
-    from gsr_train.runs.run_data import load_kg_index
+    from gsr_train.runtime.run_data import load_kg_index
 
     before = torch.load(args.work / "gnn_before.pt", weights_only=False)
     after = torch.load(args.work / "gnn_after.pt", weights_only=False)

@@ -1,4 +1,4 @@
-"""Every experiment opens its data through one path (``gsr_train.runs.run_data.load_kg_index``), so the
+"""Every experiment opens its data through one path (``gsr_train.runtime.run_data.load_kg_index``), so the
 same bad folder gives every experiment the same one-line error, before any training.
 
 The bad folders are the tiny webqsp_mini cut of the end-to-end tests with one fault each: test

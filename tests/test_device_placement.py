@@ -127,7 +127,7 @@ def test_a_bad_matmul_precision_is_one_line(tmp_path):
 
 
 def test_eval_of_a_gpu_run_on_a_machine_without_one_scores_on_the_cpu(no_cuda, tmp_path):
-    from gsr_train.runs.evaluate_run import RunSource, eval_config
+    from gsr_train.options.eval_config import RunSource, eval_config
 
     trained = compose_config(["+experiment=subgraphrag_quickstart", "trainer=gpu"])
     composed = compose_config(["ckpt_path=x", f"paths.output_dir={tmp_path}"], config_name="eval")

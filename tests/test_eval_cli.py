@@ -262,3 +262,18 @@ def test_mistakes_are_one_message(tmp_path):
     save_run_config(cosine_run, compose_config(["+experiment=cosine_baseline"]), "cosine_baseline")
     with pytest.raises(PreflightError, match=r"nothing trained .* \+experiment=cosine_baseline"):
         run(eval_cfg(tmp_path, tmp_path / "e3", f"ckpt_path={cosine_run}"), [])
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [("top_k=abc", "top_k=abc: expected an integer"), ("runner=nosuch", "runner=nosuch: not a runner; built in: ")],
+)
+def test_an_option_mistake_is_refused_before_the_run_folder_is_written(tmp_path, override, message):
+    from gsr_train.options.check import RecipeError
+    from gsr_train.runs.evaluate_run import run
+
+    out = tmp_path / "eval"
+    cfg = eval_cfg(tmp_path, out, "+experiment=cosine_baseline", "encoder.name=hashing", "+encoder.dim=32", override)
+    with pytest.raises(RecipeError, match=message):
+        run(cfg, [])
+    assert not (out / "eval.json").exists() and not (tmp_path / "cache").exists()  # no note, no data work

@@ -94,6 +94,11 @@ MISTAKES = [
     ),
     (
         "subgraphrag_quickstart",
+        "runner=nosuch",
+        "error: runner=nosuch: not a runner; built in: subgraphrag, gsr, reader,",
+    ),
+    (
+        "subgraphrag_quickstart",
         "eval_ks=[10,",
         "error: eval_ks=[10,: Hydra cannot parse this override: no viable alternative at input '[10,'",
     ),

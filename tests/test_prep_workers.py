@@ -260,7 +260,7 @@ def test_bad_data_workers_is_one_message_naming_the_option():
     from omegaconf import OmegaConf
 
     from gsr_train.options.check import RecipeError, check_recipe
-    from gsr_train.runs.run_data import PreflightError, set_run_workers
+    from gsr_train.runtime.run_data import PreflightError, set_run_workers
 
     base = ["+experiment=cosine_baseline", "paths.output_dir=/tmp/x", "experiment_name=x"]
     for value, says in (
@@ -286,7 +286,7 @@ def test_a_run_prepares_its_data_with_data_workers(webqsp_mini, tmp_path, monkey
     embeddings and the supervision with it."""
     import gsr_train.runs.edge_training as edge_training
     from gsr_train.runs.edge_training import edge_data
-    from gsr_train.runs.run_data import load_kg_index
+    from gsr_train.runtime.run_data import load_kg_index
 
     cfg = compose_config(
         [

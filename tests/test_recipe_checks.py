@@ -58,7 +58,7 @@ def test_model_of_another_family_is_refused(tmp_path):
     ],
 )
 def test_two_settings_for_epochs_are_an_error_and_one_follows_the_other(tmp_path, experiment, used):
-    from gsr_train.runs.run_data import one_setting
+    from gsr_train.options.preflight import one_setting
 
     base = [f"+experiment={experiment}", f"paths.output_dir={tmp_path}"]
     cfg = compose_config(base)
@@ -255,9 +255,10 @@ def test_runner_and_module_fill_missing_options_from_the_dataclasses():
     from gsr_train.config import defaults_of
     from gsr_train.models.subgraphrag.module import DEFAULT_OPTIM
     from gsr_train.models.subgraphrag.options import SubgraphRAGOptim, SubgraphRAGTrain
+    from gsr_train.options.preflight import SUBGRAPHRAG_DEFAULTS as DEFAULTS
+    from gsr_train.options.preflight import SUBGRAPHRAG_TRAIN_DEFAULTS as TRAIN_DEFAULTS
     from gsr_train.options.recipes import ClassicRun, SubgraphRAGRun
     from gsr_train.retrievers.classic import DEFAULTS as CLASSIC
-    from gsr_train.runs.subgraphrag import DEFAULTS, TRAIN_DEFAULTS
 
     assert DEFAULTS == defaults_of(SubgraphRAGRun) and TRAIN_DEFAULTS == defaults_of(SubgraphRAGTrain)
     assert {k: v for k, v in DEFAULT_OPTIM.items() if k != "fused"} == defaults_of(SubgraphRAGOptim)
@@ -267,8 +268,8 @@ def test_runner_and_module_fill_missing_options_from_the_dataclasses():
     from omegaconf import OmegaConf
 
     from gsr_train.models.subgraphrag.module import SubgraphRAGModule
+    from gsr_train.options.preflight import subgraphrag_settings as settings
     from gsr_train.retrievers.classic import merge_options
-    from gsr_train.runs.subgraphrag import settings
 
     cfg = OmegaConf.create({"subgraphrag": {"top_k_unused": None}, "model": {"hidden": 8, "train": {"epochs": 2}}})
     del cfg.subgraphrag["top_k_unused"]
@@ -307,7 +308,7 @@ def test_an_old_name_of_the_kept_k_is_one_line_naming_top_k(experiment, old):
 def test_eval_moves_an_old_run_folders_k_to_top_k():
     from omegaconf import OmegaConf
 
-    from gsr_train.runs.evaluate_run import migrate_renamed
+    from gsr_train.options.eval_config import migrate_renamed
 
     old = OmegaConf.create({"runner": "gsr_train.runs.gsr.run", "gsr": {"decode": {"beams": 4, "top_n": 7}}})
     migrate_renamed(old)

@@ -9,7 +9,7 @@ import types
 import pytest
 from omegaconf import OmegaConf
 
-from gsr_train.runs import runners
+from gsr_train.options import runners  # the lookup (runs/runners.py holds the table)
 from gsr_train.runs.runners import RUNNERS, UnknownRunner, runner_of
 
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from gsr_train.data.errors import PreflightError
-from gsr_train.runs.run_data import label_path
+from gsr_train.runtime.run_data import label_path
 
 from .conftest import compose_config
 from .subgraphrag_toy import toy_run_overrides

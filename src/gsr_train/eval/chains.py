@@ -206,3 +206,17 @@ def match_table(figures: Mapping[str, Any], modes: Sequence[str]) -> str:
             cells += [cell(group, k) for k in ("questions", "match@1", "match@3")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def chain_figures(report: Mapping[str, Any]) -> tuple[dict, dict]:
+    """A decoding mode's row figures: chain match (with its seen / unseen groups and end-equivalent
+    match) and answer coverage, and the labels that count its questions."""
+    values = dict(report.get("chain_match") or {})
+    labels = {"n": values.pop("questions", None)}  # a count: a label of the row, not a metric
+    for group, match in (report.get("match_by_group") or {}).items():  # seen / unseen relations
+        labels[f"{group}_n"] = match.get("questions")
+        values.update({f"{group}_{k}": v for k, v in match.items() if k != "questions"})
+    values.update({k: v for k, v in (report.get("end_match") or {}).items() if k != "questions"})
+    coverage = (report.get("answer_coverage") or {}).items()
+    values.update({f"cov_{m}": v for m, v in coverage if isinstance(v, (int, float)) and m != "questions"})
+    return values, labels

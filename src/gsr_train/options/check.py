@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from gsr_train.config import OPTION_RANGES, as_dict, project_root
 from gsr_train.data.errors import UserError
 from gsr_train.options.recipes import COMMON, DATA_FILE, RECIPES, RENAMED, DataOptions, Recipe, TopLevel, runner_name
+from gsr_train.options.runners import runner_error
 
 
 class RecipeError(UserError, ValueError):
@@ -363,8 +364,12 @@ def value_errors(cfg: Mapping[str, Any]) -> list[str]:
 
 def config_errors(cfg: Any) -> list[str]:
     """The mistakes of a composed config (a DictConfig or a plain mapping), one line each: a model of
-    another family alone, else every unknown key, else every wrong value."""
+    another family alone, else every unknown key, else every wrong value; a runner that does not
+    exist is the one mistake named."""
     plain = _plain(cfg)
+    runner = runner_error(plain.get("runner"))
+    if runner is not None:
+        return [runner]
     family = model_family_error(plain)
     if family is not None:
         return [family]

@@ -1,7 +1,7 @@
 """Runner for the classic retrievers (``+experiment=classic_triplets|classic_paths|classic_pcst``).
 
 Scores the evaluation split with :func:`gsr_train.retrievers.classic.classic_scores` and reports it
-through :func:`gsr_train.runs.retrieve.report_retrieval`, which writes the
+through :func:`gsr_train.runs.retrieval_report.report_retrieval`, which writes the
 top-``top_k`` triples per question in the common results format (``results_<split>.jsonl``),
 prints the recall table (shortest-path, labelled and answer recall at ``eval_ks``, by hops)
 and writes the figures to ``metrics.json`` (:mod:`gsr_train.eval.tail`) in the run folder.
@@ -17,13 +17,13 @@ from gsr_train.arrays import segment_count
 from gsr_train.config import as_dict
 from gsr_train.retrievers.classic import classic_scores, merge_options
 from gsr_train.runs.retrieval_report import report_retrieval
-from gsr_train.runs.run_data import cache_dir, load_kg_index
+from gsr_train.runtime.run_data import cache_dir, load_kg_index
 from gsr_train.text.embeddings import get_embeddings
 
 
 def run(cfg: DictConfig) -> dict:
     """Score the split with the classic method and report it through the one retrieval path
-    (:func:`gsr_train.runs.retrieve.report_retrieval`)."""
+    (:func:`gsr_train.runs.retrieval_report.report_retrieval`)."""
     split = cfg.get("split", "test")
     options = as_dict(cfg.classic)
     method = options.pop("method")

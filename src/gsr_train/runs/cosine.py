@@ -5,14 +5,15 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
+from gsr_train.options.preflight import preflight
 from gsr_train.retrievers.cosine import cosine_split_scores
 from gsr_train.runs.retrieval_report import report_retrieval
-from gsr_train.runs.run_data import cache_dir, load_kg_index, preflight
+from gsr_train.runtime.run_data import cache_dir, load_kg_index
 
 
 def run(cfg: DictConfig) -> dict:
     """Open the data through the runs' shared path (its options and checks), score the split and
-    report it through the one retrieval path (:func:`gsr_train.runs.retrieve.report_retrieval`:
+    report it through the one retrieval path (:func:`gsr_train.runs.retrieval_report.report_retrieval`:
     the top-``top_k`` results file, recall at ``top_k``, ``eval_ks`` and 10 / 20 / 50 / 100)."""
     split, mode = cfg.get("split", "test"), str(cfg.get("cosine_mode", "parts"))
     preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)

@@ -19,7 +19,7 @@ from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from gsr_train.config import as_dict
 from gsr_train.datamodules.triple_datamodule import TripleDataModule
 from gsr_train.kg.paths import get_supervision
-from gsr_train.runs.run_data import cache_dir, output_dir, require_split, set_run_workers
+from gsr_train.runtime.run_data import cache_dir, output_dir, require_split, set_run_workers
 from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 from gsr_train.text.embeddings import get_embeddings
 

@@ -16,121 +16,23 @@ trainable scorer, a plugin's included, or GSR), the best one (``metrics.json``, 
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.config import dataset_name, project_root
-from gsr_train.data.errors import PreflightError
-from gsr_train.data.rows import iter_records
 from gsr_train.io import write_json
-from gsr_train.options.recipes import RENAMED, runner_name
-from gsr_train.retrievers.registry import trainable
-from gsr_train.runs import gsr
+from gsr_train.options.check import check_recipe
+from gsr_train.options.eval_config import RunSource, eval_config, find_source, untrained_config
+from gsr_train.options.recipes import runner_name
 from gsr_train.runs.experiment import run_experiment
-from gsr_train.runs.run_data import output_dir
-from gsr_train.runs.runners import runner_of
+from gsr_train.runtime.run_data import output_dir
 from gsr_train.runtime.run_folder import run_status
 from gsr_train.runtime.training import is_rank_zero
 
 log = logging.getLogger(__name__)
-
-TRAINED = ("subgraphrag", "gsr", "reader")  # runners whose runs hold something trained
-EVAL_KEYS = ("ckpt_path", "split")
-# options of a run that name its own data; dropped when eval reads other data (unless given again)
-DATA_BOUND = {"reader": ("qa.retrieval.results",), "gsr": ("gsr.llm_chains", "data.graphs")}
-
-
-@dataclass
-class RunSource:
-    """The trained run an evaluation scores."""
-
-    folder: Path
-    config: DictConfig
-    experiment: str
-    method: str
-    checkpoint: str
-
-
-def _run_folder_of(path: Path) -> Path:
-    """The run folder of a checkpoint file or a model / adapter folder inside it."""
-    for candidate in (path, *path.parents):
-        if (candidate / ".hydra" / "config.yaml").is_file():
-            return candidate
-    raise PreflightError(
-        f"ckpt_path={path}: no run folder around it (a folder with .hydra/config.yaml, written by python train.py)"
-    )
-
-
-def _experiment_of(folder: Path, config: DictConfig) -> str:
-    try:
-        hydra_cfg = OmegaConf.load(folder / ".hydra" / "hydra.yaml")
-        name = OmegaConf.select(hydra_cfg, "hydra.runtime.choices.experiment")
-        if name:
-            return str(name)
-    except (OSError, ValueError):
-        pass
-    try:
-        return str(json.loads((folder / "run.json").read_text())["experiment"])
-    except (OSError, ValueError, KeyError):
-        return runner_name(config.get("runner", "run"))
-
-
-def _best_checkpoint(folder: Path) -> str:
-    try:
-        best = json.loads((folder / "metrics.json").read_text()).get("checkpoint")
-        if best and Path(best).is_file():
-            return str(best)
-    except (OSError, ValueError):
-        pass
-    found = sorted((folder / "checkpoints").glob("best-*.ckpt"))
-    if found:
-        return str(found[-1])
-    last = folder / "checkpoints" / "last.ckpt"
-    if last.is_file():
-        return str(last)
-    raise PreflightError(f"ckpt_path={folder}: no checkpoint in {folder / 'checkpoints'} (did the run train?)")
-
-
-def _trained_retriever(runner: str, folder: Path) -> bool:
-    """A ``+experiment=retrieve`` run of a trainable retriever (it left checkpoints)."""
-    return runner == "retrieve" and any((folder / "checkpoints").glob("*.ckpt"))
-
-
-def find_source(ckpt_path: str | Path) -> RunSource:
-    """The run behind ``ckpt_path`` (a run folder, a checkpoint, a model or adapter folder)."""
-    path = Path(str(ckpt_path)).expanduser()
-    if not path.exists():
-        raise PreflightError(f"ckpt_path={ckpt_path} does not exist")
-    folder = _run_folder_of(path.resolve())
-    config = OmegaConf.load(folder / ".hydra" / "config.yaml")
-    if not isinstance(config, DictConfig):
-        raise PreflightError(f"{folder / '.hydra' / 'config.yaml'} is not a run config (a mapping)")
-    runner = runner_name(config.get("runner"))
-    method = runner if runner in TRAINED or _trained_retriever(runner, folder) else None
-    if method is None:
-        raise PreflightError(
-            f"{folder}: a {runner} run has nothing trained to evaluate; score that method on "
-            f"new data with python eval.py +experiment={_experiment_of(folder, config)} data.dir=..."
-        )
-    if path.resolve() != folder:
-        checkpoint = str(path)
-    elif method in ("subgraphrag", "retrieve"):
-        checkpoint = _best_checkpoint(folder)
-    elif method == "gsr":
-        checkpoint = str(folder / "model")
-    else:
-        checkpoint = str(folder / "adapter")
-    if not Path(checkpoint).exists():
-        raise PreflightError(f"ckpt_path={ckpt_path}: {checkpoint} does not exist (did the run finish training?)")
-    return RunSource(folder, config, _experiment_of(folder, config), method, checkpoint)
 
 
 def _say_what_is_scored(source: RunSource) -> str | None:
@@ -155,174 +57,29 @@ def _task_overrides() -> list[str]:
         return []
 
 
-def _groups() -> set[str]:
-
-    return {p.name for p in (project_root() / "conf").iterdir() if p.is_dir()}
-
-
-def apply_overrides(cfg: DictConfig, overrides: list[str], composed: DictConfig) -> set[str]:
-    """The command line's overrides on top of a run's saved config; returns the keys touched.
-
-    A config-group choice (``encoder=gte_large``, ``trainer=gpu``) takes that section from
-    ``composed`` (the eval command's own composition); values are set where they point.
-    """
-    groups = _groups()
-    touched: set[str] = set()
-    for o in OverridesParser.create().parse_overrides(overrides):
-        key = o.key_or_group
-        if key in EVAL_KEYS or key.startswith("hydra") or key == "experiment":
-            continue
-        touched.add(key)
-        with open_dict(cfg):
-            if key in groups and "." not in key:
-                cfg[key] = composed.get(key)
-            elif o.is_delete():
-                parent, _, leaf = key.rpartition(".")
-                node = OmegaConf.select(cfg, parent) if parent else cfg
-                if node is not None and leaf in node:
-                    del node[leaf]
-            else:
-                OmegaConf.update(cfg, key, o.value(), merge=False, force_add=True)
-    return touched
-
-
-def _touched(keys: set[str], prefix: str) -> bool:
-    return any(k == prefix or k.startswith(prefix + ".") or prefix.startswith(k + ".") for k in keys)
-
-
-def _layout(data_dir: str, split: str) -> str:
-    """``rog`` when the split's rows carry graphs, ``paths`` for chain-supervision rows."""
-    for _, _, record in iter_records(data_dir, split):
-        return "rog" if isinstance(record, dict) and "graph" in record else "paths"
-    return "rog"
-
-
-def migrate_renamed(cfg: DictConfig) -> None:
-    """A run folder saved before an option took its one name: the value moves to the new name."""
-    for old, new in RENAMED.get(runner_name(cfg.get("runner")), {}).items():
-        value = OmegaConf.select(cfg, old, default=None)
-        if value is None:
-            continue
-        parent, _, leaf = old.rpartition(".")
-        with open_dict(cfg):
-            del OmegaConf.select(cfg, parent)[leaf]
-            if OmegaConf.select(cfg, new, default=None) is None:
-                OmegaConf.update(cfg, new, value, force_add=True)
-
-
-def eval_config(source: RunSource, composed: DictConfig, overrides: list[str]) -> DictConfig:
-    """The run's config, pointed at the data and split to score, in evaluation-only mode."""
-    cfg = source.config.copy()
-    migrate_renamed(cfg)
-    old_dir = OmegaConf.select(cfg, "data.dir", default=None)
-    touched = apply_overrides(cfg, overrides, composed)
-    split = str(composed.split)
-    with open_dict(cfg):
-        cfg.paths = composed.paths
-        cfg.experiment_name = source.experiment
-        cfg.resume = None
-        cfg.data.splits = [split]
-        other_data = _touched(touched, "data") and OmegaConf.select(cfg, "data.dir", default=None) != old_dir
-        if other_data and "data" not in touched and not _touched(touched, "data.name"):
-            cfg.data.name = dataset_name(str(OmegaConf.select(cfg, "data.name", default="data")), str(cfg.data.dir))
-        if other_data and not _touched(touched, "data.labels") and not isinstance(cfg.data.get("labels"), str):
-            cfg.data.labels = {}  # label files of the training data do not describe other data
-        if other_data:
-            for key in DATA_BOUND.get(source.method, ()):
-                if not _touched(touched, key) and OmegaConf.select(cfg, key, default=None) is not None:
-                    OmegaConf.update(cfg, key, None if key != "qa.retrieval.results" else {}, merge=False)
-        if source.method == "subgraphrag":
-            cfg.subgraphrag.eval_only = source.checkpoint
-            cfg.subgraphrag.train_split = None
-            cfg.subgraphrag.val_split = None
-            cfg.subgraphrag.eval_split = split
-        elif source.method == "retrieve":
-            cfg.eval_only = source.checkpoint
-            cfg.split = split
-        elif source.method == "gsr":
-            cfg.gsr.eval_only = source.checkpoint
-            cfg.gsr.eval_split = split
-            if other_data and not _touched(touched, "data.format"):
-                if _layout(str(cfg.data.dir), split) == "rog":
-                    cfg.data.format = "rog"
-                    for key in ("graphs", "graph_splits"):
-                        cfg.data.pop(key, None)
-            if _touched(touched, "data.graphs") and not _touched(touched, "data.graph_splits"):
-                cfg.data.graph_splits = None  # every split file of the graphs folder given
-        else:
-            cfg.qa.eval_only = source.checkpoint
-            cfg.qa.train_split = None
-            cfg.qa.eval_split = split
-    return cfg
-
-
-def untrained_config(composed: DictConfig) -> DictConfig:
-    """``+experiment=NAME``: the composed experiment, scoring only ``split``."""
-    cfg = composed.copy()
-    try:
-        name = str(composed.experiment_name)
-    except Exception:  # noqa: BLE001 - composed outside a Hydra run (tests, notebooks)
-        name = runner_name(composed.runner)
-    with open_dict(cfg):
-        cfg.experiment_name = name
-        cfg.data.splits = [str(composed.split)]
-        if cfg.get("top_k", 0) is None:  # eval.yaml's placeholder, for a method without a top_k
-            del cfg["top_k"]
-    return cfg
-
-
-def _refuse_untrained_learner(cfg: DictConfig) -> None:
-    """``eval.py +experiment=retrieve`` with a trainable retriever and nothing trained to score."""
-    spec = cfg.get("retriever")
-    if runner_name(cfg.get("runner")) != "retrieve" or spec is None or cfg.get("eval_only"):
-        return
-    if trainable(spec.get("name"), spec.get("_target_")) is not None or gsr.trains_first(cfg):
-        raise PreflightError(
-            f"retriever {spec.get('_target_') or spec.get('name')} is trainable: eval.py scores a trained one, "
-            "ckpt_path=<its run folder or checkpoint> (train it with python train.py +experiment=retrieve ...)"
-        )
-
-
 def run(composed: DictConfig, overrides: list[str] | None = None) -> Any:
-    """Entry of ``eval.py``: build the evaluation config, run the method's runner, note the source.
-
-    ``overrides``: the command line's overrides to put on the run's config (default: Hydra's).
-    """
+    """Entry of ``eval.py``: build the evaluation config and check it, note the source in the run
+    folder, run the method's runner. ``overrides``: the command line's overrides to put on the run's
+    config (default: Hydra's)."""
     if composed.get("ckpt_path"):
         source = find_source(composed.ckpt_path)
         cfg = eval_config(source, composed, _task_overrides() if overrides is None else overrides)
-        note = {
-            "source_run": str(source.folder),
-            "checkpoint": source.checkpoint,
-            "method": source.method,
-            "experiment": source.experiment,
-            "source_status": _say_what_is_scored(source),
-        }
-    elif OmegaConf.select(composed, "runner", default=None) not in (None, "???") and (
-        runner_name(OmegaConf.select(composed, "runner")) not in TRAINED
-    ):
+        note: dict[str, Any] = {"source_run": str(source.folder), "checkpoint": source.checkpoint}
+        note["method"] = source.method
+        note.update(experiment=source.experiment, source_status=_say_what_is_scored(source))
+    else:
         cfg = untrained_config(composed)
-        _refuse_untrained_learner(cfg)
         note = {
             "source_run": None,
             "checkpoint": None,
-            "method": runner_name(composed.runner),
+            "method": runner_name(cfg.runner),
             "experiment": cfg.experiment_name,
         }
-    else:
-        raise PreflightError(
-            "give ckpt_path=<run folder or checkpoint> (a trained run), or +experiment=NAME for an "
-            "untrained retriever (cosine_baseline, classic_*, simgrag, safe)"
-        )
     note.update(
-        {
-            "data": OmegaConf.select(cfg, "data.name"),
-            "data_dir": OmegaConf.select(cfg, "data.dir"),
-            "split": str(composed.split),
-        }
+        data=OmegaConf.select(cfg, "data.name"), data_dir=OmegaConf.select(cfg, "data.dir"), split=str(composed.split)
     )
     log.info("evaluating %s", note)
-    runner_of(cfg)  # an unknown runner fails here, before any work
+    check_recipe(cfg)  # the options, and an unknown runner, before anything is written into the run folder
     if is_rank_zero():  # first, so the run's closing summary lists it (run.json marks success)
         write_json(output_dir(cfg) / "eval.json", note)
     return run_experiment(cfg)

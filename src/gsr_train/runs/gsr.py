@@ -26,45 +26,35 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.config import as_dict, defaults_of, project_root
 from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules import gsr_prepare
 from gsr_train.datamodules.gsr_chains import chain_relations
 from gsr_train.datamodules.gsr_datamodule import build_datamodule
-from gsr_train.datamodules.gsr_prepare import EVAL_MODES, GSRData, GSRDataError
-from gsr_train.eval.chains import match_table
+from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
+from gsr_train.eval.chains import chain_figures, match_table
 from gsr_train.eval.tail import metrics_row
 from gsr_train.kg.index import source_fingerprint
 from gsr_train.models.gsr.decoding import DecodeConfig
-from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr, resolve_pretrained
+from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
 from gsr_train.models.gsr.module import GSRModule, best_checkpoint
-from gsr_train.options.recipes import RECIPES, GSRRun, GSRWalks
+from gsr_train.options.gsr_retrieve import retriever_run_config
+from gsr_train.options.preflight import check_gsr, gsr_walks
 from gsr_train.retrievers.gsr import edge_scores, retrieve_and_evaluate, write_gsr_results
 from gsr_train.retrievers.interface import ROW_FIELDS
 from gsr_train.runs.retrieval_report import report_retrieval
-from gsr_train.runs.run_data import (
-    cache_dir,
-    load_kg_index,
-    one_setting,
-    output_dir,
-    preflight,
-    require_family,
-    resolve_data_dir,
-    save_metrics,
-)
 from gsr_train.runtime.device import run_device
+from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, resolve_data_dir, save_metrics
 from gsr_train.runtime.training import fit_state, is_rank_zero, log_final_metrics, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
-GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
 
 
 def _container(node) -> Any:
@@ -81,11 +71,6 @@ def _preflight_errors() -> Iterator[None]:
         raise PreflightError(str(e)) from e
 
 
-def walk_options(cfg: DictConfig) -> GSRWalks:
-    """``gsr.walks`` through its recipe (:class:`~gsr_train.options.recipes.GSRWalks`: one place for defaults)."""
-    return GSRWalks(**(_container(cfg.gsr.get("walks")) or {}))
-
-
 def prepare_paths_data(cfg: DictConfig) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids
     (:func:`gsr_prepare.prepare_paths_data`), the graphs opened as every runner opens its data."""
@@ -94,14 +79,14 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
         return load_kg_index(cfg, source=source, splits=splits)
 
     with _preflight_errors():
-        return gsr_prepare.prepare_paths_data(cfg, load_graphs, walk_options(cfg))
+        return gsr_prepare.prepare_paths_data(cfg, load_graphs, gsr_walks(cfg))
 
 
 def prepare_rog_data(cfg: DictConfig, index: Any = None) -> GSRData:
     """A RoG-format dataset (:func:`gsr_prepare.prepare_rog_data`) from the run's KG index."""
     index = index if index is not None else load_kg_index(cfg, evaluate=[cfg.gsr.eval_split])
     with _preflight_errors():
-        return gsr_prepare.prepare_rog_data(cfg, index, cache_dir(cfg), walk_options(cfg))
+        return gsr_prepare.prepare_rog_data(cfg, index, cache_dir(cfg), gsr_walks(cfg))
 
 
 def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
@@ -114,7 +99,7 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     """Fit with the run's Trainer; returns (best checkpoint path or None, training seconds, fit
     figures with the trainer)."""
     dm = build_datamodule(
-        cfg, data, gsr, walk_options(cfg), rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size")
+        cfg, data, gsr, gsr_walks(cfg), rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size")
     )
     g = cfg.gsr
     module = GSRModule(
@@ -162,20 +147,6 @@ def _fingerprint(cfg: DictConfig) -> str | None:
         return None
 
 
-def chain_figures(report: Mapping[str, Any]) -> tuple[dict, dict]:
-    """A decoding mode's row figures: chain match (with its seen / unseen groups and end-equivalent
-    match) and answer coverage, and the labels that count its questions."""
-    values = dict(report.get("chain_match") or {})
-    labels = {"n": values.pop("questions", None)}  # a count: a label of the row, not a metric
-    for group, match in (report.get("match_by_group") or {}).items():  # seen / unseen relations
-        labels[f"{group}_n"] = match.get("questions")
-        values.update({f"{group}_{k}": v for k, v in match.items() if k != "questions"})
-    values.update({k: v for k, v in (report.get("end_match") or {}).items() if k != "questions"})
-    coverage = (report.get("answer_coverage") or {}).items()
-    values.update({f"cov_{m}": v for m, v in coverage if isinstance(v, (int, float)) and m != "questions"})
-    return values, labels
-
-
 def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoint: str | None) -> dict:
     """The tail's row of one decoding mode: chain match and answer coverage at ``top_k``."""
     values, labels = chain_figures(report)
@@ -214,32 +185,12 @@ class _GSRRun:
 def run(cfg: DictConfig) -> float | None:
     """Check the options, prepare the data, train (or load ``gsr.eval_only``), evaluate in every
     ``gsr.eval_modes`` mode and report; match@``top_k`` of the first mode."""
-    check_options(cfg)
+    check_gsr(cfg)
+    torch.set_num_threads(int(cfg.gsr.get("threads") or torch.get_num_threads()))
     r = prepare(cfg)
     if not train_or_load(r):
         return None  # DDP (subprocess launch): rank 0 alone evaluates and writes
     return _evaluate(r)
-
-
-def check_options(cfg: DictConfig, model_option: str = "gsr.eval_only", label_splits: Sequence[str] = ()) -> None:
-    """Every option and input the run needs, before any data work (``model_option``: the option
-    that names a trained model, ``label_splits``: splits whose labelled triples are scored)."""
-    g = cfg.gsr
-    require_family(cfg, GSR_FAMILIES, "gsr")
-    one_setting(cfg, "model.epochs")
-    problems = gsr_prepare.option_problems(g, walk_options(cfg))
-    if problems:
-        raise PreflightError("; ".join(problems))
-    needed = [g.eval_split] + ([] if g.get("eval_only") else ["train"])
-    preflight(
-        cfg,
-        splits=needed if cfg.data.get("format") != "paths" else [],
-        label_splits=label_splits,
-        checkpoints={model_option: g.get("eval_only")},
-    )
-    if cfg.model.get("pretrained") and not g.get("eval_only"):
-        resolve_pretrained(cfg.model.pretrained)  # fail before any data work when the hub is unreachable
-    torch.set_num_threads(int(g.get("threads") or torch.get_num_threads()))
 
 
 def prepare(cfg: DictConfig) -> _GSRRun:
@@ -261,7 +212,7 @@ def prepare(cfg: DictConfig) -> _GSRRun:
         "relation_residual": bool(cfg.model.get("relation_residual", True)),
         "relation_residual_dropout": float(cfg.model.get("relation_residual_dropout") or 0.0),
         "index_ratio": float(g.index_ratio),
-        "walks": walk_options(cfg).count,
+        "walks": gsr_walks(cfg).count,
         "holdout": float((g.get("holdout") or {}).get("fraction") or 0.0),
     }
     return _GSRRun(cfg, data, time.perf_counter() - t0, figures, index=index)
@@ -312,9 +263,7 @@ def _evaluate(r: _GSRRun) -> float | None:
     cfg, figures = r.cfg, r.figures
     describe(r)
     modes = list(cfg.gsr.get("eval_modes", ["unconstrained"]))
-    for mode in modes:
-        if mode not in EVAL_MODES:
-            raise ValueError(f"gsr.eval_modes entries must be unconstrained | constrained, got {mode!r}")
+    for mode in modes:  # each checked by check_gsr
         figures[mode] = evaluate_gsr(cfg, r.data, r.gsr, constrained=(mode == "constrained"))
     figures["tables"] = {"overall": match_table(figures, modes)}
     print(figures["tables"]["overall"])
@@ -325,85 +274,18 @@ def _evaluate(r: _GSRRun) -> float | None:
 
 
 # ---------------------------------------------------------------------- +experiment=retrieve retriever=gsr
-RETRIEVE_FILE = RECIPES["retrieve"].file  # conf/experiment/retrieve.yaml
-# GSR options whose concept the retrieve experiment names itself, and where it does
-RETRIEVE_NAMES = {
-    "eval_split": "split=...",
-    "eval_only": "eval_only=... (or retriever.options.model=...)",
-    "eval_modes": "retriever.options.decode.constrained=true|false (one decoding mode per run)",
-    "max_eval_questions": "nothing: it scores every question of the split (pick a smaller split instead)",
-}
-
-
-def on_retrieve_path(cfg: DictConfig) -> bool:
-    """``retriever=gsr`` on ``+experiment=retrieve`` that trains GSR or scores a trained one here
-    (a results file, ``retriever.options.results``, is read by the registered retriever)."""
-    spec = cfg.get("retriever") or {}
-    options = spec.get("options") or {}
-    return spec.get("name") == "gsr" and not spec.get("_target_") and not options.get("results")
-
-
-def trains_first(cfg: DictConfig) -> bool:
-    """``retriever=gsr`` naming nothing trained: the run trains it (eval.py refuses that)."""
-    options = cfg.retriever.get("options") or {}
-    return on_retrieve_path(cfg) and not options.get("model") and not cfg.get("eval_only")
-
-
 def run_retriever(cfg: DictConfig) -> dict[str, Any]:
     """``+experiment=retrieve retriever=gsr``: train GSR as the GSR experiments do (the model group,
     ``retriever.options`` as their ``gsr`` section, the run's Trainer: callbacks, DDP, ``resume=auto``)
     or load ``eval_only`` / ``retriever.options.model``; decode ``split`` and end as every retriever
     run does (:func:`report_retrieval`), its chain figures beside recall."""
     gcfg = retriever_run_config(cfg)
-    model_option = "eval_only" if cfg.get("eval_only") else "retriever.options.model"
-    check_options(gcfg, model_option, label_splits=[str(cfg.split)])
+    check_gsr(gcfg, "eval_only" if cfg.get("eval_only") else "retriever.options.model", [str(cfg.split)])
+    torch.set_num_threads(int(gcfg.gsr.get("threads") or torch.get_num_threads()))
     r = prepare(gcfg)
     if not train_or_load(r):
         return {}  # DDP (subprocess launch): rank 0 alone scores and writes
     return _report_retrieval(r)
-
-
-def retriever_run_config(cfg: DictConfig) -> DictConfig:
-    """The GSR run behind ``retriever=gsr``: its ``gsr`` section is ``retriever.options`` over
-    :class:`~gsr_train.options.recipes.GSRRun`'s defaults, with the experiment's ``split``,
-    ``eval_only`` and ``decode.constrained`` for ``gsr.eval_split``, ``gsr.eval_only`` and
-    ``gsr.eval_modes``; its epochs are ``model.epochs``."""
-    options = as_dict(cfg.retriever.options) if cfg.retriever.get("options") else {}
-    _refuse_other_names(cfg, options)
-    model = cfg.get("eval_only") or options.get("model")
-    options = {k: v for k, v in options.items() if k not in ("model", "results")}
-    g = OmegaConf.merge(OmegaConf.create(defaults_of(GSRRun)), options)
-    g.eval_split, g.eval_only = str(cfg.split), None if model is None else str(model)
-    g.eval_modes = ["constrained" if g.decode.constrained else "unconstrained"]
-    out = cfg.copy()
-    with open_dict(out):
-        out.gsr = g
-        out.trainer.max_epochs = OmegaConf.select(out, "model.epochs", default=out.trainer.max_epochs)
-    return out
-
-
-def _refuse_other_names(cfg: DictConfig, options: Mapping[str, Any]) -> None:
-    """What the retrieve experiment says its own way, or GSR does not read, is one line."""
-    for key, ours in RETRIEVE_NAMES.items():
-        if key in options:
-            raise PreflightError(f"retriever.options.{key}: on +experiment=retrieve that is {ours}")
-    edge = as_dict(OmegaConf.load(project_root() / RETRIEVE_FILE).retriever.train)  # what a user left alone
-    for key, value in as_dict(cfg.retriever.train).items():
-        if value != edge.get(key, value):
-            raise PreflightError(
-                f"retriever.train.{key}={value}: retriever.train is the triple scorers' recipe; GSR trains by "
-                "model.epochs, model.batch_size, model.optim and retriever.options (conf/retriever/gsr.yaml)"
-            )
-    if str(cfg.get("train_split")) != "train" or cfg.get("val_split") != "validation":
-        raise PreflightError(
-            f"train_split={cfg.get('train_split')} val_split={cfg.get('val_split')}: retriever=gsr trains on the "
-            "train split and picks its checkpoint on validation (set both back)"
-        )
-    if cfg.data.get("format") == "paths":
-        raise PreflightError(
-            f"data={cfg.data.name} is chain files (data.format=paths): +experiment=retrieve scores RoG-format "
-            "data (graphs in the rows); train on chain files with +experiment=gsr_webqsp_paths"
-        )
 
 
 def _report_retrieval(r: _GSRRun) -> dict[str, Any]:

@@ -17,14 +17,12 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
-from gsr_train.data.errors import UserError
 from gsr_train.eval.fact_check import EncoderVerifier
 from gsr_train.eval.tail import metrics_row
 from gsr_train.io import atomic_write, write_jsonl
@@ -32,7 +30,6 @@ from gsr_train.llm.cache import ResponseCache
 from gsr_train.llm.local_model import local_endpoint
 from gsr_train.llm.runner import read_jsonl
 from gsr_train.openended.calibration import calibrate_judges, calibration_set, calibration_table
-from gsr_train.openended.forms import check_forms
 from gsr_train.openended.pipeline import (
     Condition,
     JudgeOptions,
@@ -45,20 +42,17 @@ from gsr_train.openended.pipeline import (
 )
 from gsr_train.openended.questions import load_questions
 from gsr_train.openended.report import condition_rows, conditions_table, grid_plot
-from gsr_train.openended.stages import CRITERIA, GEvalOptions
+from gsr_train.openended.stages import GEvalOptions
+from gsr_train.options.preflight import OpenEndedOptionError, check_open_ended, check_perturbations
 from gsr_train.robustness.kge import get_scorer
-from gsr_train.robustness.perturb import METHODS, perturb
+from gsr_train.robustness.perturb import perturb
 from gsr_train.robustness.similarity import similarity
-from gsr_train.runs.run_data import cache_dir, load_kg_index, output_dir, save_metrics
 from gsr_train.runtime.device import run_device
+from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, save_metrics
 from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
-
-
-class OpenEndedOptionError(UserError, ValueError):
-    """An ``open_ended`` option that names something that does not exist."""
 
 
 @dataclass
@@ -73,32 +67,6 @@ class _Setup:
     results: dict
     classic: dict | None = None  # the classic retrievers' options (the evidence forms)
     graphs: list = field(default_factory=list)  # each question's original graph as knowledge lines
-
-
-def _check(cfg: DictConfig, forms: list[str]) -> dict:
-    """The user's mistakes in ``open_ended``, one message before any work; the results files read."""
-    oe = cfg.open_ended
-    results = as_dict(oe.results) if oe.get("results") else {}
-    try:
-        check_forms(forms, results)
-    except ValueError as e:
-        raise OpenEndedOptionError(str(e)) from None
-    bad = sorted(set(oe.verifiers) - {"encoder", "llm"})
-    if bad or not oe.verifiers:
-        raise OpenEndedOptionError(f"open_ended.verifiers={list(oe.verifiers)}: name encoder and/or llm")
-    bad = sorted(set(oe.geval.criteria) - set(CRITERIA))
-    if bad:
-        raise OpenEndedOptionError(f"open_ended.geval.criteria: unknown {bad} (known: {', '.join(CRITERIA)})")
-    if oe.knowledge not in ("graph", "evidence") and not Path(str(oe.knowledge)).is_file():
-        raise OpenEndedOptionError(f"open_ended.knowledge={oe.knowledge}: not graph, evidence or an existing text file")
-    if str(oe.questions) != "embedded" and not Path(str(oe.questions)).is_file():
-        raise OpenEndedOptionError(
-            f"open_ended.questions={oe.questions}: no such file (embedded, a .jsonl or OKGQA's .csv)"
-        )
-    for label, path in results.items():
-        if not Path(str(path)).is_file():
-            raise OpenEndedOptionError(f"open_ended.results.{label}={path}: no such file")
-    return {label: {r["id"]: r for r in read_jsonl(path)} for label, path in results.items()}
 
 
 def _options(cfg: DictConfig):
@@ -167,7 +135,7 @@ def _judges(cfg: DictConfig, llm_cfg: dict, encoder, opts):
 
 def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
     """Everything a run needs, after every option was checked."""
-    results = _check(cfg, forms)
+    results = {label: {r["id"]: r for r in read_jsonl(path)} for label, path in check_open_ended(cfg, forms).items()}
     opts = _options(cfg)
     torch.set_num_threads(int(cfg.open_ended.get("threads") or 1))
     split_name = str(cfg.get("split", "test"))
@@ -293,6 +261,7 @@ def _details(s: _Setup, figures: dict, calibration: dict, t0: float) -> dict:
 def run_perturbed(cfg: DictConfig) -> dict:
     """``+experiment=okgqa_perturbed``: the open-ended evaluation per perturbation x level x form."""
     forms = list(cfg.open_ended.forms)
+    check_perturbations(cfg)
 
     def body(s: _Setup, t0: float) -> dict:
         calibration = _calibrate(cfg, s)
@@ -319,9 +288,6 @@ def _perturbed_conditions(cfg: DictConfig, s: _Setup, forms: list[str]) -> tuple
     """The grid's conditions (closed book once, each evidence form on the original graphs and on
     every perturbed copy), their labels, and each perturbed copy's similarity to the original."""
     p = cfg.open_ended.perturb
-    bad = sorted(set(p.methods) - set(METHODS))
-    if bad:
-        raise OpenEndedOptionError(f"open_ended.perturb.methods: unknown {bad} (known: {', '.join(METHODS)})")
     scorer = get_scorer(s.qs.split, len(s.index.relations), as_dict(p.kge), cache_dir(cfg))
     conditions, labels, sims = [], {}, []
     for form in forms:

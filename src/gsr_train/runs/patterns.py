@@ -26,8 +26,8 @@ from gsr_train.patterns.retrieve import write_pattern_results
 from gsr_train.retrievers.interface import RetrievalInputs
 from gsr_train.retrievers.pattern_retriever import PatternRetriever
 from gsr_train.retrievers.registry import build
-from gsr_train.runs.run_data import cache_dir, label_path, load_kg_index, output_dir, save_metrics
 from gsr_train.runtime.device import run_device
+from gsr_train.runtime.run_data import cache_dir, label_path, load_kg_index, output_dir, save_metrics
 from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import load_encoder
 

@@ -39,12 +39,13 @@ from gsr_train.eval.qa import QAReport, comparison_table
 from gsr_train.eval.retrieval_answers import ANSWER_VARIANT
 from gsr_train.eval.tail import metrics_row
 from gsr_train.io import atomic_write, write_jsonl
+from gsr_train.options.preflight import one_setting, preflight
 from gsr_train.readers import evidence, registry
 from gsr_train.readers.interface import Reader, ReadingInputs
 from gsr_train.readers.retrieval_answers import RetrievalAnswers
 from gsr_train.readers.scoring import score_readings
-from gsr_train.runs.run_data import cache_dir, load_kg_index, one_setting, output_dir, preflight, save_metrics
 from gsr_train.runtime.device import run_device
+from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, save_metrics
 from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)

@@ -13,14 +13,15 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict
-from gsr_train.data.errors import PreflightError
+from gsr_train.options.gsr_retrieve import on_retrieve_path
+from gsr_train.options.preflight import check_retriever
 from gsr_train.retrievers.interface import RetrievalInputs
 from gsr_train.retrievers.registry import build, build_target, trainable
 from gsr_train.runs import gsr
 from gsr_train.runs.retrieval_report import report_retrieval
-from gsr_train.runs.run_data import cache_dir, load_kg_index, preflight
 from gsr_train.runs.train_retriever import run_trainable
 from gsr_train.runtime.device import run_device
+from gsr_train.runtime.run_data import cache_dir, load_kg_index
 from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import load_encoder
 
@@ -33,11 +34,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     learner = trainable(spec.get("name"), spec.get("_target_"))
     if learner is not None:
         return run_trainable(cfg, learner)
-    if gsr.on_retrieve_path(cfg):  # GSR trains by a recipe of its own (a seq2seq model, not a triple scorer)
+    if on_retrieve_path(cfg):  # GSR trains by a recipe of its own (a seq2seq model, not a triple scorer)
         return gsr.run_retriever(cfg)
-    if cfg.get("eval_only"):
-        raise PreflightError(f"eval_only={cfg.eval_only}: retriever {spec.get('_target_') or spec.name} is not trained")
-    preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)
+    check_retriever(cfg, trained=False)
     index = load_kg_index(cfg, evaluate=[split])
     encoder = load_encoder(as_dict(cfg.encoder))
     emb = get_embeddings(index, encoder, cache_dir(cfg), splits=[split])

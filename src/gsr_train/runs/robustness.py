@@ -19,8 +19,8 @@ from gsr_train.kg.paths import get_supervision
 from gsr_train.robustness.kge import get_scorer
 from gsr_train.robustness.retrievers import build_retrievers
 from gsr_train.robustness.run import evaluate_robustness, plot, report_tables
-from gsr_train.runs.run_data import cache_dir, load_kg_index, output_dir, save_metrics
 from gsr_train.runtime.device import run_device
+from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, save_metrics
 from gsr_train.text.embeddings import get_embeddings
 
 CONF = str(Path(__file__).resolve().parents[3] / "conf")

@@ -11,18 +11,16 @@ gsr-train, is named by its dotted path.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
-import hydra.utils
 from omegaconf import DictConfig
 
-from gsr_train.data.errors import UserError
-from gsr_train.options.recipes import runner_name
+from gsr_train.options.runners import UnknownRunner, find_runner
 from gsr_train.runs import classic, cosine, gsr, open_ended, patterns, reader, retrieve, robustness, subgraphrag
 
 Runner = Callable[[DictConfig], Any]
+__all__ = ["RUNNERS", "Runner", "UnknownRunner", "runner_of"]
 
 RUNNERS: dict[str, Runner] = {
     "subgraphrag": subgraphrag.run,
@@ -40,29 +38,7 @@ RUNNERS: dict[str, Runner] = {
 }
 
 
-class UnknownRunner(UserError, ValueError):
-    """An experiment's ``runner`` that is neither a built-in name nor an importable function."""
-
-
 def runner_of(cfg: DictConfig) -> Runner:
-    """The function that runs ``cfg``'s experiment."""
-    name = runner_name(cfg.get("runner"))
-    if name in RUNNERS:
-        return RUNNERS[name]
-    if name.isidentifier():  # runner: NAME -> gsr_train.runs.NAME.run
-        try:
-            module = importlib.import_module(f"gsr_train.runs.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"gsr_train.runs.{name}":
-                raise
-        else:
-            if callable(getattr(module, "run", None)):
-                return module.run
-    if "." in name:  # a runner of the user's own
-        try:
-            return hydra.utils.get_method(name)
-        except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
-            raise UnknownRunner(f"runner={name}: cannot import it ({type(e).__name__}: {e})") from None
-    raise UnknownRunner(
-        f"runner={name}: not a runner; built in: {', '.join(RUNNERS)} (or a dotted path to a function of your own)"
-    )
+    """The function that runs ``cfg``'s experiment (:func:`~gsr_train.options.runners.find_runner`)."""
+    runner: Runner = find_runner(cfg.get("runner"), RUNNERS)
+    return runner

@@ -15,94 +15,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from gsr_train.config import defaults_of
-from gsr_train.data.errors import PreflightError
+from gsr_train.eval.comparison import METRICS, at_k, comparison_tables, wins
 from gsr_train.eval.labels import load_labelled_triples
-from gsr_train.eval.retrieval import comparison_table, retrieval_metrics
+from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.eval.tail import at_compare_ks, metrics_row, results_file, retrieval_row
 from gsr_train.models.subgraphrag.module import SubgraphRAGModule
-from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
 from gsr_train.models.subgraphrag.perf import keep_freed_memory
 from gsr_train.models.subgraphrag.scorer import ScorerConfig
-from gsr_train.options.recipes import SubgraphRAGRun
+from gsr_train.options.preflight import check_subgraphrag
 from gsr_train.retrievers.cosine import cosine_scores
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
 from gsr_train.runs.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
-from gsr_train.runs.run_data import (
-    label_path,
-    load_kg_index,
-    one_setting,
-    output_dir,
-    preflight,
-    require_family,
-    save_metrics,
-)
 from gsr_train.runtime.device import run_device
+from gsr_train.runtime.run_data import label_path, load_kg_index, output_dir, save_metrics
 from gsr_train.runtime.training import log_final_metrics
 
 log = logging.getLogger(__name__)
-
-DEFAULTS = defaults_of(SubgraphRAGRun)  # the runner's options a config leaves out
-TRAIN_DEFAULTS: dict[str, Any] = defaults_of(SubgraphRAGTrain)
-METRICS = ("answer_recall", "sp_recall", "labelled_recall")
-
-
-def _container(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if node is not None and OmegaConf.is_config(node) else node
-
-
-def settings(cfg: DictConfig) -> tuple[dict, dict, dict]:
-    """``(run settings, model options, training recipe)`` with defaults filled in."""
-    given = _container(cfg.get("subgraphrag")) or {}
-    if given.get("ckpt_path"):
-        raise PreflightError(
-            "subgraphrag.ckpt_path is gone: resume a run in its own folder with "
-            "hydra.run.dir=<run folder> resume=auto (the best checkpoint then covers the whole run)"
-        )
-    run = {**DEFAULTS, **{k: v for k, v in given.items() if k != "ckpt_path"}}
-    model = dict(_container(cfg.get("model")) or {})
-    train = {**TRAIN_DEFAULTS, **(model.pop("train", None) or {})}
-    train["optim"] = {**TRAIN_DEFAULTS["optim"], **(train.get("optim") or {})}
-    train["loss"] = {**TRAIN_DEFAULTS["loss"], **(train.get("loss") or {})}
-    return run, model, train
-
-
-def hop_table(reports: Mapping[str, Any], ks: Sequence[int], metrics: Sequence[str] = METRICS, digits: int = 3) -> str:
-    """Markdown: one row per (hop group, model), columns metric@K (groups with questions only)."""
-    groups: list[str] = []
-    for rep in reports.values():
-        groups += [g for g in rep.by_hops if g not in groups]
-    metrics = [m for m in metrics if any(m in r.overall for r in reports.values())]
-    headers = ["hops", "questions", "model"] + [f"{m}@{k}" for m in metrics for k in ks]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * 3 + ["---:"] * (len(headers) - 3)) + "|"]
-    for g in groups:
-        for name, rep in reports.items():
-            gm = rep.by_hops.get(g)
-            if gm is None:
-                continue
-            cells = []
-            for m in metrics:
-                for k in ks:
-                    v = gm.overall.get(m, {}).get(k)
-                    cells.append("-" if v is None else f"{v:.{digits}f}")
-            lines.append("| " + " | ".join([g, str(gm.questions), name] + cells) + " |")
-    return "\n".join(lines)
-
-
-def wins(model: Any, baseline: Any, ks: Sequence[int], metrics: Sequence[str] = METRICS) -> dict[str, dict[int, bool]]:
-    """Per metric and K: does ``model`` beat ``baseline`` (strictly)?"""
-    out: dict[str, dict[int, bool]] = {}
-    for m in metrics:
-        if m in model.overall and m in baseline.overall:
-            out[m] = {k: (model.overall[m][k] or 0.0) > (baseline.overall[m][k] or 0.0) for k in ks}
-    return out
 
 
 @dataclass
@@ -140,25 +75,12 @@ def run(cfg: DictConfig) -> dict:
 
 
 def _check_options(cfg: DictConfig) -> _Run:
-    """Every option and input the run needs, before any work."""
+    """Every option and input the run needs, before any work (:func:`check_subgraphrag`)."""
     t_start = time.perf_counter()
-    run_cfg, model_opts, train = settings(cfg)
-    require_family(cfg, ["subgraphrag"], "subgraphrag")
-    one_setting(cfg, "model.train.epochs")
-    try:
-        ScorerConfig.from_options(model_opts, 1)  # unknown or invalid model options: before any work
-    except ValueError as e:
-        raise PreflightError(f"model={model_opts.get('name')}: {e}") from None
+    run_cfg, model_opts, train = check_subgraphrag(cfg)
     keep_freed_memory()
     if run_cfg["threads"]:
         torch.set_num_threads(int(run_cfg["threads"]))
-    preflight(
-        cfg,
-        splits=[run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]],
-        label_splits=[run_cfg["eval_split"]],
-        checkpoints={"subgraphrag.eval_only": run_cfg["eval_only"]},
-        encoder=cfg.encoder,
-    )
     return _Run(cfg, run_cfg, model_opts, train, t_start)
 
 
@@ -255,24 +177,28 @@ def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
     if r.run_cfg["compare_cosine"]:
         cos_scores = cosine_scores(graphs, r.emb.question[split_name], r.emb)
         reports["cosine"] = report(cos_scores)
-    metrics = [m for m in METRICS if m in reports[name].overall]
-    title = f"{name} vs cosine on {cfg.data.name} [{split_name}]"
-    table = comparison_table(reports, ks=ks, metrics=metrics, title=title, digits=4)
-    hops = hop_table(reports, ks)
-    print(table)
-    print()
-    print(f"### by hop count ({cfg.data.name} [{split_name}])\n")
-    print(hops)
+    table, hops = comparison_tables(reports, ks, name, f"{name} vs cosine on {cfg.data.name} [{split_name}]")
+    print(f"{table}\n\n### by hop count ({cfg.data.name} [{split_name}])\n\n{hops}")
     r.timings["total_s"] = time.perf_counter() - r.t_start
     top_k = int(r.cfg.top_k)
-    at_k_report = reports[name] if top_k in ks else report(scores, [top_k])
-    at_k = {"k": top_k, **{m: at_k_report.overall[m][top_k] for m in METRICS if m in at_k_report.overall}}
-    figures = {
-        "experiment": cfg.experiment_name,
-        "at_k": at_k,
-        "data": cfg.data.name,
+    at_top_k = at_k(reports[name] if top_k in ks else report(scores, [top_k]), top_k)
+    figures = _figures(r, name, reports, ks, at_top_k, (label_stats, train_info, str(results_path), best_path))
+    figures["tables"] = {"overall": table, "by_hops": hops}
+    _write_rows(r, name, reports, cos_scores, report, at_top_k, best_path, results_path, figures, trainer)
+    log.info("total %.1fs", r.timings["total_s"])
+    return figures
+
+
+def _figures(r: _Run, name: str, reports: dict, ks: list[int], at_top_k: dict, more: tuple) -> dict:
+    """metrics.json's details of the run (its tables added by the caller); ``more``: the label
+    statistics, what training did, the results file and the checkpoint scored."""
+    graphs, (labels, training, results, best) = r.index[r.run_cfg["eval_split"]], more
+    return {
+        "experiment": r.cfg.experiment_name,
+        "at_k": at_top_k,
+        "data": r.cfg.data.name,
         "data_fingerprint": r.index.key,
-        "split": split_name,
+        "split": r.run_cfg["eval_split"],
         "model": {"name": name, "scorer": r.scorer_cfg.to_dict(), "train": r.train},
         "encoder": r.emb.encoder_name,
         "questions": len(graphs),
@@ -280,22 +206,18 @@ def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
         "ks": ks,
         "metrics": {n: rep.to_dict() for n, rep in reports.items()},
         "beats_cosine": wins(reports[name], reports["cosine"], ks) if "cosine" in reports else None,
-        "labels": label_stats,
-        "training": train_info,
-        "results_path": str(results_path),
-        "checkpoint": best_path,
+        "labels": labels,
+        "training": training,
+        "results_path": results,
+        "checkpoint": best,
         "timings": {k: round(v, 3) for k, v in r.timings.items()},
-        "tables": {"overall": table, "by_hops": hops},
     }
-    _write_rows(r, name, reports, cos_scores, report, at_k, best_path, results_path, figures, trainer)
-    log.info("total %.1fs", r.timings["total_s"])
-    return figures
 
 
-def _write_rows(r: _Run, name, reports, cos_scores, report, at_k, best_path, results_path, figures, trainer) -> None:
+def _write_rows(r: _Run, name, reports, cos_scores, report, at_top, best_path, results_path, figures, trainer) -> None:
     """metrics.json's rows (the model, and cosine at the same K) and the tracker's final figures."""
-    split_name, top_k, ks = r.run_cfg["eval_split"], at_k["k"], figures["ks"]
-    at_top_k = {m: v for m, v in at_k.items() if m != "k"}
+    split_name, top_k, ks = r.run_cfg["eval_split"], at_top["k"], figures["ks"]
+    at_top_k = {m: v for m, v in at_top.items() if m != "k"}
     compared = {**at_top_k, **at_compare_ks(reports[name], top_k)}
     rows = [metrics_row(name, split_name, top_k, compared, best_path, results_path)]
     if cos_scores is not None:  # the baseline at the same K

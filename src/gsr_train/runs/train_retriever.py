@@ -5,7 +5,7 @@ A retriever whose name or ``_target_`` is an
 included) is made from ``retriever.options`` (plus ``dim``, the text embedding size, when its
 constructor takes it), trained on the shared pipeline by :func:`~gsr_train.runs.edge_training.fit_edge_scorer`
 (the run's trainer, callbacks, DDP, ``resume=auto``, run folder) with ``retriever.train``, and its
-best checkpoint scores the split through :func:`~gsr_train.runs.retrieve.report_retrieval`.
+best checkpoint scores the split through :func:`~gsr_train.runs.retrieval_report.report_retrieval`.
 ``eval_only=<checkpoint>`` (what eval.py sets) skips training.
 """
 
@@ -21,12 +21,13 @@ from omegaconf import DictConfig
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
 from gsr_train.models.edge_scorer import CheckpointError, load_edge_scorer
+from gsr_train.options.preflight import check_retriever
 from gsr_train.retrievers.edge_scorer import check_trained_on, serve
 from gsr_train.retrievers.registry import RetrieverError
 from gsr_train.runs.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
 from gsr_train.runs.retrieval_report import report_retrieval
-from gsr_train.runs.run_data import load_kg_index, preflight
 from gsr_train.runtime.device import run_device
+from gsr_train.runtime.run_data import load_kg_index
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +46,7 @@ def run_trainable(cfg: DictConfig, cls: type) -> dict[str, Any]:
     """Train ``cls`` (unless ``eval_only``), score ``cfg.split`` with its best checkpoint, report."""
     split, train = str(cfg.split), cfg.retriever.train
     eval_only = cfg.get("eval_only")
-    fit_splits = [] if eval_only else [str(cfg.train_split), *([str(cfg.val_split)] if cfg.get("val_split") else [])]
-    preflight(
-        cfg,
-        splits=[*fit_splits, split],
-        label_splits=[split],
-        checkpoints={"eval_only": eval_only},
-        encoder=cfg.encoder,
-    )
+    check_retriever(cfg, trained=True)
     index = load_kg_index(cfg, evaluate=[split])
     train_split = None if eval_only else str(cfg.train_split)
     val_split = str(cfg.val_split) if cfg.get("val_split") else None

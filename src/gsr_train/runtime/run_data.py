@@ -1,5 +1,6 @@
 """What a run reads and writes: its folders, its data (the KG index, opened one way for every
-runner, and the checks before any long work) and its ``metrics.json``."""
+runner, and the checks that it gives the run something to do) and its ``metrics.json``. The checks of
+the options before any work are :mod:`gsr_train.options.preflight`'s."""
 
 from __future__ import annotations
 
@@ -14,14 +15,12 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.arrays import segment_sum
 from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
-from gsr_train.data.rows import split_files
 from gsr_train.data.synthetic import ensure_synthetic
 from gsr_train.eval.tail import METRICS_FILE, write_metrics
 from gsr_train.kg.index import get_index
 from gsr_train.parallel import WorkersError, resolve_workers, set_default_workers
 from gsr_train.runtime.device import device_record
-from gsr_train.runtime.training import check_resume_target, is_rank_zero
-from gsr_train.text.encoders import load_encoder
+from gsr_train.runtime.training import is_rank_zero
 
 log = logging.getLogger(__name__)
 
@@ -117,57 +116,6 @@ def label_path(cfg: DictConfig, split: str) -> str | None:
     return str(path) if path else None
 
 
-def preflight(
-    cfg: DictConfig,
-    splits: Sequence[str] = (),
-    label_splits: Sequence[str] = (),
-    checkpoints: dict[str, Any] | None = None,
-    encoder: Any = None,
-) -> None:
-    """Check every input the run will need, before the index, embeddings or training.
-
-    ``splits``: splits the run reads (each must be in ``data.splits`` and, for a local
-    folder, have its file(s)); ``label_splits``: splits whose ``data.labels`` file must exist
-    when one is configured; ``checkpoints``: ``{option name: path}`` that must be files
-    (``auto`` and empty values are skipped); ``encoder``: an encoder config that must load.
-    All problems are reported at once, each naming the option to fix.
-    """
-    problems: list[str] = []
-    configured = list(cfg.data.get("splits") or [])
-    for split in dict.fromkeys(s for s in splits if s):
-        if configured and split not in configured:
-            problems.append(f"split {split!r} is not in data.splits {configured}")
-    data_dir = cfg.data.get("dir")
-    if data_dir and Path(str(data_dir)).is_dir():
-        for split in dict.fromkeys(s for s in [*configured, *splits] if s):
-            try:
-                split_files(Path(str(data_dir)), split)
-            except (FileNotFoundError, FileExistsError) as e:
-                problems.append(f"data.dir: {e}")
-    elif data_dir and (str(data_dir).startswith(("/", ".", "~")) or Path(str(data_dir)).suffix):
-        problems.append(f"data.dir={data_dir} does not exist")
-    for split in label_splits:
-        path = label_path(cfg, split)
-        if path and not Path(path).is_file():
-            problems.append(f"data.labels.{split}={path} does not exist")
-    for option, path in (checkpoints or {}).items():
-        if option == "resume":
-            continue
-        if path and str(path) != "auto" and not Path(str(path)).exists():
-            problems.append(f"{option}={path} does not exist")
-    try:
-        check_resume_target(cfg)
-    except PreflightError as e:
-        problems.append(str(e))
-    if encoder is not None:
-        try:
-            load_encoder(as_dict(encoder) if isinstance(encoder, DictConfig) else encoder)
-        except Exception as e:  # unknown name or option, model folder missing, hub offline
-            problems.append(f"encoder: {e}")
-    if problems:
-        raise PreflightError("cannot start the run:\n  - " + "\n  - ".join(problems))
-
-
 def _answer_in_some_graph(graphs: Any, chunk: int = 1 << 22) -> bool:
     """Whether any answer entity is an endpoint of an edge (answers missing from a graph are
     kept as isolated nodes: they can be neither retrieved nor reached). Runs over edge chunks."""
@@ -205,27 +153,6 @@ def require_split(index: Any, split: str, role: str, data: str, labels: Any = No
                 f"{where}: none of its {len(graphs)} questions has a path from a topic to an "
                 "answer entity (no positive triple)" + (f"; {hint}" if hint else "")
             )
-
-
-def one_setting(cfg: DictConfig, used: str, other: str = "trainer.max_epochs") -> None:
-    """``other`` must equal ``used`` (the runner reads ``used``): two different values for one
-    thing (epochs) are the user's mistake, reported instead of one silently winning."""
-    a, b = OmegaConf.select(cfg, used, default=None), OmegaConf.select(cfg, other, default=None)
-    if a is not None and b is not None and a != b:
-        raise PreflightError(
-            f"two settings for one thing: {other}={b} and {used}={a}; this experiment reads {used}, set that one"
-        )
-
-
-def require_family(cfg: DictConfig, families: Sequence[str], runner: str) -> None:
-    """``cfg.model`` must be a model of one of ``families`` (``model=gsr_tiny`` on SubgraphRAG is an error)."""
-    family = OmegaConf.select(cfg, "model.family", default=None)
-    if family not in families:
-        name = OmegaConf.select(cfg, "model.name", default="?")
-        raise PreflightError(
-            f"model={name} is a {family or 'unknown'} model; the {runner} runner needs a "
-            f"{' / '.join(families)} model (model=...)"
-        )
 
 
 def save_metrics(
