@@ -100,3 +100,45 @@ def test_entry_points_of_installed_packages_register_their_retrievers(monkeypatc
     REGISTRY.pop("from-a-package")
     with pytest.raises(RetrieverError, match="unknown retriever 'nothing-here'"):
         build("nothing-here", {}, None)
+
+
+def test_a_target_that_does_not_import_is_one_line(tmp_path):
+    """``retriever._target_=nosuch_pkg.Foo``: one ``error:`` line, exit 2; no Hydra ``[ERROR]`` block
+    (hydra.utils.get_object logs one) and no message over several lines."""
+    done = _train(
+        tmp_path, "+experiment=retrieve", "retriever._target_=nosuch_pkg.Foo", f"hydra.run.dir={tmp_path / 'r'}"
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    out = done.stdout + done.stderr
+    assert "[ERROR]" not in out and "Traceback" not in out
+    assert [line for line in out.splitlines() if "[INFO]" not in line] == [
+        "error: retriever._target_=nosuch_pkg.Foo: cannot import it (ModuleNotFoundError: no module named "
+        "'nosuch_pkg'; is the package that holds it installed here?)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "target, says",
+    [
+        (
+            "gsr_train.retrievers.NoSuchRetriever",
+            "AttributeError: gsr_train.retrievers has no attribute 'NoSuchRetriever'",
+        ),
+        ("gsr_train.no_such_module.Foo", "AttributeError: gsr_train has no attribute 'no_such_module'"),
+        ("not a path", "ImportError: 'not a path' is not a dotted import path"),
+    ],
+)
+def test_a_wrong_import_path_names_what_is_missing(target, says):
+    from gsr_train.plugins import import_target
+
+    with pytest.raises(RetrieverError) as err:
+        import_target(target, RetrieverError, "retriever._target_")
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_import_path_reaches_nested_attributes():
+    from gsr_train.plugins import locate
+    from gsr_train.retrievers.cosine import cosine_scores
+
+    assert locate("gsr_train.retrievers.cosine.cosine_scores") is cosine_scores
+    assert locate("os.path.join") is os.path.join

@@ -4,11 +4,10 @@ a broken plugin fails where it is used and is named in one line (``error``: the 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import MutableMapping
 from importlib.metadata import entry_points
 from typing import Any
-
-import hydra.utils
 
 
 def load_entry_point(
@@ -29,11 +28,35 @@ def load_entry_point(
 
 
 def import_target(target: str, error: type[Exception], option: str) -> Any:
-    """What ``option=target`` names (an import path); a failure is the user's to fix, in one line."""
+    """What ``option=target`` names (an import path); a failure is the user's to fix, in one line
+    (``hydra.utils.get_object`` would also log its own multi-line ``[ERROR]`` block first)."""
     try:
-        return hydra.utils.get_object(str(target))
+        return locate(str(target))
     except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
-        raise error(f"{option}={target}: cannot import it ({type(e).__name__}: {e})") from None
+        reason = " ".join(str(e).split())  # a plugin's own multi-line error, on the one line
+        raise error(f"{option}={target}: cannot import it ({type(e).__name__}: {reason})") from None
+
+
+def locate(path: str) -> Any:
+    """The object at a dotted import path ``pkg.module.Name``: the longest importable module prefix,
+    then attributes. A module that exists but fails on an import of its own raises that error."""
+    parts = path.split(".")
+    if not all(p.isidentifier() for p in parts):
+        raise ImportError(f"{path!r} is not a dotted import path (pkg.module.Name)")
+    for i in range(len(parts), 0, -1):
+        name = ".".join(parts[:i])
+        try:
+            obj = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name is None or not (name == e.name or name.startswith(e.name + ".")):
+                raise  # the module is there; something it imports is not
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                raise AttributeError(f"{name} has no attribute {attr!r}")
+            obj, name = getattr(obj, attr), f"{name}.{attr}"
+        return obj
+    raise ModuleNotFoundError(f"no module named {parts[0]!r}; is the package that holds it installed here?")
 
 
 def plugin_names(registry: MutableMapping[str, Any], group: str) -> list[str]:
