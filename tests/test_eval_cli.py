@@ -277,3 +277,22 @@ def test_an_option_mistake_is_refused_before_the_run_folder_is_written(tmp_path,
     with pytest.raises(RecipeError, match=message):
         run(cfg, [])
     assert not (out / "eval.json").exists() and not (tmp_path / "cache").exists()  # no note, no data work
+
+
+def test_the_checkpoints_folder_inside_a_run_stands_for_the_run(tmp_path):
+    """``ckpt_path=<run>/checkpoints`` (a checkpoint folder inside a run, as the docs allow) resolves
+    to the run and its best checkpoint, as ``ckpt_path=<run>`` does (it was a FileNotFoundError
+    traceback: the folder itself was handed to torch.load)."""
+    from gsr_train.options.eval_config import find_source
+
+    run_dir = tmp_path / "sgr"
+    save_run_config(run_dir, compose_config(["+experiment=subgraphrag_quickstart"]), "subgraphrag_quickstart")
+    (run_dir / "checkpoints").mkdir()
+    for name in ("last.ckpt", "best-03.ckpt", "best-07.ckpt"):
+        (run_dir / "checkpoints" / name).write_bytes(b"x")
+    whole = find_source(run_dir)
+    for given in (run_dir / "checkpoints", f"{run_dir}/checkpoints/"):
+        source = find_source(given)
+        assert (source.folder, source.method, source.checkpoint) == (whole.folder, whole.method, whole.checkpoint)
+    assert source.checkpoint == str(run_dir / "checkpoints" / "best-07.ckpt")
+    assert find_source(run_dir / "checkpoints" / "last.ckpt").checkpoint == str(run_dir / "checkpoints" / "last.ckpt")

@@ -98,7 +98,7 @@ def find_source(ckpt_path: str | Path) -> RunSource:
             f"{folder}: a {runner} run has nothing trained to evaluate; score that method on "
             f"new data with python eval.py +experiment={_experiment_of(folder, config)} data.dir=..."
         )
-    if path.resolve() != folder:
+    if path.resolve() not in (folder, folder / "checkpoints"):  # the checkpoints folder stands for its run
         checkpoint = str(path)
     elif method in ("subgraphrag", "retrieve"):
         checkpoint = _best_checkpoint(folder)
