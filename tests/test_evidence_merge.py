@@ -160,8 +160,8 @@ def test_source_options_are_typed_like_every_option():
 
 
 def test_the_readme_sources_command_composes_and_names_both_sources():
-    """The README's merged-evidence command, as written (placeholders aside): Hydra parses it, the
-    recipe checks pass, and the run sees two sources with their labels and share."""
+    """The merged-evidence command of docs/explanations/readers.md, as written (placeholders aside):
+    Hydra parses it, the recipe checks pass, and the run sees two sources with their labels and share."""
     import shlex
 
     from omegaconf import OmegaConf
@@ -169,8 +169,10 @@ def test_the_readme_sources_command_composes_and_names_both_sources():
     from gsr_train.options.check import recipe_errors, value_errors
     from gsr_train.readers.evidence import evidence_sources
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = readme.split("# evidence merged from several retrievers", 1)[1].split("\n# ", 1)[0]
+    from .doc_blocks import page_text
+
+    page = page_text("docs/explanations/readers.md")
+    block = page.split("# evidence merged from several retrievers", 1)[1].split("\n# ", 1)[0]
     line = block.split("\n", 1)[1].replace("\\\n", " ")
     line = line.replace("<gnn run>", "outputs/gnnrag_webqsp_mini/2026-11-26_01-30-00")
     command = shlex.split(line.replace("<gsr run>", "outputs/gsr_webqsp_paths/2026-11-26_01-40-00"))

@@ -188,17 +188,16 @@ def test_killed_open_ended_run_resumes_asking_only_what_was_not_answered(tmp_pat
 
 
 def test_readme_open_ended_commands_compose_and_pass_the_recipe_as_written():
-    """Each ``python train.py`` line of the README's open-ended section, composed exactly as written
-    (running them is the e2e tests' job, at a small size) and checked like run_experiment does."""
-    import re
+    """Each ``python train.py`` line of docs/how-to/open-ended-evaluation.md's first block, composed
+    exactly as written (running them is the e2e tests' job, at a small size) and checked like
+    run_experiment does."""
     import shlex
 
     from gsr_train.options.check import check_recipe
 
-    from .conftest import REPO
+    from .doc_blocks import blocks
 
-    section = REPO.joinpath("README.md").read_text().split("## Open-ended answers judged against the KG", 1)[1]
-    block = re.findall(r"```bash\n(.*?)```", section.split("\n## ", 1)[0], re.S)[0]
+    block = blocks("docs/how-to/open-ended-evaluation.md")[0]
     commands = [shlex.split(line.split("#", 1)[0]) for line in block.splitlines() if line.startswith("python train.py")]
     assert len(commands) == 4
     runners = []

@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -347,17 +348,21 @@ def test_llm_step_skips_graphs_without_a_named_topic_or_a_category(tmp_path):
 
 
 def test_llm_open_questions_command_line(webqsp_mini, tmp_path):
-    """The README's command, pointed at a scripted server: rows, summary, exit 0."""
+    """The command of docs/how-to/open-ended-evaluation.md, pointed at a scripted server (and at the
+    fixture where the page says ../shared/data): rows, summary, exit 0."""
+    from .doc_blocks import blocks, commands
+
+    (line,) = commands(blocks("docs/how-to/open-ended-evaluation.md")[1])
+    program, *written = shlex.split(line)
+    assert program == ".venv/bin/gsr-train" and "data.dir=../shared/data/webqsp_mini" in written
+    written = [f"data.dir={webqsp_mini}" if w.startswith("data.dir=") else w for w in written]
     gsr_train = str(Path(sys.executable).parent / "gsr-train")
     out = tmp_path / "open_questions_test.jsonl.gz"
     with serve_in_thread(ScriptedBackend(answer_everything)) as srv:
         done = subprocess.run(
             [
                 gsr_train,
-                "llm-open-questions",
-                f"data.dir={webqsp_mini}",
-                "split=test",
-                "limit=20",
+                *written,
                 f"output={out}",
                 f"llm.base_url={srv.base_url}",
                 "llm.model=scripted",

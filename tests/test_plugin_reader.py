@@ -1,6 +1,6 @@
 """A trainable reader from outside gsr-train (``examples/plugin_reader``) joins with zero edits.
 
-The README's reader plugin block runs exactly as written in a fresh checkout: install the package,
+The reader plugin block of docs/how-to/add-a-reader.md runs exactly as written in a fresh checkout: install the package,
 train it with ``train.py``, score the run with ``eval.py``, sweep it against a built-in reader into
 one table. Then what a user would also do: stop a plugin run with SIGTERM mid-training and continue
 it with ``resume=auto`` (the same figures as the uninterrupted run), and make a mistake in its
@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 
 import pytest
 
 from .conftest import REPO
+from .doc_blocks import blocks
 from .test_plugin_retriever import _metrics, _run, assert_src_never_names, run_plugin_commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SECTION = REPO.joinpath("README.md").read_text().split("### A reader that trains, as a plugin", 1)[1]
-BLOCK = re.findall(r"```bash\n(.*?)```", SECTION.split("\n## ", 1)[0], re.S)[0]
+BLOCK = blocks("docs/how-to/add-a-reader.md", "A reader that trains, as a plugin")[0]
 COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not line.startswith("#")]
 PLUGIN_NAMES = ("candidate_ranker", "candidate-ranker", "CandidateRanker")
 

@@ -1,10 +1,11 @@
 """A trainable retriever from outside gsr-train (``examples/plugin_retriever``) joins with zero edits.
 
-The README's plugin block runs exactly as written in a fresh checkout: install the package, train
-it with ``train.py``, score the run with ``eval.py``, sweep it against the built-ins. Then what a
-user would also do: serve the trained checkpoint by name (``retriever.name=trained``), stop a
-plugin run with SIGTERM mid-training and continue it with ``resume=auto`` (same figures as the
-uninterrupted run), and make a mistake in its options (one line, exit 2). ``src/`` never names it.
+The plugin block of docs/how-to/add-a-retriever.md runs exactly as written in a fresh checkout:
+install the package, train it with ``train.py``, score the run with ``eval.py``, sweep it against
+the built-ins. Then what a user would also do: serve the trained checkpoint by name
+(``retriever.name=trained``), stop a plugin run with SIGTERM mid-training and continue it with
+``resume=auto`` (same figures as the uninterrupted run), and make a mistake in its options (one
+line, exit 2). ``src/`` never names it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from .conftest import REPO
+from .doc_blocks import blocks
 from .test_readme_commands import _argv, _checkout, _env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SECTION = REPO.joinpath("README.md").read_text().split("### A method that trains, as a plugin", 1)[1]
-BLOCK = re.findall(r"```bash\n(.*?)```", SECTION.split("\n## ", 1)[0], re.S)[0]
+BLOCK = blocks("docs/how-to/add-a-retriever.md", "A method that trains, as a plugin")[0]
 COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not line.startswith("#")]
 PLUGIN_NAMES = ("edge_mlp", "edge-mlp", "EdgeMLP")
 

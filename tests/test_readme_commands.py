@@ -1,16 +1,16 @@
-"""The README's sweep, resume and SLURM commands run exactly as written.
+"""The docs' sweep, resume, SLURM and GPU commands run exactly as written.
 
-The commands are read from the README itself (its "Scaling out" section), so the test follows the
-text: each runs in a fresh folder (what a user's checkout would be: ``train.py`` and ``conf/`` of
-this repository) with only ``<time>`` replaced by the folder the command before it made. A kill
-is a real signal sent to the real process; SLURM is its environment and a recording ``scontrol``.
+The commands are read from the pages themselves (docs/how-to/sweep.md, docs/how-to/resume.md,
+docs/how-to/slurm.md, docs/how-to/gpus.md), so the test follows the text: each runs in a fresh
+folder (what a user's checkout would be: ``train.py`` and ``conf/`` of this repository) with only
+``<time>`` replaced by the folder the command before it made. A kill is a real signal sent to the
+real process; SLURM is its environment and a recording ``scontrol``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -21,18 +21,15 @@ from pathlib import Path
 import pytest
 
 from .conftest import REPO
+from .doc_blocks import block
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SECTION = REPO.joinpath("README.md").read_text().split("## Scaling out", 1)[1].split("\n## ", 1)[0]
-BLOCKS = re.findall(r"```bash\n(.*?)```", SECTION, re.S)
 
-
-def _block(marker: str) -> list[str]:
-    found = [b for b in BLOCKS if marker in b]
-    assert len(found) == 1, f"one README block with {marker!r} in 'Scaling out'"
-    lines = [line.strip() for line in found[0].replace("\\\n", " ").splitlines()]
-    return [line for line in lines if line and not line.startswith("#")] if "#SBATCH" not in found[0] else lines
+def _block(page: str, marker: str) -> list[str]:
+    found = block(page, marker)
+    lines = [line.strip() for line in found.replace("\\\n", " ").splitlines()]
+    return [line for line in lines if line and not line.startswith("#")] if "#SBATCH" not in found else lines
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +83,7 @@ def _run(line: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
 
 def test_readme_sweeps(tmp_path, cache):
     cwd = _checkout(tmp_path / "checkout")
-    k_sweep, size_sweep, rebuild = _block("-m +experiment=cosine_baseline")
+    k_sweep, size_sweep, rebuild = _block("docs/how-to/sweep.md", "-m +experiment=cosine_baseline")
     for line in (k_sweep, size_sweep, rebuild):
         done = _run(line, cwd, _env(cache))
         assert done.returncode == 0, (line, done.stderr[-3000:])
@@ -120,7 +117,7 @@ def _stop_when(proc: subprocess.Popen, path_glob: str, cwd: Path, signum: int, t
 
 def test_readme_ctrl_c_then_resume(tmp_path, cache):
     cwd = _checkout(tmp_path / "checkout")
-    start, resume = _block("resume=auto")
+    start, resume = _block("docs/how-to/resume.md", "resume=auto")
     proc = subprocess.Popen(
         _argv(start, cwd), cwd=cwd, env=_env(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -140,7 +137,7 @@ def test_readme_ctrl_c_then_resume(tmp_path, cache):
 
 def test_readme_slurm_job_is_requeued_and_continues(tmp_path, cache):
     cwd = _checkout(tmp_path / "checkout")
-    script = _block("#SBATCH")
+    script = _block("docs/how-to/slurm.md", "#SBATCH")
     assert "#SBATCH --signal=USR1@90" in script and "#SBATCH --requeue" in script
     srun = next(line for line in script if line.startswith("srun "))
     command = srun[len("srun ") :]  # srun starts the task; its SLURM environment is given below
@@ -182,7 +179,7 @@ def test_readme_gpu_commands(tmp_path, cache):
     import torch
 
     cwd = _checkout(tmp_path / "checkout")
-    one_gpu, four_gpus, check, dry_run = _block("bench/gpu_check.py")
+    one_gpu, four_gpus, check, dry_run = _block("docs/how-to/gpus.md", "bench/gpu_check.py")
     env = _env(cache, GSR_GPU_CHECK_DIR=str(tmp_path / "gpu_check"))
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     for line, needs in ((one_gpu, 1), (four_gpus, 4)):
