@@ -110,3 +110,27 @@ def test_gsr_train_score_command_one_table_json_and_one_line_errors(tmp_path):
     )
     gone = subprocess.run([exe, "score", "nope.jsonl"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert gone.returncode == 2 and "nope.jsonl does not exist" in gone.stderr
+
+
+def test_the_screen_says_what_was_not_scored_as_it_is(tmp_path, webqsp_mini, capsys, monkeypatch):
+    """Repeated ids, skipped rows and ids not in the split are counted on the screen, in one line per
+    file, not only in the JSON; a clean file prints no such line."""
+    from gsr_train.eval.scoreboard import main, split_ids
+
+    monkeypatch.chdir(tmp_path)
+    ids = split_ids(str(webqsp_mini), "test")
+    rows = [{"id": i, "prediction": "x", "ground_truth": ["x"]} for i in ids[:3]] + [
+        {"id": ids[0], "prediction": "y", "ground_truth": ["x"]},
+        {"id": ids[1], "prediction": "y", "ground_truth": ["x"]},
+        {"id": "not-a-question", "prediction": "x", "ground_truth": ["x"]},
+        {"question": "no prediction"},
+    ]
+    messy = _write(tmp_path / "messy.jsonl", rows)
+    clean = _write(tmp_path / "clean.jsonl", rows[:3])
+    assert main([str(messy), str(clean), "--data", str(webqsp_mini), "--skip-invalid"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    said = [line for line in lines if line.startswith(("messy.jsonl:", "clean.jsonl:"))]
+    assert said == [
+        "messy.jsonl: 2 repeated ids (the first row of each is scored), 1 rows in no known format skipped "
+        "(--skip-invalid), 1 ids not in the test split of --data (scored all the same)"
+    ]

@@ -64,11 +64,13 @@ def evaluate_results(
     index: KGIndex | None = None,
     skip_unknown: bool = False,
     device: str | None = None,
+    skip_option: str = "skip_unknown",
 ) -> RetrievalReport:
     """Metrics of one results file on ``split`` of ``data_dir`` (``index`` reuses a loaded one).
 
     ``report.meta`` records the inputs (paths, digests) and what matching found (unknown
-    ids, triples not in the graph, questions missing from the file).
+    ids, triples not in the graph, questions missing from the file). ``skip_option``: how the
+    caller spells ``skip_unknown`` (``--skip-unknown`` on the command line), named in the errors.
     """
     t0 = time.perf_counter()
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -77,12 +79,12 @@ def evaluate_results(
     graphs = index[split]
     sup = load_supervision(index, split, cache_dir)
     stats = MatchStats()
-    scores, _ = read_results(results_path, index, split, skip_unknown=skip_unknown, stats=stats)
+    scores, _ = read_results(results_path, index, split, skip_unknown, stats, skip_option)
     labelled = labelled_questions = None
     label_stats = None
     if labels_path is not None:
         labelled, labelled_questions, label_stats = load_labelled_triples(
-            labels_path, index, split, skip_unknown=skip_unknown
+            labels_path, index, split, skip_unknown, skip_option
         )
     report = retrieval_metrics(
         graphs,
@@ -106,6 +108,20 @@ def evaluate_results(
         seconds=round(time.perf_counter() - t0, 3),
     )
     return report
+
+
+def counts_lines(report: RetrievalReport) -> list[str]:
+    """What matching the results (and labels) file skipped, dropped or missed, one line per file
+    (``metrics.json`` has the same counts under ``results_stats`` / ``labels_stats``)."""
+    lines = []
+    for key in ("results_stats", "labels_stats"):
+        counts = report.meta.get(key)
+        if counts:
+            known = {k: v for k, v in counts.items() if k in MatchStats.__dataclass_fields__}
+            line = MatchStats(**known).counts_line()
+            if line:
+                lines.append(line)
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,11 +156,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.cache,
             skip_unknown=args.skip_unknown,
             device=args.device,
+            skip_option="--skip-unknown",
         )
     except (TripleFileError, FileNotFoundError, KeyError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(report.table(f"{Path(args.results).name} on {args.split}", breakdowns=True))
+    for line in counts_lines(report):
+        print(line)
     if args.out:
         write_json(args.out, report.to_dict())
         print(f"\nmetrics written to {args.out}")

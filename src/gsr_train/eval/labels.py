@@ -24,6 +24,7 @@ def load_labelled_triples(
     index: KGIndex,
     split: str,
     skip_unknown: bool = False,
+    skip_option: str = "skip_unknown",
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """``(labelled BoolTensor[sum E], labelled_questions BoolTensor[Q], stats)``.
 
@@ -34,8 +35,8 @@ def load_labelled_triples(
     """
     graphs = index[split]
     stats = MatchStats()
-    parsed = read_triple_rows(path, graphs, stats, skip_unknown)
-    edges, found = match_rows(EdgeMatcher(index, graphs), parsed, stats, skip_unknown)
+    parsed = read_triple_rows(path, graphs, stats, skip_unknown, skip_option=skip_option)
+    edges, found = match_rows(EdgeMatcher(index, graphs), parsed, stats, skip_unknown, skip_option)
     num_e = int(graphs.edge_ptr[-1]) if len(graphs) else 0
     labelled = torch.zeros(num_e, dtype=torch.bool)
     labelled[edges[found]] = True

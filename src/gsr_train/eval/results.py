@@ -141,6 +141,17 @@ class MatchStats:
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
+    def counts_line(self) -> str | None:
+        """What matching skipped, dropped or found missing, in one line for the screen (None: nothing)."""
+        counts = (
+            (self.unknown_ids, "ids not in the split skipped"),
+            (self.unmatched_triples, "triples not in their question's graph skipped"),
+            (self.duplicate_triples, "duplicate triples (each counted once)"),
+            (self.missing_questions, "split questions without a row (retrieve nothing)"),
+        )
+        said = [f"{n} {what}" for n, what in counts if n]
+        return f"{Path(self.path).name}: {self.rows} rows; " + ", ".join(said) if said else None
+
     def summary(self) -> str:
         return (
             f"{self.path}: {self.rows} rows, {self.matched}/{self.triples} triples matched, "
@@ -188,8 +199,12 @@ def read_triple_rows(
     stats: MatchStats,
     skip_unknown: bool = False,
     check_scores: bool = False,
+    skip_option: str = "skip_unknown",
 ) -> TripleRows:
-    """Read and validate ``{"id", "triples", ...}`` rows of one split (results or labels)."""
+    """Read and validate ``{"id", "triples", ...}`` rows of one split (results or labels).
+
+    ``skip_option``: how the caller's user spells ``skip_unknown`` (``--skip-unknown`` on a command
+    line), named in the errors."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
@@ -233,7 +248,7 @@ def read_triple_rows(
             stats.unknown_ids += 1
             msg = f"{path}: line {lineno}: id {qid!r} is not in the split"
             if not skip_unknown:
-                raise TripleFileError(msg + " (pass skip_unknown to count and skip it)")
+                raise TripleFileError(f"{msg} (pass {skip_option} to count and skip it)")
             stats.note(msg)
             continue
         if q in rows:
@@ -252,7 +267,11 @@ def read_triple_rows(
 
 
 def match_rows(
-    matcher: EdgeMatcher, parsed: TripleRows, stats: MatchStats, skip_unknown: bool = False
+    matcher: EdgeMatcher,
+    parsed: TripleRows,
+    stats: MatchStats,
+    skip_unknown: bool = False,
+    skip_option: str = "skip_unknown",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Edge id of each parsed triple and the mask of those found; errors name the first miss."""
     edges = matcher.match(parsed.question, parsed.triples)
@@ -268,7 +287,7 @@ def match_rows(
             f"{list(parsed.triples[j])!r} is not in the question's graph"
         )
         if not skip_unknown:
-            more = f" ({len(missing)} such triples in the file; pass skip_unknown to count and skip them)"
+            more = f" ({len(missing)} such triples in the file; pass {skip_option} to count and skip them)"
             raise TripleFileError(msg + more)
         stats.note(msg)
     return edges, found
@@ -360,6 +379,7 @@ def read_results(
     split_name: str,
     skip_unknown: bool = False,
     stats: MatchStats | None = None,
+    skip_option: str = "skip_unknown",
 ) -> tuple[torch.Tensor, list[list[dict]]]:
     """Map a results file back onto the split's edges.
 
@@ -373,8 +393,8 @@ def read_results(
     """
     split = index[split_name]
     stats = stats if stats is not None else MatchStats()
-    parsed = read_triple_rows(path, split, stats, skip_unknown, check_scores=True)
-    edges, found = match_rows(EdgeMatcher(index, split), parsed, stats, skip_unknown)
+    parsed = read_triple_rows(path, split, stats, skip_unknown, check_scores=True, skip_option=skip_option)
+    edges, found = match_rows(EdgeMatcher(index, split), parsed, stats, skip_unknown, skip_option)
     num_e = int(split.edge_ptr[-1]) if len(split) else 0
     scores = torch.full((num_e,), -math.inf, dtype=torch.float32)
     if bool(found.any()):

@@ -228,6 +228,17 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def counts_line(row: dict[str, Any], split: str) -> str | None:
+    """A file's rows that were not scored as they are, in one line for the screen (None: none)."""
+    counts = (
+        (row["duplicates"], "repeated ids (the first row of each is scored)"),
+        (row["skipped_rows"], "rows in no known format skipped (--skip-invalid)"),
+        (row.get("not_in_split"), f"ids not in the {split} split of --data (scored all the same)"),
+    )
+    said = [f"{n} {what}" for n, what in counts if n]
+    return f"{Path(row['file']).name}: " + ", ".join(said) if said else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gsr-train score", description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", help="prediction files (JSONL, .gz too) of any supported format")
@@ -248,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: gsr-train score: {e}", file=sys.stderr)
         return 2
     print(table(rows))
+    for line in filter(None, (counts_line(r, args.split) for r in rows)):
+        print(line)
     write_json(args.out, {"split": args.split, "data": args.data, "rows": rows})
     print(f"\nwrote {args.out}")
     return 0
