@@ -1,4 +1,4 @@
-"""The README's "Add a method" walk-through, through the public interface only: a toy retriever is
+"""The walk-through of docs/how-to/add-a-retriever.md, through the public interface only: a toy retriever is
 registered, built by name, scored, written as a results file, evaluated, and run in the
 robustness study next to the built-in ones."""
 

@@ -1,5 +1,5 @@
-"""Every experiment of the README's table composes with no value left to fill in (``???``):
-``python train.py +experiment=NAME`` runs as written, with no extra option."""
+"""Every experiment of the README's table (docs/reference/experiments.md) composes with no value left
+to fill in (``???``): ``python train.py +experiment=NAME`` runs as written, with no extra option."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every experiment file runs end to end on tiny data, through the entry point the README documents.
+"""Every experiment file runs end to end on tiny data, through the entry point the docs document.
 
 ``train.py +experiment=NAME ...`` composes ``conf/config.yaml`` with the experiment and hands it to
 ``gsr_train.runs.experiment.run_experiment``; each test does the same in-process (``compose_config`` is

@@ -4,7 +4,7 @@ ends exactly like an uninterrupted run: same metrics, same step count, same fina
 
 Real processes and real signals: ``tests/signal_at.py`` runs ``train.py`` and sends the process a
 signal when a chosen function is called for the N-th time. The run folder is the one the
-README's resume line names (``hydra.run.dir=<run> resume=auto``).
+resume line of docs/how-to/resume.md names (``hydra.run.dir=<run> resume=auto``).
 """
 
 from __future__ import annotations

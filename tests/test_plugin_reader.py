@@ -28,7 +28,8 @@ PLUGIN_NAMES = ("candidate_ranker", "candidate-ranker", "CandidateRanker")
 
 @pytest.fixture(scope="module")
 def readme_run(tmp_path_factory):
-    """The README's reader plugin commands, in order, in a fresh checkout; the checkout and its env."""
+    """The reader plugin commands of docs/how-to/add-a-reader.md, in order, in a fresh checkout; the
+    checkout and its env."""
     return run_plugin_commands(COMMANDS, tmp_path_factory, "reader_plugin")
 
 

@@ -56,7 +56,7 @@ def _one_install_at_a_time():
 
 
 def run_plugin_commands(commands: list[str], tmp_path_factory, label: str) -> tuple[Path, dict]:
-    """A README plugin block's commands, in order, in a fresh checkout; the checkout and its env."""
+    """A docs plugin block's commands, in order, in a fresh checkout; the checkout and its env."""
     root = _checkout(tmp_path_factory.mktemp(label))
     (root / "examples").symlink_to(REPO / "examples")
     env = _env(tmp_path_factory.mktemp(f"{label}_cache"))
@@ -83,7 +83,8 @@ def assert_src_never_names(names: tuple[str, ...]) -> None:
 
 @pytest.fixture(scope="module")
 def readme_run(tmp_path_factory):
-    """The README's plugin commands, in order, in a fresh checkout; the checkout and its env."""
+    """The plugin commands of docs/how-to/add-a-retriever.md, in order, in a fresh checkout; the
+    checkout and its env."""
     return run_plugin_commands(COMMANDS, tmp_path_factory, "plugin")
 
 

@@ -49,7 +49,7 @@ EVIDENCE = {
 
 
 class FirstTripleTail:
-    """The README's toy reader: answers with the tail of the best triple."""
+    """The toy reader of docs/how-to/add-a-reader.md: answers with the tail of the best triple."""
 
     name = "FirstTripleTail"
 

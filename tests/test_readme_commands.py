@@ -127,7 +127,7 @@ def test_readme_ctrl_c_then_resume(tmp_path, cache):
     state = json.loads((run / "run.json").read_text())
     assert state["status"] == "interrupted" and state["signal"] == "SIGINT"
     expected = " ".join(_argv(resume, cwd)[1:])
-    assert f"continue it with: python {expected}" in err  # the line printed is the README's line
+    assert f"continue it with: python {expected}" in err  # the line printed is the docs' line
     done = _run(resume, cwd, _env(cache))
     assert done.returncode == 0, done.stderr[-3000:]
     state = json.loads((run / "run.json").read_text())
