@@ -152,7 +152,7 @@ def test_validation_scores_the_first_answer_of_each_question(webqsp_mini, tmp_pa
     from gsr_train.features.structure import node_features
     from gsr_train.features.triple_batch import make_batch
     from gsr_train.kg.index import get_index
-    from gsr_train.runs.edge_training import EdgeRecipe, monitor_of
+    from gsr_train.retrievers.edge_training import EdgeRecipe, monitor_of
 
     index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
     split = index["test"]

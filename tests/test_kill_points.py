@@ -49,7 +49,7 @@ POINTS = {
     "mid-epoch": "gsr_train.runtime.checkpoints:LastCheckpoint.on_train_batch_end 9",
     "validation": "gsr_train.models.subgraphrag.module:SubgraphRAGModule.validation_step 1",
     "best saved": "pytorch_lightning.callbacks:ModelCheckpoint.on_validation_end 2",  # before the epoch-end write
-    "after training": "gsr_train.runs.edge_training:fit_state 1",
+    "after training": "gsr_train.retrievers.edge_training:fit_state 1",
     "test retrieval": "gsr_train.retrievers.subgraphrag:SubgraphRAGRetriever.score_split 1",
 }
 CASES = [

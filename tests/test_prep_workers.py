@@ -284,8 +284,8 @@ def test_bad_data_workers_is_one_message_naming_the_option():
 def test_a_run_prepares_its_data_with_data_workers(webqsp_mini, tmp_path, monkeypatch):
     """load_kg_index builds with data.workers, and edge_data (every triple-scorer run) asks for the
     embeddings and the supervision with it."""
-    import gsr_train.runs.edge_training as edge_training
-    from gsr_train.runs.edge_training import edge_data
+    import gsr_train.retrievers.edge_training as edge_training
+    from gsr_train.retrievers.edge_training import edge_data
     from gsr_train.runtime.run_data import load_kg_index
 
     cfg = compose_config(

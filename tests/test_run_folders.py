@@ -102,7 +102,7 @@ def test_two_runs_at_once_and_a_rerun_into_a_finished_folder(tmp_path):
 
 def test_summary_shows_folder_files_and_table(tmp_path):
     from gsr_train.eval.tail import write_metrics
-    from gsr_train.runs.summary import run_summary
+    from gsr_train.runtime.summary import run_summary
 
     write_metrics(
         tmp_path, "subgraphrag_quickstart", "toy", None, [], {"tables": {"overall": "| model | sp@10 |\n| x | 0.5 |"}}

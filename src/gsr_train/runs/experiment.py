@@ -21,11 +21,11 @@ from gsr_train.data.errors import USER_ERROR_EXIT, UserError
 from gsr_train.data.errors import report_user_errors as report
 from gsr_train.options.check import check_recipe
 from gsr_train.runs.runners import runner_of
-from gsr_train.runs.summary import run_summary
 from gsr_train.runtime.device import check_device, place_encoder, set_matmul_precision
 from gsr_train.runtime.interrupts import INTERRUPTS, RunInterrupted, requeue_slurm_job
 from gsr_train.runtime.run_data import _LOADED_DATA, output_dir
 from gsr_train.runtime.run_folder import claim, discard_refused, launching_process, mark, release_folder, run_state
+from gsr_train.runtime.summary import run_summary
 from gsr_train.runtime.training import check_readable_checkpoint, is_rank_zero, resume_path
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from gsr_train.models.subgraphrag.perf import keep_freed_memory
 from gsr_train.models.subgraphrag.scorer import ScorerConfig
 from gsr_train.options.preflight import check_subgraphrag
 from gsr_train.retrievers.cosine import cosine_scores
+from gsr_train.retrievers.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
-from gsr_train.runs.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
 from gsr_train.runtime.device import run_device
 from gsr_train.runtime.run_data import label_path, load_kg_index, output_dir, save_metrics
 from gsr_train.runtime.training import log_final_metrics

@@ -3,7 +3,7 @@
 A retriever whose name or ``_target_`` is an
 :class:`~gsr_train.models.edge_scorer.EdgeScorerModule` subclass (a plugin outside gsr-train
 included) is made from ``retriever.options`` (plus ``dim``, the text embedding size, when its
-constructor takes it), trained on the shared pipeline by :func:`~gsr_train.runs.edge_training.fit_edge_scorer`
+constructor takes it), trained on the shared pipeline by :func:`~gsr_train.retrievers.edge_training.fit_edge_scorer`
 (the run's trainer, callbacks, DDP, ``resume=auto``, run folder) with ``retriever.train``, and its
 best checkpoint scores the split through :func:`~gsr_train.runs.retrieval_report.report_retrieval`.
 ``eval_only=<checkpoint>`` (what eval.py sets) skips training.
@@ -23,8 +23,8 @@ from gsr_train.data.errors import PreflightError
 from gsr_train.models.edge_scorer import CheckpointError, load_edge_scorer
 from gsr_train.options.preflight import check_retriever
 from gsr_train.retrievers.edge_scorer import check_trained_on, serve
+from gsr_train.retrievers.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
 from gsr_train.retrievers.registry import RetrieverError
-from gsr_train.runs.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
 from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runtime.device import run_device
 from gsr_train.runtime.run_data import load_kg_index
