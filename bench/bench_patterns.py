@@ -27,7 +27,8 @@ def main() -> dict:
     from gsr_train.kg.index import get_index
     from gsr_train.kg.paths import get_supervision
     from gsr_train.patterns.sources import chain_patterns_from_results, gold_patterns
-    from gsr_train.retrievers.simgrag import SimGRAGConfig, simgrag_retrieve
+    from gsr_train.retrievers.options import SimGRAGConfig
+    from gsr_train.retrievers.simgrag import simgrag_retrieve
     from gsr_train.text.embeddings import get_embeddings
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -188,7 +188,8 @@ def test_a_checkpoint_loads_onto_the_device_it_is_asked_for(toy, tmp_path):
 # ----------------------------------------------------------------------------- GSR decoding
 def test_gsr_decoding_unconstrained_and_constrained_match_cpu(tmp_path):
     from gsr_train.kg.execution import ChainExecutor
-    from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
+    from gsr_train.models.gsr.decoding import KGConstraint, beam_chains
+    from gsr_train.models.gsr.options import DecodeConfig
 
     from .test_gsr_model import DATA, train_tiny, write_graphs
 

@@ -12,9 +12,10 @@ from gsr_train.datamodules.gsr_data import GSRCollator, GSRDataModule, Seq2SeqIt
 from gsr_train.features.relation_tokens import RETRIEVAL_PREFIX
 from gsr_train.kg.execution import ChainExecutor
 from gsr_train.kg.index import build_index
-from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
+from gsr_train.models.gsr.decoding import KGConstraint, beam_chains
 from gsr_train.models.gsr.modeling import GSRModel, build_gsr_model, load_gsr
 from gsr_train.models.gsr.module import GSRModule
+from gsr_train.models.gsr.options import DecodeConfig
 
 RELS = [
     "people.person.spouse_s",

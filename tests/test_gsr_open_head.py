@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gsr_train.models.gsr.decoding import DecodeConfig, beam_chains
+from gsr_train.models.gsr.decoding import beam_chains
 from gsr_train.models.gsr.modeling import GSRModel, build_gsr_model, load_gsr
+from gsr_train.models.gsr.options import DecodeConfig
 
 RELS = ["people.person.nationality", "film.film.directed_by", "location.location.containedby"]
 SMALL = {

@@ -43,8 +43,9 @@ def test_supervision_and_gsr_decoding_report_progress_in_log_files(caplog, monke
     import gsr_train.kg.paths as paths
     import gsr_train.models.gsr.decoding as decoding
     from gsr_train.kg.paths import build_supervision
-    from gsr_train.models.gsr.decoding import DecodeConfig, beam_chains
+    from gsr_train.models.gsr.decoding import beam_chains
     from gsr_train.models.gsr.modeling import build_gsr_model
+    from gsr_train.models.gsr.options import DecodeConfig
     from tests.robustness_helpers import toy_index
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)

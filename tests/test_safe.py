@@ -10,7 +10,8 @@ import torch
 
 from gsr_train.kg.schema import SchemaGraph, type_distances
 from gsr_train.patterns.pattern import path_pattern
-from gsr_train.retrievers.safe import Candidate, SAFEConfig, _node_type, distance_join, instantiate, safe_retrieve
+from gsr_train.retrievers.options import SAFEConfig
+from gsr_train.retrievers.safe import Candidate, _node_type, distance_join, instantiate, safe_retrieve
 from tests.patterns_helpers import tiny_index
 
 

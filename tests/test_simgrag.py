@@ -10,7 +10,8 @@ from gsr_train.eval.results import read_results
 from gsr_train.patterns.pattern import Pattern, PatternEdge, PatternNode, path_pattern
 from gsr_train.patterns.retrieve import write_pattern_results
 from gsr_train.patterns.sources import chain_patterns_from_results, gold_patterns
-from gsr_train.retrievers.simgrag import SimGRAGConfig, simgrag_retrieve
+from gsr_train.retrievers.options import SimGRAGConfig
+from gsr_train.retrievers.simgrag import simgrag_retrieve
 from tests.patterns_helpers import tiny_index
 
 

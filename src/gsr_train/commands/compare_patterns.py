@@ -42,8 +42,9 @@ from gsr_train.kg.paths import get_supervision
 from gsr_train.patterns.retrieve import subgraph_scores, write_pattern_results
 from gsr_train.patterns.sources import SourceStats, chain_patterns_from_results, gold_patterns
 from gsr_train.retrievers.cosine import cosine_scores
-from gsr_train.retrievers.safe import SAFEConfig, SchemaResources, safe_retrieve
-from gsr_train.retrievers.simgrag import SimGRAGConfig, simgrag_retrieve
+from gsr_train.retrievers.options import SAFEConfig, SimGRAGConfig
+from gsr_train.retrievers.safe import SchemaResources, safe_retrieve
+from gsr_train.retrievers.simgrag import simgrag_retrieve
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
 from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import load_encoder

@@ -37,22 +37,14 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch_geometric.utils import scatter
 
-from gsr_train.config import defaults_of, option
+from gsr_train.config import defaults_of
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.features.triple_batch import TripleBatch
 from gsr_train.kg.index import SplitGraphs
+from gsr_train.models.edge_options import EdgeLoss
 
 # a checkpoint's {"class": "module:QualName", "init": constructor kwargs, "meta": what it was trained on, "val_k"}
 CHECKPOINT_KEY = "edge_scorer"
-
-
-@dataclass
-class EdgeLoss:
-    """The loss of a triple scorer: BCE (``pos_weight`` on positives) plus ``listwise`` times the
-    softmax cross-entropy of each graph's positives against all of its triples."""
-
-    pos_weight: float | None = option(None, "BCE weight of the positive triples (null: 1)", gt=0)
-    listwise: float = option(0.0, "weight of the listwise term (softmax cross-entropy of each graph's positives)", ge=0)
 
 
 DEFAULT_LOSS = defaults_of(EdgeLoss)

@@ -31,6 +31,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.data.errors import USER_ERROR_EXIT
+from gsr_train.options.check import RecipeError, check_recipe, config_errors
 from gsr_train.options.help import help_template
 
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
@@ -72,8 +73,6 @@ class OptionErrors(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if "ckpt_path" in config:  # eval.py: evaluate_run checks the run's own options
             return
-        from gsr_train.options.check import RecipeError, check_recipe  # imports torch (the option classes)
-
         try:
             check_recipe(config)
         except RecipeError as err:
@@ -140,8 +139,6 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
 def missing_key_error(key: str, overrides: Sequence[str], config_dir: Path, config_name: str) -> str:
     """A key the config lacks, typed without ``+``: the recipe check's line for it (composed once
     more with ``+key=value``), or, in a section the recipes leave open, the closest key there."""
-    from gsr_train.options.check import config_errors  # the option classes import torch: only on this path
-
     missing = [key]
     parsed = [o for o in _parse(overrides) if not o.is_sweep_override()]
     cfg = None
@@ -162,7 +159,7 @@ def missing_key_error(key: str, overrides: Sequence[str], config_dir: Path, conf
     lines = []
     for name in missing:
         named = [e for e in errors if _names(e, name)]
-        lines += named[:1] or [_open_section_line(cfg, name, choices)]
+        lines += named[:1] or [_open_section_line(cfg, name, choices, config_name)]
     lines = list(dict.fromkeys(lines))
     return lines[0] if len(lines) == 1 else "unknown options:\n  " + "\n  ".join(lines)
 
@@ -173,17 +170,17 @@ def _names(error: str, key: str) -> bool:
     return key == named or key.startswith(named + ".")
 
 
-def _open_section_line(cfg: DictConfig, key: str, choices: dict[str, Any]) -> str:
+def _open_section_line(cfg: DictConfig, key: str, choices: dict[str, Any], config_name: str) -> str:
     """A key of an open section (data, trainer, model.config, ...) the composed config lacks."""
     parent, _, leaf = key.rpartition(".")
     node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
     known = sorted(str(k) for k in node.keys() if str(k) != leaf) if isinstance(node, DictConfig) else []
     close = difflib.get_close_matches(leaf, known, n=1)
     head = key.split(".", 1)[0]
-    where = f"conf/{head}/{choices[head]}.yaml" if head in choices else "the composed config"
+    where = f"conf/{head}/{choices[head]}.yaml" if head in choices else f"conf/{config_name}.yaml"
     return (
         f"{key}: not a key of {parent or 'the config'} ({where})"
-        + (f"; did you mean {parent}.{close[0]}?" if close else "")
+        + (f"; did you mean {parent + '.' if parent else ''}{close[0]}?" if close else "")
         + f" (a new key: +{key}=...)"
     )
 

@@ -1,12 +1,13 @@
 """The text of ``python train.py --help`` (``hydra.help.template``): how to run, the config groups, and
-the experiments, or the options of the one picked. Light on purpose: only the options of an experiment
-need the option classes (and torch)."""
+the experiments, or the options of the one picked (the option classes import no torch: either answers
+in well under a second)."""
 
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.config import project_root
+from gsr_train.options.describe import describe
 
 
 def experiments() -> list[str]:
@@ -31,8 +32,5 @@ def help_template(root: DictConfig) -> str:
     if choices.get("experiment") is None:
         lines += ["== Experiments (+experiment=NAME; add --help for its options) ==", ", ".join(experiments())]
     else:
-        # lazy: the option classes import torch (5 s); --help without an experiment answers in half a second
-        from gsr_train.options.describe import describe
-
         lines += [f"== Options of +experiment={choices['experiment']} ==", describe(root).replace("$", "$$")]
     return "\n".join(lines) + "\n"

@@ -5,8 +5,11 @@ A :class:`Recipe` names a runner's top-level keys (a dataclass of their types) a
 per section of the composed config (nested dataclasses for nested sections). Where the code
 already reads a section through a dataclass of a lower layer (``DecodeConfig``, ``LLMConfig``,
 ``KGEConfig``, ``SimGRAGConfig``, ``SAFEConfig``, ``ClassicRun``, ``SubgraphRAGModel``) that
-class is the recipe. Sections open by design (a model's ``config`` passed to transformers,
-``robustness.retrievers`` keyed by any registered retriever) are typed ``dict``.
+class is the recipe; those classes live in torch-free option modules of their floors
+(``models/gsr/options.py``, ``retrievers/options.py``, ...), so that checking options, ``--help`` and
+``gsr-train options`` import no torch and answer in well under a second. Sections open by design (a
+model's ``config`` passed to transformers, ``robustness.retrievers`` keyed by any registered retriever)
+are typed ``dict``.
 :mod:`gsr_train.options.check` checks a config against them; :mod:`gsr_train.options.describe`
 prints them and writes the ``*_defaults.yaml`` files the experiments start from.
 """
@@ -19,14 +22,11 @@ from typing import Any, ClassVar, Literal
 
 from gsr_train.config import option
 from gsr_train.llm.client import LLMConfig
-from gsr_train.models.edge_scorer import EdgeLoss
-from gsr_train.models.gsr.decoding import DecodeConfig
-from gsr_train.models.gsr.options import GSROptim
+from gsr_train.models.edge_options import EdgeLoss
+from gsr_train.models.gsr.options import DecodeConfig, GSROptim
 from gsr_train.models.subgraphrag.options import SubgraphRAGModel
-from gsr_train.retrievers.classic import ClassicRun
-from gsr_train.retrievers.safe import SAFEConfig
-from gsr_train.retrievers.simgrag import SimGRAGConfig
-from gsr_train.robustness.kge import KGEConfig
+from gsr_train.retrievers.options import ClassicRun, SAFEConfig, SimGRAGConfig
+from gsr_train.robustness.options import KGEConfig
 
 # what run folders saved before the runners had names
 DOTTED = {

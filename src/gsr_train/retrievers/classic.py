@@ -30,16 +30,16 @@ import copy
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch_geometric.utils import scatter
 
 from gsr_train.arrays import segment_count
-from gsr_train.config import defaults_of, option
+from gsr_train.config import defaults_of
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, SplitGraphs
 from gsr_train.retrievers.cosine import segment_cosine
+from gsr_train.retrievers.options import ClassicRun
 from gsr_train.retrievers.pcst import pcst_scores
 from gsr_train.retrievers.ppr import ppr_keep
 from gsr_train.retrievers.segment_ranks import group_rank, segment_rank  # noqa: F401  (segment_rank re-exported)
@@ -48,64 +48,6 @@ log = logging.getLogger(__name__)
 
 METHODS = ("triplets", "paths", "pcst")
 TIE = 1e-3  # weight of the raw similarity used to break prize ties
-
-
-EdgePrize = Literal["rank", "split"]
-
-
-@dataclass
-class ClassicPrizes:
-    topk_nodes: int = option(10, "prize max(0, k - rank) for the k nodes most similar to the question", ge=0)
-    topk_edges: int = option(10, "prize max(0, k - rank) for the k edges most similar to the question", ge=0)
-
-
-@dataclass
-class ClassicTriplets:
-    edge_prize: EdgePrize = option("rank", "edge prizes: rank (OKGQA) | split (G-Retriever: ties share a rank's prize)")
-
-
-@dataclass
-class ClassicPaths:
-    edge_prize: EdgePrize = option("rank", "edge prizes: rank (OKGQA) | split (G-Retriever)")
-    starts: Literal["topic", "prize", "both"] = option(
-        "topic", "where paths start: the topic entities | the num_starts highest-prize nodes (OKGQA) | both"
-    )
-    num_starts: int = option(5, "starts=prize: the highest-prize nodes paths start from", ge=1)
-    max_len: int = option(3, "edges per path", ge=1)
-    beam: int = option(20, "partial paths kept per question and step (the greedy priority queue)", ge=1)
-    max_paths: int = option(50, "paths returned per question", ge=1)
-    edge_cost: float = option(1.0, "cost of every edge a path takes", ge=0)
-    chunk_questions: int = option(16, "questions searched at once (memory, not results)", ge=1)
-
-
-@dataclass
-class ClassicPCST:
-    edge_prize: EdgePrize = option("split", "edge prizes: rank (OKGQA) | split (G-Retriever)")
-    edge_cost: float = option(0.5, "cost of every edge (G-Retriever: just under the largest edge prize)", ge=0)
-    budget: int | None = option(200, "most edges, cut in BFS order so the tree stays connected (null: no bound)", ge=1)
-    pruning: Literal["none", "simple", "gw", "strong"] = option("gw", "pcst_fast's pruning of the tree")
-
-
-@dataclass
-class ClassicPPR:
-    enabled: bool = option(False, "personalised PageRank pruning of the graph before retrieval (OKGQA app. A.5)")
-    top_nodes: int = option(200, "nodes kept by the pruning", ge=1)
-    alpha: float = option(0.15, "PageRank's restart probability", gt=0, lt=1)
-    iters: int = option(30, "power iterations", ge=1)
-
-
-@dataclass
-class ClassicRun:
-    """The classic retrievers' options (conf/experiment/classic_defaults.yaml is generated from them)."""
-
-    method: Literal["triplets", "paths", "pcst"] = option(
-        "triplets", "top-k triplets | greedy prize-cost paths | a PCST subgraph"
-    )
-    prizes: ClassicPrizes = option(ClassicPrizes(), "node and edge prizes from the frozen encoder's similarities")
-    triplets: ClassicTriplets = option(ClassicTriplets(), "method=triplets: the highest-prize triples")
-    paths: ClassicPaths = option(ClassicPaths(), "method=paths: greedy prize-cost paths")
-    pcst: ClassicPCST = option(ClassicPCST(), "method=pcst: a prize-collecting Steiner tree (G-Retriever)")
-    ppr: ClassicPPR = option(ClassicPPR(), "personalised PageRank pruning before any method")
 
 
 DEFAULTS: dict[str, Any] = {k: v for k, v in defaults_of(ClassicRun).items() if k != "method"}

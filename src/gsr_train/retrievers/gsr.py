@@ -35,7 +35,8 @@ from gsr_train.eval.chains import ChainReport, answer_coverage, chain_match, end
 from gsr_train.eval.results import write_results
 from gsr_train.kg.execution import ChainExecutor, verbalize_path
 from gsr_train.kg.index import KGIndex, SplitGraphs
-from gsr_train.models.gsr.decoding import BeamChain, DecodeConfig, KGConstraint, beam_chains
+from gsr_train.models.gsr.decoding import BeamChain, KGConstraint, beam_chains
+from gsr_train.models.gsr.options import DecodeConfig
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,9 @@ import torch
 from gsr_train.io import iter_jsonl
 from gsr_train.kg.execution import ChainExecutor, verbalize_path
 from gsr_train.kg.index import SplitGraphs
-from gsr_train.models.gsr.decoding import DecodeConfig, KGConstraint, beam_chains
+from gsr_train.models.gsr.decoding import KGConstraint, beam_chains
 from gsr_train.models.gsr.modeling import load_gsr
+from gsr_train.models.gsr.options import DecodeConfig
 from gsr_train.retrievers.interface import ROW_FIELDS, Scores
 
 log = logging.getLogger(__name__)

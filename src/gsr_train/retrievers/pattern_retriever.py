@@ -12,8 +12,9 @@ from gsr_train.kg.index import SplitGraphs
 from gsr_train.patterns.build import build_patterns
 from gsr_train.patterns.retrieve import subgraph_scores
 from gsr_train.retrievers.interface import RetrievalInputs, Scores
-from gsr_train.retrievers.safe import SAFEConfig, safe_retrieve
-from gsr_train.retrievers.simgrag import SimGRAGConfig, simgrag_retrieve
+from gsr_train.retrievers.options import SAFEConfig, SimGRAGConfig
+from gsr_train.retrievers.safe import safe_retrieve
+from gsr_train.retrievers.simgrag import simgrag_retrieve
 from gsr_train.text.encoders import load_encoder
 
 if TYPE_CHECKING:
@@ -23,8 +24,8 @@ METHODS = ("simgrag", "safe")
 
 
 class PatternRetriever:
-    """``options``: the method's own settings (:class:`~gsr_train.retrievers.simgrag.SimGRAGConfig` /
-    :class:`~gsr_train.retrievers.safe.SAFEConfig`) plus ``patterns`` (the source block, default
+    """``options``: the method's own settings (:class:`~gsr_train.retrievers.options.SimGRAGConfig` /
+    :class:`~gsr_train.retrievers.options.SAFEConfig`) plus ``patterns`` (the source block, default
     gold chains) and ``llm`` (the endpoint, for ``patterns.source: llm``)."""
 
     def __init__(self, method: str, options: Mapping[str, Any], inputs: RetrievalInputs) -> None:

@@ -46,7 +46,6 @@ import numpy as np
 import torch
 from torch_geometric.utils import scatter
 
-from gsr_train.config import dataclass_from_mapping, option
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.kg.schema import (
     EntityTypes,
@@ -58,32 +57,9 @@ from gsr_train.kg.schema import (
 )
 from gsr_train.patterns.pattern import Pattern, PatternEdge, PatternNode
 from gsr_train.patterns.retrieve import PatternRun, retrieve_split
+from gsr_train.retrievers.options import SAFEConfig
 from gsr_train.retrievers.simgrag import PatternVectors, l2_to_rows, nearest_costs, relation_cost
 from gsr_train.text.embeddings import KGEmbeddings, embed_texts
-
-
-@dataclass
-class SAFEConfig:
-    k: int = option(100, "subgraphs kept per question (k_retrieval)", ge=1)
-    k_schema: int = option(3, "candidate schema edges per pseudo edge", ge=1)
-    k_qg: int = option(5, "aligned query graphs kept per pattern", ge=1)
-    delta: int = option(1, "join threshold: schema hops between the types of a shared node (<= max_distance)", ge=0)
-    k_ent: int = option(3, "SimEnt: candidate entities per pattern entity", ge=1)
-    k_rel: int = option(10, "SimRel: candidate relations per pattern relation", ge=1)
-    k_type: int = option(8, "SimTyp: candidate types per typed variable", ge=1)
-    min_support: int = option(1, "schema edge pruning: least support (theta_supp)", ge=0)
-    min_confidence: float = option(0.0001, "schema edge pruning: least confidence (theta_conf)", ge=0, le=1)
-    max_distance: int = option(3, "schema distances are exact up to this many hops", ge=0)
-    hard_types: bool = option(False, "a typed variable only matches entities with a SimTyp type (the paper)")
-    prune: bool = option(True, "lower-bound pruning of the search (same result)")
-    max_partial: int | None = option(2_000_000, "per-pattern safety stop on partial matches (counted when hit)", ge=1)
-
-    @classmethod
-    def from_mapping(cls, cfg: Mapping | SAFEConfig | None) -> SAFEConfig:
-        out = dataclass_from_mapping(cls, cfg, "safe", ("k", "k_schema", "k_qg", "k_ent", "k_rel", "k_type"))
-        if out.delta < 0 or out.delta > out.max_distance:
-            raise ValueError(f"safe config: delta must be in 0..max_distance ({out.max_distance}), got {out.delta}")
-        return out
 
 
 @dataclass

@@ -21,31 +21,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from gsr_train.config import dataclass_from_mapping, option
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.patterns.pattern import Pattern
 from gsr_train.patterns.retrieve import PatternRun, retrieve_split
+from gsr_train.retrievers.options import SimGRAGConfig
 from gsr_train.text.embeddings import KGEmbeddings, embed_texts
-
-
-@dataclass
-class SimGRAGConfig:
-    k: int = option(100, "subgraphs kept per question", ge=1)
-    k_node: int = option(16, "candidate entities per known pattern node (nearest by L2)", ge=1)
-    k_rel: int = option(16, "candidate relations per known pattern relation", ge=1)
-    prune: bool = option(True, "lower-bound pruning + greedy order (false: the plain Algorithm 1, same result)")
-    max_partial: int | None = option(2_000_000, "per-pattern safety stop on partial matches (counted when hit)", ge=1)
-
-    @classmethod
-    def from_mapping(cls, cfg: Mapping | SimGRAGConfig | None) -> SimGRAGConfig:
-        out = dataclass_from_mapping(cls, cfg, "simgrag", ("k", "k_node", "k_rel"))
-        return out
 
 
 class PatternVectors:

@@ -42,9 +42,9 @@ from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
 from gsr_train.eval.chains import chain_figures, match_table
 from gsr_train.eval.tail import metrics_row
 from gsr_train.kg.index import source_fingerprint
-from gsr_train.models.gsr.decoding import DecodeConfig
 from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
 from gsr_train.models.gsr.module import GSRModule, best_checkpoint
+from gsr_train.models.gsr.options import DecodeConfig
 from gsr_train.options.gsr_retrieve import retriever_run_config
 from gsr_train.options.preflight import check_gsr, gsr_walks
 from gsr_train.retrievers.gsr import edge_scores, retrieve_and_evaluate, write_gsr_results

@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lightning_fabric.utilities.rank_zero import _get_rank
 from omegaconf import open_dict, read_write
 
 from gsr_train.config import PROPOSED_RUN_DIRS, RUN_MARKER, claim_run_dir, run_state, slurm_job_tag
@@ -65,6 +64,10 @@ def finished_run(folder: str | Path) -> dict | None:
 def launching_process() -> bool:
     """False in the extra processes of a distributed run (Lightning's DDP ranks > 0, other SLURM
     tasks), which run in the folder rank 0 claimed."""
+    # lazy: lightning takes seconds to import and Hydra makes this guard before the option check
+    # refuses a mistake (conf/config.yaml's callbacks), which must answer in well under a second
+    from lightning_fabric.utilities.rank_zero import _get_rank
+
     return (_get_rank() or 0) == 0
 
 

@@ -27,40 +27,13 @@ from dataclasses import dataclass
 import torch
 from transformers import LogitsProcessor
 
-from gsr_train.config import option
 from gsr_train.features.relation_tokens import RETRIEVAL_PREFIX
+from gsr_train.models.gsr.options import DecodeConfig
 from gsr_train.progress import progress
 
 DECODE_PROGRESS_THRESHOLD = 500  # questions
 
 Constraint = Callable[[int, tuple[int, ...]], torch.Tensor]
-
-
-@dataclass
-class DecodeConfig:
-    beams: int = option(10, "beams of the beam search", ge=1)
-    top_n: int = option(3, "chains kept per question (validation; a run's test chains are its top_k)", ge=1)
-    max_hops: int = option(3, "most relations per chain", ge=1)
-    constrained: bool = option(False, "only chains the question's graph can execute")
-    shortest: bool = option(True, "constrained: every hop moves one hop farther from the topic entities")
-    restrict_vocab: bool = option(True, "only relation tokens and EOS may be generated")
-    length_penalty: float = option(1.0, "exponent of the length normalisation of beam scores (as in HF)")
-    batch_size: int = option(32, "questions decoded at once", ge=1)
-
-    @classmethod
-    def from_any(cls, cfg) -> DecodeConfig:
-        if cfg is None:
-            return cls()
-        if isinstance(cfg, cls):
-            return cfg
-        known = {k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg}
-        unknown = set(dict(cfg).keys()) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown decoding options {sorted(unknown)} (known: {list(cls.__dataclass_fields__)})")
-        out = cls(**known)
-        if out.beams < 1 or out.top_n < 1 or out.max_hops < 1:
-            raise ValueError(f"beams, top_n and max_hops must be >= 1, got {out}")
-        return out
 
 
 @dataclass

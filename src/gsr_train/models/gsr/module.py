@@ -32,8 +32,8 @@ from pytorch_lightning.utilities.types import OptimizerLRScheduler
 from transformers.modeling_outputs import BaseModelOutput
 
 from gsr_train.config import defaults_of
-from gsr_train.models.gsr.decoding import DecodeConfig, beam_chains
-from gsr_train.models.gsr.options import GSROptim
+from gsr_train.models.gsr.decoding import beam_chains
+from gsr_train.models.gsr.options import DecodeConfig, GSROptim
 
 log = logging.getLogger(__name__)
 

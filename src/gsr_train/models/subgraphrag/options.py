@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gsr_train.config import option
-from gsr_train.models.edge_scorer import EdgeLoss
+from gsr_train.models.edge_options import EdgeLoss
 
 
 @dataclass
