@@ -1,7 +1,8 @@
 """Every config mistake on the real command line is one line on stderr and exit status 2, before
 any work: those Hydra refuses while composing (a key the config lacks typed without ``+``, a group
 option that does not exist) as well as those the option dataclasses refuse. And every option is
-described: ``gsr-train options NAME`` and ``python train.py +experiment=NAME --help`` print them."""
+described: ``gsr-train options NAME`` and ``python train.py +experiment=NAME --help`` print them.
+None of these imports torch, Lightning or transformers (their speed: bench/bench_startup.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,42 @@ import pytest
 from .conftest import REPO
 
 
-def _train(tmp_path, *args: str, script: str = "train.py", env: dict | None = None) -> subprocess.CompletedProcess:
+def _train(
+    tmp_path, *args: str, script: str = "train.py", env: dict | None = None, flags: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO / script), *args],
+        [sys.executable, *flags, str(REPO / script), *args],
         cwd=tmp_path,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "GSR_TRAIN_CACHE": str(tmp_path / "cache"), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+# what a refusal, --help or gsr-train options must not import: seconds of start-up before one line
+HEAVY = ("torch", "pytorch_lightning", "lightning", "lightning_fabric", "transformers", "torch_geometric")
+IMPORT_TIME = "import time:"  # the lines python -X importtime writes to stderr
+
+
+def _imported(proc: subprocess.CompletedProcess) -> set[str]:
+    """The top-level packages a process run with ``python -X importtime`` imported."""
+    lines = [line for line in proc.stderr.splitlines() if line.startswith(IMPORT_TIME)]
+    assert lines, "run it with -X importtime"
+    return {line.rsplit("|", 1)[1].strip().split(".", 1)[0] for line in lines}
+
+
+def _messages(proc: subprocess.CompletedProcess) -> str:
+    """stderr without python -X importtime's lines."""
+    return "\n".join(line for line in proc.stderr.splitlines() if not line.startswith(IMPORT_TIME))
+
+
+def _cli(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """``gsr-train ARGS`` under python -X importtime, in a fresh folder."""
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "gsr_train.cli", *args],
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "GSR_TRAIN_CACHE": str(tmp_path / "cache")},
         capture_output=True,
         text=True,
         timeout=300,
@@ -107,11 +139,13 @@ MISTAKES = [
 
 @pytest.mark.parametrize("experiment, override, message", MISTAKES, ids=[m[1] for m in MISTAKES])
 def test_a_config_mistake_on_the_command_line_is_one_line_and_exit_2(tmp_path, experiment, override, message):
-    proc = _train(tmp_path, f"+experiment={experiment}", override)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr  # one line, no traceback
-    assert proc.stderr.strip().startswith(message), proc.stderr
+    proc = _train(tmp_path, f"+experiment={experiment}", override, flags=("-X", "importtime"))
+    stderr = _messages(proc).strip()
+    assert proc.returncode == 2, stderr[-3000:]
+    assert stderr.splitlines() == [stderr], stderr  # one line, no traceback
+    assert stderr.startswith(message), stderr
     assert not (tmp_path / "cache").exists() and not (tmp_path / "outputs").exists()  # no work, no run folder
+    assert not _imported(proc) & set(HEAVY), "a refusal imports none of " + ", ".join(HEAVY)
 
 
 def test_eval_py_and_gsr_train_robustness_report_hydras_refusals_the_same_way(tmp_path):
@@ -147,6 +181,42 @@ def test_train_py_help_prints_the_experiments_options(tmp_path):
     assert "model.optim.lr = 0.003  (default 0.0005)" in proc.stdout  # gsr_tiny's own rate
     proc = _train(tmp_path, "--help")
     assert proc.returncode == 0 and "subgraphrag_quickstart" in proc.stdout.split("== Experiments", 1)[1]
+
+
+def test_help_and_gsr_train_options_import_no_torch(tmp_path):
+    """The options of an experiment are printed from the option dataclasses alone, without torch."""
+    helped = _train(tmp_path, "+experiment=subgraphrag_quickstart", "--help", flags=("-X", "importtime"))
+    listed = _cli(tmp_path, "options", "subgraphrag_quickstart")
+    for proc in (helped, listed):
+        assert proc.returncode == 0, _messages(proc)[-3000:]
+        assert "model.hidden = " in proc.stdout
+        assert not _imported(proc) & set(HEAVY), proc.args
+
+
+LLM_MISTAKES = [
+    (
+        "llm-label-triples",
+        "limitt=3",
+        "error: limitt: not a key of the config (conf/prep/llm_label_triples.yaml); did you mean limit? "
+        "(a new key: +limitt=...)",
+    ),
+    ("llm-pseudo-questions", "llm=nosuch", "error: llm=nosuch: no such option in conf/llm/ (choices: local, "),
+    (
+        "llm-select-chains",
+        "llm.temprature=0.5",
+        "error: llm.temprature: not a key of llm (conf/llm/local.yaml); did you mean llm.temperature?",
+    ),
+    ("llm-open-questions", "limit=[1,", "error: limit=[1,: Hydra cannot parse this override: no viable alternative"),
+]
+
+
+@pytest.mark.parametrize("verb, override, message", LLM_MISTAKES, ids=[m[0] for m in LLM_MISTAKES])
+def test_the_llm_steps_refuse_hydras_mistakes_in_one_line_too(tmp_path, verb, override, message):
+    proc = _cli(tmp_path, verb, override)
+    stderr = _messages(proc).strip()
+    assert proc.returncode == 2, stderr[-3000:]
+    assert stderr.splitlines() == [stderr] and stderr.startswith(message), stderr
+    assert not (tmp_path / "outputs").exists() and not _imported(proc) & set(HEAVY)
 
 
 def test_gsr_train_options_prints_every_option_with_type_and_description(capsys):

@@ -3,6 +3,7 @@
 ``data_prep/`` call these, so their old command lines keep working."""
 
 import argparse
+import importlib
 import logging
 
 from gsr_train.data.errors import report_user_errors
@@ -42,10 +43,12 @@ def add_workers_option(parser) -> None:
     )
 
 
-def run_llm_step(run, cfg) -> None:
-    """Run an LLM data step (``gsr_train.llm.steps.*.run``) on its Hydra config. A wrong option or input
+def run_llm_step(step: str, cfg) -> None:
+    """Run the LLM data step ``gsr_train.llm.steps.<step>`` on its Hydra config. A wrong option or input
     file (the steps raise ValueError / FileNotFoundError naming it), bad rows, an unreachable
     endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py."""
+    # lazy: the steps import the KG index and torch (2-5 s), after Hydra has refused any mistake in the options
+    run = importlib.import_module(f"gsr_train.llm.steps.{step}").run
     logging.getLogger("httpx").setLevel(logging.WARNING)
     report_user_errors(
         run,

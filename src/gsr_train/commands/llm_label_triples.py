@@ -15,15 +15,20 @@ from omegaconf import DictConfig
 
 from gsr_train.commands import run_llm_step
 from gsr_train.config import project_root, register_resolvers
-from gsr_train.llm.steps.label_triples import run
+from gsr_train.options.command_line import run_hydra
 
-register_resolvers()
+CONFIG = "prep/llm_label_triples"
 
 
-@hydra.main(version_base="1.3", config_path=str(project_root() / "conf"), config_name="prep/llm_label_triples")
-def main(cfg: DictConfig) -> None:
+@hydra.main(version_base="1.3", config_path=str(project_root() / "conf"), config_name=CONFIG)
+def _main(cfg: DictConfig) -> None:
+    run_llm_step("label_triples", cfg)
 
-    run_llm_step(run, cfg)
+
+def main() -> None:
+    """The command line: a mistake in the options is one line and exit 2 (:func:`run_hydra`)."""
+    register_resolvers()
+    run_hydra(_main, project_root() / "conf", CONFIG)
 
 
 if __name__ == "__main__":
