@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from gsr_train.data.errors import USER_ERROR_EXIT, folder_write_error, user_error_message
+from gsr_train.runtime import quiet
 
 
 def _export(a: argparse.Namespace) -> int:
@@ -145,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run a verb; a user's error is one line, ``error: gsr-train VERB: ...``, and exit status 2
     (the format of train.py's errors: :mod:`gsr_train.data.errors`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    quiet.install()  # no third-party tips, deprecations or progress bars in the output
     if argv and argv[0] in DELEGATED:
         return delegate(argv[0], argv[1:])
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -19,6 +19,13 @@ log = logging.getLogger(__name__)
 LOG_EVERY_SECONDS = 30.0
 
 
+def rate_text(per_second: float, unit: str = "step") -> str:
+    """``12/s`` at one or more per second, ``3.4 s/step`` below (``0/s`` says nothing)."""
+    if per_second >= 1 or per_second <= 0:
+        return f"{per_second:.0f}/s"
+    return f"{1 / per_second:.1f} s/{unit}"
+
+
 def _duration(seconds: float) -> str:
     seconds = int(max(seconds, 0))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -41,12 +48,12 @@ class LogProgress:
         rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
         left = (self.total - self.done) / rate if rate > 0 else float("inf")
         log.info(
-            "%s: %d/%d (%.1f%%), %.0f/s, elapsed %s, ETA %s",
+            "%s: %d/%d (%.1f%%), %s, elapsed %s, ETA %s",
             self.description,
             self.done,
             self.total,
             100.0 * self.done / max(self.total, 1),
-            rate,
+            rate_text(rate),
             _duration(now - self.t0),
             _duration(left) if left != float("inf") else "?",
         )

@@ -29,12 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from gsr_train.commands import add_split_and_cache_options, add_workers_option
 from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.data.rog_corpus import CorpusSpec, write_corpus
+from gsr_train.eval.markdown import markdown_table
 from gsr_train.io import write_json
 from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
 
@@ -198,11 +196,10 @@ def _rows_lost(s: dict) -> str:
 
 
 def print_summary(summary: dict, data: str) -> None:
-    table = Table(title=f"KG index of {data} ({summary['action']})")
-    for col in ("split", "questions", "triples", "local entities", "skipped rows", "rows lost", "dup. triples"):
-        table.add_column(col, justify="right" if col != "split" else "left")
-    for split, s in summary["splits"].items():
-        table.add_row(
+    """What the index holds, as a Markdown table (the style of every table gsr-train prints)."""
+    cols = ("split", "questions", "triples", "local entities", "skipped rows", "rows lost", "dup. triples")
+    rows = [
+        (
             split,
             f"{s['questions']:,}",
             f"{s['triples']:,}",
@@ -211,11 +208,12 @@ def print_summary(summary: dict, data: str) -> None:
             _rows_lost(s),
             f"{s['duplicate_triples_dropped']:,}",
         )
-    console = Console(width=max(Console().width, 110))
-    console.print(table)
+        for split, s in summary["splits"].items()
+    ]
+    print(markdown_table(cols, rows, title=f"KG index of {data} ({summary['action']})") + "\n")
     if any(s["rows_lost"] or not s["rows_lost_exact"] for s in summary["splits"].values()):
-        console.print(f"rows lost: {summary['skips']}", soft_wrap=True, markup=False, highlight=False)
-    console.print(
+        print(f"rows lost: {summary['skips']}")
+    print(
         f"entities {summary['entities']:,}  relations {summary['relations']:,}  "
         f"on disk {summary['bytes'] / 2**20:,.0f} MB  "
         f"this call {summary['seconds']:.1f}s, peak RSS {summary['peak_rss_mb']:,.0f} MB  "

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.data.errors import USER_ERROR_EXIT
 from gsr_train.options.check import RecipeError, check_recipe, config_errors
 from gsr_train.options.help import help_template
+from gsr_train.runtime import quiet
 
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 FULL_ERROR = "HYDRA_FULL_ERROR"  # set: Hydra raises its errors instead of printing them
@@ -44,6 +45,7 @@ def run_hydra(main: Callable[[], Any], config_dir: str | Path, config_name: str)
     while composing the config is ``error: <one line>`` on stderr and exit status 2.
 
     A user who sets ``HYDRA_FULL_ERROR`` gets Hydra's full report, as Hydra documents."""
+    quiet.install()  # no third-party tips, deprecations or progress bars in the output
     register_help()
     if FULL_ERROR in os.environ:
         return main()

@@ -271,8 +271,7 @@ def _report(r: _ReaderRun) -> float:
         text = _table_text(r, figures["command"])
         save_metrics(cfg, r.index.key, _rows(r, figures), figures)
         with atomic_write(r.out / "qa_table.txt") as f:
-            f.write(text)
-        print(text)
+            f.write(text)  # printed by the run's closing summary
     if "train_s" in timings:
         median = r.train_info.get("step_s_median")
         per_step = f", {median:.2f}s/step (median)" if median is not None else ""

@@ -178,7 +178,7 @@ def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
         cos_scores = cosine_scores(graphs, r.emb.question[split_name], r.emb)
         reports["cosine"] = report(cos_scores)
     table, hops = comparison_tables(reports, ks, name, f"{name} vs cosine on {cfg.data.name} [{split_name}]")
-    print(f"{table}\n\n### by hop count ({cfg.data.name} [{split_name}])\n\n{hops}")
+    print(f"### by hop count ({cfg.data.name} [{split_name}])\n\n{hops}")  # the main table: the closing summary
     r.timings["total_s"] = time.perf_counter() - r.t_start
     top_k = int(r.cfg.top_k)
     at_top_k = at_k(reports[name] if top_k in ks else report(scores, [top_k]), top_k)
