@@ -176,8 +176,8 @@ def test_cli_end_to_end(small, capsys):
             str(labels),
         ]
     )
-    assert (tmp_path / "out" / "results_test.jsonl").exists() and (tmp_path / "out" / "metrics.json").exists()
-    rows = [json.loads(line) for line in open(tmp_path / "out" / "results_test.jsonl")]
+    assert (tmp_path / "out" / "results_test.jsonl.gz").exists() and (tmp_path / "out" / "metrics.json").exists()
+    rows = [json.loads(line) for line in gzip.open(tmp_path / "out" / "results_test.jsonl.gz", "rt")]
     assert [r["id"] for r in rows] == ["q1", "q2", "q3"] and all(len(r["triples"]) <= 3 for r in rows)
     assert result["questions"] == 3 and result["labels"]["labelled_questions"] == 2
     saved = json.loads((tmp_path / "out" / "metrics.json").read_text())

@@ -186,8 +186,8 @@ def test_reader_run_writes_nothing_on_other_ranks(tmp_path, monkeypatch):
         "qa_table.txt",
         "adapter",
         "merged",
-        "results_train.jsonl",
-        "results_test.jsonl",
+        "results_train.jsonl.gz",
+        "results_test.jsonl.gz",
     }, written
     assert not [n for n in written if n.startswith("predictions_")], written
 

@@ -15,6 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from gsr_train.data.errors import PreflightError
+from gsr_train.eval.tail import in_run
 
 from .conftest import compose_config
 from .subgraphrag_toy import toy_rows, toy_run_overrides
@@ -100,17 +101,17 @@ def test_subgraphrag_run_scored_on_unseen_test_only_folder_via_the_command(tmp_p
     out = runs[0]
     figures = json.loads((out / "metrics.json").read_text())
     trained = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert figures["checkpoint"] == trained["checkpoint"]  # the run's best checkpoint
+    assert Path(figures["checkpoint"]) == in_run(tmp_path / "run", trained["checkpoint"])  # the run's best checkpoint
     assert figures["data"] == "newkg" and figures["split"] == "test" and figures["questions"] == 10
     assert figures["at_k"]["k"] == 20 and figures["training"] == {}
-    rows = [json.loads(x) for x in (out / "results_test.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in gzip.open(out / "results_test.jsonl.gz", "rt").read().splitlines()]
     assert len(rows) == 10 and all(len(r["triples"]) == 20 for r in rows)
     assert any(t[1] in RENAMED.values() for r in rows for t in r["triples"])  # unseen relations are scored
     note = json.loads((out / "eval.json").read_text())
     assert note["source_run"] == str(tmp_path / "run") and note["method"] == "subgraphrag"
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
     # a checkpoint file works as well; a missing one is one clear message, before any work
-    ckpt = trained["checkpoint"]
+    ckpt = in_run(tmp_path / "run", trained["checkpoint"])  # relative to its run folder
     again = subprocess.run(
         [sys.executable, str(ROOT / "eval.py"), f"ckpt_path={tmp_path / 'nope.ckpt'}", f"data.dir={other}"],
         cwd=tmp_path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -110,7 +111,7 @@ def test_a_reader_run_reads_merged_evidence_and_records_where_each_line_came_fro
     info = metrics["retrieval"]["test"]
     assert info["evidence"].startswith("merged from gnn (top 3), sgr (top 1)")
     assert set(info["sources"]) == {"gnn", "sgr"} and info["lines"] == {"gnn": 3, "sgr": 3}
-    rows = [json.loads(x) for x in (out / "results_test.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in gzip.open(out / "results_test.jsonl.gz", "rt").read().splitlines()]
     assert [e["source"] for e in rows[0]["evidence"]] == ["gnn", "sgr"]
     assert rows[0]["evidence"][1]["line"] == "Country te0 -> location.country.capital -> City 0"
     preds = [json.loads(x) for x in (out / "predictions_base_retrieved.jsonl").read_text().splitlines()]
@@ -202,7 +203,7 @@ def test_a_registered_path_retriever_keeps_its_paths_and_answers_in_the_readers_
     from gsr_train.runs.reader import run
 
     run(compose_config(["+experiment=reader_webqsp_mini", f"paths.output_dir={out}", *common, sources]))
-    rows = [json.loads(x) for x in (out / "results_test.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in gzip.open(out / "results_test.jsonl.gz", "rt").read().splitlines()]
     first = rows[0]["evidence"][0]
     assert first == {
         "line": "Country te0 -> location.country.languages_spoken -> Language te0",

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from gsr_train.eval.tail import in_run
 from gsr_train.options.recipes import runner_name
 
 from .conftest import REPO, compose_config
@@ -346,7 +347,7 @@ def test_experiment_runs_end_to_end_on_tiny_data(name, tiny, tmp_path):
             low, high = (1.0, 5.0) if m in RATINGS else (0.0, 100.0 if m in PERCENT else 1.0)
             assert isinstance(v, (int, float)) and low <= v <= high, (m, row)
         if row["results"]:
-            assert Path(row["results"]).is_file(), row
+            assert in_run(out, row["results"]).is_file(), row  # relative to the run folder
 
 
 # One experiment of each family with trainer=gpu (the GPU lane, tests/test_gpu.py): training, serving,

@@ -9,6 +9,7 @@ Tiny synthetic world (16 training questions), the tiny T5, two epochs of batch 4
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from gsr_train.commands.gsr_table import collect_metrics
+from gsr_train.eval.tail import in_run
 
 from .conftest import REPO
 from .test_experiments_e2e import SYNTHETIC
@@ -84,9 +86,9 @@ def test_retrieve_trains_gsr_and_scores_it_like_every_retriever(trained):
     assert figures["unconstrained"]["chain_match"]["match@1"] == metrics["match@1"]  # the chain report, whole
     training = figures["training"]
     assert training["epochs_run"] == 2 and training["global_step"] == training["total_steps"] > 2
-    assert Path(figures["checkpoint"]).is_file() and (run / "checkpoints" / "last.ckpt").is_file()
-    assert (run / "model" / "gsr_config.json").is_file() and figures["model_folder"] == str(run / "model")
-    rows = [json.loads(line) for line in (run / "results_test.jsonl").read_text().splitlines()]
+    assert in_run(run, figures["checkpoint"]).is_file() and (run / "checkpoints" / "last.ckpt").is_file()
+    assert (run / "model" / "gsr_config.json").is_file() and in_run(run, figures["model_folder"]) == run / "model"
+    rows = [json.loads(line) for line in gzip.open(run / "results_test.jsonl.gz", "rt").read().splitlines()]
     assert len(rows) == 6 and all({"id", "triples", "scores", "chains", "paths", "beams"} <= set(r) for r in rows)
     # a triple scores the best kept chain through it; at most top_n chains are kept per question
     assert all(len({tuple(c["chain"]) for c in r["chains"]}) <= 2 for r in rows)
@@ -101,7 +103,9 @@ def test_eval_scores_the_run_folder_in_either_decoding_mode(trained):
     done = _run("eval.py", f"ckpt_path={trained / 'run'}", f"hydra.run.dir={again}", cache=trained / "cache")
     assert done.returncode == 0, done.stderr[-3000:]
     note = json.loads((again / "eval.json").read_text())
-    assert note["method"] == "retrieve" and note["checkpoint"] == _metrics(trained / "run")["checkpoint"]
+    assert note["method"] == "retrieve" and Path(note["checkpoint"]) == in_run(
+        trained / "run", _metrics(trained / "run")["checkpoint"]
+    )
     assert _row(again)["metrics"] == _row(trained / "run")["metrics"]  # the same checkpoint on the same split
     constrained = trained / "eval_constrained"
     done = _run(

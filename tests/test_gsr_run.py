@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -46,7 +47,9 @@ def test_runner_end_to_end(tmp_path, head):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert value == metrics["unconstrained"]["chain_match"]["match@3"]
     assert metrics["constrained"]["validity"]["valid_fraction"] == 1.0
-    rows = [json.loads(line) for line in (tmp_path / "results_test_constrained.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in gzip.open(tmp_path / "results_test_constrained.jsonl.gz", "rt").read().splitlines()
+    ]
     assert len(rows) == 20 and all({"id", "triples", "scores", "chains", "paths", "beams"} <= set(r) for r in rows)
     assert all(b["valid"] for r in rows for b in r["beams"])
     for mode in ("unconstrained", "constrained"):  # a beam named like a ground chain reaches its ends too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -34,7 +35,7 @@ def test_experiment_runs_on_tiny_data(tmp_path, experiment, extra):
     result = (run_simgrag if experiment == "simgrag" else run_safe)(cfg)
     assert result["method"] == f"{experiment}-gold" and result["search"]["questions"] == 2
     assert result["metrics"]["overall"]["answer_recall"]["10"] == pytest.approx(1.0)
-    rows = [json.loads(x) for x in (tmp_path / "out" / "results_test.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in gzip.open(tmp_path / "out" / "results_test.jsonl.gz", "rt").read().splitlines()]
     assert [r["id"] for r in rows] == ["q1", "q2"] and all(r["subgraphs"] and r["patterns"] for r in rows)
     saved = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert saved["config"][("k_node" if experiment == "simgrag" else "delta")] == (4 if experiment == "simgrag" else 0)

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from gsr_train.eval.tail import in_run
+
 from .conftest import REPO
 from .doc_blocks import blocks
 from .test_plugin_retriever import _metrics, _run, assert_src_never_names, run_plugin_commands
@@ -89,7 +91,7 @@ def test_sigterm_mid_training_then_resume_matches_the_uninterrupted_run(readme_r
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
     again = _metrics(run)
-    assert again["train"]["resumed_from"] == str(run / "checkpoints" / "last.ckpt")
+    assert in_run(run, again["train"]["resumed_from"]) == run / "checkpoints" / "last.ckpt"
     assert again["metrics"] == _metrics(train)["metrics"]
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from gsr_train.eval.tail import in_run
+
 from .conftest import REPO
 from .doc_blocks import blocks
 from .test_readme_commands import _argv, _checkout, _env
@@ -97,11 +99,11 @@ def test_readme_commands_train_evaluate_and_sweep_the_plugin(readme_run):
     (train,) = sorted((root / "outputs" / "retrieve").iterdir())
     figures = _metrics(train)
     assert figures["method"] == "EdgeMLP" and figures["training"]["epochs_run"] >= 1
-    assert Path(figures["checkpoint"]).is_file() and (train / "checkpoints" / "last.ckpt").is_file()
+    assert in_run(train, figures["checkpoint"]).is_file() and (train / "checkpoints" / "last.ckpt").is_file()
     assert json.loads((train / "run.json").read_text())["status"] == "finished"
     (evaluated,) = sorted((root / "outputs" / "eval").iterdir())
     note = json.loads((evaluated / "eval.json").read_text())
-    assert note["method"] == "retrieve" and note["checkpoint"] == figures["checkpoint"]
+    assert note["method"] == "retrieve" and Path(note["checkpoint"]) == in_run(train, figures["checkpoint"])
     assert _sp_recall(evaluated) == _sp_recall(train)  # the same checkpoint on the same split
     (sweep,) = sorted((root / "multirun" / "retrieve").iterdir())
     table = (sweep / "aggregate.md").read_text()
@@ -117,7 +119,7 @@ def test_readme_commands_train_evaluate_and_sweep_the_plugin(readme_run):
 def test_trained_checkpoint_is_a_retriever_by_name(readme_run):
     root, env = readme_run
     (train,) = sorted((root / "outputs" / "retrieve").iterdir())
-    best = _metrics(train)["checkpoint"]
+    best = in_run(train, _metrics(train)["checkpoint"])
     out = root / "served"
     proc = _run(
         [

@@ -62,7 +62,7 @@ def test_a_retriever_outside_the_package_joins_by_import_path(tiny, tmp_path):
 
     doc = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert doc["rows"][0]["method"] == "topic-edges" and doc["extra"]["topic_edges"] > 0
-    assert (tmp_path / "run" / "results_test.jsonl").exists()
+    assert (tmp_path / "run" / "results_test.jsonl.gz").exists()
     # its own option check, and an unknown name, are one line each
     bad = _train(tmp_path, "+experiment=retrieve", plugin, "+retriever.options.weight=-1", *data)
     assert bad.returncode == 2 and "error: retriever._target_=tests.plugin_toy.TopicEdges: weight must be" in bad.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 
@@ -161,5 +162,5 @@ def test_hydra_runners(toy, tmp_path):
     cfg = _compose(tmp_path, ["+experiment=classic_pcst", "classic.pcst.budget=4"])
     res = classic_run(cfg)
     assert res["method"] == "classic-pcst" and 0 < res["mean_retrieved_triples"] <= 4
-    lines = (out / "results_test.jsonl").read_text().splitlines()
+    lines = gzip.open(out / "results_test.jsonl.gz", "rt").read().splitlines()
     assert len(lines) == 5 and all(len(json.loads(x)["triples"]) <= 4 for x in lines)

@@ -6,6 +6,7 @@ encoder (32-d) and a 32-unit scorer, so the whole file takes seconds of compute.
 
 from __future__ import annotations
 
+import gzip
 import logging
 import math
 import warnings
@@ -301,7 +302,9 @@ def test_runner_end_to_end(tmp_path):
     assert saved["ks"] == [10, 20, 50, 100, 200] and set(saved["metrics"]) == {"subgraphrag", "cosine"}
     assert saved["training"]["graphs"] == 24 and saved["training"]["epochs_run"] == 2
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
-    rows = [json.loads(line) for line in (tmp_path / "run" / "results_test.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in gzip.open(tmp_path / "run" / "results_test.jsonl.gz", "rt").read().splitlines()
+    ]
     assert len(rows) == 8 and all(len(r["triples"]) == 7 == len(r["scores"]) for r in rows)
     assert "| subgraphrag |" in figures["tables"]["overall"] and "| 1 | 8 | cosine |" in figures["tables"]["by_hops"]
     # evaluation only, from the saved checkpoint

@@ -1,8 +1,10 @@
 """The one evaluation tail of every method: results -> metrics -> ``metrics.json`` -> table.
 
-Every run folder holds its retrieval results as ``results_<split>.jsonl`` (the project result
-format, :mod:`gsr_train.eval.results`) and one ``metrics.json`` whose header is the same for every
-method, so a sweep's table (``eval/aggregate.py``) reads nothing else:
+Every run folder holds its retrieval results as ``results_<split>.jsonl.gz`` (the project result
+format, :mod:`gsr_train.eval.results`, compressed; folders of older runs hold ``.jsonl``, read the
+same) and one ``metrics.json`` whose header is the same for every method, so a sweep's table
+(``eval/aggregate.py``) reads nothing else. Paths in ``metrics.json`` that lie inside the run
+folder are written relative to it (:func:`in_run` reads them back), so a moved folder still reads:
 
 * ``schema``: :data:`SCHEMA`;
 * ``experiment``, ``dataset: {name, fingerprint}`` (the fingerprint of the data the figures come from);
@@ -33,9 +35,44 @@ class MetricsFileError(ValueError):
     """A ``metrics.json`` that does not follow :data:`SCHEMA`."""
 
 
-def results_file(folder: str | Path, split: str) -> Path:
-    """Where a run writes the retrieval results of ``split``."""
-    return Path(folder) / f"results_{split}.jsonl"
+RESULTS_SUFFIXES = (".jsonl.gz", ".jsonl")  # what runs write now, what older runs wrote
+
+
+def results_file(folder: str | Path, split: str, tag: str = "") -> Path:
+    """Where a run writes the retrieval results of ``split`` (compressed)."""
+    return Path(folder) / f"results_{split}{tag}{RESULTS_SUFFIXES[0]}"
+
+
+def find_results(folder: str | Path, split: str, tag: str = "") -> Path:
+    """The results file of ``split`` in a run folder, new (``.jsonl.gz``) or old (``.jsonl``); the new
+    name when there is neither."""
+    for suffix in RESULTS_SUFFIXES:
+        path = Path(folder) / f"results_{split}{tag}{suffix}"
+        if path.is_file():
+            return path
+    return results_file(folder, split, tag)
+
+
+def in_run(folder: str | Path, path: str | Path | None) -> Path | None:
+    """A path read from a run's ``metrics.json``: relative ones are inside the run folder (absolute
+    ones, from older runs or outside the folder, are kept)."""
+    return None if path is None or str(path) == "" else Path(folder) / path
+
+
+def _relative(value: Any, folder: Path) -> Any:
+    """``value`` with every path string inside ``folder`` made relative to it (dicts, lists walked)."""
+    if isinstance(value, Mapping):
+        return {k: _relative(v, folder) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relative(v, folder) for v in value]
+    if isinstance(value, str) and "/" in value and "\n" not in value and len(value) < 4096:
+        try:
+            path = Path(value).resolve()
+        except (OSError, RuntimeError, ValueError):
+            return value
+        if path != folder and path.is_relative_to(folder):
+            return str(path.relative_to(folder))
+    return value
 
 
 def _value(v: Any) -> Any:
@@ -120,6 +157,7 @@ def write_metrics(
         "rows": rows,
         **details,
     }
+    doc = _relative(doc, Path(folder).resolve())  # a moved run folder still reads
     path = Path(folder) / METRICS_FILE
     write_json(path, doc)
     return path

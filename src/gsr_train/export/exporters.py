@@ -29,6 +29,7 @@ import torch
 from omegaconf import OmegaConf
 
 from gsr_train.config import as_dict
+from gsr_train.eval.tail import in_run
 from gsr_train.export.card import build_card
 from gsr_train.export.hub_scorer import SubgraphRAGScorer
 from gsr_train.io import atomic_dir, write_json
@@ -81,9 +82,9 @@ def _subgraphrag_ckpt(src: Path) -> tuple[Path, dict]:
     if src.is_file():
         return src, {}
     results = _read_json(src / "metrics.json") if (src / "metrics.json").exists() else {}
-    best = results.get("checkpoint")
-    if best and Path(best).is_file():
-        return Path(best), results
+    best = in_run(src, results.get("checkpoint"))
+    if best is not None and best.is_file():
+        return best, results
     ckpts = sorted((src / "checkpoints").glob("best-*.ckpt")) or sorted((src / "checkpoints").glob("last.ckpt"))
     if not ckpts:
         raise FileNotFoundError(f"{src}: no checkpoints/best-*.ckpt or last.ckpt to export")

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from gsr_train.config import dataset_name, project_root
 from gsr_train.data.errors import PreflightError
 from gsr_train.data.rows import iter_records
+from gsr_train.eval.tail import in_run
 from gsr_train.options.gsr_retrieve import trains_first
 from gsr_train.options.recipes import RENAMED, runner_name
 from gsr_train.retrievers.registry import trainable
@@ -63,8 +64,8 @@ def _experiment_of(folder: Path, config: DictConfig) -> str:
 
 def _best_checkpoint(folder: Path) -> str:
     try:
-        best = json.loads((folder / "metrics.json").read_text()).get("checkpoint")
-        if best and Path(best).is_file():
+        best = in_run(folder, json.loads((folder / "metrics.json").read_text()).get("checkpoint"))
+        if best is not None and best.is_file():
             return str(best)
     except (OSError, ValueError):
         pass

@@ -25,7 +25,7 @@ from gsr_train.arrays import segment_count
 from gsr_train.data.errors import PreflightError
 from gsr_train.eval.results import write_results
 from gsr_train.eval.tail import results_file
-from gsr_train.io import atomic_write, file_digest, iter_jsonl, stable_hash, write_jsonl
+from gsr_train.io import atomic_write, file_digest, iter_jsonl, open_text, stable_hash, write_jsonl
 from gsr_train.kg.paths import get_supervision
 from gsr_train.readers.evidence_merge import Source, merge_rows
 from gsr_train.retrievers import registry as retrievers
@@ -80,7 +80,7 @@ def gather(
         else:
             path = retrieval_file(cfg, index, s)
             if path.resolve() != local.resolve() and write:
-                with atomic_write(local, "wb") as f, open(path, "rb") as src:
+                with atomic_write(local, "w") as f, open_text(path) as src:  # compressed or not
                     shutil.copyfileobj(src, f)
             got.results[s], got.info[s] = read_result_rows(path, index[s].ids)
             got.info[s]["evidence"] = evidence_source(cfg, s)

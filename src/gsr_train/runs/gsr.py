@@ -40,7 +40,7 @@ from gsr_train.datamodules.gsr_chains import chain_relations
 from gsr_train.datamodules.gsr_datamodule import build_datamodule
 from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
 from gsr_train.eval.chains import chain_figures, match_table
-from gsr_train.eval.tail import metrics_row
+from gsr_train.eval.tail import metrics_row, results_file
 from gsr_train.kg.index import source_fingerprint
 from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
 from gsr_train.models.gsr.module import GSRModule, best_checkpoint
@@ -126,15 +126,15 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
 
 def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True) -> dict:
     """One decoding mode scored (:func:`retrieve_and_evaluate`) and, when ``write``, its results file
-    (``results_<split>[_constrained].jsonl``); the report as a dict."""
+    (``results_<split>[_constrained].jsonl.gz``); the report as a dict."""
     decode = DecodeConfig.from_any({**_container(cfg.gsr.decode), "top_n": int(cfg.top_k), "constrained": constrained})
     g = cfg.gsr
     ns = list(g.get("match_ns", [1, 3, 5, 10]))
     results, rows, report = retrieve_and_evaluate(gsr, data, decode, g.eval_split, ns, int(g.get("max_paths", 64)))
     if write and data.graph_index is not None:
-        name = f"results_{g.eval_split}{'_constrained' if constrained else ''}.jsonl"
-        write_gsr_results(output_dir(cfg) / name, data.graph_index, "eval", results, rows)
-        report.extra["results_file"] = name
+        path = results_file(output_dir(cfg), str(g.eval_split), "_constrained" if constrained else "")
+        write_gsr_results(path, data.graph_index, "eval", results, rows)
+        report.extra["results_file"] = path.name
     log.info("\n%s", report.table())
     return report.to_dict()
 
@@ -265,8 +265,7 @@ def _evaluate(r: _GSRRun) -> float | None:
     modes = list(cfg.gsr.get("eval_modes", ["unconstrained"]))
     for mode in modes:  # each checked by check_gsr
         figures[mode] = evaluate_gsr(cfg, r.data, r.gsr, constrained=(mode == "constrained"))
-    figures["tables"] = {"overall": match_table(figures, modes)}
-    print(figures["tables"]["overall"])
+    figures["tables"] = {"overall": match_table(figures, modes)}  # printed by the run's closing summary
     save_metrics(cfg, _fingerprint(cfg), [_metrics_row(cfg, mode, figures[mode], r.best) for mode in modes], figures)
     matches = {mode: figures[mode].get("chain_match", {}) for mode in modes}
     log_final_metrics(r.trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in matches[mode].items()})
