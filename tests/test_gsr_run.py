@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from gsr_train.eval.tail import in_run
+
 from .conftest import compose_config
 
 SMALL = [
@@ -72,7 +74,7 @@ def test_runner_end_to_end(tmp_path, head):
         redo = json.loads((again / "metrics.json").read_text())
         assert redo["data"]["train_questions"] == 0 and gsr.chain_relations
         assert str(metrics["checkpoint"]).endswith(".ckpt")  # the Lightning checkpoint carries them too
-        assert load_gsr(metrics["checkpoint"]).chain_relations == gsr.chain_relations
+        assert load_gsr(in_run(tmp_path, metrics["checkpoint"])).chain_relations == gsr.chain_relations
         assert redo["constrained"]["match_by_group"] == metrics["constrained"]["match_by_group"]
         assert (
             sum(g["questions"] for g in redo["constrained"]["match_by_group"].values())

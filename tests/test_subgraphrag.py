@@ -17,6 +17,7 @@ import torch
 from gsr_train.datamodules.triple_datamodule import TripleDataModule, trainable_questions
 from gsr_train.eval.results import read_results
 from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.eval.tail import in_run
 from gsr_train.features.structure import node_features
 from gsr_train.features.triple_batch import make_batch
 from gsr_train.kg.index import get_index
@@ -309,7 +310,7 @@ def test_runner_end_to_end(tmp_path):
     assert "| subgraphrag |" in figures["tables"]["overall"] and "| 1 | 8 | cosine |" in figures["tables"]["by_hops"]
     # evaluation only, from the saved checkpoint
     with open_dict(cfg):
-        cfg.subgraphrag.eval_only = saved["checkpoint"]
+        cfg.subgraphrag.eval_only = str(in_run(tmp_path / "run", saved["checkpoint"]))
         cfg.paths.output_dir = str(tmp_path / "eval")
     again = run(cfg)
     assert again["metrics"]["subgraphrag"]["overall"] == saved["metrics"]["subgraphrag"]["overall"]
