@@ -381,3 +381,66 @@ def test_llm_open_questions_command_line(webqsp_mini, tmp_path):
     summary = json.loads((tmp_path / "open_questions_test.summary.json").read_text())
     assert summary["counts"]["requests"] == 20 and summary["counts"]["questions_kept"] == 20  # per_graph: 1
     assert len(read_questions(out)) == 20 and "llm_open_questions" in done.stdout
+
+
+# OKGQA's filtered_questions_v3.csv lists no entity on six of its 794 rows, in this layout (its row 316,
+# file line 318): the placeholders filled, both entity columns '{}'.
+OKGQA_NO_ENTITY = [
+    "316",
+    "Based on current trends in renewable energy, how do you predict the adoption of solar power will develop "
+    "over the next decade?",
+    "predictive",
+    "{'field': 'renewable energy', 'technology': 'solar power', 'time': 'next decade'}",
+    "high",
+    "medium",
+    "{}",
+    "316",
+    "{}",
+]
+
+
+def _okgqa_with_empty_rows(tmp_path: Path, rows: int, empty_at: tuple[int, ...]) -> Path:
+    """OKGQA's layout with ``rows`` rows, those at ``empty_at`` listing no entity (as row 316 does)."""
+    out = []
+    for k in range(rows):
+        if k in empty_at:
+            out.append([str(k) if i in (0, 7) else cell for i, cell in enumerate(OKGQA_NO_ENTITY)])
+        else:
+            out.append(
+                _okgqa_row(k, f"Please describe Person {k}'s contributions.", "descriptive", {"person": f"P_{k}"})
+            )
+    return _write_csv(tmp_path / "filtered_questions_v3.csv", OKGQA_HEADER, out)
+
+
+def test_okgqa_rows_that_list_no_entity_stop_the_load_naming_the_option_or_are_counted(tmp_path):
+    path = _okgqa_with_empty_rows(tmp_path, 400, empty_at=(316, 350))
+    with pytest.raises(OpenQuestionError) as err:
+        load_questions(path)
+    assert str(err.value) == (
+        f"{path}: line 318: field 'dbpedia_entities_re': no entity listed "
+        "(set open_ended.skip_no_entity=true to count and skip such rows)"
+    )
+    qs, counts = load_questions(path, known_graph_ids=[str(k) for k in range(400)], skip_no_entity=True)
+    assert counts["questions_read"] == len(qs) == 398
+    assert counts["skipped_no_entity"] == 2 and counts["skipped_no_entity_lines"] == [318, 352]
+    ids = [q.graph_id for q in qs]
+    assert "316" not in ids and ids[316] == "317"  # the other rows keep OKGQA's graph numbers
+
+
+def test_okgqa_skip_no_entity_is_an_option_of_the_open_ended_experiments():
+    from gsr_train.options.check import check_recipe
+
+    from .conftest import compose_config
+
+    cfg = compose_config(["+experiment=okgqa_open_ended", "open_ended.skip_no_entity=true"])
+    check_recipe(cfg)  # a known, typed option
+    assert cfg.open_ended.skip_no_entity is True
+
+
+@pytest.mark.skipif(
+    not os.environ.get("GSR_OKGQA_CSV"), reason="set GSR_OKGQA_CSV to OKGQA's filtered_questions_v3.csv"
+)
+def test_okgqas_own_question_file_loads_with_its_six_empty_rows_counted():
+    qs, counts = load_questions(os.environ["GSR_OKGQA_CSV"], skip_no_entity=True)
+    assert len(qs) == 788 and counts["skipped_no_entity"] == 6
+    assert counts["skipped_no_entity_lines"] == [318, 351, 372, 465, 599, 731]

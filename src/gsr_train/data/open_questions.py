@@ -81,6 +81,10 @@ class OpenQuestionError(UserError, ValueError):
         super().__init__(f"{where}: field {field!r}: {reason}" if field else f"{where}: {reason}")
 
 
+class NoEntityError(OpenQuestionError):
+    """A row whose entity cell lists no entity (``{}``, ``[]``, empty): skippable, and counted, on request."""
+
+
 def category_of(name: Any) -> str | None:
     """The OKGQA category a label names (``"Comparative"``, ``"contrast analysis"``), or None."""
     if not isinstance(name, str):
@@ -232,7 +236,7 @@ def parse_entities(cell: str | None, where: str, field: str = "entities") -> lis
     one, so names with commas can be listed). URLs become resource names; repeats are dropped."""
     text = (cell or "").strip()
     if not text:
-        raise OpenQuestionError(where, field, "empty")
+        raise NoEntityError(where, field, "empty")
     if text[0] in "[{":
         value = _literal(text)
         if isinstance(value, dict):
@@ -249,11 +253,16 @@ def parse_entities(cell: str | None, where: str, field: str = "entities") -> lis
             raise OpenQuestionError(where, field, f"expected entity names, found {item!r} in {text[:80]!r}")
         names.append(resource_name(item.strip()))
     if not names:
-        raise OpenQuestionError(where, field, "no entity listed")
+        raise NoEntityError(where, field, "no entity listed")
     return list(dict.fromkeys(names))
 
 
-def load_okgqa_csv(path: str | os.PathLike) -> list[OpenQuestion]:
+def load_okgqa_csv(
+    path: str | os.PathLike,
+    skip_no_entity: bool = False,
+    skipped: list[int] | None = None,
+    option: str = "open_ended.skip_no_entity",
+) -> list[OpenQuestion]:
     """OKGQA's question CSV (``filtered_questions_v3.csv``: ``question``, ``type``, ``naturalness``,
     ``difficulty``, ``dbpedia_entities_re``, ``id``, ...) as questions with source ``okgqa``.
 
@@ -261,6 +270,10 @@ def load_okgqa_csv(path: str | os.PathLike) -> list[OpenQuestion]:
     id): the ``id`` column, else ``qid``, else the 0-based row number, which is how OKGQA numbers
     its subgraphs; name the RoG-format rows of its DBpedia graphs that way. A missing column is
     one error listing it with the columns found; a bad row is an error naming its line.
+
+    A row that lists no entity (OKGQA's own file has six ``{}`` rows) is an error naming ``option``
+    (how the caller's user asks to skip such rows); with ``skip_no_entity`` it is skipped and its
+    line appended to ``skipped``. Skipped rows keep their number: the graph ids stay OKGQA's.
     """
     path = Path(path)
     if not path.is_file():
@@ -301,12 +314,22 @@ def load_okgqa_csv(path: str | os.PathLike) -> list[OpenQuestion]:
                 number += 1
                 if not graph_id:
                     raise OpenQuestionError(where, id_col, "empty")
+                try:
+                    entities = parse_entities(values[entity_col], where, entity_col)
+                except NoEntityError as e:
+                    if not skip_no_entity:
+                        raise NoEntityError(
+                            where, entity_col, f"{e.reason} (set {option}=true to count and skip such rows)"
+                        ) from None
+                    if skipped is not None:
+                        skipped.append(lineno)
+                    continue
                 row = {
                     "id": graph_id,
                     "graph_id": graph_id,
                     "question": values["question"],
                     "type": values["type"],
-                    "entities": parse_entities(values[entity_col], where, entity_col),
+                    "entities": entities,
                     "naturalness": values.get("naturalness"),
                     "difficulty": values.get("difficulty"),
                     "source": "okgqa",

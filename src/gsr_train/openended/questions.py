@@ -56,13 +56,16 @@ def load_questions(
     spec: str | os.PathLike,
     known_graph_ids: Iterable[str] | None = None,
     skip_unknown: bool = False,
+    skip_no_entity: bool = False,
 ) -> tuple[list[OpenQuestion], dict[str, Any]]:
     """Questions from ``spec``: ``"embedded"``, a ``.jsonl`` / ``.jsonl.gz`` file of question rows
     or an OKGQA ``.csv``. With ``known_graph_ids`` (the ids of the data's rows), a question about
-    another graph is an error naming the first few, or a counted skip with ``skip_unknown``.
+    another graph is an error naming the first few, or a counted skip with ``skip_unknown``. An
+    OKGQA CSV row that lists no entity is an error, or a counted skip with ``skip_no_entity``.
 
-    Counts: ``file``, ``questions_read``, ``skipped_unknown_graph``, ``questions`` and
-    ``by_type``. No question left is an error.
+    Counts: ``file``, ``questions_read``, ``skipped_no_entity`` (with their lines,
+    ``skipped_no_entity_lines``), ``skipped_unknown_graph``, ``questions`` and ``by_type``. No
+    question left is an error.
     """
     path = EMBEDDED if str(spec) == "embedded" else Path(spec)
     if not path.exists():
@@ -70,8 +73,9 @@ def load_questions(
             f"open questions {str(spec)!r}: no such file (give 'embedded', a .jsonl[.gz] file or an OKGQA .csv)"
         )
     name = path.name.lower()
+    no_entity: list[int] = []
     if name.endswith(".csv"):
-        questions = load_okgqa_csv(path)
+        questions = load_okgqa_csv(path, skip_no_entity, no_entity)
     elif name.endswith((".jsonl", ".jsonl.gz")):
         questions = read_questions(path)
     else:
@@ -85,7 +89,7 @@ def load_questions(
             shown = ", ".join(map(repr, unknown[:5])) + (", ..." if len(unknown) > 5 else "")
             raise ValueError(
                 f"{path}: {len(unknown)} of {read} questions are about graphs not in the data "
-                f"(graph_id {shown}); set skip_unknown=true to skip them"
+                f"(graph_id {shown}); set open_ended.skip_unknown=true to skip them"
             )
         questions = [q for q in questions if q.graph_id in known]
         skipped = read - len(questions)
@@ -95,6 +99,8 @@ def load_questions(
     return questions, {
         "file": str(path),
         "questions_read": read,
+        "skipped_no_entity": len(no_entity),
+        "skipped_no_entity_lines": no_entity,
         "skipped_unknown_graph": skipped,
         "questions": len(questions),
         "by_type": {t: by_type[t] for t in QUESTION_TYPES if by_type[t]},

@@ -502,6 +502,7 @@ class OpenEndedRun:
     )
     max_questions: int | None = option(50, "first N questions (null: all)", ge=1)
     skip_unknown: bool = option(False, "true: questions about graphs the split lacks are counted and skipped")
+    skip_no_entity: bool = option(False, "true: OKGQA CSV rows that list no entity ({}) are counted and skipped")
     forms: list[str] = option(
         ["none", "triplets"], "evidence forms: none (closed book) | triplets | paths | subgraphs | a label of results"
     )

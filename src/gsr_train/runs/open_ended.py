@@ -103,12 +103,23 @@ def _questions(cfg: DictConfig, index, split_name: str, encoder):
     where = {g: i for i, g in enumerate(graphs.ids)}
     try:
         questions, counts = load_questions(
-            str(oe.questions), known_graph_ids=set(where), skip_unknown=bool(oe.skip_unknown)
+            str(oe.questions),
+            known_graph_ids=set(where),
+            skip_unknown=bool(oe.skip_unknown),
+            skip_no_entity=bool(oe.get("skip_no_entity", False)),
         )
     except ValueError as e:
         raise OpenEndedOptionError(
             f"open_ended.questions={oe.questions} against {cfg.data.name} [{split_name}]: {e}"
         ) from None
+    for key, what in (
+        ("skipped_no_entity", "rows listing no entity"),
+        ("skipped_unknown_graph", "questions about graphs not in the data"),
+    ):
+        if counts.get(key):
+            log.info(
+                "open_ended.questions=%s: %d %s skipped (counted in metrics.json)", oe.questions, counts[key], what
+            )
     if oe.get("max_questions"):
         questions = questions[: int(oe.max_questions)]
     if not questions:
