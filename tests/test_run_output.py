@@ -18,8 +18,8 @@ from gsr_train.eval.aggregate import aggregate
 from gsr_train.eval.evaluate import evaluate_results
 from gsr_train.eval.tail import find_results, in_run, read_metrics
 from gsr_train.progress import rate_text
-from gsr_train.runs.summary import run_summary
 from gsr_train.runtime.log_progress import EpochBar, epoch_text
+from gsr_train.runtime.summary import run_summary
 
 from .conftest import REPO
 from .subgraphrag_toy import write_toy
@@ -133,3 +133,19 @@ def test_old_run_folders_with_plain_results_still_read(short_run, tmp_path):
     old = evaluate_results(tmp_path / "results_test.jsonl", root / "data", "test", cache_dir=root / "cache")
     new = evaluate_results(run / "results_test.jsonl.gz", root / "data", "test", cache_dir=root / "cache")
     assert json.dumps(old.overall, sort_keys=True) == json.dumps(new.overall, sort_keys=True)
+
+
+def test_every_summary_table_is_markdown():
+    """One table style: the LLM usage table (and build-index, embed, build-supervision, make-synthetic,
+    the LLM steps, which print through :func:`markdown_table`) is Markdown, as a run's tables are."""
+    from gsr_train.eval.markdown import markdown_table
+    from gsr_train.llm.usage import UsageStats
+
+    text = UsageStats().table("LLM usage")
+    assert text.splitlines()[:3] == ["### LLM usage", "", "|  | requests | prompt tokens | completion tokens | cost |"]
+    assert "| fresh | 0 | 0 | 0 | 0.0000 |" in text and "no fresh requests" in text
+    assert markdown_table(["split", "questions"], [["test", "1,234"]]).splitlines() == [
+        "| split | questions |",
+        "|---|---:|",
+        "| test | 1,234 |",
+    ]

@@ -22,11 +22,10 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from rich.console import Console
-from rich.table import Table
 
 from gsr_train.commands import add_split_and_cache_options, add_workers_option
 from gsr_train.data.errors import report_user_errors
+from gsr_train.eval.markdown import markdown_table
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
 from gsr_train.kg.paths import DEFAULT_MAX_CHAINS, Supervision, get_supervision
@@ -93,13 +92,10 @@ def run(args: argparse.Namespace, cache: Path) -> dict:
         sup = get_supervision(index, split, cache, max_chains=args.max_chains, workers=args.workers)
         summary["splits"][split] = {**split_summary(sup, index[split]), "seconds": round(time.perf_counter() - t0, 3)}
 
-    table = Table(title=f"shortest-path supervision of {args.data}")
-    table.add_column("")
-    for split in summary["splits"]:
-        table.add_column(split, justify="right")
+    rows: list[list[str]] = []
 
     def row(label, fmt):
-        table.add_row(label, *(fmt(s) for s in summary["splits"].values()))
+        rows.append([label, *(fmt(s) for s in summary["splits"].values())])
 
     row("questions", lambda s: str(s["questions"]))
     row("with a path", lambda s: str(s["with_path"]))
@@ -107,12 +103,13 @@ def run(args: argparse.Namespace, cache: Path) -> dict:
     row("topic=answer only", lambda s: str(s["topic_is_answer_only"]))
     row("hops:questions", lambda s: " ".join(f"{k}:{v}" for k, v in s["hops"].items()))
     row("positives/triples", lambda s: f"{s['positives']} / {s['triples']}")
-    row("pos/q mean|med|max", lambda s: "{mean:.1f} | {median:.0f} | {max}".format(**s["positives_per_question"]))
+    row("pos/q mean/med/max", lambda s: "{mean:.1f} / {median:.0f} / {max}".format(**s["positives_per_question"]))
     row("raw chains (/q)", lambda s: f"{s['chains_raw']} ({s['chains_raw_per_question']['mean']:.2f})")
     row("filtered ch. (/q)", lambda s: f"{s['chains_filtered']} ({s['chains_filtered_per_question']['mean']:.2f})")
     row(f"at chain cap {args.max_chains}", lambda s: str(s["questions_at_chain_cap"]))
     row("seconds", lambda s: f"{s['seconds']:.2f}")
-    Console().print(table)
+    title = f"shortest-path supervision of {args.data}"
+    print(markdown_table(["", *summary["splits"]], rows, title=title) + "\n")
     out = Path(args.json) if args.json else cache / "supervision" / f"summary-{index.key}.json"
     write_json(out, summary)
     print(f"summary written to {out}")

@@ -15,11 +15,9 @@ import argparse
 import logging
 import time
 
-from rich.console import Console
-from rich.table import Table
-
 from gsr_train.commands import add_split_and_cache_options, add_workers_option
 from gsr_train.data.errors import report_user_errors
+from gsr_train.eval.markdown import markdown_table
 from gsr_train.io import write_json
 from gsr_train.kg.index import default_cache_dir, get_index
 from gsr_train.text.embeddings import get_embeddings
@@ -83,15 +81,9 @@ def run(args: argparse.Namespace, cache_dir) -> dict:
         "embed_s": round(t_embed, 3),
         "tables": emb.meta["tables"],
     }
-    table = Table(title=f"{encoder.name} embeddings of {args.data}")
-    table.add_column("table")
-    table.add_column("rows", justify="right")
-    table.add_column("path")
-    for kind, info in emb.meta["tables"].items():
-        table.add_row(kind, str(info["rows"]), info["path"])
-    console = Console()
-    console.print(table)
-    console.print(
+    rows = [(kind, f"{info['rows']:,}", info["path"]) for kind, info in emb.meta["tables"].items()]
+    print(markdown_table(("table", "rows", "path"), rows, title=f"{encoder.name} embeddings of {args.data}") + "\n")
+    print(
         f"{texts} texts ({summary['entities_with_text']} entity names with text) in {t_embed:.2f}s "
         f"(~{texts / max(t_embed, 1e-9):.0f} texts/s when nothing was cached); index {t_index:.2f}s"
     )

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.data.synthetic import META_FILE, SPLITS, SyntheticConfig, build, write_build
+from gsr_train.eval.markdown import markdown_table
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Path, SyntheticConfig]:
@@ -42,25 +42,37 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, SyntheticConfig]:
 
 
 def print_summary(summary: dict, console: Console) -> None:
-    table = Table(title="synthetic benchmark (triples per graph: mean / median / max)")
-    table.add_column("split")
-    for col in ("questions", "1-hop", "2-hop", "2-topic", "answer missing", "none in graph", "mean", "median", "max"):
-        table.add_column(col, justify="right")
+    cols = (
+        "split",
+        "questions",
+        "1-hop",
+        "2-hop",
+        "2-topic",
+        "answer missing",
+        "none in graph",
+        "mean",
+        "median",
+        "max",
+    )
+    rows = []
     for split in SPLITS:
         s = summary["splits"][split]
-        table.add_row(
-            split,
-            str(s["questions"]),
-            str(s["hops"].get("1", 0)),
-            str(s["hops"].get("2", 0)),
-            f"{s['two_topic_share']:.1%}",
-            f"{s['missing_answer_share']:.1%}",
-            f"{s['no_answer_in_graph_share']:.1%}",
-            f"{s['triples_mean']:.0f}",
-            f"{s['triples_median']:.0f}",
-            str(s["triples_max"]),
+        rows.append(
+            (
+                split,
+                s["questions"],
+                s["hops"].get("1", 0),
+                s["hops"].get("2", 0),
+                f"{s['two_topic_share']:.1%}",
+                f"{s['missing_answer_share']:.1%}",
+                f"{s['no_answer_in_graph_share']:.1%}",
+                f"{s['triples_mean']:.0f}",
+                f"{s['triples_median']:.0f}",
+                s["triples_max"],
+            )
         )
-    console.print(table)
+    title = "synthetic benchmark (triples per graph: mean / median / max)"
+    console.print(markdown_table(cols, rows, title=title) + "\n", markup=False, highlight=False)
     world = summary["world"]
     console.print(
         f"distinct entities in graphs: {summary['distinct_entities_in_graphs']} "

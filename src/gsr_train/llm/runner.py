@@ -23,8 +23,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
-from rich.table import Table
 
+from gsr_train.eval.markdown import markdown_table
 from gsr_train.io import open_text, write_json, write_jsonl
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult
 
@@ -138,13 +138,9 @@ class StepRun:
         summary_path = companion(self.output, ".summary.json")
         write_json(summary_path, summary)
         console = console or Console()
-        table = Table(title=f"{self.name}: {self.output}")
-        table.add_column("count")
-        table.add_column("value", justify="right")
-        for k, v in counts.items():
-            if not isinstance(v, (list, dict)):
-                table.add_row(k, str(v))
-        console.print(table)
+        shown = [(k, v) for k, v in counts.items() if not isinstance(v, (list, dict))]
+        title = f"{self.name}: {self.output}"
+        console.print(markdown_table(("count", "value"), shown, title=title) + "\n", markup=False, highlight=False)
         self.client.stats.print(
             console, f"{self.name}: LLM usage ({self.client.config.model} at {self.client.base_url})"
         )

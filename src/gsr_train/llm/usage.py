@@ -11,7 +11,8 @@ import threading
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.table import Table
+
+from gsr_train.eval.markdown import markdown_table
 
 
 @dataclass
@@ -90,22 +91,22 @@ class UsageStats:
             ),
         }
 
-    def table(self, title: str = "LLM usage") -> Table:
+    def table(self, title: str = "LLM usage") -> str:
+        """The usage as a Markdown table (the style of every table gsr-train prints), its notes below."""
         d = self.to_dict()
-        t = Table(title=title)
-        for col in ("", "requests", "prompt tokens", "completion tokens", "cost"):
-            t.add_column(col, justify="right" if col else "left")
-        t.add_row("fresh", str(d["fresh"]), str(d["prompt_tokens"]), str(d["completion_tokens"]), f"{d['cost']:.4f}")
-        t.add_row(
-            "cached / reused",
-            f"{d['cached']} / {d['reused_from_output']}",
-            str(d["cached_prompt_tokens"]),
-            str(d["cached_completion_tokens"]),
-            f"saved {d['cost_saved']:.4f}",
-        )
-        t.add_row("failed / skipped", f"{d['failed']} / {d['skipped']}", "", "", "")
+        rows = [
+            ("fresh", d["fresh"], d["prompt_tokens"], d["completion_tokens"], f"{d['cost']:.4f}"),
+            (
+                "cached / reused",
+                f"{d['cached']} / {d['reused_from_output']}",
+                d["cached_prompt_tokens"],
+                d["cached_completion_tokens"],
+                f"saved {d['cost_saved']:.4f}",
+            ),
+            ("failed / skipped", f"{d['failed']} / {d['skipped']}", "", "", ""),
+        ]
         spr = d["seconds_per_fresh_request"]
-        t.caption = (
+        notes = (
             f"retries {d['retries']}, truncated (finish=length) {d['truncated']}, "
             f"usage missing {d['usage_missing']}, "
             + (
@@ -114,7 +115,8 @@ class UsageStats:
                 else "no fresh requests"
             )
         )
-        return t
+        cols = ("", "requests", "prompt tokens", "completion tokens", "cost")
+        return markdown_table(cols, rows, title=title) + "\n\n" + notes
 
     def print(self, console: Console | None = None, title: str = "LLM usage") -> None:
-        (console or Console()).print(self.table(title))
+        (console or Console()).print(self.table(title), markup=False, highlight=False)

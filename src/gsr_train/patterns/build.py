@@ -66,6 +66,6 @@ def build_patterns(
                 source.get("user"),
                 llm_st,
             )
-            Console().print(client.stats.table("LLM usage (patterns)"))
+            Console().print(client.stats.table("LLM usage (patterns)"), markup=False, highlight=False)
         return pats + [[] for _ in range(len(sp) - n)], llm_st.to_dict()
     raise ValueError(f"patterns.source must be one of {SOURCES}, got {name!r}")
