@@ -98,8 +98,10 @@ def _candidates(recipe: Recipe, section: str) -> list[tuple[str, type]]:
     if isinstance(pick, type):
         return [("", pick)]
     if pick is model_options:
-        families = recipe.families or tuple(MODEL_FAMILIES)
-        return [(f"model.family={f}", MODEL_FAMILIES[f]) for f in families]
+        if recipe.families:
+            return [(f"model.family={f}", MODEL_FAMILIES[f]) for f in recipe.families]
+        # a runner that trains no model of its own reads one for retriever=gsr (conf/retriever/gsr.yaml)
+        return [(f"retriever=gsr, model.family={f}", MODEL_FAMILIES[f]) for f in RECIPES["gsr"].families]
     if pick is retriever_spec:
         return [("any retriever", RetrieverSpec), ("retriever=gsr", GSRRetrieverSpec)]
     raise TypeError(f"{section}: a section picker the reference page does not know ({pick})")
