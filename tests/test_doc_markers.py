@@ -1,4 +1,5 @@
-"""Every command the README and the docs show is run, or composed, by a test that reads it from the page.
+"""Every command the README and the docs show is run, or composed, by a test that reads it from the page;
+the README's links resolve (mkdocs --strict checks those of docs/).
 
 Each ```bash block of README.md and docs/**/*.md has on the line before it a marker naming that test:
 ``<!-- ran by: tests/test_x.py::test_name -->`` (the test runs the block's commands as written, in a
@@ -75,3 +76,12 @@ def test_a_marker_with_a_wrong_name_is_caught(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "REPO", tmp_path)
     with pytest.raises(AssertionError, match="has no test no_such_test"):
         test_every_bash_block_names_a_test_that_reads_its_page("docs/p.md")
+
+
+def test_the_readme_links_resolve():
+    """mkdocs checks the links of docs/ (--strict); the README's own links into docs/ are checked here."""
+    text = (REPO / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    assert len(local) > 20
+    assert [t for t in local if not (REPO / t).exists()] == []
