@@ -79,3 +79,18 @@ def test_a_second_run_serves_its_own_model_when_the_address_is_another_runs_serv
             request = ChatRequest(id="q", messages=[{"role": "user", "content": "hi"}])
             assert client.run([request])[0].text == "from the autostarted model"
             assert client.base_url == cfg["base_url"] and client.cache.get(client.key(request)) is not None
+
+
+def test_require_endpoint_refuses_a_local_address_where_nothing_listens():
+    """Checked before any work (a run that calls an LLM with ``llm.autostart: null``): one line naming
+    the URL and what to check. A listening server, and a remote address, pass."""
+    from gsr_train.data.errors import UserError
+
+    port = _free_port()
+    with pytest.raises(UserError) as err:
+        local_model.require_endpoint({"base_url": f"http://127.0.0.1:{port}/v1", "autostart": None})
+    assert str(err.value).startswith(f"llm.base_url=http://127.0.0.1:{port}/v1: nothing listens at 127.0.0.1:{port}; ")
+    assert "llm.autostart=smollm2" in str(err.value) and "\n" not in str(err.value)
+    with serve_in_thread(ScriptedBackend("up"), "m") as server:
+        local_model.require_endpoint({"base_url": f"http://127.0.0.1:{server.server_address[1]}/v1"})
+    local_model.require_endpoint({"base_url": "https://api.example.com/v1"})

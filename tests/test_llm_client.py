@@ -168,3 +168,28 @@ def test_no_new_request_after_a_failure_and_a_rerun_asks_the_rest(tmp_path):
         assert srv.stats.received == 1  # q1..q3 were not started
         res = c.run(_requests(4))
         assert [r.source for r in res] == ["fresh"] * 4 and srv.stats.received == 5
+
+
+def test_an_endpoint_that_does_not_answer_is_one_line_naming_it_and_what_to_check(tmp_path):
+    """After the retries, a refused connection is a user's error (one line, exit 2 in every command):
+    it names the URL and what to check, not a traceback."""
+    from gsr_train.data.errors import UserError, user_error_message
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    c = ChatClient(
+        {
+            "base_url": f"http://127.0.0.1:{port}/v1",
+            "model": "m",
+            "max_retries": 1,
+            "backoff_base": 0.01,
+            "cache_path": str(tmp_path / "c.sqlite"),
+        }
+    )
+    with pytest.raises(LLMRequestError) as err:
+        c.run(_requests(1))
+    message = user_error_message(err.value)
+    assert isinstance(err.value, UserError) and message is not None and "\n" not in message
+    assert f"http://127.0.0.1:{port}/v1 did not answer" in message
+    assert "llm.base_url" in message and "llm.autostart=smollm2" in message

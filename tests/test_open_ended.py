@@ -207,3 +207,24 @@ def test_readme_open_ended_commands_compose_and_pass_the_recipe_as_written():
         runners.append(cfg.runner)
     assert runners == ["open_ended", "judge_calibration", "open_ended_perturbed", "open_ended"]
     assert list(cfg.open_ended.forms) == ["none", "triplets", "paths", "subgraphs"] and cfg.llm.model == "gpt-4o-mini"
+
+
+@pytest.mark.integration
+def test_an_unreachable_judge_is_one_line_before_any_work(tmp_path):
+    """``llm.base_url=http://127.0.0.1:9/v1 llm.autostart=null``: nothing listens there. One line naming
+    the URL and what to check, exit 2, before any embedding or request (it was a 64-line
+    LLMRequestError traceback after every request's retries); the run folder says failed."""
+    run = tmp_path / "run"
+    proc = _train_cli(tmp_path, "http://127.0.0.1:9/v1", run)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 2, err[-3000:]
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: llm.base_url=http://127.0.0.1:9/v1: nothing listens at 127.0.0.1:9; check that an OpenAI-compatible "
+        "server answers there (llm.base_url; gsr-train serve-llm starts the project's own), or set "
+        "llm.autostart=smollm2 to serve the local model from the run"
+    ]
+    assert [line for line in err.splitlines() if not line.startswith("[")] == errors  # the rest: log lines
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
+    assert not (tmp_path / "cache" / "embeddings").exists()  # refused before the long work

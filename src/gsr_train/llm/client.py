@@ -34,21 +34,30 @@ import httpx
 from omegaconf import DictConfig
 
 from gsr_train.config import as_dict, default_cache_dir, option
+from gsr_train.data.errors import UserError
 from gsr_train.llm.cache import ResponseCache, normalise_base_url, request_key
 from gsr_train.llm.usage import UsageStats
 
 log = logging.getLogger(__name__)
 
+_TRANSPORT = "no answer: "  # how a failed connection starts the last error
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 SAMPLING_KEYS = ("temperature", "max_tokens", "seed", "top_p")
 
 
-class LLMRequestError(RuntimeError):
-    """A request that failed for good; the message names the request id and the last error."""
+class LLMRequestError(UserError, RuntimeError):
+    """A request that failed for good; the message, one line, names the request id and the last
+    error. A user's to fix (the endpoint, the model, the key): commands report it in one line."""
 
     def __init__(self, request_id: str, message: str):
         self.request_id = request_id
-        super().__init__(f"LLM request {request_id!r}: {message}")
+        super().__init__(" ".join(f"LLM request {request_id!r}: {message}".split()))
+
+
+UNREACHABLE_HINT = (
+    "check that an OpenAI-compatible server answers there (llm.base_url; gsr-train serve-llm starts the "
+    "project's own), or set llm.autostart=smollm2 to serve the local model from the run"
+)
 
 
 @dataclass
@@ -227,7 +236,7 @@ class ChatClient:
             try:
                 resp = await http.post(f"{self.send_url}/chat/completions", json=payload, headers=self._headers())
             except httpx.TransportError as e:
-                last = f"{type(e).__name__}: {self._scrub(str(e)) or 'connection failed'}"
+                last = f"{_TRANSPORT}{type(e).__name__}: {self._scrub(str(e)) or 'connection failed'}"
             else:
                 if resp.status_code == 200:
                     try:
@@ -260,7 +269,8 @@ class ChatClient:
                 "request %s: %s; retry %d/%d in %.2fs", request.id, last[:200], attempt + 1, cfg.max_retries, delay
             )
             await asyncio.sleep(delay)
-        raise LLMRequestError(request.id, f"failed after {cfg.max_retries + 1} attempts; last error: {last}")
+        hint = f"; {self.send_url} did not answer: {UNREACHABLE_HINT}" if last.startswith(_TRANSPORT) else ""
+        raise LLMRequestError(request.id, f"failed after {cfg.max_retries + 1} attempts; last error: {last}{hint}")
 
     async def _one(
         self, http: httpx.AsyncClient, sem: asyncio.Semaphore, request: ChatRequest, key: str, stop: asyncio.Event

@@ -23,7 +23,9 @@ from typing import Any
 import torch
 
 from gsr_train.config import default_cache_dir
+from gsr_train.data.errors import UserError
 from gsr_train.io import atomic_dir, file_digest, stable_hash, write_json
+from gsr_train.llm.client import UNREACHABLE_HINT
 from gsr_train.llm.server import Generation, RequestError, serve_in_thread
 
 log = logging.getLogger(__name__)
@@ -274,6 +276,23 @@ class BatchingBackend:
                     it.error = e
             for it in batch:
                 it.done.set()
+
+
+class LLMEndpointError(UserError):
+    """No server at a loopback ``llm.base_url`` and none started (``llm.autostart: null``): found
+    by a connection attempt before any work, not after every request's retries."""
+
+
+def require_endpoint(llm_cfg: dict) -> None:
+    """One connection attempt to the endpoint :func:`local_endpoint` settled on, when it is on this
+    machine (cheap: refused at once); nothing listening is :class:`LLMEndpointError`, one line.
+    Remote endpoints are left to the client's retries (a slow network is not a refusal)."""
+    import httpx  # lazy: httpx is only needed when calling an LLM server
+
+    url = httpx.URL(str(llm_cfg.get("serve_url") or llm_cfg.get("base_url") or ""))
+    host, port = url.host, url.port or (443 if url.scheme == "https" else 80)
+    if host in ("127.0.0.1", "localhost", "::1") and not _listening(host, port):
+        raise LLMEndpointError(f"llm.base_url={url}: nothing listens at {host}:{port}; {UNREACHABLE_HINT}")
 
 
 def _listening(host: str, port: int) -> bool:

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from gsr_train.llm.local_model import local_endpoint
+from gsr_train.llm.local_model import local_endpoint, require_endpoint
 from gsr_train.readers.generate import generate_remote
 from gsr_train.readers.interface import Evidence, Question, Reading, ReadingInputs
 from gsr_train.readers.prompts import ReaderExample, build_examples, parse_response, prompt_format
@@ -33,6 +33,11 @@ class PromptedReader:
         self._stack = contextlib.ExitStack()
         i = self.inputs
         self._endpoint = self._stack.enter_context(local_endpoint(dict(i.llm), i.cache_dir, i.device or "cpu"))
+        try:
+            require_endpoint(self._endpoint)  # nothing listening: one line before reading, not after the retries
+        except BaseException:
+            self._stack.close()
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:

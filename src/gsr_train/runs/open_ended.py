@@ -27,7 +27,7 @@ from gsr_train.eval.fact_check import EncoderVerifier
 from gsr_train.eval.tail import metrics_row
 from gsr_train.io import atomic_write, write_jsonl
 from gsr_train.llm.cache import ResponseCache
-from gsr_train.llm.local_model import local_endpoint
+from gsr_train.llm.local_model import local_endpoint, require_endpoint
 from gsr_train.llm.runner import read_jsonl
 from gsr_train.openended.calibration import calibrate_judges, calibration_set, calibration_table
 from gsr_train.openended.pipeline import (
@@ -144,8 +144,9 @@ def _judges(cfg: DictConfig, llm_cfg: dict, encoder, opts):
     return Judges(llm_cfg, cache, verifier, None)
 
 
-def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
-    """Everything a run needs, after every option was checked."""
+def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str], needs_llm: bool = True) -> _Setup:
+    """Everything a run needs, after every option was checked (and the LLM endpoint found listening,
+    before the embeddings and the answers)."""
     results = {label: {r["id"]: r for r in read_jsonl(path)} for label, path in check_open_ended(cfg, forms).items()}
     opts = _options(cfg)
     torch.set_num_threads(int(cfg.open_ended.get("threads") or 1))
@@ -153,6 +154,8 @@ def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str]) -> _Setup:
     index = load_kg_index(cfg, evaluate=[split_name])
     encoder = load_encoder(as_dict(cfg.encoder))
     qs, counts = _questions(cfg, index, split_name, encoder)
+    if needs_llm:
+        require_endpoint(llm_cfg)  # nothing listening: one line now, not after every request's retries
     classic = any(f in ("triplets", "paths", "subgraphs") for f in forms)
     emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=[split_name]) if classic else None
     classic_opts = {k: v for k, v in as_dict(cfg.classic).items() if k != "method"} if cfg.get("classic") else None
@@ -180,7 +183,7 @@ def _run_with(cfg: DictConfig, forms: list[str], body) -> Any:
     served_here = local_endpoint(llm_cfg, cache_dir(cfg), run_device(cfg)) if needs_llm else None
     with served_here or contextlib.nullcontext(llm_cfg) as served:
         t0 = time.perf_counter()
-        s = _setup(cfg, served, forms)
+        s = _setup(cfg, served, forms, needs_llm)
         try:
             return body(s, t0)
         finally:
