@@ -149,3 +149,17 @@ def test_every_summary_table_is_markdown():
         "|---|---:|",
         "| test | 1,234 |",
     ]
+
+
+def test_hugging_face_progress_bars_are_off_when_stderr_is_no_terminal():
+    """transformers' "Loading weights" bars and hub downloads write no bars into a log file."""
+    code = (
+        "from gsr_train.runtime import quiet; quiet.install(terminal=False)\n"
+        "from huggingface_hub.utils import are_progress_bars_disabled\n"
+        "import transformers.utils.logging as tl\n"
+        "print(are_progress_bars_disabled(), tl.is_progress_bar_enabled(), tl.get_verbosity())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False", "40"]  # bars off, transformers logs errors only
