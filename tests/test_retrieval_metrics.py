@@ -99,7 +99,7 @@ def test_hand_computed_tiny_graphs(tmp_path):
     assert rep.by_topics[">=2"].overall["answer_recall"] == pytest.approx({1: 1.0, 2: 1.0, 3: 1.0, 10: 1.0})
     # the reference loop agrees, and the JSON summary round-trips
     close(
-        {k: v for k, v in rep.to_dict().items() if k != "meta"},
+        {k: v for k, v in rep.to_dict().items() if k not in ("meta", "intervals")},
         reference_metrics(split, TINY_SCORES, KS, sp, labelled, lq, hops),
     )
     back = RetrievalReport.from_dict(json.loads(json.dumps(rep.to_dict())))
@@ -184,7 +184,7 @@ def test_batched_agrees_with_reference_loop_on_random_data(tmp_path, monkeypatch
                 rep = retrieval_metrics(
                     split, scores.to(dtype), ks, sp, labelled, lq, hops, chunk_size=chunk_size, max_cells=max_cells
                 )
-                close({k: v for k, v in rep.to_dict().items() if k != "meta"}, ref)
+                close({k: v for k, v in rep.to_dict().items() if k not in ("meta", "intervals")}, ref)
     assert set(ref["by_hops"]) == {"0", "1", "2", ">=3", "no path"}
 
 
@@ -222,12 +222,14 @@ def test_tables(tmp_path):
     a = retrieval_metrics(split, TINY_SCORES, KS, sp_label=mask(7, [0, 2, 5]), hops=torch.tensor([2, 1, -1]))
     b = retrieval_metrics(split, torch.zeros(7), KS, sp_label=mask(7, [0, 2, 5]))
     text = a.table("tiny", breakdowns=True)
-    assert "### tiny" in text and "| sp_recall | 2 | 0.7500 | 0.7500 | 1.0000 | 1.0000 |" in text
+    # each overall figure with its 95% bootstrap interval over the questions
+    row = "| sp_recall | 2 | 0.7500 (0.500-1.000) | 0.7500 (0.500-1.000) | 1.0000 (1.000-1.000) | 1.0000 (1.000-1.000)"
+    assert "### tiny" in text and row in text
     assert "| no path | 1 | sp_recall | 0 | - | - | - | - |" in text
     md = comparison_table({"model-a": a, "zeros": b}, ks=[1, 3], metrics=["sp_recall"])
     assert md.splitlines()[0] == "| model | sp_recall@1 | sp_recall@3 |"
-    assert md.splitlines()[2] == "| model-a | 0.7500 | 1.0000 |"
-    assert md.splitlines()[3] == "| zeros | 0.2500 | 1.0000 |"
+    assert md.splitlines()[2] == "| model-a | 0.7500 (0.500-1.000) | 1.0000 (1.000-1.000) |"
+    assert md.splitlines()[3] == "| zeros | 0.2500 (0.000-0.500) | 1.0000 (1.000-1.000) |"
     from rich.table import Table
 
     assert isinstance(comparison_table({"a": a}, fmt="rich"), Table)

@@ -10,6 +10,7 @@ gsr-train reader score PREDICTIONS | compare-patterns | robustness | robustness-
 gsr-train export RUN_DIR|CKPT|MODEL_DIR OUT_DIR [--kind subgraphrag|gsr|reader] [--repo-id ORG/NAME]
 gsr-train publish OUT_DIR --repo-id ORG/NAME [--dry-run] [--private] [--token-env HF_TOKEN]
 gsr-train aggregate SWEEP_DIR [--no-write]
+gsr-train compare RUN_A RUN_B                                     paired differences of two runs, with intervals
 gsr-train options [NAME [key=value ...]] [--write-defaults]       an experiment's options, described
 """
 
@@ -85,6 +86,7 @@ DELEGATED = {
     "robustness": ("gsr_train.commands.robustness", "the robustness study outside train.py"),
     "robustness-render": ("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),
     "gsr-table": ("gsr_train.commands.gsr_table", "one GSR table over run folders (a multirun)"),
+    "compare": ("gsr_train.commands.compare", "two runs on their shared questions: differences, intervals, p"),
     "options": ("gsr_train.commands.options", "every option of an experiment: value, type, range, description"),
 }
 

@@ -23,7 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 
-from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
+from gsr_train.eval.intervals import seed_summary
+from gsr_train.eval.tail import (
+    HIGH,
+    LOW,
+    METRICS_FILE,
+    STD,
+    MetricsFileError,
+    cell_text,
+    flat_rows,
+    read_metrics,
+    table_columns,
+)
 from gsr_train.io import atomic_write
 
 log = logging.getLogger(__name__)
@@ -98,13 +109,9 @@ def columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def to_markdown(rows: list[dict], cols: list[str] | None = None) -> str:
-    cols = cols or columns(rows)
-
-    def cell(v: Any) -> str:
-        if v is None:
-            return ""
-        return f"{v:.4f}" if isinstance(v, float) else str(v)
-
+    """The rows as a markdown table; a figure with an interval (``<name>_low`` / ``<name>_high``
+    columns) is one cell, ``0.7660 (0.720-0.810)``."""
+    cols = table_columns(cols or columns(rows))
     lines = [
         "| " + " | ".join(cols) + " |",
         "|"
@@ -113,7 +120,7 @@ def to_markdown(rows: list[dict], cols: list[str] | None = None) -> str:
         )
         + "|",
     ]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell_text(r, c) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -135,15 +142,53 @@ def aggregate(root: str | Path, write: bool = True, quiet: bool = False) -> list
         return rows
     cols = columns(rows)
     md = to_markdown(rows, cols)
+    seeds = over_seeds(rows)
+    seeds_md = f"\n\n## over {SEED} ({SEEDS_NOTE})\n\n{to_markdown(seeds)}" if seeds else ""
     if write:
         with atomic_write(root / "aggregate.csv", "w") as f:
             f.write(to_csv(rows, cols))
+        if seeds:
+            with atomic_write(root / SEEDS_CSV, "w") as f:
+                f.write(to_csv(seeds))
         with atomic_write(root / "aggregate.md", "w") as f:
-            f.write(f"# {len(rows)} rows from {root}\n\n{md}\n")
-        plot_recall_at_k(rows, root / PLOT_FILE)
+            f.write(f"# {len(rows)} rows from {root}\n\n{md}{seeds_md}\n")
+        plot_recall_at_k(seeds or rows, root / PLOT_FILE)
     if not quiet:
-        print(md)
+        print(md + seeds_md)
     return rows
+
+
+SEED = "seed"  # the override a seed sweep varies
+SEEDS_CSV = "aggregate_seeds.csv"
+SEEDS_NOTE = "mean ± standard deviation (95% Student t interval of the mean over the seeds)"
+
+
+def over_seeds(rows: list[dict]) -> list[dict]:
+    """A seed sweep's rows (``seed`` swept) as one row per setting: each figure's mean over the seeds
+    (``<name>``), its standard deviation (``<name>_std``) and the 95% t interval of the mean
+    (``<name>_low`` / ``<name>_high``), with the number of seeds; no rows when no seed was swept."""
+    if not rows or not any(SEED in r for r in rows) or len({r.get(SEED) for r in rows}) < 2:
+        return []
+    figures = [c for c in columns(rows) if any(isinstance(r.get(c), float) for r in rows) and not _bound(c)]
+    setting = [c for c in columns(rows) if c not in figures and c not in ("job", SEED) and not _bound(c)]
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(str(r.get(c)) for c in setting), []).append(r)
+    out = []
+    for members in groups.values():
+        row: dict[str, Any] = {c: members[0].get(c) for c in setting}
+        row["seeds"] = len(members)
+        for c in figures:
+            summary = seed_summary(r[c] for r in members if isinstance(r.get(c), (int, float)))
+            if summary["mean"] is not None:
+                row[c], row[f"{c}{STD}"] = _num(summary["mean"]), _num(summary["std"])
+                row[f"{c}{LOW}"], row[f"{c}{HIGH}"] = _num(summary["low"]), _num(summary["high"])
+        out.append(row)
+    return out
+
+
+def _bound(column: str) -> bool:
+    return column.endswith((LOW, HIGH, STD))
 
 
 PLOT_FILE = "aggregate_recall.png"
@@ -152,10 +197,21 @@ PLOT_METRICS = ("answer_recall", "sp_recall", "labelled_recall")
 
 def recall_curves(rows: Iterable[Mapping[str, Any]], metric: str) -> dict[str, list[tuple[int, float]]]:
     """``metric@K`` of each row (label: job, method, the row's labels), in K order."""
-    curves: dict[str, list[tuple[int, float]]] = {}
+    return {label: [(k, v) for k, v, _, _ in points] for label, points in _curves(rows, metric).items()}
+
+
+def _interval(r: Mapping[str, Any], key: str) -> tuple[float | None, float | None]:
+    low, high = r.get(f"{key}{LOW}"), r.get(f"{key}{HIGH}")
+    ok = isinstance(low, (int, float)) and isinstance(high, (int, float))
+    return (float(low), float(high)) if ok else (None, None)  # type: ignore[arg-type]
+
+
+def _curves(rows: Iterable[Mapping[str, Any]], metric: str) -> dict[str, list[tuple[int, float, Any, Any]]]:
+    """``(K, value, low, high)`` of ``metric@K`` of each row (bounds None without an interval)."""
+    curves: dict[str, list[tuple[int, float, Any, Any]]] = {}
     for r in rows:
         points = sorted(
-            (int(key.rsplit("@", 1)[1]), float(v))
+            (int(key.rsplit("@", 1)[1]), float(v), *_interval(r, key))
             for key, v in r.items()
             if key.startswith(f"{metric}@") and key.rsplit("@", 1)[1].isdigit() and isinstance(v, (int, float))
         )
@@ -166,8 +222,9 @@ def recall_curves(rows: Iterable[Mapping[str, Any]], metric: str) -> dict[str, l
 
 
 def plot_recall_at_k(rows: list[dict], path: Path) -> Path | None:
-    """One PNG: recall@K (10 / 20 / 50 / 100) of every retrieval row, a panel per recall metric."""
-    panels = [(m, c) for m in PLOT_METRICS if (c := recall_curves(rows, m))]
+    """One PNG: recall@K (10 / 20 / 50 / 100) of every retrieval row, a panel per recall metric; each
+    point with its 95% interval as an error bar where the row has one."""
+    panels = [(m, c) for m in PLOT_METRICS if (c := _curves(rows, m))]
     if not panels:
         return None
     import matplotlib  # lazy: matplotlib is only needed to draw plots
@@ -178,9 +235,12 @@ def plot_recall_at_k(rows: list[dict], path: Path) -> Path | None:
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, (metric, curves) in zip(axes[0], panels):
         for label, points in curves.items():
-            ax.plot([k for k, _ in points], [v for _, v in points], marker="o", label=label)
+            ks, values = [p[0] for p in points], [p[1] for p in points]
+            below = [v - lo if lo is not None else 0.0 for _, v, lo, _ in points]
+            above = [hi - v if hi is not None else 0.0 for _, v, _, hi in points]
+            ax.errorbar(ks, values, yerr=[below, above], marker="o", capsize=3, label=label)
         ax.set_xscale("log")
-        ax.set_xticks(sorted({k for pts in curves.values() for k, _ in pts}))
+        ax.set_xticks(sorted({p[0] for pts in curves.values() for p in pts}))
         ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("K (triples kept)")

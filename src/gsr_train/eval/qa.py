@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gsr_train.eval.intervals import QuestionValues, format_estimate
+
 METRICS = ("hit", "hit@1", "macro_f1", "micro_f1", "precision", "recall", "score_h")
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -86,13 +88,35 @@ class QAReport:
     def flat(self, view: str = "all") -> dict[str, float]:
         return dict(self.summary[view]["metrics"])
 
+    def question_values(self, view: str = "all") -> QuestionValues:
+        """The per-question parts of every metric of ``view`` (``all``, ``sub``, ``hop=<h>``)."""
+        if view == "all":
+            mask = np.ones(len(self.ids), dtype=bool)
+        elif view == "sub":
+            mask = self.in_kg
+        else:
+            mask = self.hops == int(view.split("=", 1)[1])
+        return question_values(self.ids, self.arrays, self.in_kg, mask)
+
     def table(self, title: str = "") -> str:
-        head = f"{'view':<10} {'n':>5} " + " ".join(f"{m:>9}" for m in METRICS)
+        head = f"{'view':<10} {'n':>5} " + " ".join(f"{m:>{CELL}}" for m in METRICS)
         lines = ([title] if title else []) + [head]
         for view, item in self.summary.items():
-            vals = " ".join(f"{100 * v:9.2f}" if m != "score_h" else f"{v:9.2f}" for m, v in item["metrics"].items())
-            lines.append(f"{view:<10} {item['n']:>5} {vals}")
+            lines.append(f"{view:<10} {item['n']:>5} {_cells(item)}")
         return "\n".join(lines)
+
+
+CELL = 20  # width of a figure and its interval: ' 76.60 (72.1-81.0)'
+
+
+def _cells(item: Mapping) -> str:
+    """A view's figures in percent (Score_h as it is), each with its interval."""
+    bounds = item.get("intervals") or {}
+    cells = []
+    for m, v in item["metrics"].items():
+        low, high = bounds.get(m) or (None, None)
+        cells.append(f"{format_estimate(v, low, high, 2, 1 if m == 'score_h' else 100):>{CELL}}")
+    return " ".join(cells)
 
 
 def score_question(ex: QAExample) -> dict[str, float]:
@@ -130,7 +154,31 @@ def score_question(ex: QAExample) -> dict[str, float]:
     }
 
 
-def _aggregate(a: Mapping[str, np.ndarray], in_kg: np.ndarray, mask: np.ndarray) -> dict:
+def question_values(
+    ids: Sequence[str], a: Mapping[str, np.ndarray], in_kg: np.ndarray, mask: np.ndarray
+) -> QuestionValues:
+    """Every metric of the questions in ``mask`` as per-question parts: the means, Micro-F1 from the
+    counts, and Score_h as ``sum(100 (h - worst)) / sum(1 - worst)`` (its min-max normalisation)."""
+    m = {k: v[mask] for k, v in a.items()}
+    worst = np.where(in_kg[mask], -1.0, -1.5)
+    out = QuestionValues([q for q, keep in zip(ids, mask.tolist()) if keep])
+    for name, key in (("hit", "hit"), ("hit@1", "hit@1"), ("macro_f1", "f1"), ("precision", "precision")):
+        out.add_mean(name, m[key])
+    out.add_f1("micro_f1", m["n_correct"], m["n_pred"], m["n_found"], m["n_gold"])
+    out.add_mean("recall", m["recall"])
+    return out.add_ratio("score_h", 100.0 * (m["h"] - worst), 1.0 - worst)
+
+
+def _aggregate(ids: Sequence[str], a: Mapping[str, np.ndarray], in_kg: np.ndarray, mask: np.ndarray) -> dict:
+    """A view's figures and their 95% bootstrap intervals (``intervals``: ``{metric: [low, high]}``)."""
+    item = _figures(a, in_kg, mask)
+    if item["n"]:
+        bounds = question_values(ids, a, in_kg, mask).intervals()
+        item["intervals"] = {k: list(b) for k, b in bounds.items() if b is not None}
+    return item
+
+
+def _figures(a: Mapping[str, np.ndarray], in_kg: np.ndarray, mask: np.ndarray) -> dict:
     n = int(mask.sum())
     if n == 0:
         return {"n": 0, "metrics": {m: 0.0 for m in METRICS}}
@@ -162,18 +210,18 @@ def qa_metrics(examples: Sequence[QAExample]) -> QAReport:
     in_kg = np.asarray([bool(ex.in_kg) for ex in examples], dtype=bool)
     hops = np.asarray([int(ex.hops) for ex in examples], dtype=np.int64)
     everything = np.ones(len(examples), dtype=bool)
-    summary = {"all": _aggregate(arrays, in_kg, everything), "sub": _aggregate(arrays, in_kg, in_kg)}
+    ids = [str(ex.id) for ex in examples]
+    summary = {"all": _aggregate(ids, arrays, in_kg, everything), "sub": _aggregate(ids, arrays, in_kg, in_kg)}
     for h in sorted(set(hops.tolist())):
-        summary[f"hop={h}"] = _aggregate(arrays, in_kg, hops == h)
-    return QAReport([ex.id for ex in examples], arrays, in_kg, hops, summary)
+        summary[f"hop={h}"] = _aggregate(ids, arrays, in_kg, hops == h)
+    return QAReport(ids, arrays, in_kg, hops, summary)
 
 
 def comparison_table(reports: Mapping[str, QAReport], view: str = "all") -> str:
     """One line per named report (e.g. reader x evidence), percentages except Score_h."""
     width = max([len(n) for n in reports] + [8])
-    lines = [f"{'reader':<{width}} {'n':>5} " + " ".join(f"{m:>9}" for m in METRICS)]
+    lines = [f"{'reader':<{width}} {'n':>5} " + " ".join(f"{m:>{CELL}}" for m in METRICS)]
     for name, rep in reports.items():
         item = rep.summary[view]
-        vals = " ".join(f"{100 * v:9.2f}" if m != "score_h" else f"{v:9.2f}" for m, v in item["metrics"].items())
-        lines.append(f"{name:<{width}} {item['n']:>5} {vals}")
+        lines.append(f"{name:<{width}} {item['n']:>5} {_cells(item)}")
     return "\n".join(lines)

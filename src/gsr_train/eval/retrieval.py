@@ -34,6 +34,7 @@ from rich.table import Table
 from torch_geometric.utils import scatter
 
 from gsr_train.arrays import segment_count
+from gsr_train.eval.intervals import QuestionValues, format_estimate
 from gsr_train.kg.index import SplitGraphs
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ METRIC_TITLES = {
 HOP_GROUPS = ("0", "1", "2", ">=3", "no path")
 TOPIC_GROUPS = ("0", "1", ">=2")
 NOT_RETRIEVED = 1 << 62  # rank of an edge scored -inf (larger than any K)
+COMPARE_KS = (10, 20, 50, 100)  # the Ks retrieval papers compare methods at
 
 
 # --------------------------------------------------------------------------- ranking
@@ -266,10 +268,39 @@ class RetrievalReport:
     by_topics: dict[str, GroupMetrics] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     per_question: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)  # [Q, nK], NaN = not counted
+    ids: list[str] = field(default_factory=list, repr=False)  # the questions of per_question's rows
+    _intervals: dict[str, dict[int, tuple[float, float] | None]] | None = field(default=None, repr=False)
 
     @property
     def metrics(self) -> list[str]:
         return [m for m in METRICS if m in self.overall]
+
+    @property
+    def intervals(self) -> dict[str, dict[int, tuple[float, float] | None]]:
+        """95% bootstrap interval over questions of each metric at every K (computed once, on first
+        use: validation during training never asks); empty for a report read back from a dict."""
+        if self._intervals is None:
+            values = QuestionValues([str(i) for i in range(self.questions)])
+            for m, v in self.per_question.items():
+                for j, k in enumerate(self.ks):
+                    values.add_mean(f"{m}@{k}", v[:, j].double().numpy())
+            bounds = values.intervals()
+            self._intervals = {m: {k: bounds[f"{m}@{k}"] for k in self.ks} for m in self.per_question}
+        return self._intervals
+
+    def question_values(self, k: int, up_to: int | None = None) -> QuestionValues | None:
+        """Each metric's per-question values at ``k`` (named by the metric; when ``k`` is one of ours) and
+        at every compared K up to ``up_to`` (``<metric>@<K>``, :data:`COMPARE_KS`); None without them."""
+        if not self.per_question or len(self.ids) != self.questions:
+            return None
+        out = QuestionValues(list(self.ids))
+        for m, v in self.per_question.items():
+            if k in self.ks:
+                out.add_mean(m, v[:, self.ks.index(k)].double().numpy())
+            for c in self.ks:
+                if c in COMPARE_KS and c <= (k if up_to is None else int(up_to)):
+                    out.add_mean(f"{m}@{c}", v[:, self.ks.index(c)].double().numpy())
+        return out
 
     def to_dict(self) -> dict:
         """JSON-ready summary (K keys become strings; averages over no question are null)."""
@@ -277,6 +308,10 @@ class RetrievalReport:
             "ks": list(self.ks),
             "questions": self.questions,
             "overall": _k_str(self.overall),
+            "intervals": {
+                m: {str(k): None if b is None else list(b) for k, b in by_k.items()}
+                for m, by_k in self.intervals.items()
+            },
             "counts": dict(self.counts),
             "by_hops": {g: m.to_dict() for g, m in self.by_hops.items()},
             "by_topics": {g: m.to_dict() for g, m in self.by_topics.items()},
@@ -296,6 +331,10 @@ class RetrievalReport:
             by_hops={g: grp(x) for g, x in d.get("by_hops", {}).items()},
             by_topics={g: grp(x) for g, x in d.get("by_topics", {}).items()},
             meta=dict(d.get("meta", {})),
+            _intervals={
+                m: {int(k): None if b is None else (float(b[0]), float(b[1])) for k, b in by_k.items()}
+                for m, by_k in (d.get("intervals") or {}).items()
+            },
         )
 
     def flat(self, prefix: str = "") -> dict[str, float]:
@@ -305,8 +344,10 @@ class RetrievalReport:
     def table(self, title: str | None = None, breakdowns: bool = False, digits: int = 4) -> str:
         """A markdown table: one row per metric, one column per K (plus the question count)."""
         headers = ["metric", "n"] + [f"@{k}" for k in self.ks]
+        bounds = self.intervals
         rows = [
-            [m, str(self.counts[m])] + [_fmt(self.overall[m].get(k), digits) for k in self.ks] for m in self.metrics
+            [m, str(self.counts[m])] + [_fmt(self.overall[m].get(k), digits, bounds.get(m, {}).get(k)) for k in self.ks]
+            for m in self.metrics
         ]
         out = [_markdown(headers, rows, title)]
         if breakdowns:
@@ -333,8 +374,10 @@ def _k_int(d: Mapping[str, Mapping[Any, Any]]) -> dict:
     return {m: {int(k): v for k, v in by_k.items()} for m, by_k in d.items()}
 
 
-def _fmt(v: float | None, digits: int) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
+def _fmt(v: float | None, digits: int, bounds: tuple[float, float] | None = None) -> str:
+    """``0.7660 (0.720-0.810)`` with an interval, the value alone without one."""
+    low, high = bounds or (None, None)
+    return format_estimate(v, low, high, digits)
 
 
 def _markdown(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None) -> str:
@@ -367,7 +410,11 @@ def comparison_table(
         missing_k = [k for k in ks if k not in rep.ks]
         if missing_k:
             raise ValueError(f"report {name!r} has no K={missing_k} (it has {rep.ks})")
-        rows.append([name] + [_fmt(rep.overall.get(m, {}).get(k), digits) for m in metrics for k in ks])
+        bounds = rep.intervals
+        rows.append(
+            [name]
+            + [_fmt(rep.overall.get(m, {}).get(k), digits, bounds.get(m, {}).get(k)) for m in metrics for k in ks]
+        )
     if fmt == "markdown":
         return _markdown(headers, rows, title)
     if fmt == "rich":
@@ -577,7 +624,13 @@ def retrieval_metrics(
     )
     overall, counts = _summarise(per_q, eligible, ks, None)
     report = RetrievalReport(
-        ks, len(split), overall, counts, meta=meta, per_question={m: v.cpu() for m, v in per_q.items()}
+        ks,
+        len(split),
+        overall,
+        counts,
+        meta=meta,
+        per_question={m: v.cpu() for m, v in per_q.items()},
+        ids=[str(q) for q in split.ids],
     )
     if hops is not None:
         report.by_hops = _breakdown(per_q, eligible, ks, hop_groups(hops.to(dev).long()), HOP_GROUPS)

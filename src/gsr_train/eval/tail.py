@@ -10,7 +10,12 @@ folder are written relative to it (:func:`in_run` reads them back), so a moved f
 * ``experiment``, ``dataset: {name, fingerprint}`` (the fingerprint of the data the figures come from);
 * ``rows``: one per evaluated method / variant, each ``{method, split, k, checkpoint, results,
   metrics: {name: value}}`` plus optional string labels (``mode``, ``variant``, ``perturbation``...).
-  ``metrics`` are the figures at ``k`` (the method's cut-off: triples, chains or evidence lines).
+  ``metrics`` are the figures at ``k`` (the method's cut-off: triples, chains or evidence lines);
+  ``intervals: {name: [low, high]}`` their 95% bootstrap intervals over questions
+  (:mod:`gsr_train.eval.intervals`), for the figures measured on questions.
+
+The per-question values the intervals come from are kept in ``questions.jsonl`` (one line per row:
+``{"row": i, "method", "split", "k", labels, "ids", "metrics"}``) for ``gsr-train compare``.
 
 The runner's own details (training, timings, per-K tables, statistics) follow the header in the
 same file.
@@ -23,12 +28,17 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gsr_train.io import write_json
+from gsr_train.eval.intervals import QuestionValues, format_estimate
+from gsr_train.eval.retrieval import COMPARE_KS as RETRIEVAL_COMPARE_KS
+from gsr_train.io import iter_jsonl, write_json, write_jsonl
 
 SCHEMA = "gsr-train/metrics/1"
 METRICS_FILE = "metrics.json"
+QUESTIONS_FILE = "questions.jsonl"  # the per-question values behind each row's intervals
 HEADER = ("schema", "experiment", "dataset", "rows")
 ROW_KEYS = ("method", "split", "k", "checkpoint", "results", "metrics")
+INTERVALS = "intervals"  # a row's {metric: [low, high]}
+_VALUES = "_per_question"  # a row's QuestionValues until write_metrics keeps them in QUESTIONS_FILE
 
 
 class MetricsFileError(ValueError):
@@ -86,11 +96,14 @@ def metrics_row(
     metrics: Mapping[str, Any],
     checkpoint: str | None = None,
     results: str | Path | None = None,
+    per_question: QuestionValues | None = None,
     **labels: Any,
 ) -> dict:
     """One row of the tail: ``metrics`` at cut-off ``k`` of ``method`` on ``split``; ``labels`` are
-    extra string columns that tell rows of one run apart (mode, variant, perturbation, level)."""
-    return {
+    extra string columns that tell rows of one run apart (mode, variant, perturbation, level).
+    ``per_question``: the questions' values of (some of) the metrics: their intervals go on the row
+    (computed here, once) and the values into the run's ``questions.jsonl``."""
+    row = {
         "method": str(method),
         "split": split,
         "k": None if k is None else int(k),
@@ -99,9 +112,25 @@ def metrics_row(
         "metrics": {str(n): _value(v) for n, v in metrics.items()},
         **labels,
     }
+    if per_question is not None:
+        add_intervals(row, per_question)
+    return row
 
 
-COMPARE_KS = (10, 20, 50, 100)  # the Ks retrieval papers compare methods at
+def add_intervals(row: dict, per_question: QuestionValues) -> dict:
+    """The intervals of the row's metrics that ``per_question`` measures (the values themselves stay
+    the row's), and the values kept for ``questions.jsonl``."""
+    kept = QuestionValues(per_question.ids, {n: p for n, p in per_question.parts.items() if n in row["metrics"]})
+    old = row.get(_VALUES)
+    if old is not None and old.ids == kept.ids:
+        kept.parts = {**old.parts, **kept.parts}
+    bounds = kept.intervals()
+    row[INTERVALS] = {**(row.get(INTERVALS) or {}), **{n: list(b) for n, b in bounds.items() if b is not None}}
+    row[_VALUES] = kept
+    return row
+
+
+COMPARE_KS = RETRIEVAL_COMPARE_KS  # the Ks retrieval papers compare methods at
 
 
 def retrieval_row(
@@ -122,7 +151,8 @@ def retrieval_row(
     usable = [x for x in ks if x <= int(k)] or ks[:1]
     at = usable[-1] if usable else int(k)
     values = {m: per_k.get(at) for m, per_k in overall.items()}
-    return metrics_row(method, split, at, {**values, **at_compare_ks(report, k)}, checkpoint, results, **labels)
+    figures = {**values, **at_compare_ks(report, k)}
+    return metrics_row(method, split, at, figures, checkpoint, results, report.question_values(at, k), **labels)
 
 
 def at_compare_ks(report: Any, k: int) -> dict[str, float | None]:
@@ -141,11 +171,12 @@ def write_metrics(
     details: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``folder/metrics.json`` (atomically): the common header, then the runner's ``details``."""
-    rows = [dict(r) for r in rows]
-    for i, r in enumerate(rows):
+    written = [dict(r) for r in rows]
+    for i, r in enumerate(written):
         missing = [key for key in ROW_KEYS if key not in r]
         if missing:
             raise ValueError(f"metrics row {i} lacks {missing} (build rows with metrics_row / retrieval_row)")
+    per_question = [r.pop(_VALUES, None) for r in written]
     details = dict(details or {})
     clash = set(details) & set(HEADER)
     if clash:
@@ -154,13 +185,43 @@ def write_metrics(
         "schema": SCHEMA,
         "experiment": experiment,
         "dataset": {"name": data_name, "fingerprint": fingerprint},
-        "rows": rows,
+        "rows": written,
         **details,
     }
     doc = _relative(doc, Path(folder).resolve())  # a moved run folder still reads
     path = Path(folder) / METRICS_FILE
+    kept = [(i, v) for i, v in enumerate(per_question) if v is not None and len(v)]
+    if kept:  # first, so a metrics.json never names values that are not there
+        write_jsonl(Path(folder) / QUESTIONS_FILE, (_questions_line(i, written[i], v) for i, v in kept))
     write_json(path, doc)
     return path
+
+
+def _questions_line(i: int, row: Mapping[str, Any], values: QuestionValues) -> dict:
+    """The row's method, split, K and labels, then its per-question values."""
+    labels = {k: v for k, v in row.items() if k not in (*ROW_KEYS, INTERVALS)}
+    return {"row": i, "method": row["method"], "split": row["split"], "k": row["k"], **labels, **values.to_json()}
+
+
+def read_question_values(folder: str | Path) -> list[tuple[dict, QuestionValues]]:
+    """Each row's labels (method, split, k, ...) and per-question values of a run folder, from
+    ``questions.jsonl``; a run written before it existed has none (FileNotFoundError naming it)."""
+    path = Path(folder) / QUESTIONS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: no per-question values (a run written before intervals existed: "
+            "re-score it with `python eval.py ckpt_path=<run folder>`)"
+        )
+    out = []
+    for lineno, doc in iter_jsonl(path):
+        if isinstance(doc, json.JSONDecodeError) or not isinstance(doc, dict) or "ids" not in doc:
+            raise MetricsFileError(f"{path}: line {lineno}: not a row of per-question values")
+        try:
+            values = QuestionValues.from_json(doc)
+        except ValueError as e:
+            raise MetricsFileError(f"{path}: line {lineno}: {e}") from None
+        out.append(({k: v for k, v in doc.items() if k not in ("ids", "metrics")}, values))
+    return out
 
 
 def read_metrics(path: str | Path) -> dict:
@@ -187,7 +248,37 @@ def flat_rows(doc: Mapping[str, Any]) -> list[dict]:
     out = []
     for r in doc["rows"]:
         row = {"method": r.get("method"), "data": data.get("name"), "split": r.get("split"), "K": r.get("k")}
-        row.update({key: v for key, v in r.items() if key not in ROW_KEYS})
+        row.update({key: v for key, v in r.items() if key not in ROW_KEYS and key != INTERVALS})
         row.update(r.get("metrics") or {})
+        for name, bounds in (r.get(INTERVALS) or {}).items():  # name_low / name_high beside name
+            if name in row and isinstance(bounds, list) and len(bounds) == 2:
+                row[f"{name}{LOW}"], row[f"{name}{HIGH}"] = bounds
         out.append(row)
     return out
+
+
+LOW, HIGH, STD = "_low", "_high", "_std"  # a flat row's interval (and over seeds, spread) columns of a metric
+
+
+def cell_text(row: Mapping[str, Any], column: str, digits: int = 4) -> str:
+    """A flat row's cell: ``0.7660 (0.720-0.810)`` where the row has the metric's interval columns,
+    ``0.7660 ± 0.0120 (0.736-0.796)`` where it also has its spread over seeds."""
+    v = row.get(column)
+    if v is None:
+        return ""
+    if not isinstance(v, float):
+        return str(v)
+    low, high, std = row.get(f"{column}{LOW}"), row.get(f"{column}{HIGH}"), row.get(f"{column}{STD}")
+    bounded = isinstance(low, (int, float)) and isinstance(high, (int, float))
+    text = format_estimate(v, float(low) if bounded else None, float(high) if bounded else None, digits)  # type: ignore[arg-type]
+    if isinstance(std, (int, float)):  # a mean over seeds: ``0.7660 ± 0.0120 (0.736-0.796)``
+        value = f"{v:.{digits}f}"
+        return f"{value} ± {std:.{digits}f}{text[len(value) :]}"
+    return text
+
+
+def table_columns(columns: Iterable[str]) -> list[str]:
+    """The columns a table shows: a metric's interval columns are written in its cell."""
+    columns = list(columns)
+    shown = set(columns)
+    return [c for c in columns if not any(c.endswith(end) and c[: -len(end)] in shown for end in (LOW, HIGH, STD))]

@@ -323,6 +323,7 @@ def _rows(r: _ReaderRun, figures: dict) -> list[dict]:
                 view.get("metrics") or {},
                 adapter if name.startswith("finetuned") else None,
                 r.out / f"predictions_{name}.jsonl",
+                r.reports[name].question_values() if name in r.reports else None,
                 variant=name,
                 n=view.get("n"),
             )
@@ -332,7 +333,13 @@ def _rows(r: _ReaderRun, figures: dict) -> list[dict]:
         view = answers.get("all") or {}
         rows.append(
             metrics_row(
-                "retrieval", r.eval_split, 1, view.get("metrics") or {}, variant=ANSWER_VARIANT, n=view.get("n")
+                "retrieval",
+                r.eval_split,
+                1,
+                view.get("metrics") or {},
+                per_question=r.answers.question_values() if r.answers is not None else None,
+                variant=ANSWER_VARIANT,
+                n=view.get("n"),
             )
         )
     return rows

@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 from gsr_train.eval.comparison import METRICS, at_k, comparison_tables, wins
 from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.retrieval import retrieval_metrics
-from gsr_train.eval.tail import at_compare_ks, metrics_row, results_file, retrieval_row
+from gsr_train.eval.tail import add_intervals, at_compare_ks, metrics_row, results_file, retrieval_row
 from gsr_train.models.subgraphrag.module import SubgraphRAGModule
 from gsr_train.models.subgraphrag.perf import keep_freed_memory
 from gsr_train.models.subgraphrag.scorer import ScorerConfig
@@ -181,10 +181,12 @@ def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
     print(f"### by hop count ({cfg.data.name} [{split_name}])\n\n{hops}")  # the main table: the closing summary
     r.timings["total_s"] = time.perf_counter() - r.t_start
     top_k = int(r.cfg.top_k)
-    at_top_k = at_k(reports[name] if top_k in ks else report(scores, [top_k]), top_k)
+    at_report = reports[name] if top_k in ks else report(scores, [top_k])
+    at_top_k = at_k(at_report, top_k)
     figures = _figures(r, name, reports, ks, at_top_k, (label_stats, train_info, str(results_path), best_path))
     figures["tables"] = {"overall": table, "by_hops": hops}
-    _write_rows(r, name, reports, cos_scores, report, at_top_k, best_path, results_path, figures, trainer)
+    at_top = (at_top_k, at_report)
+    _write_rows(r, name, reports, cos_scores, report, at_top, best_path, results_path, figures, trainer)
     log.info("total %.1fs", r.timings["total_s"])
     return figures
 
@@ -215,15 +217,20 @@ def _figures(r: _Run, name: str, reports: dict, ks: list[int], at_top_k: dict, m
 
 
 def _write_rows(r: _Run, name, reports, cos_scores, report, at_top, best_path, results_path, figures, trainer) -> None:
-    """metrics.json's rows (the model, and cosine at the same K) and the tracker's final figures."""
-    split_name, top_k, ks = r.run_cfg["eval_split"], at_top["k"], figures["ks"]
-    at_top_k = {m: v for m, v in at_top.items() if m != "k"}
+    """metrics.json's rows (the model, and cosine at the same K, with their intervals) and the tracker's
+    final figures; ``at_top``: the model's figures at ``top_k`` and the report they come from."""
+    figures_at, at_report = at_top
+    split_name, top_k, ks = r.run_cfg["eval_split"], figures_at["k"], figures["ks"]
+    at_top_k = {m: v for m, v in figures_at.items() if m != "k"}
     compared = {**at_top_k, **at_compare_ks(reports[name], top_k)}
-    rows = [metrics_row(name, split_name, top_k, compared, best_path, results_path)]
+    values = at_report.question_values(top_k)
+    rows = [metrics_row(name, split_name, top_k, compared, best_path, results_path, values)]
+    add_intervals(rows[0], reports[name].question_values(top_k))  # and at the Ks compared
     if cos_scores is not None:  # the baseline at the same K
         cos_at = reports["cosine"] if top_k in ks else report(cos_scores, [top_k])
         rows.append(retrieval_row("cosine", cos_at, split_name, top_k))
         rows[-1]["metrics"].update(at_compare_ks(reports["cosine"], top_k))
+        add_intervals(rows[-1], reports["cosine"].question_values(top_k))
     save_metrics(r.cfg, r.index.key, rows, figures)
     overall = reports[name].overall
     log_final_metrics(

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gsr_train.config import run_state
-from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
+from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, cell_text, flat_rows, read_metrics, table_columns
 
 MAX_TABLE_LINES = 24
 
@@ -27,13 +27,9 @@ def _table(folder: Path) -> str | None:
     if not doc or not doc["rows"]:
         return None
     rows = flat_rows(doc)
-    cols = [c for c in dict.fromkeys(k for r in rows for k in r) if c not in ("data", "split")]
-
-    def cell(v: Any) -> str:
-        return "" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
-
+    cols = table_columns(c for c in dict.fromkeys(k for r in rows for k in r) if c not in ("data", "split"))
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell_text(r, c) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
 

@@ -1,0 +1,103 @@
+"""Bootstrap intervals over questions, the paired comparison of two runs, and means over seeds."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+
+from gsr_train.eval.intervals import QuestionValues, format_estimate, paired_difference, seed_summary
+from gsr_train.eval.qa import QAExample, qa_metrics
+
+
+def _hits(n: int, p: float, seed: int) -> np.ndarray:
+    return (np.random.default_rng(seed).random(n) < p).astype(float)
+
+
+def test_interval_of_a_hit_rate_is_the_binomial_one_and_seeded():
+    values = QuestionValues([f"q{i}" for i in range(400)]).add_mean("hit", _hits(400, 0.7, 0))
+    (low, high) = values.intervals()["hit"]
+    mean = values.values()["hit"]
+    half = 1.96 * math.sqrt(mean * (1 - mean) / 400)  # the normal approximation: about +-0.045
+    assert low < mean < high and high - low == pytest.approx(2 * half, rel=0.15)
+    assert values.intervals() == values.intervals()  # seeded: the same every time
+    assert values.intervals(seed=1)["hit"] != (low, high)
+
+
+def test_questions_with_nothing_to_find_are_not_counted():
+    v = np.array([1.0, 0.0, math.nan, 1.0, math.nan])
+    values = QuestionValues(list("abcde")).add_mean("recall", v)
+    assert values.values()["recall"] == pytest.approx(2 / 3)
+    low, high = values.intervals()["recall"]
+    assert 0.0 <= low <= 2 / 3 <= high <= 1.0
+    only_nan = QuestionValues(["a"]).add_mean("recall", [math.nan])
+    assert only_nan.values()["recall"] is None and only_nan.intervals()["recall"] is None
+
+
+def test_qa_intervals_cover_micro_f1_and_score_h():
+    examples = [
+        QAExample(f"q{i}", ["Paris"] if i % 3 else ["Rome", "Paris"], ["Paris"], "", in_kg=i % 4 != 0)
+        for i in range(60)
+    ]
+    rep = qa_metrics(examples)
+    values = rep.question_values()
+    for name, figure in rep.flat().items():  # the per-question parts give back every figure
+        assert values.values()[name] == pytest.approx(figure), name
+    bounds = rep.to_dict()["all"]["intervals"]
+    assert set(bounds) == set(rep.flat())
+    for name, (low, high) in bounds.items():
+        assert low <= rep.flat()[name] + 1e-9 and rep.flat()[name] <= high + 1e-9, name
+    assert "(" in rep.table() and "-" in rep.table()
+
+
+def test_paired_difference_of_the_same_run_is_zero_and_of_a_better_one_is_significant():
+    ids = [f"q{i}" for i in range(300)]
+    a = QuestionValues(ids).add_mean("hit", _hits(300, 0.6, 0))
+    same = paired_difference(a, a)
+    assert same[0].diff == 0.0 and same[0].p_value == 1.0 and same[0].low == same[0].high == 0.0
+    better_hits = np.maximum(_hits(300, 0.6, 0), _hits(300, 0.5, 1))  # a hit wherever a had one, and more
+    b = QuestionValues(list(reversed(ids))).add_mean("hit", better_hits[::-1])  # another order: paired by id
+    (d,) = paired_difference(b, a)
+    assert d.diff == pytest.approx(better_hits.mean() - _hits(300, 0.6, 0).mean())
+    assert d.low > 0 and d.p_value < 0.01 and d.questions == 300
+    noise = QuestionValues(ids).add_mean("hit", _hits(300, 0.6, 2))
+    (n,) = paired_difference(noise, a)
+    assert n.low < 0 < n.high and n.p_value > 0.05
+
+
+def test_paired_difference_uses_the_shared_questions_only():
+    a = QuestionValues(["x", "y", "z"]).add_mean("hit", [1.0, 0.0, 1.0])
+    b = QuestionValues(["z", "y", "w"]).add_mean("hit", [0.0, 0.0, 1.0]).add_mean("other", [1, 1, 1])
+    (d,) = paired_difference(a, b)
+    assert (d.metric, d.questions, d.a, d.b, d.diff) == ("hit", 2, 0.5, 0.0, 0.5)
+
+
+def test_bootstrap_is_fast_on_35k_questions():
+    n = 35_000
+    values = QuestionValues([str(i) for i in range(n)])
+    for m in range(20):
+        values.add_mean(f"m{m}", _hits(n, 0.5, m))
+    t0 = time.perf_counter()
+    values.intervals()
+    paired_difference(values, values)
+    assert time.perf_counter() - t0 < 15  # about 2 s on one core
+
+
+def test_round_trip_and_formatting():
+    values = QuestionValues(["a", "b"]).add_mean("hit", [1.0, math.nan]).add_ratio("s", [1, 2], [2, 2])
+    values.add_f1("micro", [1, 0], [2, 1], [1, 0], [1, 1])
+    back = QuestionValues.from_json(json.loads(json.dumps(values.to_json())))
+    assert back.values() == values.values() and back.ids == ["a", "b"]
+    assert format_estimate(0.7661, 0.72, 0.81) == "0.766 (0.72-0.81)"
+    assert format_estimate(-0.03, -0.08, 0.02) == "-0.030 (-0.08 to 0.02)"
+    assert format_estimate(None, None, None) == "-" and format_estimate(0.5, None, None) == "0.500"
+
+
+def test_seed_summary_is_the_t_interval_of_the_mean():
+    s = seed_summary([0.70, 0.72, 0.74])
+    assert s["mean"] == pytest.approx(0.72) and s["std"] == pytest.approx(0.02)
+    assert s["high"] - s["mean"] == pytest.approx(4.303 * 0.02 / math.sqrt(3))
+    assert seed_summary([0.5])["std"] is None and seed_summary([])["mean"] is None
