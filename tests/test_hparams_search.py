@@ -1,0 +1,61 @@
+"""docs/how-to/hparams-search.md runs as written: an Optuna search over SubgraphRAG, killed with
+SIGKILL in its second trial and continued by the same command (the trial that was running runs
+again in its own folder, the others are not), then the GSR search; both end with the sweep table
+and optuna.json. The objective is read from the trials' metrics.json."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .test_readme_commands import _argv, _block, _checkout, _env, _run, cache  # noqa: F401 (the fixture)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PAGE = "docs/how-to/hparams-search.md"
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 600) -> None:
+    t0 = time.time()
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.time() - t0 < timeout, f"{path} did not appear"
+        time.sleep(0.2)
+
+
+def test_the_pages_searches_run_and_a_killed_one_continues(tmp_path, cache):
+    cwd = _checkout(tmp_path / "checkout")
+    sgr, gsr = _block(PAGE, "+hparams_search=subgraphrag_optuna")
+    search = cwd / "multirun" / "hparams_search" / "subgraphrag_quickstart"
+    proc = subprocess.Popen(_argv(sgr, cwd), cwd=cwd, env=_env(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _wait_for(search / "1" / "run.json", proc)  # the second trial started: kill the whole search
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert not (search / "optuna.json").exists() and not (search / "2").exists()
+
+    done = _run(sgr, cwd, _env(cache))  # the same command continues it
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((search / "optuna.json").read_text())
+    assert [(t["trial"], t["state"]) for t in result["trials"]] == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "COMPLETE")]
+    assert json.loads((search / "0" / "run.json").read_text())["attempts"] == 1  # finished: not run again
+    assert json.loads((search / "1" / "run.json").read_text())["attempts"] == 2  # killed: run again, in place
+    for trial in result["trials"]:  # each value is its run's metrics.json figure
+        rows = json.loads((search / str(trial["trial"]) / "metrics.json").read_text())["rows"]
+        assert trial["value"] == rows[0]["metrics"]["answer_recall@10"]
+    best = max(result["trials"], key=lambda t: t["value"])
+    assert result["best"] == {"trial": best["trial"], "value": best["value"], "params": best["params"]}
+    assert set(best["params"]) == {"model.hidden", "model.dropout", "model.train.optim.lr"}
+    table = (search / "aggregate.md").read_text()
+    assert "| model.hidden | model.dropout | model.train.optim.lr |" in table and table.count("| subgraphrag |") == 3
+    assert (search / "aggregate_recall.png").is_file()
+
+    done = _run(gsr, cwd, _env(cache))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((cwd / "multirun" / "hparams_search" / "retrieve_gsr" / "optuna.json").read_text())
+    assert [t["state"] for t in result["trials"]] == ["COMPLETE", "COMPLETE"] and result["best"]["value"] >= 0
+    assert set(result["best"]["params"]) == {"model.optim.lr", "model.batch_size"}
