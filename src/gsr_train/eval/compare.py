@@ -91,6 +91,6 @@ def compare_table(doc: Mapping[str, Any], digits: int = 3) -> str:
         for m in row["metrics"]:
             diff = format_estimate(m["diff"], m["low"], m["high"], digits)
             a, b = (format_estimate(m[x], None, None, digits) for x in ("a", "b"))
-            p = "-" if m["p_value"] is None else f"{m['p_value']:.{digits}f}"
+            p = "-" if m["p_value"] is None else f"{m['p_value']:.{digits}f}" if m["p_value"] >= 0.001 else "<0.001"
             lines.append(f"| {row['a']} | {row['b']} | {m['metric']} | {m['questions']} | {a} | {b} | {diff} | {p} |")
     return "\n".join(lines)
