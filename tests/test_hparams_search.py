@@ -47,12 +47,15 @@ def test_the_pages_searches_run_and_a_killed_one_continues(tmp_path, cache):
     for trial in result["trials"]:  # each value is its run's metrics.json figure
         rows = json.loads((search / str(trial["trial"]) / "metrics.json").read_text())["rows"]
         assert trial["value"] == rows[0]["metrics"]["answer_recall@10"]
+    assert len({json.dumps(t["params"], sort_keys=True) for t in result["trials"]}) == 3  # no point asked twice
     best = max(result["trials"], key=lambda t: t["value"])
     assert result["best"] == {"trial": best["trial"], "value": best["value"], "params": best["params"]}
     assert set(best["params"]) == {"model.hidden", "model.dropout", "model.train.optim.lr"}
     table = (search / "aggregate.md").read_text()
     assert "| model.hidden | model.dropout | model.train.optim.lr |" in table and table.count("| subgraphrag |") == 3
     assert (search / "aggregate_recall.png").is_file()
+    assert table.count("| best trial |") == 2  # its subgraphrag and cosine rows
+    assert f"## Optuna search (answer_recall@10, maximize; best: trial {best['trial']}, answer_recall@10 = " in table
 
     done = _run(gsr, cwd, _env(cache))
     assert done.returncode == 0, done.stderr[-3000:]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -140,10 +141,12 @@ def aggregate(root: str | Path, write: bool = True, quiet: bool = False) -> list
     if not rows:
         log.warning("no run results (%s) under %s", METRICS_FILE, root)
         return rows
+    search_md = mark_best_trial(rows, root)
     cols = columns(rows)
     md = to_markdown(rows, cols)
     seeds = over_seeds(rows)
     seeds_md = f"\n\n## over {SEED} ({SEEDS_NOTE})\n\n{to_markdown(seeds)}" if seeds else ""
+    seeds_md += search_md
     if write:
         with atomic_write(root / "aggregate.csv", "w") as f:
             f.write(to_csv(rows, cols))
@@ -156,6 +159,33 @@ def aggregate(root: str | Path, write: bool = True, quiet: bool = False) -> list
     if not quiet:
         print(md + seeds_md)
     return rows
+
+
+OPTUNA_FILE = "optuna.json"  # an Optuna search's trials and best trial (gsr_train.runtime.optuna_sweep)
+
+
+def mark_best_trial(rows: list[dict], root: Path) -> str:
+    """For an Optuna search (``root/optuna.json``): its best trial's rows get ``search: best trial``
+    (a column of the table, a label in the plot); returns the search's section of aggregate.md."""
+    path = root / OPTUNA_FILE
+    if not path.is_file():
+        return ""
+
+    try:
+        search = json.loads(path.read_text())
+        best, objective, direction = search.get("best"), search["objective"], search["direction"]
+        trials = search["trials"]
+    except (ValueError, KeyError, TypeError) as e:
+        log.warning("%s: not an Optuna search summary (%s)", path, e)
+        return ""
+    if best:
+        for r in rows:
+            if r["job"] == str(best["trial"]):
+                r["search"] = "best trial"
+    lines = [{"trial": t["trial"], "state": t["state"], objective: _num(t["value"]), **t["params"]} for t in trials]
+    table = to_markdown(lines, list(dict.fromkeys(k for line in lines for k in line)))
+    head = f"best: trial {best['trial']}, {objective} = {_num(best['value'])}" if best else "no trial finished"
+    return f"\n\n## Optuna search ({objective}, {direction}; {head})\n\n{table}"
 
 
 SEED = "seed"  # the override a seed sweep varies
@@ -216,7 +246,7 @@ def _curves(rows: Iterable[Mapping[str, Any]], metric: str) -> dict[str, list[tu
             if key.startswith(f"{metric}@") and key.rsplit("@", 1)[1].isdigit() and isinstance(v, (int, float))
         )
         if points:
-            extra = [str(r[c]) for c in ("mode", "variant", "perturbation", "level") if r.get(c) is not None]
+            extra = [str(r[c]) for c in ("mode", "variant", "perturbation", "level", "search") if r.get(c) is not None]
             curves[" ".join([str(r.get("job", "")), str(r.get("method", "")), *extra]).strip()] = points
     return curves
 

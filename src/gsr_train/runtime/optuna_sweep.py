@@ -24,12 +24,13 @@ from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl, create_p
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
+from gsr_train.eval.aggregate import OPTUNA_FILE
 from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
 from gsr_train.io import write_json
 
 log = logging.getLogger(__name__)
 
-RESULTS_FILE = "optuna.json"
+RESULTS_FILE = OPTUNA_FILE  # read by the sweep table (gsr_train.eval.aggregate)
 
 
 class OptunaSweep(OptunaSweeperImpl):
@@ -53,6 +54,8 @@ class OptunaSweep(OptunaSweeperImpl):
             directions=self._get_directions(),
             load_if_exists=True,
         )
+        if study.trials and hasattr(study.sampler, "reseed_rng"):
+            study.sampler.reseed_rng()  # a continued search must not draw the seed's first points again
         stale = [t for t in study.trials if t.state == TrialState.RUNNING]
         if stale:
             log.info("continuing the search: %d trial(s) left running run again first", len(stale))
