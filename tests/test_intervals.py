@@ -101,3 +101,15 @@ def test_seed_summary_is_the_t_interval_of_the_mean():
     assert s["mean"] == pytest.approx(0.72) and s["std"] == pytest.approx(0.02)
     assert s["high"] - s["mean"] == pytest.approx(4.303 * 0.02 / math.sqrt(3))
     assert seed_summary([0.5])["std"] is None and seed_summary([])["mean"] is None
+
+
+def test_chain_match_values_give_chain_match_and_its_intervals():
+    from gsr_train.eval.chains import chain_match, chain_match_values
+
+    beams = [[("r1",), ("r2",)], [("r9",), ("r3", "r4")], [None], [("r1",)]]
+    ground = [[("r1",)], [("r3", "r4")], [("r5",)], []]  # the last has no ground chain: not counted
+    figures = chain_match(beams, ground, [1, 2])
+    values = chain_match_values(["a", "b", "c", "d"], beams, ground, [1, 2])
+    assert values.values() == {"match@1": figures["match@1"], "match@2": figures["match@2"]}
+    low, high = values.intervals()["match@2"]
+    assert low <= 2 / 3 <= high

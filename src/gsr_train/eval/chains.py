@@ -21,11 +21,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from gsr_train.eval.intervals import QuestionValues
 
 Chain = tuple[str, ...]
 
@@ -49,6 +52,27 @@ def end_match(
     if len(equivalent) != len(ground):
         raise ValueError(f"end_match: {len(equivalent)} flag lists for {len(ground)} questions")
     return _hit_shares(equivalent, [any(True for _ in g) for g in ground], ns, "end_match")
+
+
+def chain_match_values(
+    ids: Sequence[str],
+    beams: Sequence[Sequence[Chain | None]],
+    ground: Sequence[Iterable[Chain]],
+    ns: Sequence[int] = (1, 3),
+    equivalent: Sequence[Sequence[bool]] | None = None,
+) -> QuestionValues:
+    """Per question, ``match@n`` (and with ``equivalent``, ``end_match@n``): 1 / 0, NaN for a question
+    without a ground chain (not counted), for the bootstrap intervals of :func:`chain_match` /
+    :func:`end_match`."""
+    grounds = [{tuple(c) for c in g} for g in ground]
+    flags = [[c is not None and tuple(c) in gset for c in per_q] for per_q, gset in zip(beams, grounds)]
+    out = QuestionValues([str(q) for q in ids])
+    for key, hits in (("match", flags), ("end_match", equivalent)):
+        if hits is None:
+            continue
+        for n in ns:
+            out.add_mean(f"{key}@{n}", [float(any(list(h)[:n])) if g else math.nan for h, g in zip(hits, grounds)])
+    return out
 
 
 def _hit_shares(flags: Sequence[Sequence[bool]], counted: Sequence[bool], ns: Sequence[int], key: str) -> dict:
@@ -150,6 +174,7 @@ class ChainReport:
     groups: dict = field(default_factory=dict)  # name -> chain match over a subset of the questions
     ends: dict = field(default_factory=dict)  # end-equivalent match (when the graphs were there)
     extra: dict = field(default_factory=dict)
+    questions: QuestionValues | None = None  # per-question chain match (:func:`chain_match_values`)
 
     def to_dict(self) -> dict:
         return {

@@ -122,8 +122,8 @@ def add_intervals(row: dict, per_question: QuestionValues) -> dict:
     the row's), and the values kept for ``questions.jsonl``."""
     kept = QuestionValues(per_question.ids, {n: p for n, p in per_question.parts.items() if n in row["metrics"]})
     old = row.get(_VALUES)
-    if old is not None and old.ids == kept.ids:
-        kept.parts = {**old.parts, **kept.parts}
+    if old is not None and set(old.ids) == set(kept.ids):  # one row's figures on the same questions
+        kept = QuestionValues(old.ids, {**old.parts, **kept.take(old.ids).parts})
     bounds = kept.intervals()
     row[INTERVALS] = {**(row.get(INTERVALS) or {}), **{n: list(b) for n, b in bounds.items() if b is not None}}
     row[_VALUES] = kept

@@ -31,7 +31,15 @@ import torch
 from gsr_train.datamodules.gsr_chains import chain_relations
 from gsr_train.datamodules.gsr_prepare import GSRData
 from gsr_train.datamodules.relation_holdout import vocabulary_groups
-from gsr_train.eval.chains import ChainReport, answer_coverage, chain_match, end_match, paper_coverage, validity
+from gsr_train.eval.chains import (
+    ChainReport,
+    answer_coverage,
+    chain_match,
+    chain_match_values,
+    end_match,
+    paper_coverage,
+    validity,
+)
 from gsr_train.eval.results import write_results
 from gsr_train.kg.execution import ChainExecutor, verbalize_path
 from gsr_train.kg.index import KGIndex, SplitGraphs
@@ -192,6 +200,7 @@ def evaluate(
     ns = sorted({*ns, 1, top_n})
     report = ChainReport(split)
     report.match = chain_match(beams, ground, ns)
+    flags = None
     if results and all("same_ends" in b for r in results for b in r.beams):
         names = [{tuple(c) for c in g} for g in ground]
         flags = [
@@ -199,6 +208,7 @@ def evaluate(
             for i, r in enumerate(results)
         ]
         report.ends = end_match(flags, ground, ns)
+    report.questions = chain_match_values([r.id for r in results], beams, ground, ns, flags)
     for name, rows in (groups or {}).items():
         report.groups[name] = chain_match([beams[i] for i in rows], [ground[i] for i in rows], ns)
     answered = [(i, a) for i, a in enumerate(answers) if a is not None]

@@ -40,6 +40,7 @@ from gsr_train.datamodules.gsr_chains import chain_relations
 from gsr_train.datamodules.gsr_datamodule import build_datamodule
 from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
 from gsr_train.eval.chains import chain_figures, match_table
+from gsr_train.eval.intervals import QuestionValues
 from gsr_train.eval.tail import metrics_row, results_file
 from gsr_train.kg.index import source_fingerprint
 from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
@@ -124,9 +125,11 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     return best, seconds, {**figures, "trainer": trainer}
 
 
-def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True) -> dict:
+def evaluate_gsr(
+    cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True
+) -> tuple[dict, QuestionValues | None]:
     """One decoding mode scored (:func:`retrieve_and_evaluate`) and, when ``write``, its results file
-    (``results_<split>[_constrained].jsonl.gz``); the report as a dict."""
+    (``results_<split>[_constrained].jsonl.gz``); the report as a dict, and its per-question chain match."""
     decode = DecodeConfig.from_any({**_container(cfg.gsr.decode), "top_n": int(cfg.top_k), "constrained": constrained})
     g = cfg.gsr
     ns = list(g.get("match_ns", [1, 3, 5, 10]))
@@ -136,7 +139,7 @@ def evaluate_gsr(cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: 
         write_gsr_results(path, data.graph_index, "eval", results, rows)
         report.extra["results_file"] = path.name
     log.info("\n%s", report.table())
-    return report.to_dict()
+    return report.to_dict(), report.questions
 
 
 def _fingerprint(cfg: DictConfig) -> str | None:
@@ -147,8 +150,10 @@ def _fingerprint(cfg: DictConfig) -> str | None:
         return None
 
 
-def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoint: str | None) -> dict:
-    """The tail's row of one decoding mode: chain match and answer coverage at ``top_k``."""
+def _metrics_row(
+    cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoint: str | None, per_question: QuestionValues | None
+) -> dict:
+    """The tail's row of one decoding mode: chain match (with its intervals) and answer coverage at ``top_k``."""
     values, labels = chain_figures(report)
     results = report.get("results_file")
     return metrics_row(
@@ -158,6 +163,7 @@ def _metrics_row(cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoi
         values,
         checkpoint,
         output_dir(cfg) / results if results else None,
+        per_question,
         model=str(cfg.model.name),
         mode=mode,
         variant=str(cfg.gsr.variant),
@@ -263,10 +269,12 @@ def _evaluate(r: _GSRRun) -> float | None:
     cfg, figures = r.cfg, r.figures
     describe(r)
     modes = list(cfg.gsr.get("eval_modes", ["unconstrained"]))
+    values = {}
     for mode in modes:  # each checked by check_gsr
-        figures[mode] = evaluate_gsr(cfg, r.data, r.gsr, constrained=(mode == "constrained"))
+        figures[mode], values[mode] = evaluate_gsr(cfg, r.data, r.gsr, constrained=(mode == "constrained"))
     figures["tables"] = {"overall": match_table(figures, modes)}  # printed by the run's closing summary
-    save_metrics(cfg, _fingerprint(cfg), [_metrics_row(cfg, mode, figures[mode], r.best) for mode in modes], figures)
+    rows = [_metrics_row(cfg, mode, figures[mode], r.best, values[mode]) for mode in modes]
+    save_metrics(cfg, _fingerprint(cfg), rows, figures)
     matches = {mode: figures[mode].get("chain_match", {}) for mode in modes}
     log_final_metrics(r.trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in matches[mode].items()})
     return matches[modes[0]].get(f"match@{int(cfg.top_k)}") if modes else None
@@ -306,4 +314,5 @@ def _report_retrieval(r: _GSRRun) -> dict[str, Any]:
     if r.cfg.gsr.get("eval_only") is None:
         figures["model_folder"] = str(output_dir(r.cfg) / "model")
     scores = edge_scores(r.data.graph_index["eval"], results, rows)
-    return report_retrieval(r.cfg, r.index, split, "gsr", scores, extra, figures, match, {"mode": mode})
+    row = (match, {"mode": mode}, report.questions)  # chain match on the row, with its intervals
+    return report_retrieval(r.cfg, r.index, split, "gsr", scores, extra, figures, *row)

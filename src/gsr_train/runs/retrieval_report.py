@@ -9,9 +9,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from gsr_train.eval.intervals import QuestionValues
 from gsr_train.eval.results import write_results
 from gsr_train.eval.retrieval_report import answer_ranking, check_scores, measure, plain_values
-from gsr_train.eval.tail import results_file, retrieval_row
+from gsr_train.eval.tail import add_intervals, results_file, retrieval_row
 from gsr_train.kg.paths import get_supervision
 from gsr_train.retrievers.interface import ROW_FIELDS
 from gsr_train.runtime.device import run_device
@@ -28,6 +29,7 @@ def report_retrieval(
     details: dict[str, Any] | None = None,
     row_metrics: Mapping[str, Any] | None = None,
     row_labels: Mapping[str, Any] | None = None,
+    row_values: QuestionValues | None = None,
 ) -> dict[str, Any]:
     """Write the top-``top_k`` results file, measure recall at the run's K and ``eval_ks`` (with the
     shortest-path and, where the data has them, labelled triples), print the table and write
@@ -56,6 +58,8 @@ def report_retrieval(
     _own_answers(figures, graphs, rows)
     row = retrieval_row(method, report, split, k, results=results, **dict(row_labels or {}))
     row["metrics"].update({name: float(v) for name, v in (row_metrics or {}).items() if isinstance(v, (int, float))})
+    if row_values is not None:  # the retriever's own figures' per-question values: their intervals
+        add_intervals(row, row_values)
     save_metrics(cfg, index.key, [row], figures)
     return figures
 
