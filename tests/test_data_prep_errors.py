@@ -123,7 +123,7 @@ def test_build_index_user_mistakes_are_one_line(tmp_path, capsys, case):
 @pytest.mark.parametrize("script", ["build_supervision", "embed"])
 def test_other_data_prep_scripts_name_bad_rows_in_one_line(tmp_path, capsys, script):
     data = _folder(tmp_path / "data", "nan_choices")
-    cache_option = "--cache-dir" if script == "embed" else "--cache"
+    cache_option = "--cache_dir" if script == "embed" else "--cache"
     with pytest.raises(SystemExit) as stop:
         _load(script).main(["--data", str(data), cache_option, str(tmp_path / "cache")])
     assert stop.value.code == 2
@@ -249,11 +249,11 @@ def test_every_data_step_is_a_gsr_train_verb_and_the_old_scripts_still_run(tmp_p
     index, the same figures, the same one-line errors; every verb answers --help."""
     import json as _json
 
-    from gsr_train.cli import DELEGATED
+    from gsr_train.cli import VERBS
 
     gsr_train = str(Path(sys.executable).parent / "gsr-train")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
-    for verb in DELEGATED:
+    for verb in VERBS:
         shown = subprocess.run([gsr_train, verb, "--help"], capture_output=True, text=True, env=env, timeout=120)
         text = (shown.stdout + shown.stderr).lower()
         assert shown.returncode == 0 and ("usage" in text or "powered by hydra" in text), (verb, text[-500:])

@@ -106,7 +106,7 @@ def test_resume_rebuilds_a_damaged_finished_split(data, tmp_path, damage):
         _flip(target)
     else:
         target.write_bytes(target.read_bytes()[:-4])
-    proc = _build_index("--data", str(data), "--batch-rows", "4", "--json", str(tmp_path / "s.json"), cache=cache)
+    proc = _build_index("--data", str(data), "--batch_rows", "4", "--json", str(tmp_path / "s.json"), cache=cache)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert "edge_rel.bin" in proc.stderr and "rebuilding split 'train'" in proc.stderr
@@ -165,7 +165,7 @@ def test_unwritable_cache_is_one_message(data, tmp_path, fs):
     options = "ro,size=64k" if fs == "read-only" else "size=24k"
     mount = f'mount -t tmpfs -o {options} tmpfs \'{cache}\' && exec "$0" "$@"'
     proc = _build_index(
-        "--data", str(data), "--batch-rows", "4", cache=cache, prefix=("unshare", "-m", "sh", "-c", mount)
+        "--data", str(data), "--batch_rows", "4", cache=cache, prefix=("unshare", "-m", "sh", "-c", mount)
     )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
@@ -221,7 +221,7 @@ def test_truncated_gz_under_skip_invalid_reports_the_lost_tail(tmp_path):
     kept = _truncated_gz(data)
     assert 0 < kept < 120
     out = tmp_path / "s.json"
-    proc = _build_index("--data", str(data), "--skip-invalid", "--json", str(out), cache=tmp_path / "cache")
+    proc = _build_index("--data", str(data), "--skip_invalid", "--json", str(out), cache=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr[-3000:]
     train = json.loads(out.read_text())["splits"]["train"]
     assert train["questions"] == kept and train["skipped_rows"] == 0  # not "1 skipped"

@@ -72,7 +72,7 @@ def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
     assert "| job | method | data | split | K | model.hidden | top_k |" in md
     # the CLI writes the same table again
     again = subprocess.run(
-        [sys.executable, "-m", "gsr_train.cli", "aggregate", str(sweep), "--no-write"],
+        [sys.executable, "-m", "gsr_train.cli", "aggregate", str(sweep), "--no_write"],
         cwd=REPO,
         env=_env(),
         capture_output=True,

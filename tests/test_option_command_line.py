@@ -83,7 +83,7 @@ MISTAKES = [
     (
         "gsr_quickstart",
         "gsr.decod=3",
-        "error: gsr.decod: not a GSRRun option (conf/experiment/gsr_defaults.yaml); did you mean gsr.decode?",
+        "error: gsr.decod: not a GSRRun option (conf/recipes/gsr_defaults.yaml); did you mean gsr.decode?",
     ),
     (
         "subgraphrag_quickstart",
@@ -180,7 +180,7 @@ def test_train_py_help_prints_the_experiments_options(tmp_path):
     assert "gsr.decode.beams = 10" in proc.stdout and "beams of the beam search" in proc.stdout
     assert "model.optim.lr = 0.003  (default 0.0005)" in proc.stdout  # gsr_tiny's own rate
     proc = _train(tmp_path, "--help")
-    assert proc.returncode == 0 and "subgraphrag_quickstart" in proc.stdout.split("== Experiments", 1)[1]
+    assert proc.returncode == 0 and "subgraphrag_quickstart" in proc.stdout.split("experiments (conf/experiment", 1)[1]
 
 
 def test_help_and_gsr_train_options_import_no_torch(tmp_path):

@@ -328,7 +328,7 @@ def test_a_run_prepares_its_data_with_data_workers(webqsp_mini, tmp_path, monkey
     "command, says",
     [
         (["train.py", "+experiment=cosine_baseline", "data.workers=0"], "error: data.workers=0: expected >= 1"),
-        (["-m", "gsr_train.cli", "supervision", "--data", "x", "--workers", "0"], "argument --workers: expected"),
+        (["-m", "gsr_train.cli", "supervision", "--data", "x", "--workers", "0"], "'--workers': expected"),
     ],
     ids=["train.py", "gsr-train"],
 )

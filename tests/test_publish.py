@@ -63,7 +63,7 @@ def test_card_redacts_secret_values(monkeypatch):
 
 
 def test_dry_run_lists_files_and_card_without_the_token(folder, tmp_path, capsys):
-    assert main(["publish", str(folder), "--repo-id", "org/tiny", "--dry-run"]) == 0
+    assert main(["publish", str(folder), "--repo_id", "org/tiny", "--dry_run"]) == 0
     out = capsys.readouterr()
     assert "DRY RUN" in out.out
     for name in ("config.json", "model.safetensors", "README.md"):
@@ -107,7 +107,7 @@ def test_missing_token_and_bad_repo_id_are_clear_errors(folder, monkeypatch, cap
     monkeypatch.delenv("HF_TOKEN")
     with pytest.raises(RuntimeError, match=r"\$HF_TOKEN"):
         publish(folder, "org/tiny", api=FakeApi())
-    assert main(["publish", str(folder), "--repo-id", "no-slash", "--dry-run"]) == 2
+    assert main(["publish", str(folder), "--repo_id", "no-slash", "--dry_run"]) == 2
     assert "ORG/NAME" in capsys.readouterr().err
 
 

@@ -110,7 +110,7 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
     again = json.loads((out2 / "metrics.json").read_text())["metrics"]
     assert set(again) == {"finetuned_retrieved"}
     assert again["finetuned_retrieved"]["all"]["metrics"] == pytest.approx(fin["all"]["metrics"])
-    assert main(["score", str(out / "predictions_finetuned_retrieved.jsonl"), "--out", str(tmp_path / "m.json")]) == 0
+    assert main([str(out / "predictions_finetuned_retrieved.jsonl"), "--out", str(tmp_path / "m.json")]) == 0
     rescored = json.loads((tmp_path / "m.json").read_text())
     assert rescored["all"]["metrics"] == pytest.approx(fin["all"]["metrics"])
 

@@ -98,7 +98,7 @@ def test_every_experiment_follows_its_typed_recipe(name):
         (
             "subgraphrag_quickstart",
             "top_k=ten",
-            "top_k=ten: expected an integer (conf/experiment/subgraphrag_defaults.yaml)",
+            "top_k=ten: expected an integer (conf/recipes/subgraphrag_defaults.yaml)",
         ),
         (
             "subgraphrag_quickstart",
@@ -113,13 +113,12 @@ def test_every_experiment_follows_its_typed_recipe(name):
         (
             "subgraphrag_quickstart",
             "subgraphrag.serving=fast",
-            "subgraphrag.serving=fast: expected one of auto, compiled, torch "
-            "(conf/experiment/subgraphrag_defaults.yaml)",
+            "subgraphrag.serving=fast: expected one of auto, compiled, torch (conf/recipes/subgraphrag_defaults.yaml)",
         ),
         (
             "gsr_quickstart",
             "gsr.decode.beams=-2",
-            "gsr.decode.beams=-2: expected >= 1 (conf/experiment/gsr_defaults.yaml)",
+            "gsr.decode.beams=-2: expected >= 1 (conf/recipes/gsr_defaults.yaml)",
         ),
         ("gsr_quickstart", "model.epochs=1.5", "model.epochs=1.5: expected an integer"),
         ("cosine_baseline", "top_k=0", "top_k=0: expected >= 1 (conf/experiment/cosine_baseline.yaml)"),
@@ -184,10 +183,9 @@ def test_unknown_keys_anywhere_are_named_with_their_file_and_closest_option(tmp_
         run_experiment(cfg)
     lines = str(err.value).splitlines()[1:]
     assert [x.strip() for x in lines] == [
-        "subgraphrag: not an option of runner gsr (conf/experiment/gsr_defaults.yaml)",
-        "gsr.decode.beam: not a DecodeConfig option (conf/experiment/gsr_defaults.yaml); "
-        "did you mean gsr.decode.beams?",
-        "gsr.decod: not a GSRRun option (conf/experiment/gsr_defaults.yaml); did you mean gsr.decode?",
+        "subgraphrag: not an option of runner gsr (conf/recipes/gsr_defaults.yaml)",
+        "gsr.decode.beam: not a DecodeConfig option (conf/recipes/gsr_defaults.yaml); did you mean gsr.decode.beams?",
+        "gsr.decod: not a GSRRun option (conf/recipes/gsr_defaults.yaml); did you mean gsr.decode?",
         "model.optim.lrr: not a GSROptim option (conf/model/gsr_tiny.yaml); did you mean model.optim.lr?",
     ]
     assert not (tmp_path / "c").exists()  # nothing ran
@@ -225,13 +223,13 @@ def _disagreements(yaml_values: dict, defaults: dict, prefix: str = "") -> list[
 @pytest.mark.parametrize(
     "path, section, cls",
     [
-        ("conf/experiment/subgraphrag_defaults.yaml", "subgraphrag", "gsr_train.options.recipes:SubgraphRAGRun"),
+        ("conf/recipes/subgraphrag_defaults.yaml", "subgraphrag", "gsr_train.options.recipes:SubgraphRAGRun"),
         ("conf/model/subgraphrag_paper.yaml", None, "gsr_train.models.subgraphrag.options:SubgraphRAGModel"),
-        ("conf/experiment/classic_defaults.yaml", "classic", "gsr_train.retrievers.classic:ClassicRun"),
-        ("conf/experiment/gsr_defaults.yaml", "gsr", "gsr_train.options.recipes:GSRRun"),
-        ("conf/experiment/reader_defaults.yaml", "qa", "gsr_train.options.recipes:QARun"),
+        ("conf/recipes/classic_defaults.yaml", "classic", "gsr_train.retrievers.classic:ClassicRun"),
+        ("conf/recipes/gsr_defaults.yaml", "gsr", "gsr_train.options.recipes:GSRRun"),
+        ("conf/recipes/reader_defaults.yaml", "qa", "gsr_train.options.recipes:QARun"),
         ("conf/robustness/default.yaml", None, "gsr_train.options.recipes:RobustnessRun"),
-        ("conf/experiment/okgqa_defaults.yaml", "open_ended", "gsr_train.options.recipes:OpenEndedRun"),
+        ("conf/recipes/okgqa_defaults.yaml", "open_ended", "gsr_train.options.recipes:OpenEndedRun"),
     ],
 )
 def test_the_defaults_files_restate_the_dataclass_defaults(path, section, cls):

@@ -95,6 +95,6 @@ def test_build_index_command_reports_leakage_with_exit_code_2(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 2 and "question ids in both 'train' and 'test', e.g. q0" in done.stderr
     out = tmp_path / "s.json"
-    done = subprocess.run([*cmd, "--allow-overlap", "--json", str(out)], capture_output=True, text=True)
+    done = subprocess.run([*cmd, "--allow_overlap", "--json", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["overlap"]["ids"]["train|test"]["examples"] == ["q0"]

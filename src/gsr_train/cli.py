@@ -1,166 +1,189 @@
-"""``gsr-train``: one command line for everything but training (``python train.py``) and evaluating
-runs (``python eval.py``), the two Hydra entry points.
+"""``gsr-train VERB``: one command line (typer) for everything but training and evaluating runs
+(``python train.py``, ``python eval.py``, the two Hydra entry points).
 
-gsr-train build-index | supervision | embed | make-synthetic      prepare data (--help on each)
-gsr-train llm-label-triples | llm-pseudo-questions | llm-select-chains | llm-open-questions
-          | serve-llm                                             LLM data steps
-gsr-train score --results F --data D                              score any results file
-gsr-train cosine --data D                                         the cosine baseline on any data
-gsr-train reader score PREDICTIONS | compare-patterns | robustness | robustness-render | gsr-table
-gsr-train export RUN_DIR|CKPT|MODEL_DIR OUT_DIR [--kind subgraphrag|gsr|reader] [--repo-id ORG/NAME]
-gsr-train publish OUT_DIR --repo-id ORG/NAME [--dry-run] [--private] [--token-env HF_TOKEN]
-gsr-train aggregate SWEEP_DIR [--no-write]
-gsr-train compare RUN_A RUN_B                                     paired differences of two runs, with intervals
-gsr-train options [NAME [key=value ...]] [--write-defaults]       an experiment's options, described
+Each verb is a typed function in its own module (:mod:`gsr_train.clikit`), loaded only when it
+runs or prints its help: ``gsr-train --help`` imports neither torch nor any verb. The Hydra verbs
+(``llm-*``, ``robustness``) take ``key=value`` overrides of their config, as train.py does.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import logging
 import sys
-from pathlib import Path
+from typing import Any, NamedTuple
 
-from gsr_train.data.errors import USER_ERROR_EXIT, folder_write_error, user_error_message
+import typer
+from typer._click import exceptions as click_errors  # typer's own click (vendored, pinned)
+from typer._click.globals import get_current_context
+from typer.core import TyperCommand, TyperGroup
+
+from gsr_train.clikit import SETTINGS, USAGE_EXIT, command, one_line
+from gsr_train.data.errors import USER_ERROR_EXIT, user_error_message
 from gsr_train.runtime import quiet
 
 
-def _export(a: argparse.Namespace) -> int:
-    # lazy: a verb imports only what it runs (gsr-train --help answers in 0.04 s)
-    from gsr_train.export.exporters import export_model
-
-    try:
-        info = export_model(a.source, a.out, kind=a.kind, repo_id=a.repo_id)
-    except OSError as e:  # a read-only or full disk is the user's to fix, not a traceback
-        error = folder_write_error(e, Path(a.out).parent, "the exported model", "choose a writable OUT_DIR")
-        if error is None:
-            raise
-        raise error from e
-    print(f"exported {info['kind']} model from {info['source']} to {a.out}")
-    for name in info["files"]:
-        print(f"  {name}")
-    if info.get("metrics"):
-        print("metrics: " + ", ".join(f"{k}={v}" for k, v in list(info["metrics"].items())[:8]))
-    return 0
+class Verb(NamedTuple):
+    module: str
+    about: str  # the one line of ``gsr-train --help``
+    function: str = "command"  # the typed function (or a typer.Typer of sub-verbs)
+    config: str | None = None  # a Hydra verb: its config under conf/; its arguments are overrides
 
 
-def _publish(a: argparse.Namespace) -> int:
-    # lazy: a verb imports only what it runs (gsr-train --help answers in 0.04 s)
-    from gsr_train.export.publish import publish
-
-    publish(a.folder, a.repo_id, private=a.private, dry_run=a.dry_run, token_env=a.token_env, commit_message=a.message)
-    return 0
-
-
-def _aggregate(a: argparse.Namespace) -> int:
-    # lazy: a verb imports only what it runs (gsr-train --help answers in 0.04 s)
-    from gsr_train.eval.aggregate import aggregate
-
-    if not Path(a.root).is_dir():
-        raise FileNotFoundError(f"{a.root}: no such folder (give a multirun folder or a folder of run folders)")
-    rows = aggregate(a.root, write=not a.no_write)
-    if not rows:
-        raise FileNotFoundError(f"no run results under {a.root} (no run folder with a metrics.json there yet)")
-    if not a.no_write:
-        print(f"\nwrote {a.root}/aggregate.csv and aggregate.md ({len(rows)} rows)")
-    return 0
-
-
-# verbs whose module has its own command line (argparse, or a Hydra app for the LLM steps): the
-# arguments after the verb go to that module's ``main`` unchanged
-DELEGATED = {
-    "build-index": ("gsr_train.commands.build_index", "build or verify the KG index of a dataset (resumable)"),
-    "supervision": ("gsr_train.commands.build_supervision", "shortest-path supervision of every split"),
-    "embed": ("gsr_train.commands.embed", "embed entities, relations and questions once (resumable)"),
-    "make-synthetic": ("gsr_train.commands.make_synthetic", "write the embedded synthetic benchmark"),
-    "llm-label-triples": ("gsr_train.commands.llm_label_triples", "LLM relevance labels (Hydra options)"),
-    "llm-pseudo-questions": ("gsr_train.commands.llm_pseudo_questions", "LLM pseudo questions (Hydra options)"),
-    "llm-select-chains": ("gsr_train.commands.llm_select_chains", "LLM-filtered chains (Hydra options)"),
-    "llm-open-questions": ("gsr_train.commands.llm_open_questions", "LLM open-ended questions (Hydra options)"),
-    "serve-llm": ("gsr_train.llm.serve", "serve a local GGUF model behind an OpenAI-compatible API"),
-    "score": ("gsr_train.eval.evaluate", "QA scoreboard of prediction files (score FILE...), or --results recall"),
-    "cosine": ("gsr_train.retrievers.cosine", "the cosine baseline on any data, outside a run folder"),
-    "reader": ("gsr_train.commands.reader_score", "re-score a readers' predictions file (reader score FILE)"),
-    "compare-patterns": ("gsr_train.commands.compare_patterns", "SimGRAG / SAFE pattern sources side by side"),
-    "robustness": ("gsr_train.commands.robustness", "the robustness study outside train.py"),
-    "robustness-render": ("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),
-    "gsr-table": ("gsr_train.commands.gsr_table", "one GSR table over run folders (a multirun)"),
-    "compare": ("gsr_train.commands.compare", "two runs on their shared questions: differences, intervals, p"),
-    "options": ("gsr_train.commands.options", "every option of an experiment: value, type, range, description"),
+VERBS = {
+    "build-index": Verb("gsr_train.commands.build_index", "build or verify the KG index of a dataset (resumable)"),
+    "supervision": Verb("gsr_train.commands.build_supervision", "shortest-path supervision of every split"),
+    "embed": Verb("gsr_train.commands.embed", "embed entities, relations and questions once (resumable)"),
+    "make-synthetic": Verb("gsr_train.commands.make_synthetic", "write the embedded synthetic benchmark"),
+    "llm-label-triples": Verb(
+        "gsr_train.commands.llm_label_triples",
+        "LLM relevance labels of retrieved triples",
+        config="prep/llm_label_triples",
+    ),
+    "llm-pseudo-questions": Verb(
+        "gsr_train.commands.llm_pseudo_questions", "LLM pseudo questions for chains", config="prep/llm_pseudo_questions"
+    ),
+    "llm-select-chains": Verb(
+        "gsr_train.commands.llm_select_chains", "LLM-filtered relation chains", config="prep/llm_select_chains"
+    ),
+    "llm-open-questions": Verb(
+        "gsr_train.commands.llm_open_questions", "LLM open-ended questions", config="prep/llm_open_questions"
+    ),
+    "serve-llm": Verb("gsr_train.llm.serve", "serve a local model behind an OpenAI-compatible API"),
+    "score": Verb("gsr_train.eval.scoreboard", "QA scoreboard of prediction files of any system"),
+    "recall": Verb("gsr_train.eval.evaluate", "triple and answer recall@K of a retrieval results file"),
+    "cosine": Verb("gsr_train.retrievers.cosine", "the cosine baseline on any data, outside a run folder"),
+    "reader": Verb("gsr_train.commands.reader_score", "re-score a reader run's predictions (reader score FILE)", "app"),
+    "compare-patterns": Verb("gsr_train.commands.compare_patterns", "SimGRAG / SAFE pattern sources side by side"),
+    "robustness": Verb("gsr_train.commands.robustness", "the robustness study outside train.py", config="config"),
+    "robustness-render": Verb("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),
+    "gsr-table": Verb("gsr_train.commands.gsr_table", "one GSR table over run folders (a multirun)"),
+    "compare": Verb("gsr_train.commands.compare", "two runs on their shared questions: differences, intervals, p"),
+    "aggregate": Verb("gsr_train.commands.aggregate", "one results table (CSV + Markdown) across a sweep's runs"),
+    "export": Verb("gsr_train.commands.export", "export a trained model to a Hugging Face folder with a card"),
+    "publish": Verb("gsr_train.commands.export", "upload an exported folder to the Hugging Face Hub", "publish"),
+    "options": Verb("gsr_train.commands.options", "every option of an experiment: value, type, range, description"),
 }
-
-
-def delegate(verb: str, rest: list[str]) -> int:
-    """Run ``verb``'s module as if it were called with ``rest``: its own parser reads ``sys.argv``."""
-    module = importlib.import_module(DELEGATED[verb][0])
-    saved = sys.argv
-    sys.argv = [f"gsr-train {verb}", *rest]
-    try:
-        result = module.main()
-    except Exception as e:  # a verb without its own error line: the same one as the others
-        message = user_error_message(e, extra=VERB_ERRORS)
-        if message is None:
-            raise
-        print(f"error: gsr-train {verb}: {message}", file=sys.stderr)
-        return USER_ERROR_EXIT
-    finally:
-        sys.argv = saved
-    return result if isinstance(result, int) else 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="gsr-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    sub = ap.add_subparsers(dest="command", required=True)
-    for verb, (_, what) in DELEGATED.items():
-        sub.add_parser(verb, help=what, add_help=False)
-
-    e = sub.add_parser("export", help="export a trained model to a Hugging Face folder with a model card")
-    e.add_argument("source", help="run folder, Lightning .ckpt, GSR model folder or peft adapter folder")
-    e.add_argument("out", help="output folder (replaced atomically)")
-    e.add_argument("--kind", choices=["subgraphrag", "gsr", "reader"], default=None, help="default: detected")
-    e.add_argument("--repo-id", default=None, help="Hub name the card's loading snippet uses")
-    e.set_defaults(fn=_export)
-
-    p = sub.add_parser("publish", help="upload an exported folder to the Hugging Face Hub")
-    p.add_argument("folder")
-    p.add_argument("--repo-id", required=True, help="ORG/NAME")
-    p.add_argument("--private", action="store_true")
-    p.add_argument("--dry-run", action="store_true", help="print the files and the model card; upload nothing")
-    p.add_argument("--token-env", default="HF_TOKEN", help="environment variable holding the token")
-    p.add_argument("--message", default=None, help="commit message")
-    p.set_defaults(fn=_publish)
-
-    g = sub.add_parser("aggregate", help="one results table (CSV + Markdown) across the runs of a sweep")
-    g.add_argument("root", help="multirun folder (or any folder of run folders)")
-    g.add_argument("--no-write", action="store_true", help="print only")
-    g.set_defaults(fn=_aggregate)
-    return ap
-
-
-# what the verbs raise for a wrong path or option (export, publish and aggregate name the file or value)
+# what the verbs raise for a wrong path or option (the message names the file or value)
 VERB_ERRORS = (FileNotFoundError, NotADirectoryError, ValueError, RuntimeError)
+
+
+def load(name: str) -> Any:
+    """The click command of the verb ``name`` (its module imported now)."""
+    verb = VERBS[name]
+    if verb.config is not None:
+        return hydra_command(name, verb)
+    found = getattr(importlib.import_module(verb.module), verb.function)
+    if isinstance(found, typer.Typer):  # a verb of sub-verbs (reader score)
+        found.info.name = name
+        return typer.main.get_group(found)
+    return command(found, name)
+
+
+def hydra_command(name: str, verb: Verb) -> Any:
+    """A Hydra verb: its arguments go to Hydra unchanged; ``--help`` is its own short help."""
+
+    def run() -> Any:
+        args = list(get_current_context().args)
+        module = importlib.import_module(verb.module)
+        if {"-h", "--help"} & set(args):
+            from gsr_train.options.help import hydra_verb_help
+
+            print(hydra_verb_help(f"gsr-train {name}", module.__doc__ or verb.about, str(verb.config)))
+            return 0
+        return module.main(args)
+
+    settings = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+    return TyperCommand(name, callback=run, help=verb.about, context_settings=settings, add_help_option=False)
+
+
+class Verbs(TyperGroup):
+    """The verbs, listed from :data:`VERBS` without importing them; one is loaded when it runs."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(VERBS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        verb = VERBS.get(cmd_name)
+        return None if verb is None else TyperCommand(cmd_name, help=verb.about, short_help=verb.about)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, _, rest = super().resolve_command(ctx, args)
+        return name, load(str(name)), rest
+
+
+def app() -> Any:
+    """The ``gsr-train`` command (a click group)."""
+    return Verbs(
+        name="gsr-train",
+        help=(
+            "One command line for everything but training and evaluating runs (python train.py "
+            "+experiment=NAME, python eval.py ckpt_path=RUN). gsr-train VERB --help: a verb's options."
+        ),
+        context_settings=SETTINGS,
+        rich_markup_mode=None,
+        no_args_is_help=True,
+    )
+
+
+def reference() -> str:
+    """docs/reference/cli.md: every verb's ``--help``, as the CLI prints it (tools/write_cli_reference.py
+    writes it; a test keeps it current)."""
+    import contextlib
+    import io
+
+    def shown(*args: str) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            main([*args, "--help"])
+        return out.getvalue().rstrip()
+
+    verbs = [[name] for name in VERBS] + [["reader", "score"]]
+    lines = [
+        "# `gsr-train` command line",
+        "",
+        "<!-- generated from the CLI itself by tools/write_cli_reference.py: do not edit -->",
+        "",
+        "`gsr-train VERB --help` prints each section below. Training and evaluating runs are",
+        "`python train.py +experiment=NAME` and `python eval.py ckpt_path=RUN` (`python train.py --help`",
+        "lists the experiments). Options are spelled as in the configs (`--top_k`, `--cache_dir`); the",
+        "Hydra verbs (`llm-*`, `robustness`) take `key=value` overrides (`data.dir=...`).",
+        "",
+        "| verb | what it does |",
+        "|---|---|",
+        *(f"| [`{n}`](#gsr-train-{n}) | {v.about} |" for n, v in VERBS.items()),
+        "",
+        "```text",
+        shown(),
+        "```",
+    ]
+    for words in verbs:
+        lines += ["", f"## gsr-train {' '.join(words)}", "", "```text", shown(*words), "```"]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a verb; a user's error is one line, ``error: gsr-train VERB: ...``, and exit status 2
     (the format of train.py's errors: :mod:`gsr_train.data.errors`)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    args = sys.argv[1:] if argv is None else list(argv)
     quiet.install()  # no third-party tips, deprecations or progress bars in the output
-    if argv and argv[0] in DELEGATED:
-        return delegate(argv[0], argv[1:])
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    verb = next((a for a in args if not a.startswith("-")), "")
     try:
-        return int(args.fn(args) or 0)
+        result = app().main(args, prog_name="gsr-train", standalone_mode=False)
+    except typer.Exit as e:  # --help
+        return int(e.exit_code)
+    except click_errors.NoArgsIsHelpError as e:
+        print(e.format_message())
+        return 0 if not args else USAGE_EXIT
+    except click_errors.ClickException as e:
+        print(f"error: gsr-train{' ' + verb if verb in VERBS else ''}: {one_line(e)}", file=sys.stderr)
+        return USAGE_EXIT
     except Exception as e:
         message = user_error_message(e, extra=VERB_ERRORS)
         if message is None:
             raise
-        print(f"error: gsr-train {args.command}: {message}", file=sys.stderr)
+        print(f"error: gsr-train {verb}: {message}", file=sys.stderr)
         return USER_ERROR_EXIT
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

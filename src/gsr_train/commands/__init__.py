@@ -1,46 +1,45 @@
-"""The ``gsr-train`` subcommands that prepare data (``build-index``, ``supervision``, ``embed``,
-``make-synthetic`` and the LLM data steps): one module each with a ``main(argv)``. The scripts in
-``data_prep/`` call these, so their old command lines keep working."""
+"""The ``gsr-train`` verbs (:mod:`gsr_train.cli`): one module each, with the verb as a typed function
+(``command``) and a ``main(argv)`` that runs it. The scripts in ``data_prep/`` call these, so their
+old command lines keep working."""
 
-import argparse
 import importlib
 import logging
+from typing import Annotated
+
+import typer
 
 from gsr_train.data.errors import report_user_errors
 from gsr_train.llm.client import LLMRequestError
 
 
-def add_split_and_cache_options(parser) -> None:
-    """``--splits`` and ``--cache`` (alias ``--cache-dir``), the same in every data step."""
-    parser.add_argument("--splits", default="train,validation,test", help="comma separated")
-    parser.add_argument(
-        "--cache",
-        "--cache-dir",
-        dest="cache",
-        default=None,
-        help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)",
-    )
-
-
 def workers_count(text: str) -> int:
-    """``--workers`` as an integer >= 1 (argparse reports anything else as the user's mistake)."""
+    """``--workers`` as an integer >= 1 (anything else is the user's mistake, exit 2)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1 or str(value) != text.strip():
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1 (the default is the cores available), got {text!r}")
+        raise typer.BadParameter(f"expected an integer >= 1 (the default is the cores available), got {text!r}")
     return value
 
 
-def add_workers_option(parser) -> None:
-    """``--workers``, the same in every data step that builds the index, embeddings or supervision."""
-    parser.add_argument(
+# the options every data step shares, spelled as the configs spell them
+Splits = Annotated[str, typer.Option("--splits", help="splits to prepare, comma separated")]
+Cache = Annotated[
+    str | None,
+    typer.Option("--cache_dir", "--cache", help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)"),
+]
+Workers = Annotated[
+    int | None,
+    typer.Option(
         "--workers",
-        type=workers_count,
-        default=None,
+        parser=workers_count,
+        metavar="<int>",
         help="threads / processes preparing the data (default: the cores available; the output is the same for any)",
-    )
+    ),
+]
+SkipInvalid = Annotated[bool, typer.Option("--skip_invalid", help="skip (and count) malformed rows")]
+SPLITS = "train,validation,test"
 
 
 def run_llm_step(step: str, cfg) -> None:

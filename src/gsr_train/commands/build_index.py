@@ -27,9 +27,12 @@ import logging
 import resource
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from gsr_train.commands import add_split_and_cache_options, add_workers_option
+import typer
+
+from gsr_train.clikit import run as run_verb
+from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers
 from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.data.rog_corpus import CorpusSpec, write_corpus
 from gsr_train.eval.markdown import markdown_table
@@ -46,9 +49,9 @@ def parse_rows(text: str) -> int:
     try:
         value = float(raw[:-1] if scale > 1 else raw) * scale
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a row count: {text!r} (use e.g. 500k, 20M)") from None
+        raise typer.BadParameter(f"not a row count: {text!r} (use e.g. 500k, 20M)") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"row count must be positive, got {text!r}")
+        raise typer.BadParameter(f"row count must be positive, got {text!r}")
     return int(value)
 
 
@@ -60,48 +63,63 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", help="folder of RoG-format splits or a hub dataset name")
-    parser.add_argument(
-        "--generate",
-        type=parse_rows,
-        default=None,
-        metavar="ROWS",
-        help="write a generated RoG corpus of about ROWS triple rows into --out first",
-    )
-    parser.add_argument("--shape", default="webqsp", choices=["webqsp", "cwq"], help="split proportions (--generate)")
-    parser.add_argument("--out", default=None, help="folder for the generated corpus (--generate)")
-    add_split_and_cache_options(parser)
-    parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
-    parser.add_argument(
-        "--allow-overlap",
-        action="store_true",
-        help="accept splits that share question ids or rows (train/test leakage)",
-    )
-    parser.add_argument("--batch-rows", type=int, default=64, help="questions per Arrow record batch")
-    add_workers_option(parser)
-    parser.add_argument("--json", default=None, help="summary JSON path")
-    args = parser.parse_args(argv)
+def command(
+    data: Annotated[
+        str | None, typer.Option("--data", help="folder of RoG-format splits or a hub dataset name")
+    ] = None,
+    generate: Annotated[
+        int | None,
+        typer.Option(
+            "--generate",
+            parser=parse_rows,
+            metavar="ROWS",
+            help="write a generated RoG corpus of about ROWS triple rows (500k, 20M) into --out first",
+        ),
+    ] = None,
+    shape: Annotated[
+        Literal["webqsp", "cwq"], typer.Option("--shape", help="split proportions (--generate)")
+    ] = "webqsp",
+    out: Annotated[str | None, typer.Option("--out", help="folder for the generated corpus (--generate)")] = None,
+    splits: Splits = SPLITS,
+    cache: Cache = None,
+    skip_invalid: SkipInvalid = False,
+    allow_overlap: Annotated[
+        bool, typer.Option("--allow_overlap", help="accept splits that share question ids or rows (train/test leakage)")
+    ] = False,
+    batch_rows: Annotated[int, typer.Option("--batch_rows", min=1, help="questions per Arrow record batch")] = 64,
+    workers: Workers = None,
+    json: Annotated[str | None, typer.Option("--json", help="summary JSON path")] = None,
+) -> dict:
+    """Build (or verify) the memory-mapped KG index of a RoG dataset and print what it holds: once
+    per input, resumable after a kill; a cached index is verified instead of rebuilt."""
     # user mistakes first, before any long work
-    if (args.data is None) == (args.generate is None):
-        parser.error("give exactly one of --data DIR and --generate ROWS (with --out)")
-    if args.generate is not None and not args.out:
-        parser.error("--generate needs --out FOLDER for the corpus")
-    if args.batch_rows < 1:
-        parser.error(f"--batch-rows must be >= 1, got {args.batch_rows}")
-    args.splits = tuple(s for s in args.splits.split(",") if s)
-    if not args.splits:
-        parser.error("--splits is empty")
-    args.cache = Path(args.cache) if args.cache else default_cache_dir()
-    return args
-
-
-def main(argv=None) -> dict:
-    """Parse, then build or verify; a user's error is one ``error: ...`` line and exit 2."""
-    args = parse_args(argv)
+    if (data is None) == (generate is None):
+        raise typer.BadParameter("give exactly one of --data DIR and --generate ROWS (with --out)", param_hint="--data")
+    if generate is not None and not out:
+        raise typer.BadParameter("--generate needs --out FOLDER for the corpus", param_hint="--out")
+    chosen = tuple(s for s in splits.split(",") if s)
+    if not chosen:
+        raise typer.BadParameter("no split given", param_hint="--splits")
+    args = argparse.Namespace(
+        data=data,
+        generate=generate,
+        shape=shape,
+        out=out,
+        splits=chosen,
+        cache=Path(cache) if cache else default_cache_dir(),
+        skip_invalid=skip_invalid,
+        allow_overlap=allow_overlap,
+        batch_rows=batch_rows,
+        workers=workers,
+        json=json,
+    )
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return report_user_errors(run, args, cache_dirs=[args.cache])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Parse, then build or verify; a user's error is one ``error: ...`` line and exit 2."""
+    return run_verb(command, argv, "gsr-train build-index")
 
 
 def generate(args: argparse.Namespace) -> dict:

@@ -20,10 +20,13 @@ import logging
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Annotated
 
 import torch
+import typer
 
-from gsr_train.commands import add_split_and_cache_options, add_workers_option
+from gsr_train.clikit import run as run_verb
+from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers
 from gsr_train.data.errors import report_user_errors
 from gsr_train.eval.markdown import markdown_table
 from gsr_train.io import write_json
@@ -64,23 +67,29 @@ def split_summary(sup: Supervision, split) -> dict:
     }
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", required=True, help="folder of RoG-format splits or a hub dataset name")
-    add_split_and_cache_options(parser)
-    parser.add_argument(
-        "--max-chains", type=int, default=DEFAULT_MAX_CHAINS, help="cap on distinct relation chains per question"
+def command(
+    data: Annotated[str, typer.Option("--data", help="folder of RoG-format splits or a hub dataset name")],
+    splits: Splits = SPLITS,
+    cache: Cache = None,
+    max_chains: Annotated[
+        int, typer.Option("--max_chains", min=1, help="cap on distinct relation chains per question")
+    ] = DEFAULT_MAX_CHAINS,
+    skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
+    json: Annotated[str | None, typer.Option("--json", help="summary JSON path")] = None,
+) -> dict:
+    """Shortest-path supervision of every split (cached next to the index), with a summary table."""
+    args = argparse.Namespace(
+        data=data, splits=splits, max_chains=max_chains, skip_invalid=skip_invalid, workers=workers, json=json
     )
-    parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
-    add_workers_option(parser)
-    parser.add_argument("--json", default=None, help="summary JSON path")
-    args = parser.parse_args(argv)
-    if args.max_chains < 1:
-        parser.error(f"--max-chains must be >= 1, got {args.max_chains}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cache = Path(args.cache) if args.cache else default_cache_dir()
+    folder = Path(cache) if cache else default_cache_dir()
     # bad rows, missing splits, an unwritable cache: one line and exit 2, as in train.py
-    return report_user_errors(run, args, cache, cache_dirs=[cache])
+    return report_user_errors(run, args, folder, cache_dirs=[folder])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return run_verb(command, argv, "gsr-train supervision")
 
 
 def run(args: argparse.Namespace, cache: Path) -> dict:

@@ -8,10 +8,13 @@ paired permutation p-value, printed as one table and written as JSON (``--out``,
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from gsr_train.clikit import run
 from gsr_train.eval.compare import compare_runs, compare_table
 from gsr_train.eval.intervals import RESAMPLES, SEED
 from gsr_train.eval.tail import QUESTIONS_FILE
@@ -31,25 +34,30 @@ def _run_folder(path: str) -> Path:
     return folder
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="gsr-train compare", description=__doc__.splitlines()[0])
-    p.add_argument("run_a", metavar="RUN_A", help="run folder (outputs/<experiment>/<time>)")
-    p.add_argument("run_b", metavar="RUN_B", help="the run folder compared with it")
-    p.add_argument(
-        "--resamples", type=int, default=RESAMPLES, help=f"bootstrap resamples and permutations ({RESAMPLES})"
-    )
-    p.add_argument("--seed", type=int, default=SEED, help=f"seed of the resampling ({SEED})")
-    p.add_argument("--out", default=None, help="the JSON file (default RUN_A/compare_<RUN_B's folder name>.json)")
-    args = p.parse_args(argv)
-    if args.resamples < 100:
-        raise ValueError(f"--resamples={args.resamples}: expected at least 100")
-    a, b = _run_folder(args.run_a), _run_folder(args.run_b)
-    doc = compare_runs(a, b, args.resamples, args.seed)
+def command(
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="run folder (outputs/<experiment>/<time>)")],
+    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="the run folder compared with it")],
+    resamples: Annotated[
+        int, typer.Option("--resamples", min=100, help="bootstrap resamples and permutations")
+    ] = RESAMPLES,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the resampling")] = SEED,
+    out: Annotated[
+        str | None, typer.Option("--out", help="the JSON file (default RUN_A/compare_<RUN_B's folder name>.json)")
+    ] = None,
+) -> int:
+    """Two runs on the questions they share: A's and B's figures, A - B with its 95% paired-bootstrap
+    interval and a paired permutation p-value, one table and a JSON file."""
+    a, b = _run_folder(run_a), _run_folder(run_b)
+    doc = compare_runs(a, b, resamples, seed)
     print(compare_table(doc))
-    out = Path(args.out) if args.out else a / f"compare_{b.resolve().name}.json"
-    write_json(out, doc)
-    print(f"\nwrote {out}")
+    written = Path(out) if out else a / f"compare_{b.resolve().name}.json"
+    write_json(written, doc)
+    print(f"\nwrote {written}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(command, argv, "gsr-train compare")
 
 
 if __name__ == "__main__":

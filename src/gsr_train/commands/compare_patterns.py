@@ -20,20 +20,21 @@ from ``--gsr-metrics`` (beam search on the machine that ran it). Writes
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import torch
+import typer
 
 from gsr_train.arrays import segment_sum
+from gsr_train.clikit import run
 from gsr_train.data.synthetic import ensure_synthetic
-from gsr_train.eval.evaluate import index_splits
+from gsr_train.eval.evaluate import cut_offs, index_splits
 from gsr_train.eval.results import MatchStats, read_results
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.io import atomic_write, write_json
@@ -325,47 +326,74 @@ def _kv(items: Sequence[str]) -> dict:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(prog="gsr-train compare-patterns", description=(compare.__doc__ or "").split("\n")[0])
-    ap.add_argument("--data", required=True, help="folder of RoG-format splits, or 'synthetic'")
-    ap.add_argument("--split", default="test")
-    ap.add_argument("--gsr-results", help="GSR results file (chains -> patterns, and the GSR row)")
-    ap.add_argument("--gsr-metrics", help="GSR metrics.json (decoding time per question)")
-    ap.add_argument("--subgraphrag-results", help="SubgraphRAG results_<split>.jsonl")
-    ap.add_argument("--subgraphrag-ckpt", help="SubgraphRAG checkpoint (to time its retrieval here)")
-    ap.add_argument("--encoder", default="minilm")
-    ap.add_argument("--cache-dir")
-    ap.add_argument("--out", help="folder for comparison.md/json and the pattern retrievers' result files")
-    ap.add_argument("--simgrag", nargs="*", default=[], metavar="KEY=VALUE", help="e.g. k=100 k_node=16 k_rel=16")
-    ap.add_argument("--safe", nargs="*", default=[], metavar="KEY=VALUE", help="e.g. delta=1 k_schema=3 k_qg=5")
-    ap.add_argument("--gold", choices=("filtered", "raw"), default="filtered")
-    ap.add_argument("--max-chains", type=int, default=3, help="patterns per question from each chain source")
-    ap.add_argument("--ks", default=",".join(map(str, KS)))
-    ap.add_argument("--limit", type=int, help="first N questions only")
-    ap.add_argument("--name", help="dataset name in the table title (default: the folder name)")
-    args = ap.parse_args(argv)
+def command(
+    data: Annotated[str, typer.Option("--data", help="folder of RoG-format splits, or 'synthetic'")],
+    split: Annotated[str, typer.Option("--split", help="the split to compare on")] = "test",
+    gsr_results: Annotated[
+        str | None, typer.Option("--gsr_results", help="GSR results file (chains -> patterns, and the GSR row)")
+    ] = None,
+    gsr_metrics: Annotated[
+        str | None, typer.Option("--gsr_metrics", help="GSR metrics.json (decoding time per question)")
+    ] = None,
+    subgraphrag_results: Annotated[
+        str | None, typer.Option("--subgraphrag_results", help="SubgraphRAG results_<split>.jsonl")
+    ] = None,
+    subgraphrag_ckpt: Annotated[
+        str | None, typer.Option("--subgraphrag_ckpt", help="SubgraphRAG checkpoint (to time its retrieval here)")
+    ] = None,
+    encoder: Annotated[str, typer.Option("--encoder", help="text encoder of the pattern retrievers")] = "minilm",
+    cache_dir: Annotated[
+        str | None, typer.Option("--cache_dir", help="default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train")
+    ] = None,
+    out: Annotated[
+        str | None,
+        typer.Option("--out", help="folder for comparison.md/json and the pattern retrievers' result files"),
+    ] = None,
+    simgrag: Annotated[
+        list[str] | None,
+        typer.Option("--simgrag", metavar="KEY=VALUE", help="a SimGRAG option (repeat: k=100 k_node=16)"),
+    ] = None,
+    safe: Annotated[
+        list[str] | None, typer.Option("--safe", metavar="KEY=VALUE", help="a SAFE option (repeat: delta=1 k_schema=3)")
+    ] = None,
+    gold: Annotated[Literal["filtered", "raw"], typer.Option("--gold", help="the gold chains")] = "filtered",
+    max_chains: Annotated[
+        int, typer.Option("--max_chains", min=1, help="patterns per question from each chain source")
+    ] = 3,
+    ks: Annotated[str, typer.Option("--ks", help="recall cut-offs, comma separated")] = ",".join(map(str, KS)),
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="first N questions only")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="dataset name in the table title (default: the folder name)")
+    ] = None,
+) -> dict:
+    """SimGRAG / SAFE pattern sources side by side with GSR and SubgraphRAG: answer recall@K and
+    ms/question in one table (comparison.md / comparison.json)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(max(1, torch.get_num_threads()))
     res = compare(
-        args.data,
-        args.split,
-        gsr_results=args.gsr_results,
-        gsr_metrics=args.gsr_metrics,
-        subgraphrag_results=args.subgraphrag_results,
-        subgraphrag_ckpt=args.subgraphrag_ckpt,
-        encoder=args.encoder,
-        cache_dir=args.cache_dir,
-        out=args.out,
-        simgrag=_kv(args.simgrag),
-        safe=_kv(args.safe),
-        gold=args.gold,
-        max_chains=args.max_chains,
-        ks=[int(x) for x in args.ks.split(",") if x],
-        limit=args.limit,
-        title=f"{args.name} [{args.split}]" if args.name else None,
+        data,
+        split,
+        gsr_results=gsr_results,
+        gsr_metrics=gsr_metrics,
+        subgraphrag_results=subgraphrag_results,
+        subgraphrag_ckpt=subgraphrag_ckpt,
+        encoder=encoder,
+        cache_dir=cache_dir,
+        out=out,
+        simgrag=_kv(simgrag or []),
+        safe=_kv(safe or []),
+        gold=gold,
+        max_chains=max_chains,
+        ks=cut_offs(ks),
+        limit=limit,
+        title=f"{name} [{split}]" if name else None,
     )
     print(res["table"])
     return res
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    return run(command, argv, "gsr-train compare-patterns")
 
 
 if __name__ == "__main__":

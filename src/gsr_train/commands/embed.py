@@ -1,7 +1,7 @@
 """Embed a dataset's entity names, relation names and questions once (resumable).
 
-    gsr-train embed --data ../shared/data/webqsp_mini --encoder minilm --cache-dir /tmp/gsr_cache
-    gsr-train embed --data rmanluo/RoG-cwq --encoder gte-large --device cuda --batch-size 128
+    gsr-train embed --data ../shared/data/webqsp_mini --encoder minilm --cache_dir /tmp/gsr_cache
+    gsr-train embed --data rmanluo/RoG-cwq --encoder gte-large --device cuda --batch_size 128
 
 Builds (or loads) the KG index, then every embedding table through the same cache that
 training and the cosine baseline read, and prints what was done and how fast. Run it
@@ -14,8 +14,12 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from typing import Annotated, Literal
 
-from gsr_train.commands import add_split_and_cache_options, add_workers_option
+import typer
+
+from gsr_train.clikit import run as run_verb
+from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers
 from gsr_train.data.errors import report_user_errors
 from gsr_train.eval.markdown import markdown_table
 from gsr_train.io import write_json
@@ -24,25 +28,51 @@ from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import EncoderUnavailable, load_encoder
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", required=True, help="folder of RoG-format splits or a hub dataset name")
-    add_split_and_cache_options(parser)
-    parser.add_argument("--encoder", default="minilm", help="minilm | gte-large | hashing | hf | local folder")
-    parser.add_argument("--path", default=None, help="local model folder (encoder hf, or to override the hub)")
-    parser.add_argument("--pooling", choices=("mean", "cls"), default=None)
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--max-length", type=int, default=None)
-    parser.add_argument("--relation-text", choices=("raw", "words"), default="raw")
-    parser.add_argument("--skip-invalid", action="store_true", help="skip (and count) malformed rows")
-    add_workers_option(parser)
-    parser.add_argument("--json", default=None, help="also write the summary to this JSON file")
-    args = parser.parse_args(argv)
+def command(
+    data: Annotated[str, typer.Option("--data", help="folder of RoG-format splits or a hub dataset name")],
+    splits: Splits = SPLITS,
+    cache: Cache = None,
+    encoder: Annotated[
+        str, typer.Option("--encoder", help="minilm | gte-large | hashing | hf | local folder")
+    ] = "minilm",
+    path: Annotated[
+        str | None, typer.Option("--path", help="local model folder (encoder hf, or to override the hub)")
+    ] = None,
+    pooling: Annotated[Literal["mean", "cls"] | None, typer.Option("--pooling", help="default: the encoder's")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu / cuda (default: the encoder's)")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch_size", min=1, help="texts per encoder batch")] = None,
+    max_length: Annotated[int | None, typer.Option("--max_length", min=1, help="tokens per text at most")] = None,
+    relation_text: Annotated[
+        Literal["raw", "words"], typer.Option("--relation_text", help="relation names as written or as words")
+    ] = "raw",
+    skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
+    json: Annotated[str | None, typer.Option("--json", help="also write the summary to this JSON file")] = None,
+) -> dict:
+    """Embed a dataset's entity names, relation names and questions once (resumable), through the
+    cache that training and the cosine baseline read."""
+    args = argparse.Namespace(
+        data=data,
+        splits=splits,
+        encoder=encoder,
+        path=path,
+        pooling=pooling,
+        device=device,
+        batch_size=batch_size,
+        max_length=max_length,
+        relation_text=relation_text,
+        skip_invalid=skip_invalid,
+        workers=workers,
+        json=json,
+    )
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cache_dir = args.cache or default_cache_dir()
+    cache_dir = cache or default_cache_dir()
     # bad rows, a model not available here, an unwritable cache: one line and exit 2, as in train.py
     return report_user_errors(run, args, cache_dir, extra=(EncoderUnavailable,), cache_dirs=[cache_dir])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return run_verb(command, argv, "gsr-train embed")
 
 
 def run(args: argparse.Namespace, cache_dir) -> dict:

@@ -11,13 +11,15 @@ config (``.hydra/config.yaml``).
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from omegaconf import OmegaConf
 
+from gsr_train.clikit import run
 from gsr_train.eval.chains import ChainReport
 from gsr_train.io import write_json
 
@@ -153,19 +155,22 @@ def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``gsr-train gsr-table <run or multirun folder> [--json out.json]``: one GSR table over runs."""
-    ap = argparse.ArgumentParser(prog="gsr-train gsr-table", description="GSR results table from run folders")
-    ap.add_argument("root", help="a GSR run folder, or a folder of them (a multirun)")
-    ap.add_argument("--json", default=None, help="also write the rows as JSON")
-    a = ap.parse_args(argv)
-    if not Path(a.root).is_dir():
-        raise FileNotFoundError(f"{a.root}: no such folder")
-    found = collect_metrics(a.root)
+def command(
+    root: Annotated[str, typer.Argument(metavar="ROOT", help="a GSR run folder, or a folder of them (a multirun)")],
+    json_out: Annotated[str | None, typer.Option("--json", help="also write the rows as JSON")] = None,
+) -> int:
+    """One GSR results table over run folders (a run, or a multirun's runs)."""
+    if not Path(root).is_dir():
+        raise FileNotFoundError(f"{root}: no such folder")
+    found = collect_metrics(root)
     print(metrics_table(found))
-    if a.json:
-        write_json(a.json, found)
+    if json_out:
+        write_json(json_out, found)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(command, argv, "gsr-train gsr-table")
 
 
 if __name__ == "__main__":

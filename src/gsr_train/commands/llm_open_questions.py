@@ -11,25 +11,28 @@ OpenQuestion rows `{"id", "graph_id", "question", "type", "entities", ..., "raw_
 
 from __future__ import annotations
 
-import hydra
+import sys
+from collections.abc import Sequence
+from typing import Any
+
 from omegaconf import DictConfig
 
 from gsr_train.commands import run_llm_step
-from gsr_train.config import project_root, register_resolvers
-from gsr_train.options.command_line import run_hydra
+from gsr_train.config import register_resolvers
+from gsr_train.options.command_line import run_hydra_app
 
 CONFIG = "prep/llm_open_questions"
 
 
-@hydra.main(version_base="1.3", config_path=str(project_root() / "conf"), config_name=CONFIG)
-def _main(cfg: DictConfig) -> None:
+def task(cfg: DictConfig) -> None:
     run_llm_step("open_questions", cfg)
 
 
-def main() -> None:
-    """The command line: a mistake in the options is one line and exit 2 (:func:`run_hydra`)."""
+def main(argv: Sequence[str] | None = None) -> Any:
+    """``gsr-train llm-open-questions [key=value ...]``: Hydra overrides of conf/prep/llm_open_questions.yaml;
+    a mistake in them is one line and exit 2 (:func:`gsr_train.options.command_line.run_hydra`)."""
     register_resolvers()
-    run_hydra(_main, project_root() / "conf", CONFIG)
+    return run_hydra_app(task, CONFIG, sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -10,25 +10,28 @@ Resumable: answers are cached per request, so a killed run restarts where it sto
 
 from __future__ import annotations
 
-import hydra
+import sys
+from collections.abc import Sequence
+from typing import Any
+
 from omegaconf import DictConfig
 
 from gsr_train.commands import run_llm_step
-from gsr_train.config import project_root, register_resolvers
-from gsr_train.options.command_line import run_hydra
+from gsr_train.config import register_resolvers
+from gsr_train.options.command_line import run_hydra_app
 
 CONFIG = "prep/llm_select_chains"
 
 
-@hydra.main(version_base="1.3", config_path=str(project_root() / "conf"), config_name=CONFIG)
-def _main(cfg: DictConfig) -> None:
+def task(cfg: DictConfig) -> None:
     run_llm_step("select_chains", cfg)
 
 
-def main() -> None:
-    """The command line: a mistake in the options is one line and exit 2 (:func:`run_hydra`)."""
+def main(argv: Sequence[str] | None = None) -> Any:
+    """``gsr-train llm-select-chains [key=value ...]``: Hydra overrides of conf/prep/llm_select_chains.yaml;
+    a mistake in them is one line and exit 2 (:func:`gsr_train.options.command_line.run_hydra`)."""
     register_resolvers()
-    run_hydra(_main, project_root() / "conf", CONFIG)
+    return run_hydra_app(task, CONFIG, sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Write the embedded synthetic KGQA benchmark to a folder and print what it contains.
 
-    gsr-train make-synthetic --out data/synthetic [--seed 0] [--num-train 800] ...
+    gsr-train make-synthetic --out data/synthetic [--seed 0] [--num_train 800] ...
 
-Every field of ``gsr_train.data.synthetic.SyntheticConfig`` is an option (``--num-people``,
-``--max-triples``, ``--two-hop-fraction``, ...). The folder gets
+Every field of ``gsr_train.data.synthetic.SyntheticConfig`` is an option (``--num_people``,
+``--max_triples``, ``--two_hop_fraction``, ...). The folder gets
 ``{train,validation,test}.jsonl.gz`` in the RoG row format (byte-identical for the same
 options), ``question_meta.jsonl.gz`` (family, hops, gold relation chains per question)
 and ``meta.json`` (options, file checksums and the figures printed here).
@@ -11,34 +11,22 @@ and ``meta.json`` (options, file checksums and the figures printed here).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import inspect
 import json
 import logging
 import sys
 import time
 from pathlib import Path
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 
+from gsr_train.clikit import run
 from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.data.synthetic import META_FILE, SPLITS, SyntheticConfig, build, write_build
 from gsr_train.eval.markdown import markdown_table
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[Path, SyntheticConfig]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, type=Path, help="folder to write (replaced if it exists)")
-    for f in dataclasses.fields(SyntheticConfig):
-        kind = float if f.type in ("float", float) else int
-        ap.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=f"(default: {f.default})")
-    args = ap.parse_args(argv)
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(SyntheticConfig)}
-    try:
-        return args.out, SyntheticConfig(**values)
-    except ValueError as e:
-        ap.error(str(e))
-        raise  # unreachable: ap.error exits
 
 
 def print_summary(summary: dict, console: Console) -> None:
@@ -94,9 +82,14 @@ def _write(out: Path, cfg: SyntheticConfig) -> None:
         raise error from e
 
 
-def main(argv: list[str] | None = None) -> int:
+def command(out: Path, **options: Any) -> int:
+    """Write the embedded synthetic KGQA benchmark to a folder (byte-identical for the same options)
+    and print what it contains. Every field of gsr_train.data.synthetic.SyntheticConfig is an option."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    out, cfg = parse_args(argv)
+    try:
+        cfg = SyntheticConfig(**options)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     t0 = time.perf_counter()
     # an unwritable --out: one ``error: ...`` line and exit 2, as in train.py
     report_user_errors(_write, out, cfg)
@@ -105,6 +98,31 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(summary, console)
     console.print(f"wrote {out} in {time.perf_counter() - t0:.1f}s")
     return 0
+
+
+def _option(f: dataclasses.Field) -> inspect.Parameter:
+    kind = float if f.type in ("float", float) else int
+    about = typer.Option("--" + f.name, help=f"SyntheticConfig.{f.name}")
+    return inspect.Parameter(
+        f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=Annotated[kind, about]
+    )
+
+
+# the typed signature typer reads: --out, then one option per field of SyntheticConfig
+command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter(
+            "out",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Annotated[Path, typer.Option("--out", help="folder to write (replaced if it exists)")],
+        ),
+        *map(_option, dataclasses.fields(SyntheticConfig)),
+    ]
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(command, argv, "gsr-train make-synthetic")
 
 
 if __name__ == "__main__":

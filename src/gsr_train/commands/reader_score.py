@@ -4,24 +4,32 @@ the figures written as JSON with ``--out``)."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
+from typing import Annotated
 
+import typer
+
+from gsr_train.clikit import SETTINGS, Command, run
 from gsr_train.eval.qa import QAExample, qa_metrics
 from gsr_train.io import iter_jsonl, write_json
 
+app = typer.Typer(
+    name="reader", help="Re-score a reader run's predictions.", rich_markup_mode=None, context_settings=SETTINGS
+)
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="gsr-train reader")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("score", help="re-score a predictions_<variant>.jsonl file of a reader run")
-    s.add_argument("predictions")
-    s.add_argument("--out", default=None)
-    args = p.parse_args(argv)
+
+@app.command("score", cls=Command)
+def score(
+    predictions: Annotated[
+        str, typer.Argument(metavar="PREDICTIONS", help="a reader run's predictions_<variant>.jsonl")
+    ],
+    out: Annotated[str | None, typer.Option("--out", help="also write the figures as JSON here")] = None,
+) -> int:
+    """Re-score a reader run's predictions_<variant>.jsonl with the QA metrics (hit, F1, ...)."""
     rows = []
-    for lineno, rec in iter_jsonl(args.predictions):
+    for lineno, rec in iter_jsonl(predictions):
         if not isinstance(rec, dict) or "prediction" not in rec or "answers" not in rec:
-            raise SystemExit(f"{args.predictions}: line {lineno}: needs 'prediction' and 'answers'")
+            raise SystemExit(f"{predictions}: line {lineno}: needs 'prediction' and 'answers'")
         rows.append(
             QAExample(
                 rec["id"],
@@ -34,10 +42,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
     report = qa_metrics(rows)
-    print(report.table(args.predictions))
-    if args.out:
-        write_json(args.out, report.to_dict())
+    print(report.table(predictions))
+    if out:
+        write_json(out, report.to_dict())
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(score, argv, "gsr-train reader score")
 
 
 if __name__ == "__main__":

@@ -4,25 +4,29 @@ outside ``train.py`` (the same Hydra config and run folder; the webqsp_mini stud
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from typing import Any
 
-import hydra
 from omegaconf import DictConfig
 
-from gsr_train.config import project_root, register_resolvers
-from gsr_train.options.command_line import run_hydra
+from gsr_train.config import register_resolvers
+from gsr_train.options.command_line import run_hydra_app
 from gsr_train.runs.experiment import report_user_errors, run_experiment
 
+DEFAULT_EXPERIMENT = "robustness_webqsp_mini"
 
-def main() -> None:
+
+def task(cfg: DictConfig) -> Any:
+    return report_user_errors(run_experiment, cfg)
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """Hydra overrides of conf/config.yaml; ``+experiment=`` defaults to :data:`DEFAULT_EXPERIMENT`."""
     register_resolvers()
-
-    @hydra.main(version_base="1.3", config_path=str(project_root() / "conf"), config_name="config")
-    def _main(cfg: DictConfig):
-        return report_user_errors(run_experiment, cfg)
-
-    if not any(a.startswith("+experiment=") for a in sys.argv[1:]):
-        sys.argv.insert(1, "+experiment=robustness_webqsp_mini")
-    run_hydra(_main, project_root() / "conf", "config")
+    given = list(sys.argv[1:] if argv is None else argv)
+    if not any(a.startswith("+experiment=") for a in given):
+        given = [f"+experiment={DEFAULT_EXPERIMENT}", *given]
+    return run_hydra_app(task, "config", given)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ Papers count the same predictions differently, so this scores every file every w
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import string
@@ -31,10 +30,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
 
+from gsr_train.clikit import run
 from gsr_train.data.rows import iter_records
 from gsr_train.eval.qa import QAExample, normalize_answer, score_question
 from gsr_train.io import BadLine, iter_jsonl, write_json
@@ -232,35 +233,53 @@ def counts_line(row: dict[str, Any], split: str) -> str | None:
     """A file's rows that were not scored as they are, in one line for the screen (None: none)."""
     counts = (
         (row["duplicates"], "repeated ids (the first row of each is scored)"),
-        (row["skipped_rows"], "rows in no known format skipped (--skip-invalid)"),
+        (row["skipped_rows"], "rows in no known format skipped (--skip_invalid)"),
         (row.get("not_in_split"), f"ids not in the {split} split of --data (scored all the same)"),
     )
     said = [f"{n} {what}" for n, what in counts if n]
     return f"{Path(row['file']).name}: " + ", ".join(said) if said else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="gsr-train score", description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="+", help="prediction files (JSONL, .gz too) of any supported format")
-    ap.add_argument(
-        "--data", default=None, help="folder of RoG-format splits: count the questions without a prediction"
-    )
-    ap.add_argument("--split", default="test")
-    ap.add_argument("--out", default="scoreboard.json", help="the figures as JSON (default: ./scoreboard.json)")
-    ap.add_argument("--skip-invalid", action="store_true", help="count and skip rows in no known format")
-    args = ap.parse_args(argv)
-    for f in args.files:
+def command(
+    files: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="FILE...", help="prediction files (JSONL, .gz too) of any supported format"),
+    ] = None,
+    data: Annotated[
+        str | None, typer.Option("--data", help="folder of RoG-format splits: count the questions without a prediction")
+    ] = None,
+    split: Annotated[str, typer.Option("--split", help="the split of --data")] = "test",
+    out: Annotated[str, typer.Option("--out", help="the figures as JSON")] = "scoreboard.json",
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip_invalid", help="count and skip rows in no known format")
+    ] = False,
+    results: Annotated[str | None, typer.Option("--results", hidden=True)] = None,
+) -> int:
+    """QA scoreboard: prediction files of any system (ours, RoG's, SubgraphRAG's...) scored every
+    way (hit, exact match, F1...), one table and a JSON file."""
+    if results is not None:  # the retrieval form of the old two-in-one score verb
+        raise typer.BadParameter(
+            "the recall of a retrieval results file is `gsr-train recall --results F --data D` now",
+            param_hint="--results",
+        )
+    if not files:
+        raise typer.BadParameter("give one prediction file or more", param_hint="FILES")
+    for f in files:
         if not Path(f).is_file():
             print(f"error: gsr-train score: {f} does not exist", file=sys.stderr)
             return 2
     try:
-        rows = scoreboard(args.files, args.data, args.split, args.skip_invalid)
+        rows = scoreboard(files, data, split, skip_invalid)
     except (PredictionFormatError, json.JSONDecodeError, OSError) as e:
         print(f"error: gsr-train score: {e}", file=sys.stderr)
         return 2
     print(table(rows))
-    for line in filter(None, (counts_line(r, args.split) for r in rows)):
+    for line in filter(None, (counts_line(r, split) for r in rows)):
         print(line)
-    write_json(args.out, {"split": args.split, "data": args.data, "rows": rows})
-    print(f"\nwrote {args.out}")
+    write_json(out, {"split": split, "data": data, "rows": rows})
+    print(f"\nwrote {out}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(command, argv, "gsr-train score")

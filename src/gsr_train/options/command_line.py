@@ -40,9 +40,12 @@ FULL_ERROR = "HYDRA_FULL_ERROR"  # set: Hydra raises its errors instead of print
 _SET_HERE: list[bool] = []  # whether run_hydra set FULL_ERROR (and JobStarted should unset it)
 
 
-def run_hydra(main: Callable[[], Any], config_dir: str | Path, config_name: str) -> Any:
-    """``main()``, a ``@hydra.main`` function of ``config_dir/config_name``; a mistake Hydra finds
-    while composing the config is ``error: <one line>`` on stderr and exit status 2.
+def run_hydra(
+    main: Callable[[], Any], config_dir: str | Path, config_name: str, overrides: Sequence[str] | None = None
+) -> Any:
+    """``main()``, a ``@hydra.main`` function of ``config_dir/config_name`` (or any call that runs
+    Hydra on ``overrides``, default: this process's command line); a mistake Hydra finds while
+    composing the config is ``error: <one line>`` on stderr and exit status 2.
 
     A user who sets ``HYDRA_FULL_ERROR`` gets Hydra's full report, as Hydra documents."""
     quiet.install()  # no third-party tips, deprecations or progress bars in the output
@@ -54,7 +57,8 @@ def run_hydra(main: Callable[[], Any], config_dir: str | Path, config_name: str)
     try:
         return main()
     except (ConfigCompositionException, OverrideParseException) as err:
-        print(f"error: {composition_error(err, _overrides(), Path(config_dir), config_name)}", file=sys.stderr)
+        given = _overrides() if overrides is None else list(overrides)
+        print(f"error: {composition_error(err, given, Path(config_dir), config_name)}", file=sys.stderr)
         raise SystemExit(USER_ERROR_EXIT) from None
     finally:
         _restore()
@@ -96,6 +100,27 @@ def _options_help(*, _root_: DictConfig) -> str:
     return help_template(_root_)
 
 
+def run_hydra_app(task: Callable[[DictConfig], Any], config_name: str, argv: Sequence[str]) -> Any:
+    """``task`` as a Hydra app of ``conf/<config_name>.yaml`` on the command line ``argv`` (overrides
+    and Hydra's flags: ``-m``, ``--cfg job``...), given, not read from ``sys.argv``: a gsr-train verb."""
+    from hydra import version
+    from hydra._internal.utils import _run_hydra  # what @hydra.main calls (pinned 1.3)
+
+    from gsr_train.config import project_root
+
+    version.setbase("1.3")
+    parser = get_args_parser()
+    args = parser.parse_args(list(argv))
+    conf = project_root() / "conf"
+
+    def go() -> Any:
+        return _run_hydra(
+            args=args, args_parser=parser, task_function=task, config_path=str(conf), config_name=config_name
+        )
+
+    return run_hydra(go, conf, config_name, overrides=args.overrides)
+
+
 def _overrides() -> list[str]:
     """The overrides of this process's command line, as Hydra reads them."""
     args, _ = get_args_parser().parse_known_args(sys.argv[1:])
@@ -107,7 +132,7 @@ def composition_error(err: Exception, overrides: Sequence[str], config_dir: Path
     """The one-line message of a composition error of Hydra's."""
     if isinstance(err, MissingConfigException) and err.options and "/" in str(err.missing_cfg_file):
         group, _, name = str(err.missing_cfg_file).rpartition("/")
-        options = [o for o in err.options if not (group == "experiment" and o.endswith("_defaults"))]
+        options = list(err.options)
         close = difflib.get_close_matches(name, options, n=1)
         return (
             f"{group}={name}: no such option in conf/{group}/"

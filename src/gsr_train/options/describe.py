@@ -3,9 +3,9 @@
 * :func:`describe`: every option of a composed config's runner, its value (and default when they
   differ), its type and range, its one-line description (``gsr-train options NAME``, and
   ``python train.py +experiment=NAME --help`` through :func:`gsr_train.options.help.help_template`);
-* :data:`DEFAULTS_FILES` and :func:`render`: the ``conf/experiment/*_defaults.yaml`` files every
+* :data:`DEFAULTS_FILES` and :func:`render`: the ``conf/recipes/*_defaults.yaml`` files every
   experiment of a runner starts from, generated from the dataclasses with each description as a
-  comment (``gsr-train options --write-defaults`` writes them; a test keeps them current).
+  comment (``gsr-train options --write_defaults`` writes them; a test keeps them current).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ class DefaultsFile:
 
 DEFAULTS_FILES = (
     DefaultsFile(
-        "conf/experiment/subgraphrag_defaults.yaml",
+        "conf/recipes/subgraphrag_defaults.yaml",
         "subgraphrag",
         "Shared SubgraphRAG settings; every subgraphrag_* experiment starts from these\n"
         "(see src/gsr_train/runs/subgraphrag.py). Architecture and training recipe: model=...",
@@ -158,7 +158,7 @@ DEFAULTS_FILES = (
         after="trainer:\n  max_epochs: ${model.train.epochs}  # one setting: change model.train.epochs\n",
     ),
     DefaultsFile(
-        "conf/experiment/gsr_defaults.yaml",
+        "conf/recipes/gsr_defaults.yaml",
         "gsr",
         "Shared GSR settings; every gsr_* experiment starts from these (see src/gsr_train/runs/gsr.py).",
         ("top_k",),
@@ -166,7 +166,7 @@ DEFAULTS_FILES = (
         after="trainer:\n  max_epochs: ${model.epochs}  # one setting: change model.epochs\n",
     ),
     DefaultsFile(
-        "conf/experiment/reader_defaults.yaml",
+        "conf/recipes/reader_defaults.yaml",
         "reader",
         "Shared reader settings (src/gsr_train/runs/reader.py): retrieve -> read -> score.",
         ("top_k",),
@@ -174,7 +174,7 @@ DEFAULTS_FILES = (
         after="trainer:\n  max_epochs: ${qa.train.epochs}  # one setting: change qa.train.epochs\n",
     ),
     DefaultsFile(
-        "conf/experiment/classic_defaults.yaml",
+        "conf/recipes/classic_defaults.yaml",
         "classic",
         "Shared settings of the classic (untrained) retrievers: OKGQA / G-Retriever prizes from the\n"
         "frozen encoder, then top-k triplets, greedy prize-cost paths or a PCST subgraph.\n"
@@ -183,7 +183,7 @@ DEFAULTS_FILES = (
         ("classic",),
     ),
     DefaultsFile(
-        "conf/experiment/okgqa_defaults.yaml",
+        "conf/recipes/okgqa_defaults.yaml",
         "open_ended",
         "Shared settings of OKGQA's open-ended evaluation (src/gsr_train/runs/open_ended.py): the\n"
         "questions, the retrieval forms read, the judges (the LLM endpoint: llm=...; the frozen encoder).",
@@ -219,7 +219,7 @@ def render(spec: DefaultsFile) -> str:
         "# @package _global_",
         *(f"# {line}" if line else "#" for line in spec.about.splitlines()),
         "# Generated from the option dataclasses (src/gsr_train/options/recipes.py and the classes it names):",
-        "# edit those, then `gsr-train options --write-defaults`; `gsr-train options NAME` prints them.",
+        "# edit those, then `gsr-train options --write_defaults`; `gsr-train options NAME` prints them.",
     ]
     text = "\n".join(lines) + "\n" + spec.before + f"runner: {spec.runner}\n"
     top = [row for row in _yaml_rows(recipe.top, dataclasses.asdict(recipe.top()), "", set(), "")]

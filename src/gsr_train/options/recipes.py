@@ -495,7 +495,7 @@ class PerturbGrid:
 
 @dataclass
 class OpenEndedRun:
-    """OKGQA's open-ended evaluation (conf/experiment/okgqa_defaults.yaml is generated from it)."""
+    """OKGQA's open-ended evaluation (conf/recipes/okgqa_defaults.yaml is generated from it)."""
 
     questions: str = option(
         "embedded", "embedded (webqsp_mini test) | a questions .jsonl | OKGQA's filtered_questions CSV"
@@ -605,21 +605,21 @@ def model_options(node: Mapping[str, Any]) -> type:
 
 RECIPES: dict[str, Recipe] = {
     "subgraphrag": Recipe(
-        "conf/experiment/subgraphrag_defaults.yaml",
+        "conf/recipes/subgraphrag_defaults.yaml",
         ("top_k",),
         {"subgraphrag": SubgraphRAGRun, "model": model_options},
         SubgraphRAGTop,
         ("subgraphrag",),
     ),
     "gsr": Recipe(
-        "conf/experiment/gsr_defaults.yaml",
+        "conf/recipes/gsr_defaults.yaml",
         ("top_k",),
         {"gsr": GSRRun, "model": model_options},
         GSRTop,
         ("t5", "minilm"),
     ),
     "reader": Recipe(
-        "conf/experiment/reader_defaults.yaml",
+        "conf/recipes/reader_defaults.yaml",
         ("top_k",),
         {"qa": QARun, "reader": ReaderModel, "llm": LLMConfig},
         ReaderTop,
@@ -631,7 +631,7 @@ RECIPES: dict[str, Recipe] = {
         {"retriever": retriever_spec, "model": model_options},  # model: retriever=gsr's (conf/retriever/gsr.yaml)
         RetrieveTop,
     ),
-    "classic": Recipe("conf/experiment/classic_defaults.yaml", ("split", "top_k"), {"classic": ClassicRun}, ClassicTop),
+    "classic": Recipe("conf/recipes/classic_defaults.yaml", ("split", "top_k"), {"classic": ClassicRun}, ClassicTop),
     "simgrag": Recipe(
         "conf/experiment/simgrag.yaml",
         ("split",),
@@ -645,7 +645,7 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 _OPEN_ENDED = Recipe(
-    "conf/experiment/okgqa_defaults.yaml",
+    "conf/recipes/okgqa_defaults.yaml",
     ("split", "top_k"),
     {"open_ended": OpenEndedRun, "classic": ClassicRun, "llm": LLMConfig},
     OpenEndedTop,

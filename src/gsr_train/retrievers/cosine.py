@@ -18,18 +18,19 @@ CLI: ``python -m gsr_train.retrievers.cosine --data DIR --split test --labels FI
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import torch
 import torch.nn.functional as F
+import typer
 from rich.console import Console
 
-from gsr_train.eval.evaluate import index_splits
+from gsr_train.clikit import run
+from gsr_train.eval.evaluate import cut_offs, index_splits
 from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.results import write_results
 from gsr_train.eval.retrieval import retrieval_metrics
@@ -42,6 +43,8 @@ from gsr_train.text.encoders import TextEncoder, load_encoder
 log = logging.getLogger(__name__)
 
 MODES = ("parts", "verbalised")
+Mode = Literal["parts", "verbalised"]
+RelationText = Literal["raw", "words"]
 DEFAULT_KS = (10, 20, 50, 100, 200)
 
 
@@ -291,35 +294,48 @@ def run_cosine(
     return result
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m gsr_train.retrievers.cosine", description=__doc__.split("\n")[0])
-    parser.add_argument("--data", required=True, help="folder of RoG-format splits (or a hub dataset name)")
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--encoder", default="minilm", help="minilm | gte-large | hashing | local model folder")
-    parser.add_argument("--device", default=None, help="encoder device (cpu / cuda)")
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--labels", default=None, help="GPT-labelled triples JSONL for labelled-triple recall")
-    parser.add_argument("--k", type=int, default=500, help="triples kept per question in the result file")
-    parser.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="recall cut-offs, comma separated")
-    parser.add_argument("--mode", choices=MODES, default="parts")
-    parser.add_argument("--relation-text", choices=("raw", "words"), default="raw")
-    parser.add_argument("--cache-dir", default=None, help="default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train")
-    parser.add_argument("--out", default=None, help="folder for results_<split>.jsonl")
-    args = parser.parse_args(argv)
+def command(
+    data: Annotated[str, typer.Option("--data", help="folder of RoG-format splits (or a hub dataset name)")],
+    split: Annotated[str, typer.Option("--split", help="the split to retrieve for")] = "test",
+    encoder: Annotated[
+        str, typer.Option("--encoder", help="minilm | gte-large | hashing | local model folder")
+    ] = "minilm",
+    device: Annotated[str | None, typer.Option("--device", help="encoder device (cpu / cuda)")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch_size", min=1, help="encoder batch size")] = None,
+    labels: Annotated[
+        str | None, typer.Option("--labels", help="GPT-labelled triples JSONL for labelled-triple recall")
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top_k", min=1, help="triples kept per question in the result file")] = 500,
+    ks: Annotated[str, typer.Option("--ks", help="recall cut-offs, comma separated")] = ",".join(map(str, DEFAULT_KS)),
+    mode: Annotated[Mode, typer.Option("--mode", help="how a triple is scored against the question")] = "parts",
+    relation_text: Annotated[
+        RelationText, typer.Option("--relation_text", help="relation names as written or as words")
+    ] = "raw",
+    cache_dir: Annotated[
+        str | None, typer.Option("--cache_dir", help="default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train")
+    ] = None,
+    out: Annotated[str | None, typer.Option("--out", help="folder for results_<split>.jsonl")] = None,
+) -> dict[str, Any]:
+    """The cosine baseline on any data, outside a run folder: every triple scored by its cosine to
+    the question (no training); results file, recall table and metrics.json."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    encoder = {"name": args.encoder, "device": args.device, "batch_size": args.batch_size}
+    encoder_options = {"name": encoder, "device": device, "batch_size": batch_size}
     return run_cosine(
-        args.data,
-        args.split,
-        encoder,
-        args.cache_dir,
-        args.k,
-        args.labels,
-        args.out,
-        args.mode,
-        ks=[int(x) for x in args.ks.split(",") if x],
-        relation_text=args.relation_text,
+        data,
+        split,
+        encoder_options,
+        cache_dir,
+        top_k,
+        labels,
+        out,
+        mode,
+        ks=cut_offs(ks),
+        relation_text=relation_text,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    return run(command, argv, "gsr-train cosine")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ class ClassicPPR:
 
 @dataclass
 class ClassicRun:
-    """The classic retrievers' options (conf/experiment/classic_defaults.yaml is generated from them)."""
+    """The classic retrievers' options (conf/recipes/classic_defaults.yaml is generated from them)."""
 
     method: Literal["triplets", "paths", "pcst"] = option(
         "triplets", "top-k triplets | greedy prize-cost paths | a PCST subgraph"

@@ -24,16 +24,17 @@ Writes ``robustness.md`` (tables), ``metrics.json`` (every figure) and one PNG p
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
+import typer
 
+from gsr_train.clikit import run
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.eval.tail import METRICS_FILE, read_metrics
 from gsr_train.io import atomic_write
@@ -282,19 +283,20 @@ def render(folder: str | Path, report_k: int = 100) -> str:
     return tables
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``gsr-train robustness-render <run folder> [--k 100]``: redraw a robustness run's tables and plots."""
-    ap = argparse.ArgumentParser(description="re-render the tables and plots of a robustness run folder")
-    ap.add_argument("folder")
-    ap.add_argument("--k", type=int, default=100)
-    args = ap.parse_args(argv)
-    if not Path(args.folder).is_dir():
-        raise FileNotFoundError(f"{args.folder}: no such folder")
-    print(render(args.folder, args.k))
+def command(
+    folder: Annotated[str, typer.Argument(metavar="FOLDER", help="a robustness run folder")],
+    top_k: Annotated[int, typer.Option("--top_k", min=1, help="the K of the tables (recall@K)")] = 100,
+) -> int:
+    """Redraw a robustness run's tables and plots from its saved figures."""
+    if not Path(folder).is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder")
+    print(render(folder, top_k))
     return 0
 
 
-if __name__ == "__main__":  # python -m gsr_train.robustness.run render <folder>: the older form
-    import sys
+def main(argv: list[str] | None = None) -> int:
+    return run(command, argv, "gsr-train robustness-render")
 
-    sys.exit(main(sys.argv[2:] if sys.argv[1:2] == ["render"] else sys.argv[1:]))
+
+if __name__ == "__main__":
+    raise SystemExit(main())
