@@ -1,5 +1,5 @@
 """docs/reference/options.md: every option of every experiment, generated from the option
-dataclasses (``gsr-train options --write-docs``); the committed page must be the generated one."""
+dataclasses (``gsr-train options --write_docs``); the committed page must be the generated one."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def test_the_options_page_is_generated_from_the_dataclasses():
 
     text = render_page()
     assert (REPO / PAGE).read_text() == text, (
-        f"{PAGE} differs from the option dataclasses: run gsr-train options --write-docs"
+        f"{PAGE} differs from the option dataclasses: run gsr-train options --write_docs"
     )
 
 
@@ -41,7 +41,7 @@ def test_the_page_lists_every_option_with_its_default_and_every_experiment():
 def test_write_docs_writes_the_page_where_asked(tmp_path):
     target = tmp_path / "options.md"
     run = lambda: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "gsr_train.cli", "options", "--write-docs", str(target)],
+        [sys.executable, "-m", "gsr_train.cli", "options", "--write_docs", str(target)],
         capture_output=True,
         text=True,
         timeout=300,
