@@ -127,10 +127,10 @@ def test_the_screen_says_what_was_not_scored_as_it_is(tmp_path, webqsp_mini, cap
     ]
     messy = _write(tmp_path / "messy.jsonl", rows)
     clean = _write(tmp_path / "clean.jsonl", rows[:3])
-    assert main([str(messy), str(clean), "--data", str(webqsp_mini), "--skip-invalid"]) == 0
+    assert main([str(messy), str(clean), "--data", str(webqsp_mini), "--skip_invalid"]) == 0
     lines = capsys.readouterr().out.splitlines()
     said = [line for line in lines if line.startswith(("messy.jsonl:", "clean.jsonl:"))]
     assert said == [
         "messy.jsonl: 2 repeated ids (the first row of each is scored), 1 rows in no known format skipped "
-        "(--skip-invalid), 1 ids not in the test split of --data (scored all the same)"
+        "(--skip_invalid), 1 ids not in the test split of --data (scored all the same)"
     ]
