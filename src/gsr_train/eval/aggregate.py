@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -282,29 +282,3 @@ def plot_recall_at_k(rows: list[dict], path: Path) -> Path | None:
         fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     return path
-
-
-if TYPE_CHECKING:  # the fallback below is for running without Hydra only
-    from hydra.experimental.callback import Callback as _HydraCallback
-else:
-    try:  # Hydra is a dependency, but keep this module importable on its own
-        from hydra.experimental.callback import Callback as _HydraCallback
-    except ImportError:  # pragma: no cover
-        _HydraCallback = object
-
-
-class AggregateCallback(_HydraCallback):
-    """Hydra callback: after a multirun, write the aggregated table into the sweep folder."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = bool(enabled)
-
-    def on_multirun_end(self, config, **kwargs: Any) -> None:
-        if not self.enabled:
-            return
-        sweep = Path(str(config.hydra.sweep.dir))
-        if not sweep.exists():
-            log.warning("multirun ended but %s does not exist (launcher wrote elsewhere?)", sweep)
-            return
-        rows = aggregate(sweep)
-        log.info("aggregated %d rows into %s/aggregate.{csv,md}", len(rows), sweep)
