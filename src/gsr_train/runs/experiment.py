@@ -50,7 +50,7 @@ def run_experiment(cfg: DictConfig) -> Any:
         return None
     owns_signals = INTERRUPTS.install()
     try:
-        pl.seed_everything(cfg.seed, workers=True)
+        pl.seed_everything(cfg.seed, workers=True, verbose=False)  # seed in the config; a refusal is one line
         set_matmul_precision(cfg)
         return _run_and_mark(runner, cfg, out, experiment)
     finally:
