@@ -1,0 +1,117 @@
+"""The commands of docs/how-to/score.md, docs/how-to/evaluate-a-run.md and docs/how-to/publish-to-the-hub.md
+run as written, in a checkout (``train.py``, ``eval.py``, ``conf/`` of this repository), with only ``<time>``
+replaced by the run folder the command before it made.
+
+The two pages that score or export a trained run begin with the same quickstart training line: it runs
+once, in one checkout this module shares, and each page's other lines run there. ``my_kg`` is a folder
+beside them holding only a test split, with entities and relations the training data never had;
+``../shared/data`` is the real fixtures beside the checkout, as in this repository's own folder.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import SHARED_DATA
+from .doc_blocks import block, commands
+from .test_eval_cli import unseen_test_folder
+from .test_readme_commands import _checkout, _env, _run
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SCORE = "docs/how-to/score.md"
+EVALUATE = "docs/how-to/evaluate-a-run.md"
+PUBLISH = "docs/how-to/publish-to-the-hub.md"
+TRAIN = "python train.py +experiment=subgraphrag_quickstart"
+
+
+def _ok(line: str, cwd: Path, env: dict):
+    done = _run(line, cwd, env)
+    assert done.returncode == 0, (line, done.stderr[-3000:])
+    return done
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, dict]:
+    """A checkout where the pages' training line has run once, and ``my_kg`` (a test split only)."""
+    root = tmp_path_factory.mktemp("doc_trained_runs")
+    cwd = _checkout(root / "checkout")
+    env = _env(root / "cache")
+    _ok(TRAIN, cwd, env)
+    unseen_test_folder(cwd / "my_kg", n=8)
+    return cwd, env
+
+
+def _lines_after_training(page: str, marker: str) -> list[str]:
+    lines = commands(block(page, marker))
+    assert lines[0] == TRAIN, f"{page} no longer trains the quickstart first: {lines[0]}"
+    return lines[1:]
+
+
+def _results_of_webqsp_mini_test(path: Path, labels: Path) -> int:
+    """A results file for every test question of webqsp_mini: its labelled triples first, then the rest."""
+    with gzip.open(labels, "rt") as f:
+        labelled = {row["id"]: [tuple(t) for t in row["triples"]] for row in map(json.loads, f)}
+    path.parent.mkdir(parents=True)
+    n = 0
+    with gzip.open(SHARED_DATA / "webqsp_mini" / "test.jsonl.gz", "rt") as f, gzip.open(path, "wt") as out:
+        for row in map(json.loads, f):
+            graph = [tuple(t) for t in row["graph"]]
+            first = [t for t in labelled.get(row["id"], []) if t in set(graph)]
+            ranked = first + [t for t in graph if t not in set(first)]
+            scores = [1.0 - i / (len(ranked) + 1) for i in range(len(ranked))]
+            out.write(json.dumps({"id": row["id"], "triples": [list(t) for t in ranked], "scores": scores}) + "\n")
+            n += 1
+    return n
+
+
+def test_recall_of_a_results_file_as_written(tmp_path):
+    (line,) = commands(block(SCORE, "gsr-train recall"))
+    cwd = _checkout(tmp_path / "checkout")
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "data").symlink_to(SHARED_DATA)
+    results = cwd / "outputs" / "subgraphrag_webqsp_mini" / "2026-11-27_01-00-00" / "results_test.jsonl.gz"
+    n = _results_of_webqsp_mini_test(results, SHARED_DATA / "webqsp_mini" / "gpt_triples_test.jsonl.gz")
+    _ok(line, cwd, _env(tmp_path / "cache"))
+    figures = json.loads((cwd / "metrics.json").read_text())
+    assert figures["questions"] == n == 232
+    # every question's labelled triples (20 at most) come first: all of them are found from K = 20 on
+    assert figures["overall"]["labelled_recall"]["20"] == 1.0 and figures["overall"]["labelled_recall"]["10"] < 1.0
+    assert set(figures["overall"]) >= {"sp_recall", "labelled_recall", "answer_recall"}
+
+
+def test_eval_of_a_trained_run_as_written(trained):
+    cwd, env = trained
+    again, test_only, untrained = _lines_after_training(EVALUATE, "python eval.py")
+    assert "data.dir=my_kg" in test_only and "data.dir=my_kg" in untrained
+    (run,) = (cwd / "outputs" / "subgraphrag_quickstart").iterdir()
+    for line in (again, test_only, untrained):
+        _ok(line, cwd, env)
+    evals = sorted((cwd / "outputs" / "eval").iterdir())
+    assert len(evals) == 3
+    notes = [json.loads((e / "eval.json").read_text()) for e in evals]
+    figures = [json.loads((e / "metrics.json").read_text()) for e in evals]
+    assert [(cwd / n["source_run"]).resolve() for n in notes[:2]] == [run.resolve()] * 2
+    assert figures[0]["at_k"]["k"] == 100 and figures[0]["split"] == "test" and figures[0]["data"] == "synthetic"
+    assert figures[1]["data"] == "my_kg" and figures[1]["questions"] == 8 and figures[1]["split"] == "test"
+    assert figures[2]["data"] == "my_kg" and figures[2]["questions"] == 8 and notes[2]["source_run"] is None
+    assert all(any(p.name.startswith("results_test") for p in e.iterdir()) for e in evals)
+    assert sorted(p.name for p in (cwd / "my_kg").iterdir()) == ["test.jsonl.gz"]  # a test split only
+
+
+def test_export_and_dry_run_as_written(trained):
+    cwd, env = trained
+    export, dry_run = _lines_after_training(PUBLISH, "gsr-train export")
+    env = {k: v for k, v in env.items() if k != "HF_TOKEN"}
+    _ok(export, cwd, env)
+    out = cwd / "hub" / "subgraphrag-quickstart"
+    assert {"config.json", "model.safetensors", "README.md"} <= {p.name for p in out.iterdir()}
+    assert 'from_pretrained("me/subgraphrag-quickstart")' in (out / "README.md").read_text()
+    done = _ok(dry_run, cwd, env)
+    printed = done.stdout + done.stderr
+    assert "model.safetensors" in printed and "me/subgraphrag-quickstart" in printed
+    assert "NOT set" in printed  # a dry run needs no token, and uploads nothing
