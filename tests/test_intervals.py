@@ -113,3 +113,16 @@ def test_chain_match_values_give_chain_match_and_its_intervals():
     assert values.values() == {"match@1": figures["match@1"], "match@2": figures["match@2"]}
     low, high = values.intervals()["match@2"]
     assert low <= 2 / 3 <= high
+
+
+def test_format_cell_is_the_one_cell_writer():
+    """Every table's cell: a figure with its [low, high] as metrics.json keeps it; counts and labels as
+    they are; no figure '-'; a scale for percentages."""
+    from gsr_train.eval.intervals import format_cell
+
+    assert format_cell(0.766, [0.7213, 0.8101]) == "0.766 (0.72-0.81)"
+    assert format_cell(0.766, (0.7213, 0.8101), 4) == "0.7660 (0.721-0.810)"
+    assert format_cell(0.766, None) == "0.766"
+    assert format_cell(0.766, [0.72, 0.81], 2, 100) == "76.60 (72.0-81.0)"
+    assert format_cell(None, [0.1, 0.2]) == "-"
+    assert format_cell(232, None) == "232" and format_cell("swap", None) == "swap" and format_cell(True) == "True"

@@ -70,6 +70,14 @@ def close(a, b, path=""):
         assert a == b, f"{path}: {a!r} != {b!r}"
 
 
+def without_intervals(d):
+    """A report dict as the reference loop writes it: no meta, no intervals (overall or per group)."""
+    out = {k: v for k, v in d.items() if k not in ("meta", "intervals")}
+    for name in ("by_hops", "by_topics"):
+        out[name] = {g: {k: v for k, v in m.items() if k != "intervals"} for g, m in out[name].items()}
+    return out
+
+
 def test_hand_computed_tiny_graphs(tmp_path):
     split = tiny_index(tmp_path)["test"]
     assert split.edge_ptr.tolist() == [0, 4, 6, 7]
@@ -99,7 +107,7 @@ def test_hand_computed_tiny_graphs(tmp_path):
     assert rep.by_topics[">=2"].overall["answer_recall"] == pytest.approx({1: 1.0, 2: 1.0, 3: 1.0, 10: 1.0})
     # the reference loop agrees, and the JSON summary round-trips
     close(
-        {k: v for k, v in rep.to_dict().items() if k not in ("meta", "intervals")},
+        without_intervals(rep.to_dict()),
         reference_metrics(split, TINY_SCORES, KS, sp, labelled, lq, hops),
     )
     back = RetrievalReport.from_dict(json.loads(json.dumps(rep.to_dict())))
@@ -184,7 +192,7 @@ def test_batched_agrees_with_reference_loop_on_random_data(tmp_path, monkeypatch
                 rep = retrieval_metrics(
                     split, scores.to(dtype), ks, sp, labelled, lq, hops, chunk_size=chunk_size, max_cells=max_cells
                 )
-                close({k: v for k, v in rep.to_dict().items() if k not in ("meta", "intervals")}, ref)
+                close(without_intervals(rep.to_dict()), ref)
     assert set(ref["by_hops"]) == {"0", "1", "2", ">=3", "no path"}
 
 
@@ -226,6 +234,8 @@ def test_tables(tmp_path):
     row = "| sp_recall | 2 | 0.7500 (0.500-1.000) | 0.7500 (0.500-1.000) | 1.0000 (1.000-1.000) | 1.0000 (1.000-1.000)"
     assert "### tiny" in text and row in text
     assert "| no path | 1 | sp_recall | 0 | - | - | - | - |" in text
+    # a breakdown group's figures carry their interval too (q0, the 2-hop question, alone: no spread)
+    assert "| 2 | 1 | sp_recall | 1 | 0.5000 (0.500-0.500) | 0.5000 (0.500-0.500) | 1.0000 (1.000-1.000) |" in text
     md = comparison_table({"model-a": a, "zeros": b}, ks=[1, 3], metrics=["sp_recall"])
     assert md.splitlines()[0] == "| model | sp_recall@1 | sp_recall@3 |"
     assert md.splitlines()[2] == "| model-a | 0.7500 (0.500-1.000) | 1.0000 (1.000-1.000) |"
@@ -235,3 +245,86 @@ def test_tables(tmp_path):
     assert isinstance(comparison_table({"a": a}, fmt="rich"), Table)
     with pytest.raises(ValueError, match="no K"):
         comparison_table({"a": a}, ks=[7])
+
+
+def _random_report(n_questions, seed=0):
+    """A report of ``n_questions`` random 1-10 edge graphs, random scores and hop counts (no graphs
+    built: the per-question values and groups as retrieval_metrics leaves them)."""
+    gen = torch.Generator().manual_seed(seed)
+    ks = [1, 5]
+    values = (torch.rand(n_questions, len(ks), generator=gen) < torch.tensor([0.4, 0.8])).double()
+    hops = torch.randint(-1, 4, (n_questions,), generator=gen)
+    groups = retrieval.hop_groups(hops)
+    rep = RetrievalReport(
+        ks,
+        n_questions,
+        {"answer_recall": dict(zip(ks, values.mean(0).tolist()))},
+        {"answer_recall": n_questions},
+        per_question={"answer_recall": values},
+        ids=[f"q{i}" for i in range(n_questions)],
+        group_ids={"hops": groups},
+    )
+    for g, name in enumerate(retrieval.HOP_GROUPS):
+        inside = groups == g
+        if int(inside.sum()):
+            overall = {"answer_recall": dict(zip(ks, values[inside].mean(0).tolist()))}
+            rep.by_hops[name] = retrieval.GroupMetrics(int(inside.sum()), overall, {"answer_recall": int(inside.sum())})
+    return rep
+
+
+def test_breakdown_intervals_contain_the_figure_shrink_and_repeat():
+    """Each hop group's recall has a 95% interval that holds the group's figure, is the same twice,
+    survives to_dict / from_dict, and narrows with 16x the questions (about 4x; checked >2x)."""
+    small, large = _random_report(400), _random_report(6400)
+    for rep in (small, large):
+        rep.intervals  # noqa: B018 (computed on first use: overall and every group)
+        for name, gm in rep.by_hops.items():
+            for k in rep.ks:
+                low, high = gm.intervals["answer_recall"][k]
+                assert low <= gm.overall["answer_recall"][k] <= high, (name, k)
+                assert high > low  # hundreds of 0/1 values: a real spread
+    again = _random_report(400)
+    again.intervals  # noqa: B018
+    assert {g: m.intervals for g, m in again.by_hops.items()} == {g: m.intervals for g, m in small.by_hops.items()}
+    back = RetrievalReport.from_dict(json.loads(json.dumps(small.to_dict())))
+    for k in small.ks:
+        assert back.by_hops["2"].intervals["answer_recall"][k] == pytest.approx(
+            small.by_hops["2"].intervals["answer_recall"][k]
+        )
+    for g in small.by_hops:
+        w_small = small.by_hops[g].intervals["answer_recall"][1]
+        w_large = large.by_hops[g].intervals["answer_recall"][1]
+        assert (w_small[1] - w_small[0]) > 2 * (w_large[1] - w_large[0]), g
+
+
+def test_breakdown_interval_known_answer():
+    """A group of 0/1 values: its interval is the percentile bootstrap of that group's mean alone (the
+    other questions never count), matched against a plain numpy bootstrap within 0.03."""
+    import numpy as np
+
+    rep = _random_report(2000, seed=3)
+    rep.intervals  # noqa: B018
+    values = rep.per_question["answer_recall"][:, 0].numpy()
+    inside = (rep.group_ids["hops"] == 2).numpy()
+    rng = np.random.default_rng(0)
+    means = []
+    for _ in range(2000):
+        pick = rng.integers(0, len(values), len(values))
+        keep = inside[pick]
+        means.append(values[pick][keep].mean())
+    low, high = np.percentile(means, [2.5, 97.5])
+    got = rep.by_hops["2"].intervals["answer_recall"][1]
+    assert got == pytest.approx((low, high), abs=0.03)
+
+
+def test_hop_table_prints_each_group_interval():
+    """SubgraphRAG's by-hop table (eval/comparison.hop_table): every cell ``value (low-high)``, the
+    bounds those of the group's interval."""
+    from gsr_train.eval.comparison import hop_table
+
+    rep = _random_report(400)
+    text = hop_table({"model": rep}, [1, 5], metrics=["answer_recall"])
+    low, high = rep.by_hops["2"].intervals["answer_recall"][5]
+    value = rep.by_hops["2"].overall["answer_recall"][5]
+    line = next(x for x in text.splitlines() if x.startswith("| 2 |"))
+    assert line.endswith(f"| {value:.3f} ({low:.2f}-{high:.2f}) |"), line

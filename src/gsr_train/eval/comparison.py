@@ -6,31 +6,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gsr_train.eval.intervals import format_cell
+from gsr_train.eval.markdown import markdown_table
 from gsr_train.eval.retrieval import comparison_table
 
 METRICS = ("answer_recall", "sp_recall", "labelled_recall")
 
 
 def hop_table(reports: Mapping[str, Any], ks: Sequence[int], metrics: Sequence[str] = METRICS, digits: int = 3) -> str:
-    """Markdown: one row per (hop group, model), columns metric@K (groups with questions only)."""
+    """Markdown: one row per (hop group, model), columns metric@K with their 95% intervals (groups with
+    questions only)."""
     groups: list[str] = []
     for rep in reports.values():
+        rep.intervals  # noqa: B018 (fills each group's intervals)
         groups += [g for g in rep.by_hops if g not in groups]
     metrics = [m for m in metrics if any(m in r.overall for r in reports.values())]
     headers = ["hops", "questions", "model"] + [f"{m}@{k}" for m in metrics for k in ks]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * 3 + ["---:"] * (len(headers) - 3)) + "|"]
+    rows = []
     for g in groups:
         for name, rep in reports.items():
             gm = rep.by_hops.get(g)
             if gm is None:
                 continue
-            cells = []
-            for m in metrics:
-                for k in ks:
-                    v = gm.overall.get(m, {}).get(k)
-                    cells.append("-" if v is None else f"{v:.{digits}f}")
-            lines.append("| " + " | ".join([g, str(gm.questions), name] + cells) + " |")
-    return "\n".join(lines)
+            cells = [
+                format_cell(gm.overall.get(m, {}).get(k), gm.intervals.get(m, {}).get(k), digits)
+                for m in metrics
+                for k in ks
+            ]
+            rows.append([g, str(gm.questions), name, *cells])
+    return markdown_table(headers, rows, left=3)
 
 
 def wins(model: Any, baseline: Any, ks: Sequence[int], metrics: Sequence[str] = METRICS) -> dict[str, dict[int, bool]]:

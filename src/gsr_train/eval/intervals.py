@@ -109,6 +109,18 @@ def format_estimate(
     return f"{text} ({scale * low:.{d}f}{sep}{scale * high:.{d}f})"
 
 
+def format_cell(value: Any, bounds: Sequence[float] | None = None, digits: int = 3, scale: float = 1.0) -> str:
+    """A table cell: a figure with its interval ``bounds`` (``[low, high]`` as metrics.json keeps it, or
+    None) as :func:`format_estimate` writes it; an integer or a string as it is, ``-`` for none. Every
+    table of figures writes its cells with it."""
+    if value is None or isinstance(value, bool):
+        return "-" if value is None else str(value)
+    if isinstance(value, int) or not isinstance(value, float):
+        return str(value)
+    low, high = (float(bounds[0]), float(bounds[1])) if bounds is not None and len(bounds) == 2 else (None, None)
+    return format_estimate(value, low, high, digits, scale)
+
+
 def _column(values: Any) -> torch.Tensor:
     """A float64 copy of one value per question (a tensor, an array or a list)."""
     if isinstance(values, torch.Tensor):

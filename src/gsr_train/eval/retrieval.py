@@ -34,7 +34,8 @@ from rich.table import Table
 from torch_geometric.utils import scatter
 
 from gsr_train.arrays import segment_count
-from gsr_train.eval.intervals import QuestionValues, format_estimate
+from gsr_train.eval.intervals import QuestionValues, format_cell
+from gsr_train.eval.markdown import markdown_table
 from gsr_train.kg.index import SplitGraphs
 
 log = logging.getLogger(__name__)
@@ -244,16 +245,30 @@ def _ratio(hits: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- report
 
 
+Bounds = dict[str, dict[int, tuple[float, float] | None]]  # metric -> K -> 95% interval (None: undefined)
+
+
 @dataclass
 class GroupMetrics:
-    """Metrics of one breakdown group (e.g. 2-hop questions)."""
+    """Metrics of one breakdown group (e.g. 2-hop questions) and their 95% intervals (filled by
+    :attr:`RetrievalReport.intervals`)."""
 
     questions: int
     overall: dict[str, dict[int, float | None]]
     counts: dict[str, int]
+    intervals: Bounds = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"questions": self.questions, "overall": _k_str(self.overall), "counts": dict(self.counts)}
+        return {
+            "questions": self.questions,
+            "overall": _k_str(self.overall),
+            "intervals": _bounds_json(self.intervals),
+            "counts": dict(self.counts),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> GroupMetrics:
+        return cls(d["questions"], _k_int(d["overall"]), dict(d["counts"]), _bounds_read(d.get("intervals")))
 
 
 @dataclass
@@ -269,24 +284,48 @@ class RetrievalReport:
     meta: dict[str, Any] = field(default_factory=dict)
     per_question: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)  # [Q, nK], NaN = not counted
     ids: list[str] = field(default_factory=list, repr=False)  # the questions of per_question's rows
-    _intervals: dict[str, dict[int, tuple[float, float] | None]] | None = field(default=None, repr=False)
+    # breakdown -> [Q] group of each question (its index in HOP_GROUPS / TOPIC_GROUPS)
+    group_ids: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+    _intervals: Bounds | None = field(default=None, repr=False)
 
     @property
     def metrics(self) -> list[str]:
         return [m for m in METRICS if m in self.overall]
 
     @property
-    def intervals(self) -> dict[str, dict[int, tuple[float, float] | None]]:
-        """95% bootstrap interval over questions of each metric at every K (computed once, on first
-        use: validation during training never asks); empty for a report read back from a dict."""
+    def intervals(self) -> Bounds:
+        """95% bootstrap interval over questions of each metric at every K, overall; each breakdown
+        group's go on the group (:attr:`GroupMetrics.intervals`). All of them come from one resampling
+        (a group's metric is the mean over its questions, the others not counted), computed once, on
+        first use (validation during training never asks); a report read back from a dict keeps the
+        intervals it was written with."""
         if self._intervals is None:
             values = QuestionValues([str(i) for i in range(self.questions)])
+            breakdowns = [(self.by_hops, "hops"), (self.by_topics, "topics")]
             for m, v in self.per_question.items():
                 for j, k in enumerate(self.ks):
-                    values.add_mean(f"{m}@{k}", v[:, j].double().numpy())
+                    column = v[:, j].double()
+                    values.add_mean(f"{m}@{k}", column.numpy())
+                    for groups, name in breakdowns:
+                        for g in groups:
+                            values.add_mean(f"{name}={g}|{m}@{k}", self._in_group(column, name, g).numpy())
             bounds = values.intervals()
             self._intervals = {m: {k: bounds[f"{m}@{k}"] for k in self.ks} for m in self.per_question}
+            for groups, name in breakdowns:
+                for g, gm in groups.items():
+                    gm.intervals = {
+                        m: {k: bounds.get(f"{name}={g}|{m}@{k}") for k in self.ks} for m in self.per_question
+                    }
         return self._intervals
+
+    def _in_group(self, column: torch.Tensor, breakdown: str, group: str) -> torch.Tensor:
+        """``column`` with the questions outside ``group`` of ``breakdown`` not counted (NaN)."""
+        names = HOP_GROUPS if breakdown == "hops" else TOPIC_GROUPS
+        ids = self.group_ids.get(breakdown)
+        if ids is None:  # no membership kept: the group gets no interval
+            return torch.full_like(column, math.nan)
+        inside = ids.to(column.device) == names.index(group)
+        return torch.where(inside, column, torch.full_like(column, math.nan))
 
     def question_values(self, k: int, up_to: int | None = None) -> QuestionValues | None:
         """Each metric's per-question values at ``k`` (named by the metric; when ``k`` is one of ours) and
@@ -304,14 +343,12 @@ class RetrievalReport:
 
     def to_dict(self) -> dict:
         """JSON-ready summary (K keys become strings; averages over no question are null)."""
+        bounds = self.intervals  # the groups' too, before they are written
         return {
             "ks": list(self.ks),
             "questions": self.questions,
             "overall": _k_str(self.overall),
-            "intervals": {
-                m: {str(k): None if b is None else list(b) for k, b in by_k.items()}
-                for m, by_k in self.intervals.items()
-            },
+            "intervals": _bounds_json(bounds),
             "counts": dict(self.counts),
             "by_hops": {g: m.to_dict() for g, m in self.by_hops.items()},
             "by_topics": {g: m.to_dict() for g, m in self.by_topics.items()},
@@ -320,9 +357,7 @@ class RetrievalReport:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> RetrievalReport:
-        def grp(x):
-            return GroupMetrics(x["questions"], _k_int(x["overall"]), dict(x["counts"]))
-
+        grp = GroupMetrics.from_dict
         return cls(
             ks=[int(k) for k in d["ks"]],
             questions=int(d["questions"]),
@@ -331,10 +366,7 @@ class RetrievalReport:
             by_hops={g: grp(x) for g, x in d.get("by_hops", {}).items()},
             by_topics={g: grp(x) for g, x in d.get("by_topics", {}).items()},
             meta=dict(d.get("meta", {})),
-            _intervals={
-                m: {int(k): None if b is None else (float(b[0]), float(b[1])) for k, b in by_k.items()}
-                for m, by_k in (d.get("intervals") or {}).items()
-            },
+            _intervals=_bounds_read(d.get("intervals")),
         )
 
     def flat(self, prefix: str = "") -> dict[str, float]:
@@ -344,12 +376,13 @@ class RetrievalReport:
     def table(self, title: str | None = None, breakdowns: bool = False, digits: int = 4) -> str:
         """A markdown table: one row per metric, one column per K (plus the question count)."""
         headers = ["metric", "n"] + [f"@{k}" for k in self.ks]
-        bounds = self.intervals
+        bounds = self.intervals  # the groups' too
         rows = [
-            [m, str(self.counts[m])] + [_fmt(self.overall[m].get(k), digits, bounds.get(m, {}).get(k)) for k in self.ks]
+            [m, str(self.counts[m])]
+            + [format_cell(self.overall[m].get(k), bounds.get(m, {}).get(k), digits) for k in self.ks]
             for m in self.metrics
         ]
-        out = [_markdown(headers, rows, title)]
+        out = [markdown_table(headers, rows, title)]
         if breakdowns:
             for name, groups in (("hops", self.by_hops), ("topic entities", self.by_topics)):
                 if not groups:
@@ -360,9 +393,12 @@ class RetrievalReport:
                     for m in self.metrics:
                         rows.append(
                             [g, str(gm.questions), m, str(gm.counts[m])]
-                            + [_fmt(gm.overall[m].get(k), digits) for k in self.ks]
+                            + [
+                                format_cell(gm.overall[m].get(k), gm.intervals.get(m, {}).get(k), digits)
+                                for k in self.ks
+                            ]
                         )
-                out.append(_markdown(headers, rows, f"by {name}"))
+                out.append(markdown_table(headers, rows, f"by {name}"))
         return "\n\n".join(out)
 
 
@@ -374,18 +410,15 @@ def _k_int(d: Mapping[str, Mapping[Any, Any]]) -> dict:
     return {m: {int(k): v for k, v in by_k.items()} for m, by_k in d.items()}
 
 
-def _fmt(v: float | None, digits: int, bounds: tuple[float, float] | None = None) -> str:
-    """``0.7660 (0.720-0.810)`` with an interval, the value alone without one."""
-    low, high = bounds or (None, None)
-    return format_estimate(v, low, high, digits)
+def _bounds_json(bounds: Bounds) -> dict:
+    return {m: {str(k): None if b is None else list(b) for k, b in by_k.items()} for m, by_k in bounds.items()}
 
 
-def _markdown(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None) -> str:
-    lines = [f"### {title}", ""] if title else []
-    lines.append("| " + " | ".join(headers) + " |")
-    lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|")
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+def _bounds_read(d: Mapping | None) -> Bounds:
+    return {
+        m: {int(k): None if b is None else (float(b[0]), float(b[1])) for k, b in by_k.items()}
+        for m, by_k in (d or {}).items()
+    }
 
 
 def comparison_table(
@@ -413,10 +446,14 @@ def comparison_table(
         bounds = rep.intervals
         rows.append(
             [name]
-            + [_fmt(rep.overall.get(m, {}).get(k), digits, bounds.get(m, {}).get(k)) for m in metrics for k in ks]
+            + [
+                format_cell(rep.overall.get(m, {}).get(k), bounds.get(m, {}).get(k), digits)
+                for m in metrics
+                for k in ks
+            ]
         )
     if fmt == "markdown":
-        return _markdown(headers, rows, title)
+        return markdown_table(headers, rows, title)
     if fmt == "rich":
         table = Table(title=title)
         for i, h in enumerate(headers):
@@ -633,8 +670,11 @@ def retrieval_metrics(
         ids=[str(q) for q in split.ids],
     )
     if hops is not None:
-        report.by_hops = _breakdown(per_q, eligible, ks, hop_groups(hops.to(dev).long()), HOP_GROUPS)
-    report.by_topics = _breakdown(per_q, eligible, ks, lay.n_topics.clamp(max=2), TOPIC_GROUPS)
+        report.group_ids["hops"] = hop_groups(hops.to(dev).long())
+        report.by_hops = _breakdown(per_q, eligible, ks, report.group_ids["hops"], HOP_GROUPS)
+    report.group_ids["topics"] = lay.n_topics.clamp(max=2)
+    report.by_topics = _breakdown(per_q, eligible, ks, report.group_ids["topics"], TOPIC_GROUPS)
+    report.group_ids = {name: ids.cpu() for name, ids in report.group_ids.items()}
     return report
 
 
