@@ -29,6 +29,7 @@ SMALL = [
 @pytest.mark.parametrize("head", ["token", "open"])
 def test_runner_end_to_end(tmp_path, head):
     from gsr_train.commands.gsr_table import collect_metrics, metrics_table
+    from gsr_train.eval.chains import match_table
     from gsr_train.models.gsr.modeling import load_gsr
     from gsr_train.runs.gsr import run
 
@@ -68,6 +69,18 @@ def test_runner_end_to_end(tmp_path, head):
         f"| gsr_tiny | {head} | {residual} | kg | {float(cfg.gsr.index_ratio):.4f} | 0 | 0.0000 | raw | joint | "
         "constrained | yes |"
     ) in metrics_table(collect_metrics(tmp_path))
+    # every chain figure carries its 95% interval, which holds it: in metrics.json, gsr-table, match table
+    for mode in ("unconstrained", "constrained"):
+        bounds, flat = metrics[mode]["intervals"], collect_metrics(tmp_path)[0 if mode == "unconstrained" else 1]
+        for name in ("match@1", "match@3", "cov_f1", "paper_f1", "paper_macro_f1", "seen_match@1"):
+            assert bounds[name][0] <= flat[name] <= bounds[name][1], (mode, name)
+    table_row = metrics_table(collect_metrics(tmp_path)).splitlines()[-1]
+    match3 = collect_metrics(tmp_path)[-1]["match@3"]
+    low, high = metrics["constrained"]["intervals"]["match@3"]
+    assert f" {match3:.4f} ({low:.3f}-{high:.3f}) |" in table_row
+    n = metrics["constrained"]["chain_match"]["questions"]
+    assert f"| constrained | {n} | " in match_table(metrics, ["unconstrained", "constrained"]).splitlines()[-1]
+    assert f" {match3:.4f} ({low:.3f}-{high:.3f}) |" in match_table(metrics, ["constrained"]).splitlines()[-1]
     if head == "token":  # eval-only reads no training split: "seen" comes from the saved model
         again = tmp_path / "again"
         run(compose_config([*overrides, f"paths.output_dir={again}", f"gsr.eval_only={tmp_path / 'model'}"]))

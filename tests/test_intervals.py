@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import time
 
 import numpy as np
@@ -126,3 +127,43 @@ def test_format_cell_is_the_one_cell_writer():
     assert format_cell(0.766, [0.72, 0.81], 2, 100) == "76.60 (72.0-81.0)"
     assert format_cell(None, [0.1, 0.2]) == "-"
     assert format_cell(232, None) == "232" and format_cell("swap", None) == "swap" and format_cell(True) == "True"
+
+
+def test_chain_group_and_coverage_values_are_the_reported_figures():
+    """The per-question parts behind GSR's seen / unseen match, answer coverage and the paper's
+    coverage give back exactly the figures the chain report prints (so their intervals are of those
+    figures), and each interval holds its figure."""
+    from gsr_train.eval import chains
+
+    rng = random.Random(0)
+    rels = ["a", "b", "c", "d"]
+    beams, ground, ents, ends, answers = [], [], [], [], []
+    for i in range(120):
+        ground.append([(rng.choice(rels), rng.choice(rels))] if i % 7 else [])
+        beams.append([(rng.choice(rels), rng.choice(rels)) for _ in range(3)])
+        answers.append([f"e{rng.randrange(6)}" for _ in range(rng.randrange(0, 3))])
+        ents.append({f"e{rng.randrange(6)}" for _ in range(rng.randrange(0, 4))})
+        ends.append({f"e{rng.randrange(6)}" for _ in range(rng.randrange(0, 3))})
+    ids = [f"q{i}" for i in range(120)]
+    groups = {"seen": list(range(0, 120, 2)), "unseen": list(range(1, 120, 2))}
+    values = chains.chain_match_values(ids, beams, ground, (1, 3))
+    has = [i for i in range(120) if i % 5]  # questions with a graph
+    values = chains.coverage_values(
+        chains.group_match_values(values, groups),
+        has,
+        [ents[i] for i in has],
+        [ends[i] for i in has],
+        [answers[i] for i in has],
+    )
+    got, bounds = values.values(), values.intervals()
+    for name, rows in groups.items():
+        want = chains.chain_match([beams[i] for i in rows], [ground[i] for i in rows], (1, 3))
+        assert got[f"{name}_match@1"] == pytest.approx(want["match@1"])
+        assert got[f"{name}_match@3"] == pytest.approx(want["match@3"])
+    cov = chains.answer_coverage([ents[i] for i in has], [answers[i] for i in has])
+    paper = chains.paper_coverage([ends[i] for i in has], [answers[i] for i in has])
+    for key in ("precision", "recall", "f1", "hits"):
+        assert got[f"cov_{key}"] == pytest.approx(cov[key]) and got[f"paper_{key}"] == pytest.approx(paper[key])
+    assert got["paper_macro_f1"] == pytest.approx(paper["macro_f1"])
+    for name, v in got.items():
+        assert bounds[name][0] <= v <= bounds[name][1], name

@@ -21,6 +21,9 @@ from omegaconf import OmegaConf
 
 from gsr_train.clikit import run
 from gsr_train.eval.chains import ChainReport
+from gsr_train.eval.intervals import format_cell
+from gsr_train.eval.markdown import markdown_table
+from gsr_train.eval.tail import INTERVALS
 from gsr_train.io import write_json
 
 TABLE_COLUMNS = (
@@ -108,7 +111,9 @@ def _settings(m: Mapping, run: Path) -> dict:
 
 
 def _mode_row(m: Mapping, mode: str, settings: dict) -> dict:
-    """One decoding mode of one run: its settings and flat chain figures."""
+    """One decoding mode of one run: its settings, flat chain figures and their intervals
+    (``intervals``: the mode's own, else those of the mode's metrics.json row, for runs that kept only
+    the row's)."""
     r = m[mode]
     rep = ChainReport(
         r.get("split", ""),
@@ -130,7 +135,16 @@ def _mode_row(m: Mapping, mode: str, settings: dict) -> dict:
         "epochs": (m.get("fit") or m.get("training") or {}).get("epochs_run"),  # training: +experiment=retrieve
         "train_s": round(m.get("train_seconds", 0.0)),
         **rep.flat(),
+        INTERVALS: r.get(INTERVALS) or _row_intervals(m, mode),
     }
+
+
+def _row_intervals(m: Mapping, mode: str) -> dict:
+    """The intervals on the metrics.json row of decoding ``mode`` ({} if none)."""
+    for row in m.get("rows") or []:
+        if isinstance(row, Mapping) and row.get("mode") == mode:
+            return dict(row.get(INTERVALS) or {})
+    return {}
 
 
 def collect_metrics(root: str | Path) -> list[dict]:
@@ -146,13 +160,13 @@ def collect_metrics(root: str | Path) -> list[dict]:
 
 
 def metrics_table(rows: list[dict], columns=TABLE_COLUMNS) -> str:
-    """A markdown table: one line per run and decoding mode."""
+    """A markdown table: one line per run and decoding mode, each figure with its 95% interval."""
     head = [*SETTINGS, *columns]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = []
     for r in rows:
-        cells = [f"{r.get(c):.4f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in head]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        bounds = r.get(INTERVALS) or {}
+        lines.append([format_cell(r.get(c, ""), bounds.get(c) if c in columns else None, 4) for c in head])
+    return markdown_table(head, lines, left=len(SETTINGS))
 
 
 def command(

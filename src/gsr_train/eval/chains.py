@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from gsr_train.eval.intervals import QuestionValues
+from gsr_train.eval.intervals import QuestionValues, format_cell
+from gsr_train.eval.markdown import markdown_table
 
 Chain = tuple[str, ...]
 
@@ -73,6 +74,50 @@ def chain_match_values(
         for n in ns:
             out.add_mean(f"{key}@{n}", [float(any(list(h)[:n])) if g else math.nan for h, g in zip(hits, grounds)])
     return out
+
+
+def group_match_values(values: QuestionValues, groups: Mapping[str, Sequence[int]]) -> QuestionValues:
+    """``<group>_match@n`` beside each ``match@n`` of ``values``: the group's questions (positions)
+    counted, the others not (NaN), so a group's chain match gets its interval from the same resampling."""
+    inside = {name: np.zeros(len(values), dtype=bool) for name in groups}
+    for name, rows in groups.items():
+        inside[name][list(rows)] = True
+    for key, (_, block) in list(values.parts.items()):
+        if not key.startswith("match@"):
+            continue
+        column = np.where(block[:, 1].numpy() > 0, block[:, 0].numpy(), math.nan)
+        for name, keep in inside.items():
+            values.add_mean(f"{name}_{key}", np.where(keep, column, math.nan))
+    return values
+
+
+def coverage_values(
+    values: QuestionValues,
+    positions: Sequence[int],
+    retrieved: Sequence[Iterable[str]],
+    ends: Sequence[Iterable[str]],
+    answers: Sequence[Iterable[str]],
+) -> QuestionValues:
+    """The per-question parts of :func:`answer_coverage` (``cov_*``) and :func:`paper_coverage`
+    (``paper_*``) added to ``values``: question ``positions[j]`` has ``retrieved[j]`` / ``ends[j]`` and
+    gold ``answers[j]``; the rest are not counted. ``paper_macro_f1`` is the F1 of the mean precision
+    and mean recall (an ``f1`` of per-question precisions over ones and recalls over ones)."""
+    n = len(values)
+    cov = np.full((n, 4), math.nan)
+    paper = np.full((n, 4), math.nan)
+    for at, ents, end, ans in zip(positions, retrieved, ends, answers):
+        gold = set(ans)
+        if gold:
+            cov[at] = _prf(set(ents), gold)
+        p, r, f, hit = _prf(set(end), gold)
+        paper[at] = (p, r, f, hit) if hit else (0.0, 0.0, 0.0, 0.0)
+    for j, name in enumerate(("precision", "recall", "f1", "hits")):
+        values.add_mean(f"cov_{name}", cov[:, j])
+        values.add_mean(f"paper_{name}", paper[:, j])
+    counted = ~np.isnan(paper[:, 0])
+    ones = counted.astype(float)
+    values.add_f1("paper_macro_f1", np.nan_to_num(paper[:, 0]), ones, np.nan_to_num(paper[:, 1]), ones)
+    return values
 
 
 def _hit_shares(flags: Sequence[Sequence[bool]], counted: Sequence[bool], ns: Sequence[int], key: str) -> dict:
@@ -175,10 +220,21 @@ class ChainReport:
     ends: dict = field(default_factory=dict)  # end-equivalent match (when the graphs were there)
     extra: dict = field(default_factory=dict)
     questions: QuestionValues | None = None  # per-question chain match (:func:`chain_match_values`)
+    _intervals: dict[str, list[float]] | None = field(default=None, repr=False)
+
+    @property
+    def intervals(self) -> dict[str, list[float]]:
+        """95% bootstrap interval over questions of every figure :attr:`questions` measures, by its
+        :meth:`flat` name (``match@1``, ``seen_match@1``, ``cov_f1``, ``paper_f1``...); computed once."""
+        if self._intervals is None:
+            bounds = self.questions.intervals() if self.questions is not None else {}
+            self._intervals = {name: list(b) for name, b in bounds.items() if b is not None}
+        return self._intervals
 
     def to_dict(self) -> dict:
         return {
             "split": self.split,
+            "intervals": self.intervals,
             "chain_match": self.match,
             "answer_coverage": self.coverage,
             "paper_coverage": self.paper,
@@ -203,34 +259,31 @@ class ChainReport:
         return out
 
     def table(self) -> str:
-        rows = [(k, f"{v:.4f}" if isinstance(v, float) else str(v)) for k, v in self.flat().items()]
+        bounds = self.intervals
+        rows = [(k, format_cell(v, bounds.get(k), 4)) for k, v in self.flat().items()]
         width = max(len(k) for k, _ in rows) if rows else 0
         return "\n".join([f"GSR chain metrics [{self.split}]"] + [f"  {k:<{width}}  {v}" for k, v in rows])
 
 
 def match_table(figures: Mapping[str, Any], modes: Sequence[str]) -> str:
-    """Chain match per decoding mode (``figures[mode]``: a :meth:`ChainReport.to_dict`): all questions,
-    those a closed vocabulary can match (a ground chain of relations seen in training chains) and those
-    it cannot (they need an unseen relation)."""
-    head = (
-        "| decoding | questions | match@1 | match@3 | seen | seen match@1 | seen match@3 | unseen | "
-        "unseen match@1 | unseen match@3 |"
-    )
-    lines = [head, "|---|" + "---:|" * 9]
-
-    def cell(match: Mapping[str, Any], key: str) -> str:
-        v = match.get(key)
-        return "-" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
-
+    """Chain match per decoding mode (``figures[mode]``: a :meth:`ChainReport.to_dict`), each with its
+    95% interval: all questions, those a closed vocabulary can match (a ground chain of relations seen in
+    training chains) and those it cannot (they need an unseen relation)."""
+    head = ["decoding", "questions", "match@1", "match@3", "seen", "seen match@1", "seen match@3", "unseen"]
+    head += ["unseen match@1", "unseen match@3"]
+    rows = []
     for mode in modes:
         r = figures[mode]
+        bounds = r.get("intervals") or {}
         m, groups = r.get("chain_match") or {}, r.get("match_by_group") or {}
-        seen, unseen = groups.get("seen") or {}, groups.get("unseen") or {}
-        cells = [mode, *(cell(m, k) for k in ("questions", "match@1", "match@3"))]
-        for group in (seen, unseen):
-            cells += [cell(group, k) for k in ("questions", "match@1", "match@3")]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells = [mode, format_cell(m.get("questions"))]
+        cells += [format_cell(m.get(k), bounds.get(k), 4) for k in ("match@1", "match@3")]
+        for name in ("seen", "unseen"):
+            group = groups.get(name) or {}
+            cells.append(format_cell(group.get("questions")))
+            cells += [format_cell(group.get(k), bounds.get(f"{name}_{k}"), 4) for k in ("match@1", "match@3")]
+        rows.append(cells)
+    return markdown_table(head, rows)
 
 
 def chain_figures(report: Mapping[str, Any]) -> tuple[dict, dict]:

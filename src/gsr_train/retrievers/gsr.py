@@ -36,7 +36,9 @@ from gsr_train.eval.chains import (
     answer_coverage,
     chain_match,
     chain_match_values,
+    coverage_values,
     end_match,
+    group_match_values,
     paper_coverage,
     validity,
 )
@@ -208,14 +210,16 @@ def evaluate(
             for i, r in enumerate(results)
         ]
         report.ends = end_match(flags, ground, ns)
-    report.questions = chain_match_values([r.id for r in results], beams, ground, ns, flags)
+    values = chain_match_values([r.id for r in results], beams, ground, ns, flags)
     for name, rows in (groups or {}).items():
         report.groups[name] = chain_match([beams[i] for i in rows], [ground[i] for i in rows], ns)
     answered = [(i, a) for i, a in enumerate(answers) if a is not None]
     has = [i for i, _ in answered]
     known = [a for _, a in answered]
-    report.coverage = answer_coverage([results[i].entities for i in has], known)
-    report.paper = paper_coverage([results[i].ends for i in has], known)
+    retrieved, ends = [results[i].entities for i in has], [results[i].ends for i in has]
+    report.coverage = answer_coverage(retrieved, known)
+    report.paper = paper_coverage(ends, known)
+    report.questions = coverage_values(group_match_values(values, groups or {}), has, retrieved, ends, known)
     report.valid = validity([[b["valid"] for b in results[i].beams] for i in has], top_n)
     sizes = [len(results[i].edges) for i in has]
     report.extra = {
