@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from gsr_train.eval.scoreboard import PredictionFormatError, read_predictions, rog_normalize, scoreboard
+from gsr_train.eval.scoreboard import (
+    COLUMNS,
+    PredictionFormatError,
+    read_predictions,
+    rog_normalize,
+    scoreboard,
+    table,
+)
 
 
 def _write(path: Path, rows: list) -> Path:
@@ -45,6 +52,29 @@ def test_rog_format_every_definition(tmp_path):
     # RoG: gold found as substrings of the joined lines over the lines (q1: 1/2) and the gold (q1: 1)
     assert row["rog_precision"] == pytest.approx((1 / 2 + 2 / 2 + 0 + 1 / 2) / 4)
     assert row["rog_recall"] == pytest.approx((1 + 2 / 3 + 0 + 1) / 4)
+
+
+def test_every_figure_has_its_interval(tmp_path):
+    """Each figure's 95% bootstrap interval over the file's questions: it holds the figure, is the same
+    twice, narrows with 25x the questions, and is printed beside it; a file where every question is
+    right has no spread."""
+    many = _write(tmp_path / "many.jsonl", [{**r, "id": f"{r['id']}-{i}"} for i in range(125) for r in ROG_ROWS])
+    small = _write(tmp_path / "small.jsonl", [{**r, "id": f"{r['id']}-{i}"} for i in range(5) for r in ROG_ROWS])
+    (a,), (b,), (c,) = scoreboard([small]), scoreboard([small]), scoreboard([many])
+    assert a["intervals"] == b["intervals"] and set(a["intervals"]) == {*COLUMNS}
+    for name in COLUMNS:
+        low, high = a["intervals"][name]
+        assert low <= a[name] <= high, name
+        if 0 < a[name] < 1:
+            wide, narrow = high - low, c["intervals"][name][1] - c["intervals"][name][0]
+            assert narrow < wide / 3, name
+    low, high = a["intervals"]["hit"]
+    assert f"| {100 * a['hit']:.2f} ({100 * low:.1f}-{100 * high:.1f}) |" in table([a])
+    right = _write(
+        tmp_path / "right.jsonl", [{"id": f"q{i}", "prediction": "x", "ground_truth": ["x"]} for i in range(9)]
+    )
+    (d,) = scoreboard([right])
+    assert d["intervals"]["hit@1"] == [1.0, 1.0] and "| 100.00 (100.0-100.0) |" in table([d])
 
 
 def test_list_predictions_gsr_rows_and_subgraphrag_ans_lines(tmp_path):
@@ -99,7 +129,7 @@ def test_gsr_train_score_command_one_table_json_and_one_line_errors(tmp_path):
     b = _write(tmp_path / "b.jsonl", ROG_ROWS[:2])
     done = subprocess.run([exe, "score", str(a), str(b)], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "| a.jsonl | rog | 4 | - | 75.00 |" in done.stdout and "| b.jsonl | rog | 2 |" in done.stdout
+    assert "| a.jsonl | rog | 4 | - | 75.00 (" in done.stdout and "| b.jsonl | rog | 2 |" in done.stdout
     figures = json.loads((tmp_path / "scoreboard.json").read_text())
     assert [Path(r["file"]).name for r in figures["rows"]] == ["a.jsonl", "b.jsonl"]
     unknown = _write(tmp_path / "u.jsonl", [{"question": "q", "answer": "a"}])

@@ -17,6 +17,8 @@ Papers count the same predictions differently, so this scores every file every w
 * ``rog_f1`` / ``rog_precision`` / ``rog_recall``: RoG's evaluator: gold answers found as
   substrings of the joined predictions, over the number of predicted lines (precision) and of
   gold answers (recall; RoG's "Accuracy"), F1 per question, averaged.
+* ``intervals``: each figure's 95% bootstrap interval over the file's questions
+  (:mod:`gsr_train.eval.intervals`; the table prints ``75.00 (25.0-100.0)``).
 * ``scored``, ``missing`` (ids of ``--data``'s split without a prediction), ``duplicates``.
 """
 
@@ -37,6 +39,8 @@ import typer
 
 from gsr_train.clikit import run
 from gsr_train.data.rows import iter_records
+from gsr_train.eval.intervals import QuestionValues, format_cell
+from gsr_train.eval.markdown import markdown_table
 from gsr_train.eval.qa import QAExample, normalize_answer, score_question
 from gsr_train.io import BadLine, iter_jsonl, write_json
 
@@ -55,6 +59,9 @@ COLUMNS = (
 _ROG_PUNCT = str.maketrans("", "", string.punctuation)
 _ROG_ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ANS = re.compile(r"^\s*ans:\s*", re.I)
+
+
+INTERVALS = "intervals"  # a row's {figure: [low, high]}, 95% bootstrap over its questions
 
 
 class PredictionFormatError(ValueError):
@@ -178,6 +185,17 @@ def score_rows(rows: Sequence[Prediction]) -> dict[str, float]:
     }
 
 
+def score_values(rows: Sequence[Prediction]) -> QuestionValues:
+    """The per-question parts of every figure of :func:`score_rows` (``f1_of_means``: the F1 of the
+    per-question precisions and recalls over ones), for their 95% bootstrap intervals."""
+    per = [question_figures(r) for r in rows]
+    out = QuestionValues([r.id for r in rows])
+    for name, key in [(c, c) for c in COLUMNS if c not in ("macro_f1", "f1_of_means")] + [("macro_f1", "f1")]:
+        out.add_mean(name, [q[key] for q in per])
+    ones = [1.0] * len(per)
+    return out.add_f1("f1_of_means", [q["precision"] for q in per], ones, [q["recall"] for q in per], ones)
+
+
 def split_ids(data: str, split: str) -> list[str]:
     """The question ids of a split (streamed), for the missing count."""
     return [str(rec.get("id")) for _, _, rec in iter_records(data, split) if isinstance(rec, dict)]
@@ -198,6 +216,7 @@ def scoreboard(
         missing = len(expected - set(seen)) if expected is not None else None
         extra = len(set(seen) - expected) if expected is not None else None
         figures = score_rows(scored)
+        bounds = score_values(scored).intervals()
         out.append(
             {
                 "file": str(path),
@@ -208,25 +227,21 @@ def scoreboard(
                 "duplicates": duplicates,
                 "skipped_rows": skipped,
                 **figures,
+                INTERVALS: {name: list(b) for name, b in bounds.items() if b is not None},
             }
         )
     return out
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    """Markdown, percentages with two decimals."""
+    """Markdown, percentages with two decimals, each with its 95% interval over the file's questions."""
     head = ["file", "format", "scored", "missing", *COLUMNS]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
+    lines = []
     for r in rows:
-        cells = [
-            Path(r["file"]).name,
-            r["format"],
-            str(r["scored"]),
-            "-" if r["missing"] is None else str(r["missing"]),
-        ]
-        cells += [f"{100 * r[c]:.2f}" for c in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        bounds = r.get(INTERVALS) or {}
+        cells = [Path(r["file"]).name, r["format"], format_cell(r["scored"]), format_cell(r["missing"])]
+        lines.append(cells + [format_cell(r[c], bounds.get(c), 2, 100) for c in COLUMNS])
+    return markdown_table(head, lines, left=2)
 
 
 def counts_line(row: dict[str, Any], split: str) -> str | None:
