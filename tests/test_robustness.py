@@ -67,6 +67,17 @@ def test_evaluate_robustness_figures(toy):
     assert sims[("none", 0.0)]["sc2d"] == 1.0 and sims[("delete", 1.0)]["changed_fraction"] == 1.0
     tables = report_tables(figs, 50)
     assert "| gsr | delete | 1.0 |" in tables and "SC2D" in tables and "ans@50 touched" in tables
+    # every recall with its 95% interval over the questions: it holds the figure, and the table prints it
+    for r in figs["results"]:
+        for m in ("answer_recall", "sp_recall"):
+            for group, per_k in r[m].items():
+                for k, (low, high) in per_k["intervals"].items():
+                    assert low <= per_k[k] <= high, (r["retriever"], r["method"], m, group, k)
+    a = _row(figs, "cosine", "swap", 0.5)["answer_recall"]["all"]
+    low, high = a["intervals"]["50"]
+    assert f"| {a['50']:.4f} ({low:.3f}-{high:.3f}) |" in tables
+    again = evaluate_robustness(split, retrievers, gold, ["swap"], [0.5], [5, 50], seed=1)  # seeded: the same
+    assert _row(again, "cosine", "swap", 0.5)["answer_recall"]["all"]["intervals"] == a["intervals"]
     png = plot(figs, tmp / "plot.png", "answer_recall", 50)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -159,6 +170,9 @@ def test_hydra_runners(toy, tmp_path):
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["retrievers"] == ["cosine", "classic-triplets"] == figs["retrievers"]
     assert len(saved["results"]) == 2 * 3 and saved["similarity"][1]["ats"] is not None
+    for row in saved["rows"]:  # the tail's rows carry the intervals of their figures
+        low, high = row["intervals"]["answer_recall"]
+        assert low <= row["metrics"]["answer_recall"] <= high
     cfg = _compose(tmp_path, ["+experiment=classic_pcst", "classic.pcst.budget=4"])
     res = classic_run(cfg)
     assert res["method"] == "classic-pcst" and 0 < res["mean_retrieved_triples"] <= 4

@@ -35,6 +35,8 @@ import torch
 import typer
 
 from gsr_train.clikit import run
+from gsr_train.eval.intervals import QuestionValues, format_cell
+from gsr_train.eval.markdown import markdown_table
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.eval.tail import METRICS_FILE, read_metrics
 from gsr_train.io import atomic_write
@@ -45,28 +47,35 @@ from gsr_train.robustness.similarity import similarity
 log = logging.getLogger(__name__)
 
 
-def _nanmean_cols(values: torch.Tensor, rows: torch.Tensor) -> tuple[list[float | None], int]:
-    sel = values[rows]
-    ok = ~torch.isnan(sel[:, 0]) if sel.numel() else torch.zeros(0, dtype=torch.bool)
-    n = int(ok.sum())
-    return ([float(x) for x in sel[ok].mean(0).tolist()] if n else [None] * values.shape[1]), n
+GROUPS = ("all", "touched", "untouched")
 
 
 def score_condition(
     split: SplitGraphs, scores: torch.Tensor, ks: Sequence[int], sp_label: torch.Tensor, touched_q: torch.Tensor
 ) -> dict:
-    """Recall at every K, overall and for questions with / without touched gold evidence."""
+    """Recall at every K, overall and for questions with / without touched gold evidence, each with its
+    95% bootstrap interval over questions (``intervals: {K: [low, high]}``; one resampling for all)."""
     rep = retrieval_metrics(split, scores, list(ks), sp_label=sp_label)
+    members = {"all": torch.ones(len(split), dtype=torch.bool), "touched": touched_q, "untouched": ~touched_q}
+    values = QuestionValues(list(rep.ids))
+    for m in ("answer_recall", "sp_recall"):
+        per_q = rep.per_question[m].double()
+        for group in GROUPS:
+            inside = members[group].unsqueeze(1).to(per_q.device)
+            masked = torch.where(inside, per_q, torch.full_like(per_q, math.nan))
+            for j, k in enumerate(rep.ks):
+                values.add_mean(f"{m}|{group}@{k}", masked[:, j].numpy())
+    figures, bounds = values.values(), values.intervals()
     out: dict[str, Any] = {}
     for m in ("answer_recall", "sp_recall"):
-        per_q = rep.per_question[m]
-        for group, rows in (
-            ("all", torch.ones(len(split), dtype=torch.bool)),
-            ("touched", touched_q),
-            ("untouched", ~touched_q),
-        ):
-            means, n = _nanmean_cols(per_q, rows)
-            out.setdefault(m, {})[group] = {"n": n, **{str(k): v for k, v in zip(rep.ks, means)}}
+        for group in GROUPS:
+            n = int((~torch.isnan(rep.per_question[m][:, 0]) & members[group]).sum())
+            keys = {str(k): f"{m}|{group}@{k}" for k in rep.ks}
+            out.setdefault(m, {})[group] = {
+                "n": n,
+                **{k: figures[name] for k, name in keys.items()},
+                "intervals": {k: list(b) for k, name in keys.items() if (b := bounds[name]) is not None},
+            }
     return out
 
 
@@ -140,16 +149,16 @@ def evaluate_robustness(
 # --------------------------------------------------------------------------- report
 
 
-def _f(v: float | None, digits: int = 4) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+def _f(v: float | None, digits: int = 4, group: Mapping[str, Any] | None = None, k: str | None = None) -> str:
+    """A figure; with the ``group`` it comes from and its ``k``, with the group's interval at ``k``."""
+    if isinstance(v, float) and math.isnan(v):
+        return "-"
+    bounds = ((group or {}).get("intervals") or {}).get(k) if k is not None else None
+    return format_cell(v, bounds, digits)
 
 
 def _md(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> str:
-    lines = [f"### {title}", ""] if title else []
-    lines.append("| " + " | ".join(headers) + " |")
-    lines.append("|" + "|".join("---" if i < 3 else "---:" for i in range(len(headers))) + "|")
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+    return markdown_table(headers, rows, title, left=3)
 
 
 def report_tables(figures: Mapping[str, Any], report_k: int = 100) -> str:
@@ -184,8 +193,8 @@ def report_tables(figures: Mapping[str, Any], report_k: int = 100) -> str:
         a, s = r["answer_recall"]["all"], r["sp_recall"]["all"]
         rows.append(
             [r["retriever"], r["method"], f"{r['level']:.1f}"]
-            + [_f(a[k]) for k in ks]
-            + [_f(s[k]) for k in ks]
+            + [_f(a[k], 4, a, k) for k in ks]
+            + [_f(s[k], 4, s, k) for k in ks]
             + [str(s["n"])]
             + [_f(r["extra"].get(k)) for k in extra_keys]
         )
@@ -216,10 +225,10 @@ def report_tables(figures: Mapping[str, Any], report_k: int = 100) -> str:
                 r["method"],
                 f"{r['level']:.1f}",
                 str(a["touched"]["n"]),
-                _f(a["touched"][rk]),
-                _f(a["untouched"][rk]),
-                _f(s["touched"][rk]),
-                _f(s["untouched"][rk]),
+                _f(a["touched"][rk], 4, a["touched"], rk),
+                _f(a["untouched"][rk], 4, a["untouched"], rk),
+                _f(s["touched"][rk], 4, s["touched"], rk),
+                _f(s["untouched"][rk], 4, s["untouched"], rk),
             ]
         )
     out.append(_md(head, rows, f"Questions whose gold shortest-path evidence was changed (touched) vs not, K={rk}"))

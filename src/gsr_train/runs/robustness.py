@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from gsr_train.eval.tail import metrics_row
+from gsr_train.eval.tail import INTERVALS, metrics_row
 from gsr_train.io import atomic_write
 from gsr_train.kg.paths import get_supervision
 from gsr_train.robustness.kge import get_scorer
@@ -133,11 +133,13 @@ def metrics_rows(figures: dict, k: int) -> list[dict]:
     at = max([x for x in ks if x <= k] or ks[:1])
     rows = []
     for r in figures["results"]:
-        values = {}
+        values, bounds = {}, {}
         for m in ("answer_recall", "sp_recall"):
             for group, per_k in r[m].items():
-                values[m if group == "all" else f"{m}_{group}"] = per_k.get(str(at))
-        rows.append(
-            metrics_row(r["retriever"], figures.get("split"), at, values, perturbation=r["method"], level=r["level"])
-        )
+                name = m if group == "all" else f"{m}_{group}"
+                values[name] = per_k.get(str(at))
+                if (per_k.get("intervals") or {}).get(str(at)) is not None:
+                    bounds[name] = per_k["intervals"][str(at)]
+        row = metrics_row(r["retriever"], figures.get("split"), at, values, perturbation=r["method"], level=r["level"])
+        rows.append({**row, INTERVALS: bounds})
     return rows
