@@ -167,3 +167,21 @@ def test_chain_group_and_coverage_values_are_the_reported_figures():
     assert got["paper_macro_f1"] == pytest.approx(paper["macro_f1"])
     for name, v in got.items():
         assert bounds[name][0] <= v <= bounds[name][1], name
+
+
+def test_a_node_scorers_answer_ranking_carries_intervals():
+    """metrics.json's answer_ranking (a GNN's own top answer per question): every figure of every view
+    with its 95% interval, holding the figure; the printed table shows them."""
+    from gsr_train.eval.retrieval_report import answer_ranking
+
+    rng = random.Random(1)
+    n = 200
+    gold = [[f"a{i}"] for i in range(n)]
+    ranked = [[{"name": f"a{i}" if rng.random() < 0.6 else f"x{i}", "prob": 0.9}] for i in range(n)]
+    graphs = type("G", (), {"ids": [f"q{i}" for i in range(n)], "answers": gold, "__len__": lambda self: n})()
+    report = answer_ranking(graphs, ranked)
+    view = report.to_dict()["all"]
+    hit1 = view["metrics"]["hit@1"]
+    low, high = view["intervals"]["hit@1"]
+    assert low < hit1 < high and 0.05 < high - low < 0.2  # 200 questions near 0.6: about +-0.07
+    assert f"{100 * hit1:.2f} ({100 * low:.1f}-{100 * high:.1f})" in report.table()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from gsr_train.llm.server import ScriptedBackend, serve_in_thread
@@ -104,6 +105,15 @@ def test_open_ended_run_gives_exact_figures_and_resumes_from_the_cache(tmp_path)
             "Richard Nixon won seven Olympic medals.",
         ]
         assert "FActScore" in (out / "open_ended.md").read_text()
+        # every headline figure with its 95% interval over the questions: here each answer scores alike,
+        # so the interval is the figure itself; the rows and the table carry it
+        assert closed["intervals"]["hallucination_llm"] == [1.0, 1.0]
+        assert ev["intervals"]["factscore_llm"] == pytest.approx([math.exp(-4)] * 2)
+        assert ev["intervals"]["geval_correctness"] == pytest.approx([4.2, 4.2])
+        assert "geval_empowerment" not in closed["intervals"]  # no rating read: no figure, no interval
+        row = next(r for r in doc["rows"] if r["condition"] == "triplets")
+        assert row["intervals"]["geval_correctness"] == pytest.approx([4.2, 4.2])
+        assert "| 0.000 (0.00-0.00) |" in (out / "open_ended.md").read_text()
 
         # the same run again (resume=auto on a finished folder is refused; a fresh folder asks nothing new)
         cfg2 = _config(tmp_path, srv.base_url, f"paths.output_dir={tmp_path / 'run2'}")
@@ -111,6 +121,51 @@ def test_open_ended_run_gives_exact_figures_and_resumes_from_the_cache(tmp_path)
         assert srv.stats.received == asked
         assert again["conditions"]["triplets"]["llm"] == ev["llm"]
         assert again["llm_usage"]["answer"]["cached"] == 4
+
+
+def test_case_values_give_the_condition_figures_and_their_intervals():
+    """The per-answer parts behind a condition's FActScore, hallucination ratio, agreement and G-Eval
+    give back the figures _figures reports (so the intervals are of those figures), each interval holds
+    its figure, and the same cases give the same intervals."""
+    import random
+    from types import SimpleNamespace
+
+    from gsr_train.openended.pipeline import JudgeOptions, _figures, case_values
+    from gsr_train.openended.stages import Case
+
+    rng = random.Random(0)
+    cases = [
+        Case(
+            f"q{i}|triplets", "q?", [], None if i % 9 == 0 else "answer", [f"f{j}" for j in range(rng.randrange(0, 6))]
+        )
+        for i in range(60)
+    ]
+    pairs = [(ci, fi) for ci, c in enumerate(cases) for fi in range(len(c.facts))]
+    enc = np.asarray([rng.random() for _ in pairs])
+    llm = [None if rng.random() < 0.1 else rng.random() for _ in pairs]
+    ratings = {
+        (c.key, crit): SimpleNamespace(
+            value=None if rng.random() < 0.2 else rng.choice([1, 2, 3, 4, 5]), method="samples"
+        )
+        for c in cases
+        for crit in ("correctness", "empowerment")
+    }
+    opts = JudgeOptions()
+    opts.geval.criteria = ("correctness", "empowerment")
+    figures = _figures(cases, pairs, enc, llm, ratings, 0.5, opts)
+    verdicts = {"encoder": [bool(v >= 0.5) for v in enc], "llm": [None if v is None else bool(v >= 0.5) for v in llm]}
+    values = case_values(cases, pairs, verdicts, ratings, opts)
+    got = values.values()
+    for v in ("encoder", "llm"):
+        assert got[f"factscore_{v}"] == pytest.approx(figures[v]["factscore"])
+        assert got[f"factscore_no_penalty_{v}"] == pytest.approx(figures[v]["factscore_no_penalty"])
+        assert got[f"hallucination_{v}"] == pytest.approx(figures[v]["hallucination_ratio"])
+    assert got["verifier_agreement"] == pytest.approx(figures["agreement"]["agreement"])
+    assert got["geval_correctness"] == pytest.approx(figures["geval"]["correctness"])
+    for name, v in got.items():
+        low, high = figures["intervals"][name]
+        assert low <= v <= high and high > low, name
+    assert case_values(cases, pairs, verdicts, ratings, opts).intervals() == values.intervals()
 
 
 def test_open_ended_options_are_checked_before_any_work(tmp_path):

@@ -328,3 +328,19 @@ def test_hop_table_prints_each_group_interval():
     value = rep.by_hops["2"].overall["answer_recall"][5]
     line = next(x for x in text.splitlines() if x.startswith("| 2 |"))
     assert line.endswith(f"| {value:.3f} ({low:.2f}-{high:.2f}) |"), line
+
+
+def test_compare_patterns_table_prints_each_recall_interval(tmp_path):
+    """gsr-train compare-patterns' rows (SimGRAG / SAFE beside the triple retrievers) carry the 95%
+    interval of each answer recall, and its table prints them."""
+    from gsr_train.commands.compare_patterns import _recall, markdown
+
+    split = tiny_index(tmp_path)["test"]
+    rec, bounds = _recall(split, TINY_SCORES, [1, 3], None)
+    rep = retrieval_metrics(split, TINY_SCORES, [1, 3])
+    assert rec == {"1": rep.overall["answer_recall"][1], "3": rep.overall["answer_recall"][3]}
+    assert bounds["1"] == list(rep.intervals["answer_recall"][1])
+    row = {"method": "SAFE", "answer_recall": rec, "intervals": {"answer_recall": bounds}, "triples": 2.0}
+    text = markdown([{**row, "ms_per_question": None}], [1, 3], "tiny")
+    low, high = bounds["1"]
+    assert f"| SAFE | {rec['1']:.3f} ({low:.2f}-{high:.2f}) |" in text

@@ -35,6 +35,8 @@ from gsr_train.arrays import segment_sum
 from gsr_train.clikit import run
 from gsr_train.data.synthetic import ensure_synthetic
 from gsr_train.eval.evaluate import cut_offs, index_splits
+from gsr_train.eval.intervals import format_cell
+from gsr_train.eval.markdown import markdown_table
 from gsr_train.eval.results import MatchStats, read_results
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.io import atomic_write, write_json
@@ -60,14 +62,15 @@ def resolve_data(data: str, cache_dir: Path) -> str:
     return data
 
 
-def _recall(split, scores: torch.Tensor, ks: Sequence[int], limit: int | None) -> dict[str, float]:
-
+def _recall(split, scores: torch.Tensor, ks: Sequence[int], limit: int | None) -> tuple[dict, dict]:
+    """Answer recall at each K (``{"10": v}``) and its 95% bootstrap intervals (``{"10": [low, high]}``)."""
     if limit is not None and limit < len(split):
         scores = scores[: int(split.edge_ptr[limit])]
         split = split.subset(range(limit))
-    rep = retrieval_metrics(split, scores, list(ks)).to_dict()
-    rec = rep["overall"]["answer_recall"] if "overall" in rep else rep["answer_recall"]
-    return {str(k): float(v) for k, v in rec.items()}
+    rep = retrieval_metrics(split, scores, list(ks))
+    rec = {str(k): float(v) for k, v in rep.overall["answer_recall"].items() if v is not None}
+    bounds = {str(k): list(b) for k, b in rep.intervals["answer_recall"].items() if b is not None}
+    return rec, bounds
 
 
 def _mean_retrieved(split, scores: torch.Tensor, cap: int, limit: int | None) -> float:
@@ -100,9 +103,11 @@ class _Comparison:
 
     def add(self, method: str, scores: torch.Tensor, ms: float | None, timing: str, **extra) -> None:
         """A table row: answer recall at each K, mean retrieved triples, time per question."""
+        recall, bounds = _recall(self.split, scores, self.ks, self.limit)
         row = {
             "method": method,
-            "answer_recall": _recall(self.split, scores, self.ks, self.limit),
+            "answer_recall": recall,
+            "intervals": {"answer_recall": bounds},
             "triples": round(_mean_retrieved(self.split, scores, max(self.ks), self.limit), 1),
             "ms_per_question": None if ms is None else round(ms, 2),
             "timing": timing,
@@ -294,23 +299,16 @@ def _write(c: _Comparison, title: str | None) -> dict[str, Any]:
 
 
 def markdown(rows: Sequence[dict], ks: Sequence[int], title: str) -> str:
+    """The comparison table: answer recall at each K with its 95% interval, triples, time."""
     head = ["method"] + [f"ans@{k}" for k in ks] + ["triples", "ms/question"]
-    lines = [
-        f"**{title}**: answer recall@K, mean retrieved triples (capped at {max(ks)}), retrieval time",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
-    ]
+    lines = []
     for r in rows:
+        bounds = (r.get("intervals") or {}).get("answer_recall") or {}
         ms = "n/a" if r["ms_per_question"] is None else f"{r['ms_per_question']:.1f}"
-        lines.append(
-            "| "
-            + " | ".join(
-                [r["method"]] + [f"{r['answer_recall'][str(k)]:.3f}" for k in ks] + [f"{r['triples']:.1f}", ms]
-            )
-            + " |"
-        )
-    return "\n".join(lines)
+        recall = [format_cell(r["answer_recall"].get(str(k)), bounds.get(str(k))) for k in ks]
+        lines.append([r["method"], *recall, f"{r['triples']:.1f}", ms])
+    intro = f"**{title}**: answer recall@K (95% interval), mean retrieved triples (capped at {max(ks)}), retrieval time"
+    return intro + "\n\n" + markdown_table(head, lines)
 
 
 def _kv(items: Sequence[str]) -> dict:

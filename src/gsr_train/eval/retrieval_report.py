@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from gsr_train.eval.labels import load_labelled_triples
+from gsr_train.eval.qa import QAReport
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.eval.retrieval_answers import answers_report
 
@@ -43,11 +44,12 @@ def check_scores(method: str, scores: torch.Tensor, graphs: Any) -> None:
         )
 
 
-def answer_ranking(graphs: Any, answers: list) -> dict[str, Any]:
-    """QA metrics of the retriever's own top answer per question (a node scorer's ranking)."""
+def answer_ranking(graphs: Any, answers: list) -> QAReport:
+    """QA metrics of the retriever's own top answer per question (a node scorer's ranking), each view's
+    figures with their 95% bootstrap intervals (``to_dict()``: metrics.json's ``answer_ranking``)."""
     questions = [{"id": graphs.ids[i], "answers": list(graphs.answers[i])} for i in range(len(graphs))]
     rows = {graphs.ids[i]: {"answers": answers[i]} for i in range(len(graphs))}
-    return answers_report(questions, rows, {}, n=1).to_dict()
+    return answers_report(questions, rows, {}, n=1)
 
 
 def plain_values(extra: dict[str, Any] | None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from gsr_train.eval.fact_check import EncoderVerifier, Knowledge, agreement, closest_lines, factscore, graph_lines
+from gsr_train.eval.intervals import QuestionValues
 from gsr_train.kg.index import KGIndex, SplitGraphs
 from gsr_train.llm.client import ChatClient
 from gsr_train.llm.usage import UsageStats
@@ -241,6 +242,47 @@ def _figures(cases, pairs, enc, llm, ratings, threshold: float | None, opts: Jud
         crit: _mean([p.value for (_, c), p in ratings.items() if c == crit]) for crit in opts.geval.criteria
     }
     out["geval_method"] = dict(Counter(p.method for p in ratings.values() if p.value is not None))
+    bounds = case_values(cases, pairs, verdicts, ratings, opts).intervals()
+    out["intervals"] = {name: list(b) for name, b in bounds.items() if b is not None}
+    return out
+
+
+def case_values(
+    cases: Sequence[Case],
+    pairs: Sequence[tuple[int, int]],
+    verdicts: Mapping[str, Sequence[bool | None]],
+    ratings: Mapping[tuple[str, str], Any],
+    opts: JudgeOptions,
+) -> QuestionValues:
+    """The per-answer parts of a condition's headline figures (named as :func:`report.values` names
+    them), for their 95% bootstrap intervals over the condition's questions: FActScore with and without
+    the length penalty (means over the answered cases with a readable fact), the hallucination ratio and
+    the verifiers' agreement (ratios of fact counts) and each G-Eval criterion's mean rating."""
+    n = len(cases)
+    answered = np.asarray([bool(c.answer) for c in cases], dtype=bool)
+    out = QuestionValues([c.key for c in cases])
+    case_of = np.asarray([ci for ci, _ in pairs], dtype=np.int64)
+    for name, vs in verdicts.items():
+        read = np.asarray([v is not None for v in vs], dtype=bool) & answered[case_of] if len(vs) else np.zeros(0, bool)
+        yes = np.asarray([bool(v) for v in vs], dtype=float) * read
+        total = np.bincount(case_of, read.astype(float), minlength=n)
+        supported = np.bincount(case_of, yes, minlength=n)
+        share = np.where(total > 0, supported / np.maximum(total, 1), np.nan)
+        g = float(opts.gamma)
+        penalty = np.where((g > 0) & (total < g), np.exp(1 - g / np.maximum(total, 1)), 1.0)
+        out.add_mean(f"factscore_{name}", share * penalty)
+        out.add_mean(f"factscore_no_penalty_{name}", share)
+        out.add_ratio(f"hallucination_{name}", total - supported, total)
+    if len(verdicts) == 2:
+        a, b = verdicts["encoder"], verdicts["llm"]
+        both = np.asarray([x is not None and y is not None for x, y in zip(a, b)], dtype=float)
+        same = np.asarray([x is not None and x == y for x, y in zip(a, b)], dtype=float) * both
+        out.add_ratio(
+            "verifier_agreement", np.bincount(case_of, same, minlength=n), np.bincount(case_of, both, minlength=n)
+        )
+    for crit in opts.geval.criteria:
+        rated = [ratings.get((c.key, crit)) for c in cases]
+        out.add_mean(f"geval_{crit}", [np.nan if p is None or p.value is None else float(p.value) for p in rated])
     return out
 
 

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gsr_train.eval.tail import metrics_row
+from gsr_train.eval.intervals import format_cell
+from gsr_train.eval.markdown import markdown_table
+from gsr_train.eval.tail import INTERVALS, metrics_row
 from gsr_train.openended.stages import CRITERIA
 from gsr_train.robustness.run import plot
 
@@ -37,43 +39,40 @@ def condition_rows(
     rows = []
     for label, f in figures.items():
         lab = dict(labels.get(label, {"form": label}))
-        rows.append(metrics_row(f"open_ended-{lab['form']}", split, k, values(f), condition=label, **lab))
+        row = metrics_row(f"open_ended-{lab['form']}", split, k, values(f), condition=label, **lab)
+        bounds = f.get(INTERVALS) or {}  # computed from the answers when the condition was judged
+        rows.append({**row, INTERVALS: {n: b for n, b in bounds.items() if n in row["metrics"]}})
     return rows
 
 
-def _f(v: Any, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
+def _f(v: Any, digits: int = 3, bounds: Any = None) -> str:
+    return format_cell(v, bounds, digits)
 
 
 def conditions_table(figures: Mapping[str, Any], title: str, labels: Mapping[str, Mapping] | None = None) -> str:
     """Markdown: per condition, answers, facts, FActScore and hallucination per verifier, their
-    agreement, the G-Eval means and how the ratings were read."""
+    agreement, the G-Eval means (each with its 95% interval over the questions) and how the ratings
+    were read."""
     crits = [c for c in CRITERIA if any(c in (f.get("geval") or {}) for f in figures.values())]
     head = ["condition", "answered", "facts/answer", "FActScore enc", "halluc. enc", "enc. support"]
     head += ["FActScore LLM", "halluc. LLM"]
     head += ["agreement", *(SHORT[c] for c in crits), "rated by"]
-    lines = [
-        f"### Open-ended answers: {title}",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|---|" + "---:|" * (len(head) - 1),
-    ]
+    rows = []
     for label, f in figures.items():
-        v = values(f)
-        row = [
-            label,
-            f"{f['answered']}/{f['cases']}",
-            _f(f.get("mean_facts"), 1),
-            _f(v.get("factscore_encoder")),
-            _f(v.get("hallucination_encoder")),
-            _f(f.get("encoder_mean_support")),
-            _f(v.get("factscore_llm")),
-            _f(v.get("hallucination_llm")),
-            _f(v.get("verifier_agreement")),
-            *(_f(v.get(f"geval_{c}"), 2) for c in crits),
-            ", ".join(f"{m} {n}" for m, n in (f.get("geval_method") or {}).items()) or "-",
-        ]
-        lines.append("| " + " | ".join(row) + " |")
+        v, b = values(f), f.get(INTERVALS) or {}
+        rows.append(
+            [
+                label,
+                f"{f['answered']}/{f['cases']}",
+                _f(f.get("mean_facts"), 1),
+                *(_f(v.get(n), 3, b.get(n)) for n in ("factscore_encoder", "hallucination_encoder")),
+                _f(f.get("encoder_mean_support")),
+                *(_f(v.get(n), 3, b.get(n)) for n in ("factscore_llm", "hallucination_llm", "verifier_agreement")),
+                *(_f(v.get(f"geval_{c}"), 2, b.get(f"geval_{c}")) for c in crits),
+                ", ".join(f"{m} {n}" for m, n in (f.get("geval_method") or {}).items()) or "-",
+            ]
+        )
+    lines = [markdown_table(head, rows, f"Open-ended answers: {title}")]
     notes = [f"{label}: {line}" for label, f in figures.items() if (line := _not_scored(f.get("counts", {})))]
     if notes:
         lines += ["", "Not scored (counted per reason):", *(f"- {n}" for n in notes)]

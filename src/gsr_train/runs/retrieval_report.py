@@ -75,7 +75,9 @@ def _write(cfg: DictConfig, index: Any, split: str, scores: torch.Tensor, extra:
 
 
 def _own_answers(figures: dict[str, Any], graphs: Any, rows: Mapping[str, Any]) -> None:
-    """A node scorer's own answer ranking (its results rows' ``answers``), printed and kept."""
+    """A node scorer's own answer ranking (its results rows' ``answers``), printed (each figure with its
+    interval) and kept."""
     if rows and rows.get("answers") is not None:
-        figures["answer_ranking"] = answer_ranking(graphs, rows["answers"])
-        print(f"its own answers (top 1): {figures['answer_ranking']['all']['metrics']}")
+        report = answer_ranking(graphs, rows["answers"])
+        figures["answer_ranking"] = report.to_dict()
+        print(report.table("its own answers (top 1), QA metrics in % (95% interval)"))
