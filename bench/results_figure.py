@@ -106,7 +106,7 @@ def read_row(r: Retriever, folder: Path) -> dict[str, Any] | None:
     picked = [row for row in rows if r.method is None or row.get("method") == r.method]
     if not picked:
         raise SystemExit(f"{path}: no retrieval row" + (f" of method {r.method}" if r.method else ""))
-    metrics = picked[0]["metrics"]
+    metrics, bounds = picked[0]["metrics"], picked[0].get("intervals") or {}
     timing = folder / "bench_time.json"
     return {
         "name": r.name,
@@ -114,20 +114,27 @@ def read_row(r: Retriever, folder: Path) -> dict[str, Any] | None:
         "command": "python " + " ".join(command(r)),
         "split": picked[0].get("split"),
         "recall": {m: {str(k): metrics.get(f"{m}@{k}") for k in KS} for m in METRICS},
+        "intervals": {m: {str(k): bounds.get(f"{m}@{k}") for k in KS} for m in METRICS},  # 95%, over questions
         "wall_s": json.loads(timing.read_text())["wall_s"] if timing.exists() else None,
     }
 
 
 def markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The table: one line per retriever, answer and triple recall at each K, wall time."""
-    head = [f"{short}@{k}" for short in ("answer", "SP triples", "GPT triples") for k in KS]
-    out = ["| retriever | " + " | ".join(head) + " | run (s) |", "|---|" + "---:|" * (len(head) + 1)]
+    """The table: one line per retriever, answer and triple recall at each K (with its 95% interval
+    over the questions, where the run has it), wall time."""
+    from gsr_train.eval.intervals import format_cell
+    from gsr_train.eval.markdown import markdown_table
+
+    head = ["retriever"] + [f"{short}@{k}" for short in ("answer", "SP triples", "GPT triples") for k in KS]
+    lines = []
     for row in rows:
-        cells = [row["recall"][m].get(str(k)) for m in METRICS for k in KS]
-        shown = ["-" if v is None else f"{v:.3f}" for v in cells]
+        bounds = row.get("intervals") or {}
+        cells = [
+            format_cell(row["recall"][m].get(str(k)), (bounds.get(m) or {}).get(str(k))) for m in METRICS for k in KS
+        ]
         wall = "-" if row.get("wall_s") is None else f"{row['wall_s']:.0f}"
-        out.append(f"| {row['label']} | " + " | ".join(shown) + f" | {wall} |")
-    return "\n".join(out) + "\n"
+        lines.append([row["label"], *cells, wall])
+    return markdown_table([*head, "run (s)"], lines) + "\n"
 
 
 def figure(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:

@@ -66,6 +66,13 @@ def test_rows_table_and_figure_from_fake_runs(tmp_path):
     ppr = next(line for line in table if line.startswith("| PPR"))
     assert ppr.split(" | ")[1] == f"{at10['ppr']:.3f}" and ppr.count("| - ") == len(bench.KS)
     assert table[2].endswith("| 10 |")  # wall seconds of the first
+    # a run with per-question values: its cells carry their 95% intervals
+    bounded = {**rows[0], "intervals": {"answer_recall": {"10": [0.08, 0.13]}}}
+    assert (
+        bench.markdown([bounded])
+        .splitlines()[2]
+        .startswith(f"| {rows[0]['label']} | {at10['cosine']:.3f} (0.08-0.13) |")
+    )
     png = bench.figure(rows, tmp_path / "fig" / "recall.png")
     assert png is not None and png.read_bytes().startswith(PNG)
 
