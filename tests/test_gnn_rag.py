@@ -61,7 +61,7 @@ def test_node_training_step_and_forward_on_real_batches(webqsp_mini, tmp_path):
     module = GNNRAG.create(dim=dim, hidden=16, rounds=2)
     loss = module.training_step(batch, 0)
     loss.backward()
-    assert torch.isfinite(loss) and module.scorer[0].weight.grad is not None
+    assert torch.isfinite(loss) and module.members[0].scorer[0].weight.grad is not None
     scores = module(batch)
     assert scores.shape == (batch.num_triples,) and torch.isfinite(scores).all()
 
@@ -69,7 +69,7 @@ def test_node_training_step_and_forward_on_real_batches(webqsp_mini, tmp_path):
 def test_bad_options_are_named():
     import pytest
 
-    with pytest.raises(ValueError, match="hidden, rounds and max_hops must be >= 1"):
+    with pytest.raises(ValueError, match="hidden, rounds, max_hops, passes and members must be >= 1"):
         GNNRAG(dim=4, rounds=0)
 
 
@@ -355,3 +355,140 @@ def test_serving_raises_the_thresholds_of_kept_memory_never_lowers_them(monkeypa
     assert memory._kept == (1 << 30, 1 << 31, 1 << 26)
     memory.return_freed_memory()  # the readers' policy, then serving again: applied afresh
     assert memory.keep_freed_memory(mmap_threshold=1 << 30, trim_threshold=1 << 31) and len(calls) == 4
+
+
+def _real_batch(webqsp_mini, tmp_path, dim=8):
+    from gsr_train.features.structure import node_features
+    from gsr_train.features.triple_batch import make_batch
+    from gsr_train.kg.index import get_index
+
+    index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
+    split = index["test"]
+    gen = torch.Generator().manual_seed(0)
+    q_emb = torch.randn(len(split), dim, generator=gen)
+    ent = torch.randn(len(index.entities), dim, generator=gen)
+    rel = torch.randn(len(index.relations), dim, generator=gen)
+    has_text = torch.ones(len(index.entities), dtype=torch.bool)
+    return make_batch(split, [0, 1, 2, 3], node_features(split, GNNRAG.structure), q_emb, ent, has_text, rel)
+
+
+def test_adaptive_passes_and_members_train_and_serve(webqsp_mini, tmp_path):
+    """ReaRev's adaptive passes change the answer (the instructions are updated), every weight of
+    every member learns, and serving averages the members' probabilities."""
+    batch = _real_batch(webqsp_mini, tmp_path)
+    torch.manual_seed(0)
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2, passes=2, members=3, dropout=0.0)
+    loss = module.training_step(batch, 0)
+    loss.backward()
+    assert torch.isfinite(loss)
+    for name, p in module.named_parameters():
+        if not name.endswith("no_text"):  # the state of nameless nodes: these graphs may have none
+            assert p.grad is not None and p.grad.abs().sum() > 0, name
+    # the loss is the mean of the members' own losses (an ensemble, not one wider model)
+    logits, labels, group = module.training_targets(batch)
+    n = batch.node_answer.numel()
+    each = [GNNRAG.__mro__[1].loss_on(module, logits[i * n : (i + 1) * n], labels[:n], group[:n], 4) for i in range(3)]
+    assert torch.allclose(module.loss_on(logits, labels, group, 4), torch.stack(each).mean())
+    module.eval()
+    with torch.no_grad():
+        mixed = torch.sigmoid(module.node_logits(batch))
+        topic = module._topic(batch)
+        probs = torch.stack([torch.sigmoid(m(batch, topic)[0]) for m in module.members]).mean(0)
+        one_pass = module.members[0]
+        one_pass.passes = 1
+        first = one_pass(batch, topic)[0]
+        one_pass.passes = 2
+        assert not torch.allclose(first, module.members[0](batch, topic)[0])
+    assert torch.allclose(mixed, probs, atol=1e-5)
+    scores, found = module.score_batch(batch, 2)
+    assert scores.shape == (batch.num_triples,) and found.nodes.numel() > 0
+
+
+def test_a_single_gnn_checkpoint_from_before_members_loads(webqsp_mini, tmp_path):
+    batch = _real_batch(webqsp_mini, tmp_path)
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2).eval()
+    old_keys = {k.removeprefix("members.0."): v for k, v in module.state_dict().items()}
+    assert "scorer.0.weight" in old_keys
+    again = GNNRAG(dim=8, hidden=16, rounds=2).eval()
+    again.load_state_dict(old_keys)
+    with torch.no_grad():
+        assert torch.equal(module.node_logits(batch), again.node_logits(batch))
+
+
+def test_label_smoothing_mixes_the_uniform_distribution_into_the_listwise_target():
+    from gsr_train.models.edge_scorer import listwise_loss
+
+    logits = torch.tensor([2.0, 0.0, -1.0, 1.0, 0.5])
+    labels = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0])
+    group = torch.tensor([0, 0, 0, 1, 1])
+    log_p0 = torch.log_softmax(logits[:3], 0)
+    log_p1 = torch.log_softmax(logits[3:], 0)
+    plain = (-log_p0[0] + -log_p1[1]) / 2
+    assert torch.allclose(listwise_loss(logits, labels, group, 2), plain)
+    eps = 0.2
+    smooth = ((1 - eps) * -log_p0[0] + eps * -log_p0.mean() + (1 - eps) * -log_p1[1] + eps * -log_p1.mean()) / 2
+    assert torch.allclose(listwise_loss(logits, labels, group, 2, smoothing=eps), smooth)
+
+
+def test_path_bonus_ranks_one_path_per_answer_before_alternative_paths():
+    from gsr_train.models.gnn_rag import path_tree_scores
+
+    # topic 0; answer 2 (p 0.9) by 0 -> 1 -> 2 and by 0 -> 3 -> 2; node 4 (p 0.5) by 0 -> 4
+    head = torch.tensor([0, 1, 0, 3, 0])
+    tail = torch.tensor([1, 2, 3, 2, 4])
+    topic = torch.tensor([True, False, False, False, False])
+    prob = torch.tensor([0.0, 0.1, 0.9, 0.1, 0.5])
+    weight = torch.tensor([1.0, 0.9, 1.0, 0.1, 1.0])  # into 2, the step from 1 is followed more
+    dag = shortest_path_scores(head, tail, topic, prob, max_hops=3)
+    assert set(torch.argsort(dag, descending=True)[:4].tolist()) == {0, 1, 2, 3}  # both paths to 2, then 4
+    first = path_tree_scores(head, tail, topic, prob, 3, weight=weight, bonus=1.0)
+    # one path to 2, then 4, then 3 (its one way in: a tree edge), then 2's other way in
+    assert torch.argsort(first, descending=True).tolist() == [1, 0, 4, 2, 3]
+    half = path_tree_scores(head, tail, topic, prob, 3, weight=weight, bonus=0.3)
+    order = torch.argsort(half, descending=True).tolist()
+    assert order == [1, 0, 3, 4, 2]  # 2's other way in (0.9) before 4's path (0.3 + 0.5)
+    with torch.no_grad():
+        module = GNNRAG(dim=4, path_bonus=0.5)
+    assert module.path_bonus == 0.5
+    import pytest
+
+    with pytest.raises(ValueError, match="path_bonus must be in"):
+        GNNRAG(dim=4, path_bonus=2.0)
+
+
+def test_relation_init_reads_each_nodes_relations(webqsp_mini, tmp_path):
+    from gsr_train.models.gnn_rag import _relation_means
+
+    batch = _real_batch(webqsp_mini, tmp_path)
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2, relation_init=True)
+    project = module.members[0].relation_in
+    got = _relation_means(batch, project)
+    rel = project(batch.rel_emb)[batch.pair_rel[batch.triple_pair]]
+    node = int(batch.tail[0])
+    into, out = batch.tail == node, batch.head == node
+    want = rel[into, :16].mean(0) + (rel[out, 16:].mean(0) if out.any() else 0)
+    assert torch.allclose(got[node], want, atol=1e-6)
+    loss = module.training_step(batch, 0)
+    loss.backward()
+    assert project.weight.grad is not None and project.weight.grad.abs().sum() > 0
+
+
+def test_similarity_features_are_the_encoders_cosines(webqsp_mini, tmp_path):
+    import torch.nn.functional as F
+
+    from gsr_train.models.gnn_rag import text_similarities
+
+    batch = _real_batch(webqsp_mini, tmp_path)
+    pair, node = text_similarities(batch)
+    p = 3
+    want = F.cosine_similarity(batch.q_emb[batch.pair_q[p]], batch.rel_emb[batch.pair_rel[p]], dim=0)
+    assert torch.allclose(pair[p], want, atol=1e-6)
+    texted = torch.nonzero(batch.node_ent < batch.ent_emb.shape[0]).flatten()
+    n = int(texted[7])
+    want = F.cosine_similarity(batch.q_emb[batch.node_q[n]], batch.ent_emb[batch.node_ent[n]], dim=0)
+    assert torch.allclose(node[n], want, atol=1e-6)
+    assert pair.shape == batch.pair_q.shape and node.shape == batch.node_q.shape
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2, similarity=True)
+    loss = module.training_step(batch, 0)
+    loss.backward()
+    assert all(lin.weight.grad is not None for lin in module.members[0].similar_follow)

@@ -109,6 +109,7 @@ def _topic(batch: TripleBatch) -> torch.Tensor:
 
 
 def reason(module, batch: TripleBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    module = module.members[0]  # a single GNN (GNNRAG.members == 1), reasoning as it was before passes
     q = module.question(batch.q_emb)
     x = torch.cat([module.entity(batch.ent_emb), module.no_text[None]])[batch.node_ent]
     x = x + module.place(batch.feat_rows)[batch.node_frow]

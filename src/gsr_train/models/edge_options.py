@@ -15,3 +15,6 @@ class EdgeLoss:
 
     pos_weight: float | None = option(None, "BCE weight of the positive triples (null: 1)", gt=0)
     listwise: float = option(0.0, "weight of the listwise term (softmax cross-entropy of each graph's positives)", ge=0)
+    label_smoothing: float = option(
+        0.0, "share of the listwise target spread uniformly over all of a graph's items (0: none)", ge=0, lt=1
+    )

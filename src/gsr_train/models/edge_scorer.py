@@ -51,9 +51,11 @@ DEFAULT_LOSS = defaults_of(EdgeLoss)
 
 
 def listwise_loss(
-    logits: torch.Tensor, labels: torch.Tensor, question: torch.Tensor, num_questions: int
+    logits: torch.Tensor, labels: torch.Tensor, question: torch.Tensor, num_questions: int, smoothing: float = 0.0
 ) -> torch.Tensor:
-    """Mean over graphs with a positive of ``-mean_{i in pos} log softmax_graph(logits)_i``."""
+    """Mean over graphs with a positive of ``-mean_{i in pos} log softmax_graph(logits)_i``; with
+    ``smoothing`` eps, the target distribution is ``(1 - eps)`` uniform over the positives plus
+    ``eps`` uniform over all of the graph's items (label smoothing of the answer distribution)."""
     top = scatter(logits.detach(), question, dim=0, dim_size=num_questions, reduce="max")
     shifted = logits - top[question]
     lse = torch.log(scatter(shifted.exp(), question, dim=0, dim_size=num_questions, reduce="sum").clamp_min(1e-30))
@@ -66,7 +68,12 @@ def listwise_loss(
     has = n_pos > 0
     if not bool(has.any()):
         return logits.sum() * 0.0
-    return (per_q[has] / n_pos[has]).mean()
+    per_q = per_q[has] / n_pos[has]
+    if smoothing:
+        n_all = scatter(torch.ones_like(log_p), question, dim=0, dim_size=num_questions, reduce="sum")
+        every = scatter(-log_p, question, dim=0, dim_size=num_questions, reduce="sum")[has] / n_all[has]
+        per_q = (1.0 - smoothing) * per_q + smoothing * every
+    return per_q.mean()
 
 
 class ValidationSource(Protocol):
@@ -145,13 +152,15 @@ class EdgeScorerModule(pl.LightningModule):
         return self.loss_on(logits, batch.labels, batch.triple_question(), batch.num_questions)
 
     def loss_on(self, logits: torch.Tensor, labels: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
-        """BCE (``pos_weight`` on positives) plus ``listwise`` times each group's softmax cross-entropy."""
+        """BCE (``pos_weight`` on positives) plus ``listwise`` times each group's softmax cross-entropy
+        (its target smoothed by ``label_smoothing``)."""
         pw = self.loss_cfg.get("pos_weight")
         pos_weight = None if pw in (None, 0, 1) else torch.tensor(float(pw), device=logits.device)
         loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), pos_weight=pos_weight)
         weight = float(self.loss_cfg.get("listwise") or 0.0)
         if weight:
-            loss = loss + weight * listwise_loss(logits, labels.to(logits.dtype), group, num_groups)
+            smoothing = float(self.loss_cfg.get("label_smoothing") or 0.0)
+            loss = loss + weight * listwise_loss(logits, labels.to(logits.dtype), group, num_groups, smoothing)
         return loss
 
     def training_step(self, batch: TripleBatch, batch_idx: int) -> torch.Tensor:
