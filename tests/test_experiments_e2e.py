@@ -43,6 +43,7 @@ EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml
 # more than ~4 s each on 2 shared cores (CI runs them too: `pytest -n 2` selects every test)
 SLOW = {
     "gsr_base",
+    "gsr_paper_webqsp",
     "gsr_webqsp_paths",
     "gsr_leave_relations_out",
     "reader_llama2_7b",
@@ -220,6 +221,17 @@ def overrides(t: dict) -> dict[str, list[str]]:
         "gsr_quickstart": [*SYNTHETIC, *GSR_SMALL],
         "gsr_webqsp_paths": [*paths, *GSR_SMALL],
         "gsr_leave_relations_out": [*paths, *GSR_SMALL],
+        # the paper's GPU recipe on the chains cut: a tiny random T5 for t5-base, on the CPU (its CUDA gate off)
+        "gsr_paper_webqsp": [
+            *paths,
+            *ON_CPU,
+            *GSR_SMALL,
+            "gsr.require_gpu=false",
+            "model.pretrained=null",
+            "+model.tokenizer=minilm",
+            "+model.config={d_model: 32, d_ff: 64, num_layers: 1, num_decoder_layers: 1, num_heads: 2, "
+            "d_kv: 16, dropout_rate: 0.0}",
+        ],
         # google-t5/t5-base is a hub model: a tiny random T5 (MiniLM's offline WordPiece tokenizer) in its
         # place, the rest of gsr_base's recipe unchanged; its GPT chains file lives beside the hub data
         "gsr_base": [

@@ -31,7 +31,7 @@ def test_experiments_compose(experiment, model, data):
 
 @pytest.mark.parametrize("size,batch,lr", [("base", 128, 5e-4), ("large", 128, 2e-4), ("3b", 64, 1e-4)])
 def test_paper_hyperparameters(size, batch, lr):
-    cfg = _compose(["+experiment=gsr_webqsp_paths", f"model=gsr_{size}", "paths.output_dir=/tmp/x"])
+    cfg = _compose(["+experiment=gsr_paper_webqsp", f"model=gsr_{size}", "paths.output_dir=/tmp/x"])
     assert (cfg.model.epochs, cfg.model.batch_size, cfg.model.optim.lr) == (50, batch, lr)
 
 

@@ -180,6 +180,12 @@ def check_gsr(cfg: DictConfig, model_option: str = "gsr.eval_only", label_splits
     g = cfg.gsr
     require_family(cfg, GSR_FAMILIES, "gsr")
     one_setting(cfg, "model.epochs")
+    if g.get("require_gpu") and not _cuda_visible():
+        raise PreflightError(
+            f"gsr.require_gpu: {cfg.get('experiment_name') or 'this recipe'} is sized for a GPU "
+            f"({int(cfg.model.epochs)} epochs of {cfg.model.name}) and no CUDA device is visible here; "
+            "add trainer=cpu gsr.require_gpu=false to run it on the CPU anyway"
+        )
     problems = gsr_prepare.option_problems(g, gsr_walks(cfg))
     if problems:
         raise PreflightError("; ".join(problems))
@@ -192,6 +198,12 @@ def check_gsr(cfg: DictConfig, model_option: str = "gsr.eval_only", label_splits
     )
     if cfg.model.get("pretrained") and not g.get("eval_only"):
         resolve_pretrained(cfg.model.pretrained)  # fail before any data work when the hub is unreachable
+
+
+def _cuda_visible() -> bool:
+    import torch  # lazy: the option checks import without torch
+
+    return bool(torch.cuda.is_available())
 
 
 # ---------------------------------------------------------------------- open-ended (OKGQA)

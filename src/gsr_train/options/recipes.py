@@ -251,10 +251,19 @@ class GSRRun:
     )
     match_ns: list[int] = option([1, 3, 5, 10], "the Ns of match@N in the chain table")
     monitor: str = option("val/match@1", "the validation metric that picks the best checkpoint (or val/loss)")
+    patience: int | None = option(
+        None, "early stopping: validations without a better monitor before training stops (null: every epoch)", ge=1
+    )
     max_val_questions: int | None = option(None, "validate on the first N questions only", ge=1)
+    length_groups: int = option(
+        8, "sources encoded per group of similar length in the loss (less padding; 0: the whole batch at once)", ge=0
+    )
     max_eval_questions: int | None = option(None, "smoke runs: evaluate on the first N questions only", ge=1)
     max_paths: int = option(64, "reasoning paths written per kept chain", ge=1)
     eval_only: str | None = option(None, "a saved model folder or .ckpt: skip training, only retrieve + evaluate")
+    require_gpu: bool = option(
+        False, "refuse to start (one line) where no CUDA device is visible: recipes sized for a GPU"
+    )
     threads: int | None = option(1, "torch threads; 1 is fastest on a shared 2-core CPU (null: torch default)", ge=1)
 
 

@@ -16,7 +16,9 @@ The same parts serve ``+experiment=retrieve retriever=gsr`` (:func:`run_retrieve
 scored on the one retriever path, ending as every retriever run does
 (:func:`gsr_train.runs.retrieval_report.report_retrieval`).
 
-Every run writes into its Hydra folder: ``checkpoints/*.ckpt`` (best on ``gsr.monitor``),
+Every run writes into its Hydra folder: ``checkpoints/*.ckpt`` (best on ``gsr.monitor``; with
+``gsr.patience`` training stops after that many validations without a better one),
+``val_curve.json`` (the learning curve: validation match@1 / @n with intervals per epoch),
 ``model/`` (``save_pretrained`` folder with tokenizer and relation list), ``results_<split>
 [_constrained].jsonl`` (project results format) and ``metrics.json`` (all figures, the
 data summary and wall times).
@@ -42,9 +44,10 @@ from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
 from gsr_train.eval.chains import chain_figures, match_table
 from gsr_train.eval.intervals import QuestionValues
 from gsr_train.eval.tail import metrics_row, results_file
+from gsr_train.io import write_json
 from gsr_train.kg.index import source_fingerprint
 from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
-from gsr_train.models.gsr.module import GSRModule, best_checkpoint
+from gsr_train.models.gsr.module import GSRModule, best_checkpoint, early_stopping
 from gsr_train.models.gsr.options import DecodeConfig
 from gsr_train.options.gsr_retrieve import retriever_run_config
 from gsr_train.options.preflight import check_gsr, gsr_walks
@@ -103,13 +106,15 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
         cfg, data, gsr, gsr_walks(cfg), rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size")
     )
     g = cfg.gsr
-    module = GSRModule(
-        gsr, _container(cfg.model.optim), _container(g.val_decode), None, g.get("loss_weighting", "question")
-    )
+    module = _module(cfg, gsr)
     has_val = bool(dm.validation)
     ckpt = best_checkpoint(output_dir(cfg) / "checkpoints", str(g.monitor), has_val)
+    stop = [early_stopping(str(g.monitor), int(g.patience))] if has_val and g.get("patience") else []
     trainer = make_trainer(
-        cfg, callbacks=[ckpt], reload_dataloaders_every_n_epochs=1, **({} if has_val else {"limit_val_batches": 0})
+        cfg,
+        callbacks=[ckpt, *stop],
+        reload_dataloaders_every_n_epochs=1,
+        **({} if has_val else {"limit_val_batches": 0}),
     )
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1) or 1)
     module.total_steps = dm.total_steps(int(cfg.trainer.max_epochs), accumulate, int(trainer.world_size))
@@ -118,11 +123,26 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     trainer.fit(module, datamodule=dm.as_lightning(), ckpt_path=resume_path(cfg))
     seconds = time.perf_counter() - t0
     state = fit_state(trainer, ckpt)
+    if module.curve and is_rank_zero():
+        write_json(output_dir(cfg) / "val_curve.json", {"monitor": str(g.monitor), "epochs": module.curve})
     last = output_dir(cfg) / "checkpoints" / "last.ckpt"
     best = state["best_path"] or ckpt.last_model_path or (str(last) if last.exists() else None)
     figures = {k: state[k] for k in ("best_score", "epochs_run")}
+    figures["stopped_early"] = bool(stop and stop[0].stopped_epoch > 0)
     figures.update(total_steps=module.total_steps, global_step=state["global_step"], devices=int(trainer.world_size))
     return best, seconds, {**figures, "trainer": trainer}
+
+
+def _module(cfg: DictConfig, gsr) -> GSRModule:
+    g = cfg.gsr
+    return GSRModule(
+        gsr,
+        _container(cfg.model.optim),
+        _container(g.val_decode),
+        None,
+        g.get("loss_weighting", "question"),
+        int(g.get("length_groups") or 0),
+    )
 
 
 def evaluate_gsr(

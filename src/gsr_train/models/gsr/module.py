@@ -2,13 +2,22 @@
 
 A batch holds B source sequences and T >= B target chains (``owner[t]`` = source of target
 ``t``): the encoder runs once per source and its states are gathered per target, so a
-question with ten raw chains costs one encoder pass, not ten.
+question with ten raw chains costs one encoder pass, not ten. With ``length_groups=G`` the
+encoder runs on groups of G sources of similar length, each padded only to its own longest
+(:func:`encode_grouped`): the same states as one pass over the batch padded to its longest
+source (to float rounding), at about half the encoder's cost on WebQSP questions; and the
+decoder's cross-attention projects each source's keys and values once, gathering them per target
+(:func:`cross_kv_modules`), instead of projecting a copy of the states per target.
 
 Validation logs ``val/loss`` and the ground-chain match of beam search at 1 and at n
 (``val/match@1``, ``val/match@n``; share of validation questions with a ground chain whose
 top-1 / top-n beams, before validity filtering, contain one of them). Checkpoints carry the
 architecture, the relation list and the tokenizer files (``checkpoint["gsr"]``), so a
 ``.ckpt`` alone rebuilds the model: :func:`gsr_train.models.gsr.modeling.load_gsr`.
+
+Each validation also logs the 95% bootstrap interval of both match figures over the validation
+questions (``val/match@1_low`` / ``_high``, :mod:`gsr_train.eval.intervals`) and appends the epoch's
+figures to :attr:`GSRModule.curve` (the run writes it to ``val_curve.json``: the learning curve).
 
 Distributed (DDP): each rank decodes its share of the validation questions and keeps one
 ``(match@1, match@n)`` pair per question id; the pairs are gathered from all ranks and
@@ -27,11 +36,12 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.utilities.types import OptimizerLRScheduler
 from transformers.modeling_outputs import BaseModelOutput
 
 from gsr_train.config import defaults_of
+from gsr_train.eval.intervals import QuestionValues
 from gsr_train.models.gsr.decoding import beam_chains
 from gsr_train.models.gsr.options import DecodeConfig, GSROptim
 
@@ -51,11 +61,15 @@ class GSRModule(pl.LightningModule):
         val_decode: Mapping[str, Any] | None = None,
         total_steps: int | None = None,
         weighting: str = "question",
+        length_groups: int = 0,
     ) -> None:
         super().__init__()
         if weighting not in ("question", "target"):
             raise ValueError(f"loss weighting must be 'question' or 'target', got {weighting!r}")
+        if int(length_groups) < 0:
+            raise ValueError(f"length_groups must be >= 0, got {length_groups}")
         self.weighting = weighting
+        self.length_groups = int(length_groups)
         self.gsr = gsr
         self.optim = {**DEFAULT_OPTIM, **dict(optim or {})}
         if self.optim["schedule"] not in SCHEDULES:
@@ -69,9 +83,11 @@ class GSRModule(pl.LightningModule):
                 "spec": gsr.spec,
                 "num_relations": len(gsr.relations),
                 "weighting": weighting,
+                "length_groups": self.length_groups,
             }
         )
         self._match: dict[str, tuple[bool, bool]] = {}
+        self.curve: list[dict[str, Any]] = []  # one row per validation: epoch, step, match figures + intervals
 
     # ------------------------------------------------------------------ loss
     def loss(self, batch: Mapping[str, Any]) -> torch.Tensor | None:
@@ -84,10 +100,14 @@ class GSRModule(pl.LightningModule):
         if labels.shape[0] == 0:
             return None
         model = self.gsr.model
-        enc = model.get_encoder()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        states = encode_grouped(model.get_encoder(), batch["input_ids"], batch["attention_mask"], self.length_groups)
         owner = batch["owner"]
-        hidden = enc.last_hidden_state.index_select(0, owner)
+        hidden = states.index_select(0, owner)
         mask = batch["attention_mask"].index_select(0, owner)
+        # fast path: each cross-attention's keys and values are projected once per source and then
+        # gathered per target (the same numbers as projecting every target's copy of the states)
+        shared = cross_kv_modules(model) if self.length_groups > 0 else []
+        hooks = [h for m in shared for h in _project_per_source(m, states, owner)]
         start = torch.full_like(labels[:, :1], self.gsr.start_id)
         dec_in = torch.cat([start, labels[:, :-1].clamp_min(0)], dim=1)
         dec_in = torch.where(
@@ -95,9 +115,13 @@ class GSRModule(pl.LightningModule):
             dec_in,
             torch.full_like(dec_in, self.gsr.pad_id),
         )
-        logits = model(
-            encoder_outputs=BaseModelOutput(last_hidden_state=hidden), attention_mask=mask, decoder_input_ids=dec_in
-        ).logits
+        try:
+            logits = model(
+                encoder_outputs=BaseModelOutput(last_hidden_state=hidden), attention_mask=mask, decoder_input_ids=dec_in
+            ).logits
+        finally:
+            for hook in hooks:
+                hook.remove()
         tok = torch.nn.functional.cross_entropy(
             logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none"
         )
@@ -132,7 +156,10 @@ class GSRModule(pl.LightningModule):
         if not keep:
             return
         questions = [batch["texts"][i] for i in keep]
-        beams = beam_chains(self.gsr, questions, self.val_decode, device=self.device)
+        # full precision under a mixed-precision trainer: the chains that pick the best epoch are
+        # decoded as the scored split is after training
+        with torch.autocast(self.device.type, enabled=False):
+            beams = beam_chains(self.gsr, questions, self.val_decode, device=self.device)
         top_n = self.val_decode.top_n
         for i, per_q in zip(keep, beams):
             ground = set(map(tuple, batch["ground"][i]))
@@ -156,22 +183,29 @@ class GSRModule(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         matches = self._gathered_matches()
-        n = max(len(matches), 1)
-        at1 = sum(a for a, _ in matches.values()) / n
-        atn = sum(b for _, b in matches.values()) / n
+        top_n = self.val_decode.top_n
+        row = match_figures(matches, top_n)
         log.info(
-            "epoch %d: val match@1 %.4f, match@%d %.4f (%d questions)",
+            "epoch %d: val match@1 %.4f (%.3f-%.3f), match@%d %.4f (%.3f-%.3f) (%d questions)",
             self.current_epoch,
-            at1,
-            self.val_decode.top_n,
-            atn,
+            row["match@1"],
+            row["match@1_low"],
+            row["match@1_high"],
+            top_n,
+            row[f"match@{top_n}"],
+            row[f"match@{top_n}_low"],
+            row[f"match@{top_n}_high"],
             len(matches),
         )
         # identical on every rank after the gather
-        self.log("val/match@1", at1, prog_bar=True, sync_dist=True)
-        self.log(f"val/match@{self.val_decode.top_n}", atn, sync_dist=True)
-        self.log("val/match@n", atn, sync_dist=True)
+        self.log("val/match@1", row["match@1"], prog_bar=True, sync_dist=True)
+        for key, value in row.items():
+            if key != "match@1":
+                self.log(f"val/{key}", value, sync_dist=True)
+        self.log("val/match@n", row[f"match@{top_n}"], sync_dist=True)
         self.log("val/questions", float(len(matches)), sync_dist=True)
+        if not self.trainer.sanity_checking:
+            self.curve.append({"epoch": int(self.current_epoch), "step": int(self.global_step), **row})
 
     # ------------------------------------------------------------------ optimisation
     def configure_optimizers(self) -> OptimizerLRScheduler:
@@ -210,6 +244,76 @@ class GSRModule(pl.LightningModule):
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["gsr"] = self.gsr.checkpoint_state()
+
+
+def encode_grouped(encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, group: int = 0) -> torch.Tensor:
+    """The encoder's ``[B, L, H]`` states of a right-padded batch, run on groups of ``group`` sources
+    of similar length (sorted by length), each group padded only to its own longest source.
+
+    A source's states do not depend on the other sources of its pass (attention is masked, no batch
+    statistics), so at every real token these are the states of one pass over the whole batch up to
+    float rounding; padding positions differ (zeros past a group's longest source) and are masked
+    wherever they are read. ``group=0``, a batch
+    of at most ``group`` sources, or a mask that is not right padding: one pass.
+    """
+    n = int(input_ids.shape[0])
+    lengths = attention_mask.sum(1)
+    right_padded = bool((attention_mask.cumprod(1).sum(1) == lengths).all())
+    if group <= 0 or n <= group or not right_padded:
+        return encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    order = torch.argsort(lengths, descending=True, stable=True)
+    width = int(input_ids.shape[1])
+    parts = []
+    for start in range(0, n, group):
+        rows = order[start : start + group]
+        size = max(1, int(lengths[rows[0]]))  # the group's longest: sorted longest first
+        states = encoder(input_ids=input_ids[rows, :size], attention_mask=attention_mask[rows, :size]).last_hidden_state
+        parts.append(torch.nn.functional.pad(states, (0, 0, 0, width - size)))
+    return torch.cat(parts).index_select(0, torch.argsort(order))
+
+
+CROSS_KV = (".crossattention.self.key", ".crossattention.self.value", ".EncDecAttention.k", ".EncDecAttention.v")
+
+
+def cross_kv_modules(model) -> list[torch.nn.Module]:
+    """The key and value projections of the decoder's cross-attention (BERT and T5 decoders); empty for
+    a decoder of another kind (the loss then copies the encoder states per target)."""
+    if getattr(model, "enc_to_dec_proj", None) is not None:  # the decoder reads projected states
+        return []
+    return [m for name, m in model.named_modules() if name.endswith(CROSS_KV) and isinstance(m, torch.nn.Linear)]
+
+
+def _project_per_source(module: torch.nn.Module, states: torch.Tensor, owner: torch.Tensor) -> list:
+    """Hooks on a cross-attention projection: it reads the per-source ``states`` instead of the
+    per-target copy it is given, and its output is gathered per target (``owner[t]``)."""
+    return [
+        module.register_forward_pre_hook(lambda mod, args: (states,)),
+        module.register_forward_hook(lambda mod, args, output: output.index_select(0, owner)),
+    ]
+
+
+def match_figures(matches: Mapping[str, tuple[bool, bool]], top_n: int) -> dict[str, float]:
+    """match@1 and match@``top_n`` over the questions of ``matches`` (id -> (hit at 1, hit in the top
+    n)), each with its 95% bootstrap interval (``_low`` / ``_high``); all 0 without questions, as
+    before intervals (a NaN monitor would stop a run with early stopping)."""
+    ids = sorted(matches)
+    values = QuestionValues(ids)
+    values.add_mean("match@1", [float(matches[q][0]) for q in ids])
+    values.add_mean(f"match@{top_n}", [float(matches[q][1]) for q in ids])
+    out: dict[str, float] = {}
+    for name, est in values.estimates().items():
+        out[name] = est.value or 0.0
+        out[f"{name}_low"] = est.low or 0.0
+        out[f"{name}_high"] = est.high or 0.0
+    return out
+
+
+def early_stopping(monitor: str, patience: int) -> EarlyStopping:
+    """Stop after ``patience`` validations without a better ``monitor`` (``val/match@1``: higher is
+    better; a loss: lower)."""
+    return EarlyStopping(
+        monitor=monitor, mode="min" if monitor.endswith("loss") else "max", patience=int(patience), verbose=False
+    )
 
 
 def best_checkpoint(dirpath: str | Path, monitor: str, has_val: bool) -> ModelCheckpoint:
