@@ -185,3 +185,30 @@ def test_a_node_scorers_answer_ranking_carries_intervals():
     low, high = view["intervals"]["hit@1"]
     assert low < hit1 < high and 0.05 < high - low < 0.2  # 200 questions near 0.6: about +-0.07
     assert f"{100 * hit1:.2f} ({100 * low:.1f}-{100 * high:.1f})" in report.table()
+
+
+def test_a_node_scorers_first_answer_is_on_its_row_and_compared(tmp_path):
+    """The GNN's top-answer hit sits on its retrieval row (top_answer_hit@1, with the interval the
+    answer ranking gives) and its per-question values pair in gsr-train compare."""
+    from gsr_train.eval.compare import compare_runs
+    from gsr_train.eval.retrieval_report import answer_ranking, top_answer_values
+    from gsr_train.eval.tail import add_intervals, metrics_row, write_metrics
+
+    n = 120
+    gold = [[f"a{i}"] for i in range(n)]
+    graphs = type("G", (), {"ids": [f"q{i}" for i in range(n)], "answers": gold, "__len__": lambda self: n})()
+    runs = []
+    for name, p in (("a", 0.8), ("b", 0.5)):
+        rng = random.Random(len(name) + int(10 * p))
+        ranked = [[{"name": f"a{i}" if rng.random() < p else f"x{i}", "prob": 0.9}] for i in range(n)]
+        report = answer_ranking(graphs, ranked)
+        row = metrics_row("GNNRAG", "test", 30, {"top_answer_hit@1": report.flat()["hit@1"]})
+        add_intervals(row, top_answer_values(report))
+        assert row["intervals"]["top_answer_hit@1"] == report.to_dict()["all"]["intervals"]["hit@1"]
+        folder = tmp_path / name
+        folder.mkdir()
+        write_metrics(folder, "x", "toy", "f" * 16, [row])
+        runs.append(folder)
+    doc = compare_runs(*runs)
+    (pair,) = [m for r in doc["rows"] for m in r["metrics"] if m["metric"] == "top_answer_hit@1"]
+    assert pair["questions"] == n and pair["low"] < pair["diff"] < pair["high"] and pair["diff"] > 0

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from gsr_train.eval.intervals import QuestionValues
 from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.qa import QAReport
 from gsr_train.eval.retrieval import retrieval_metrics
@@ -50,6 +51,13 @@ def answer_ranking(graphs: Any, answers: list) -> QAReport:
     questions = [{"id": graphs.ids[i], "answers": list(graphs.answers[i])} for i in range(len(graphs))]
     rows = {graphs.ids[i]: {"answers": answers[i]} for i in range(len(graphs))}
     return answers_report(questions, rows, {}, n=1)
+
+
+def top_answer_values(report: QAReport) -> QuestionValues:
+    """The per-question hit of a node scorer's first answer, named as on its retrieval row
+    (``top_answer_hit@1``), so that the row's interval and ``gsr-train compare`` read it."""
+    values = report.question_values("all")
+    return QuestionValues(values.ids, {"top_answer_hit@1": values.parts["hit@1"]})
 
 
 def plain_values(extra: dict[str, Any] | None) -> dict[str, Any]:

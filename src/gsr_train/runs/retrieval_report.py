@@ -10,8 +10,9 @@ import torch
 from omegaconf import DictConfig
 
 from gsr_train.eval.intervals import QuestionValues
+from gsr_train.eval.qa import QAReport
 from gsr_train.eval.results import write_results
-from gsr_train.eval.retrieval_report import answer_ranking, check_scores, measure, plain_values
+from gsr_train.eval.retrieval_report import answer_ranking, check_scores, measure, plain_values, top_answer_values
 from gsr_train.eval.tail import add_intervals, results_file, retrieval_row
 from gsr_train.kg.paths import get_supervision
 from gsr_train.retrievers.interface import ROW_FIELDS
@@ -55,8 +56,11 @@ def report_retrieval(
         "extra": plain_values(extra),
         **(details or {}),
     }
-    _own_answers(figures, graphs, rows)
+    own = _own_answers(figures, graphs, rows)
     row = retrieval_row(method, report, split, k, results=results, **dict(row_labels or {}))
+    if own is not None:  # a node scorer's first answer, on its row (so gsr-train compare pairs it too)
+        row["metrics"]["top_answer_hit@1"] = own.flat()["hit@1"]
+        add_intervals(row, top_answer_values(own))
     row["metrics"].update({name: float(v) for name, v in (row_metrics or {}).items() if isinstance(v, (int, float))})
     if row_values is not None:  # the retriever's own figures' per-question values: their intervals
         add_intervals(row, row_values)
@@ -74,10 +78,12 @@ def _write(cfg: DictConfig, index: Any, split: str, scores: torch.Tensor, extra:
     return results, rows
 
 
-def _own_answers(figures: dict[str, Any], graphs: Any, rows: Mapping[str, Any]) -> None:
+def _own_answers(figures: dict[str, Any], graphs: Any, rows: Mapping[str, Any]) -> QAReport | None:
     """A node scorer's own answer ranking (its results rows' ``answers``), printed (each figure with its
-    interval) and kept."""
-    if rows and rows.get("answers") is not None:
-        report = answer_ranking(graphs, rows["answers"])
-        figures["answer_ranking"] = report.to_dict()
-        print(report.table("its own answers (top 1), QA metrics in % (95% interval)"))
+    interval) and kept; None for a retriever without answers."""
+    if not rows or rows.get("answers") is None:
+        return None
+    report = answer_ranking(graphs, rows["answers"])
+    figures["answer_ranking"] = report.to_dict()
+    print(report.table("its own answers (top 1), QA metrics in % (95% interval)"))
+    return report
