@@ -29,6 +29,7 @@ COMPOSED_PAGES = (
     "docs/explanations/baselines.md",
     "docs/explanations/subgraphrag.md",
     "docs/explanations/gsr.md",
+    "docs/explanations/gnn-rag.md",
     "docs/explanations/readers.md",
     "docs/explanations/robustness.md",
     "docs/how-to/slurm.md",
