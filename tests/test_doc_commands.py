@@ -9,7 +9,8 @@ eval.py`` line there is parsed by Hydra's override parser (composing it needs th
 
 Pages read here: docs/explanations/baselines.md, docs/explanations/subgraphrag.md,
 docs/explanations/gsr.md, docs/explanations/readers.md, docs/explanations/robustness.md,
-docs/explanations/reproduction.md, docs/how-to/slurm.md, docs/how-to/add-a-retriever.md, docs/reference/configuration.md.
+docs/explanations/reproduction.md, docs/how-to/slurm.md, docs/how-to/add-a-retriever.md,
+docs/reference/configuration.md.
 """
 
 from __future__ import annotations
