@@ -8,9 +8,9 @@ per value) and checks it as run_experiment does before any work, without running
 eval.py`` line there is parsed by Hydra's override parser (composing it needs the trained run).
 
 Pages read here: docs/explanations/baselines.md, docs/explanations/subgraphrag.md,
-docs/explanations/gsr.md, docs/explanations/readers.md, docs/explanations/robustness.md,
-docs/explanations/reproduction.md, docs/how-to/slurm.md, docs/how-to/add-a-retriever.md,
-docs/reference/configuration.md.
+docs/explanations/gsr.md, docs/explanations/gsr-learning-curve.md, docs/explanations/readers.md,
+docs/explanations/robustness.md, docs/explanations/reproduction.md, docs/how-to/slurm.md,
+docs/how-to/add-a-retriever.md, docs/reference/configuration.md.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ COMPOSED_PAGES = (
     "docs/explanations/subgraphrag.md",
     "docs/explanations/gsr.md",
     "docs/explanations/gnn-rag.md",
+    "docs/explanations/gsr-learning-curve.md",
     "docs/explanations/readers.md",
     "docs/explanations/robustness.md",
     "docs/explanations/reproduction.md",
