@@ -172,3 +172,15 @@ def test_early_stopping_follows_the_monitor():
     assert early_stopping("val/loss", 2).mode == "min"
     with pytest.raises(ValueError, match="length_groups"):
         GSRModule(build_gsr_model(TINY, RELS), length_groups=-1)
+
+
+def test_the_curve_travels_in_checkpoints_so_a_resumed_run_keeps_its_earlier_epochs():
+    module = GSRModule(build_gsr_model(TINY, RELS))
+    module.curve = [{"epoch": 0, "step": 3, "match@1": 0.5}, {"epoch": 1, "step": 6, "match@1": 0.6}]
+    checkpoint: dict = {}
+    module.on_save_checkpoint(checkpoint)
+    resumed = GSRModule(build_gsr_model(TINY, RELS))
+    resumed.on_load_checkpoint(checkpoint)
+    assert resumed.curve == module.curve and resumed.curve is not module.curve
+    resumed.on_load_checkpoint({})  # a checkpoint written before curves: an empty one
+    assert resumed.curve == []

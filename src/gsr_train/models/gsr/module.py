@@ -244,6 +244,10 @@ class GSRModule(pl.LightningModule):
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["gsr"] = self.gsr.checkpoint_state()
+        checkpoint["gsr_curve"] = list(self.curve)  # a resumed run's val_curve.json keeps the earlier epochs
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.curve = list(checkpoint.get("gsr_curve", []))
 
 
 def encode_grouped(encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, group: int = 0) -> torch.Tensor:
