@@ -110,6 +110,8 @@ def ensure_checkpoint(args, name: str, given: str | None) -> str:
         )
         print(f"training {name} for one epoch into {run}")
         cmd = [sys.executable, "train.py", f"+experiment={experiment}", *_data_overrides(args), epochs]
+        if name == "gnn":  # the reference path (tests/oracles) serves one GNN with every-path evidence
+            cmd += ["retriever.options.members=1", "retriever.options.path_bonus=0.0"]
         cmd += ["trainer.enable_progress_bar=false", f"hydra.run.dir={run}"]
         subprocess.run(cmd, check=True, cwd=ROOT, env=_env(args))
         found = sorted(run.glob("checkpoints/best-*.ckpt"))
