@@ -492,3 +492,40 @@ def test_similarity_features_are_the_encoders_cosines(webqsp_mini, tmp_path):
     loss = module.training_step(batch, 0)
     loss.backward()
     assert all(lin.weight.grad is not None for lin in module.members[0].similar_follow)
+
+
+def test_path_supervision_asks_each_round_about_its_own_hop(webqsp_mini, tmp_path):
+    """NSM's intermediate supervision: round i is asked about the triples from hop i to hop i + 1
+    only, against the shortest-path labels; it adds to the answer loss and trains the follow gates."""
+    from gsr_train.features.structure import node_features
+    from gsr_train.features.triple_batch import make_batch
+    from gsr_train.kg.index import get_index
+    from gsr_train.kg.paths import get_supervision
+    from gsr_train.models.gnn_rag import hop_distances
+
+    index = get_index(str(webqsp_mini), splits=("test",), cache_dir=tmp_path)
+    split = index["test"]
+    labels = get_supervision(index, "test", tmp_path).triple_label
+    gen = torch.Generator().manual_seed(0)
+    q_emb, ent, rel = (torch.randn(n, 8, generator=gen) for n in (len(split), len(index.entities), len(index.relations)))
+    has_text = torch.ones(len(index.entities), dtype=torch.bool)
+    feats = node_features(split, GNNRAG.structure)
+    batch = make_batch(split, [0, 1, 2, 3], feats, q_emb, ent, has_text, rel, labels=labels)
+    assert batch.labels is not None and batch.labels.sum() > 0
+    module = GNNRAG.create(dim=8, hidden=16, rounds=2, path_supervision=0.5)
+    follows = torch.full((1, 2, batch.num_triples), 0.5)
+    dist = hop_distances(batch.head, batch.tail, module._topic(batch), module.max_hops)
+    first = (torch.minimum(dist[batch.head], dist[batch.tail]) == 0) & ((dist[batch.head] - dist[batch.tail]).abs() == 1)
+    right = follows.clone()
+    right[0, 0, first] = batch.labels[first].clamp(0.01, 0.99)  # round 1 right on its own hop
+    assert module.step_loss(batch, right) < module.step_loss(batch, follows)
+    wrong_elsewhere = right.clone()
+    wrong_elsewhere[0, 0, ~first] = 1 - 0.01  # round 1's gates off its hop are not asked about
+    assert torch.isclose(module.step_loss(batch, wrong_elsewhere), module.step_loss(batch, right))
+    loss = module.training_step(batch, 0)
+    loss.backward()
+    plain = GNNRAG.create(dim=8, hidden=16, rounds=2)
+    plain.load_state_dict(module.state_dict())
+    torch.manual_seed(0)
+    assert loss > plain.training_step(batch, 0) - 1e-6  # the step loss is added
+    assert module.members[0].follow[0].weight.grad.abs().sum() > 0

@@ -380,7 +380,9 @@ class GNNRAG(EdgeScorerModule):
     reads the mean text embedding of the relations it is the tail of and of those it is the head of
     (NSM / ReaRev's relation-based entity initialisation); ``similarity``: the frozen encoder's
     question-relation cosine joins every round's follow gate and the question-entity cosine the
-    node scorer's input (:func:`text_similarities`)."""
+    node scorer's input (:func:`text_similarities`); ``path_supervision``: the weight of NSM's
+    intermediate supervision (:meth:`step_loss`: each round's follow gates against the shortest-path
+    triples of its hop; 0: none)."""
 
     structure = "dde"  # column 0 is the topic flag; the rest says where a node sits relative to it
     targets = "nodes"  # trains on the answer entities: graphs without one in them are skipped
@@ -398,6 +400,7 @@ class GNNRAG(EdgeScorerModule):
         path_bonus: float = 0.0,
         relation_init: bool = False,
         similarity: bool = False,
+        path_supervision: float = 0.0,
     ) -> None:
         super().__init__()
         if hidden < 1 or rounds < 1 or max_hops < 1 or passes < 1 or members < 1:
@@ -409,7 +412,10 @@ class GNNRAG(EdgeScorerModule):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if not 0.0 <= path_bonus <= 1.0:
             raise ValueError(f"path_bonus must be in [0, 1], got {path_bonus}")
+        if path_supervision < 0:
+            raise ValueError(f"path_supervision must be >= 0, got {path_supervision}")
         self.lr, self.max_hops, self.path_bonus = float(lr), int(max_hops), float(path_bonus)
+        self.path_supervision = float(path_supervision)
         dde = dde_channels(*self.dde_rounds)
         self.members = nn.ModuleList(
             Reasoner(dim, dde, hidden, rounds, dropout, passes, relation_init, similarity) for _ in range(members)
@@ -476,6 +482,41 @@ class GNNRAG(EdgeScorerModule):
         scores = self._evidence(batch, topic, prob, dist, weight)
         paths = trace_paths(batch.head, batch.tail, dist, nodes, self.max_hops, weight)
         return scores, NodeCandidates(nodes, ranked[nodes], paths)
+
+    def training_step(self, batch: TripleBatch, batch_idx: int) -> torch.Tensor:
+        """The answer loss (the base class's, per member); with ``path_supervision``, plus that times
+        :meth:`step_loss`, from the same forward pass."""
+        if not self.path_supervision:
+            return super().training_step(batch, batch_idx)
+        if batch.node_answer is None or batch.labels is None:
+            raise ValueError("GNN-RAG's path supervision needs node_answer and the shortest-path triple labels")
+        logits, follows = self._member_outputs(batch)
+        m = logits.shape[0]
+        answer = self.loss_on(
+            logits.reshape(-1), batch.node_answer.repeat(m), batch.node_q.repeat(m), batch.num_questions
+        )
+        steps = self.step_loss(batch, follows)
+        self.log("train/step_loss", steps, batch_size=batch.num_questions)
+        loss = answer + self.path_supervision * steps
+        self.log("train/loss", loss, batch_size=batch.num_questions, prog_bar=True)
+        return loss
+
+    def step_loss(self, batch: TripleBatch, follows: torch.Tensor) -> torch.Tensor:
+        """NSM's intermediate supervision: round ``i``'s follow gate (``follows [M, rounds, T]``) on
+        the triples that step from hop ``i`` to hop ``i + 1`` of the topic entities (the last round:
+        from every deeper hop too), against whether the triple lies on a shortest path to an answer
+        (``batch.labels``); BCE, mean over the triples each round is asked about."""
+        assert batch.labels is not None
+        dist = hop_distances(batch.head, batch.tail, self._topic(batch), self.max_hops)
+        step = torch.minimum(dist[batch.head], dist[batch.tail])  # hop of the triple's nearer end
+        on_dag = (dist[batch.head] - dist[batch.tail]).abs() == 1
+        rounds = follows.shape[1]
+        asked = on_dag[None] & (step.clamp(max=rounds - 1)[None] == torch.arange(rounds, device=step.device)[:, None])
+        target = batch.labels.to(follows.dtype)[None].expand(rounds, -1)
+        p = follows.clamp(1e-6, 1 - 1e-6)
+        per = F.binary_cross_entropy(p, target.expand_as(p), reduction="none")  # [M, rounds, T]
+        mask = asked[None].expand_as(per)
+        return per[mask].mean() if bool(mask.any()) else per.sum() * 0.0
 
     def training_targets(self, batch: TripleBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Node-level: every node's answer logit against its answer flag, grouped by question; with
