@@ -507,7 +507,8 @@ def test_path_supervision_asks_each_round_about_its_own_hop(webqsp_mini, tmp_pat
     split = index["test"]
     labels = get_supervision(index, "test", tmp_path).triple_label
     gen = torch.Generator().manual_seed(0)
-    q_emb, ent, rel = (torch.randn(n, 8, generator=gen) for n in (len(split), len(index.entities), len(index.relations)))
+    sizes = (len(split), len(index.entities), len(index.relations))
+    q_emb, ent, rel = (torch.randn(n, 8, generator=gen) for n in sizes)
     has_text = torch.ones(len(index.entities), dtype=torch.bool)
     feats = node_features(split, GNNRAG.structure)
     batch = make_batch(split, [0, 1, 2, 3], feats, q_emb, ent, has_text, rel, labels=labels)
@@ -515,7 +516,8 @@ def test_path_supervision_asks_each_round_about_its_own_hop(webqsp_mini, tmp_pat
     module = GNNRAG.create(dim=8, hidden=16, rounds=2, path_supervision=0.5)
     follows = torch.full((1, 2, batch.num_triples), 0.5)
     dist = hop_distances(batch.head, batch.tail, module._topic(batch), module.max_hops)
-    first = (torch.minimum(dist[batch.head], dist[batch.tail]) == 0) & ((dist[batch.head] - dist[batch.tail]).abs() == 1)
+    near, step = torch.minimum(dist[batch.head], dist[batch.tail]), (dist[batch.head] - dist[batch.tail]).abs()
+    first = (near == 0) & (step == 1)
     right = follows.clone()
     right[0, 0, first] = batch.labels[first].clamp(0.01, 0.99)  # round 1 right on its own hop
     assert module.step_loss(batch, right) < module.step_loss(batch, follows)
