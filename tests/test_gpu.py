@@ -147,12 +147,28 @@ def test_subgraphrag_scoring_and_serving_match_cpu(toy):
 
 
 # ----------------------------------------------------------------------------- GNN-RAG
-def test_gnn_training_step_and_serving_match_cpu(toy):
+GNN_VARIANTS = {
+    "one GNN": {},
+    # the shipped ensemble's evidence, ReaRev's passes, NSM's initialisation and supervision, the priors
+    "ensemble and options": {
+        "members": 2,
+        "path_bonus": 0.5,
+        "passes": 2,
+        "relation_init": True,
+        "similarity": True,
+        "path_supervision": 0.5,
+    },
+}
+
+
+@pytest.mark.parametrize("variant", GNN_VARIANTS)
+def test_gnn_training_step_and_serving_match_cpu(toy, variant):
     from gsr_train.models.gnn_rag import GNNRAG
 
     index, emb, sup = toy
     torch.manual_seed(0)
-    module = GNNRAG.create(dim=emb.dim, hidden=16, rounds=2, dropout=0.0)  # the devices draw other masks
+    options = GNN_VARIANTS[variant]
+    module = GNNRAG.create(dim=emb.dim, hidden=16, rounds=2, dropout=0.0, **options)  # devices draw other masks
     _step_parity(module, _batch(module, index, emb, sup))
     _serve_parity(module, index, emb)
 
