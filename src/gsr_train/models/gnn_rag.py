@@ -148,13 +148,15 @@ def trace_paths(
     nodes: torch.Tensor,
     max_hops: int,
     weight: torch.Tensor | None = None,
+    parent: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``[M, max_hops]`` one shortest path from a topic node to each of ``nodes``: triple positions
     from the topic outwards, ``-1`` padding; a node no topic reaches gets an empty row.
 
     Every reached node keeps one incoming edge of the shortest-path DAG (:func:`parent_edges`),
-    so a path is ``dist[node]`` lookups, done for all candidates at once."""
-    parent = parent_edges(head, tail, dist, weight)
+    so a path is ``dist[node]`` lookups, done for all candidates at once (``parent``: those edges,
+    when the caller has them already)."""
+    parent = parent_edges(head, tail, dist, weight) if parent is None else parent
     out = torch.full((nodes.numel(), max_hops), -1, dtype=torch.long, device=dist.device)
     cur = nodes.clone()
     steps = dist[nodes].clamp(max=max_hops + 1)
@@ -178,6 +180,7 @@ def path_tree_scores(
     dist: torch.Tensor | None = None,
     weight: torch.Tensor | None = None,
     bonus: float = 1.0,
+    parent: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``[T]`` evidence scores that spend the budget on one path per answer first: every reached
     node's one DAG edge in (:func:`parent_edges`, the edges :func:`trace_paths` writes) forms a
@@ -189,7 +192,7 @@ def path_tree_scores(
     answers covered)."""
     dist = hop_distances(head, tail, topic, max_hops) if dist is None else dist
     dag = shortest_path_scores(head, tail, topic, prob, max_hops, dist)
-    parent = parent_edges(head, tail, dist, weight)
+    parent = parent_edges(head, tail, dist, weight) if parent is None else parent
     has = parent >= 0
     node = torch.arange(dist.numel(), device=dist.device)
     e = parent.clamp(min=0)
@@ -450,10 +453,11 @@ class GNNRAG(EdgeScorerModule):
         return self.score_batch(batch, 0)[0]
 
     def _evidence(
-        self, batch: TripleBatch, topic: torch.Tensor, prob: torch.Tensor, dist: torch.Tensor, weight: torch.Tensor
+        self, batch: TripleBatch, topic: torch.Tensor, prob: torch.Tensor, dist: torch.Tensor, parent: torch.Tensor
     ) -> torch.Tensor:
         if self.path_bonus:
-            return path_tree_scores(batch.head, batch.tail, topic, prob, self.max_hops, dist, weight, self.path_bonus)
+            h, t, hops, bonus = batch.head, batch.tail, self.max_hops, self.path_bonus
+            return path_tree_scores(h, t, topic, prob, hops, dist, bonus=bonus, parent=parent)
         return shortest_path_scores(batch.head, batch.tail, topic, prob, self.max_hops, dist)
 
     @staticmethod
@@ -479,8 +483,9 @@ class GNNRAG(EdgeScorerModule):
         # the step into depth d prefers the triple round d follows most (the last round beyond)
         depth = torch.maximum(dist[batch.head], dist[batch.tail]).clamp(1, follows.shape[0]) - 1
         weight = follows.gather(0, depth[None]).squeeze(0)
-        scores = self._evidence(batch, topic, prob, dist, weight)
-        paths = trace_paths(batch.head, batch.tail, dist, nodes, self.max_hops, weight)
+        parent = parent_edges(batch.head, batch.tail, dist, weight)  # the one path into each node
+        scores = self._evidence(batch, topic, prob, dist, parent)
+        paths = trace_paths(batch.head, batch.tail, dist, nodes, self.max_hops, parent=parent)
         return scores, NodeCandidates(nodes, ranked[nodes], paths)
 
     def training_step(self, batch: TripleBatch, batch_idx: int) -> torch.Tensor:
