@@ -10,7 +10,6 @@ import torch
 from omegaconf import DictConfig
 
 from gsr_train.eval.intervals import QuestionValues
-from gsr_train.eval.qa import QAReport
 from gsr_train.eval.results import write_results
 from gsr_train.eval.retrieval_report import answer_ranking, check_scores, measure, plain_values, top_answer_values
 from gsr_train.eval.tail import add_intervals, results_file, retrieval_row
@@ -32,12 +31,10 @@ def report_retrieval(
     row_labels: Mapping[str, Any] | None = None,
     row_values: QuestionValues | None = None,
 ) -> dict[str, Any]:
-    """Write the top-``top_k`` results file, measure recall at the run's K and ``eval_ks`` (with the
-    shortest-path and, where the data has them, labelled triples), print the table and write
-    metrics.json: what every retriever run ends with. ``extra``: the retriever's own figures (plain
-    values kept; ``ROW_FIELDS``: per-question fields of the results rows); ``details``: the runner's,
-    merged into metrics.json; ``row_metrics`` / ``row_labels``: the retriever's own figures and
-    labels on its metrics.json row, beside recall (GSR's chain match)."""
+    """What every retriever run ends with: the top-``top_k`` results file, recall at the run's K and
+    ``eval_ks`` (shortest-path and labelled triples), the table, metrics.json. ``extra``: the
+    retriever's own figures and ``ROW_FIELDS``; ``details``: the runner's; ``row_metrics`` /
+    ``row_labels`` / ``row_values``: its own figures on its row, beside recall (GSR's chain match)."""
     graphs, k = index[split], int(cfg.top_k)
     check_scores(method, scores, graphs)
     results, rows = _write(cfg, index, split, scores, extra)
@@ -56,14 +53,9 @@ def report_retrieval(
         "extra": plain_values(extra),
         **(details or {}),
     }
-    own = _own_answers(figures, graphs, rows)
     row = retrieval_row(method, report, split, k, results=results, **dict(row_labels or {}))
-    if own is not None:  # a node scorer's first answer, on its row (so gsr-train compare pairs it too)
-        row["metrics"]["top_answer_hit@1"] = own.flat()["hit@1"]
-        add_intervals(row, top_answer_values(own))
-    row["metrics"].update({name: float(v) for name, v in (row_metrics or {}).items() if isinstance(v, (int, float))})
-    if row_values is not None:  # the retriever's own figures' per-question values: their intervals
-        add_intervals(row, row_values)
+    _own_answers(figures, row, graphs, rows)
+    _own_figures(row, row_metrics, row_values)
     save_metrics(cfg, index.key, [row], figures)
     return figures
 
@@ -78,12 +70,20 @@ def _write(cfg: DictConfig, index: Any, split: str, scores: torch.Tensor, extra:
     return results, rows
 
 
-def _own_answers(figures: dict[str, Any], graphs: Any, rows: Mapping[str, Any]) -> QAReport | None:
+def _own_answers(figures: dict[str, Any], row: dict[str, Any], graphs: Any, rows: Mapping[str, Any]) -> None:
     """A node scorer's own answer ranking (its results rows' ``answers``), printed (each figure with its
-    interval) and kept; None for a retriever without answers."""
+    interval) and kept; its first answer's hit also on its row (so gsr-train compare pairs it)."""
     if not rows or rows.get("answers") is None:
-        return None
+        return
     report = answer_ranking(graphs, rows["answers"])
     figures["answer_ranking"] = report.to_dict()
     print(report.table("its own answers (top 1), QA metrics in % (95% interval)"))
-    return report
+    row["metrics"]["top_answer_hit@1"] = report.flat()["hit@1"]
+    add_intervals(row, top_answer_values(report))
+
+
+def _own_figures(row: dict[str, Any], metrics: Mapping[str, Any] | None, values: QuestionValues | None) -> None:
+    """The retriever's own figures on its row, with the intervals of those it gave per-question values."""
+    row["metrics"].update({name: float(v) for name, v in (metrics or {}).items() if isinstance(v, (int, float))})
+    if values is not None:
+        add_intervals(row, values)
