@@ -3,7 +3,7 @@ same bad folder gives every experiment the same one-line error, before any train
 
 The bad folders are the tiny webqsp_mini cut of the end-to-end tests with one fault each: test
 questions that are also training questions (leakage), a malformed row, an empty test split, and a
-test split whose answers are in no graph. The two chain-file experiments read their graphs from
+test split whose answers are in no graph. The chain-file experiments (webqsp_paths) read their graphs from
 ``data.graphs`` (tested in tests/test_gsr_graphs_option.py).
 """
 
@@ -20,7 +20,7 @@ from .test_experiments_e2e import EXPERIMENTS, QUIET, overrides, tiny  # noqa: F
 
 pytestmark = pytest.mark.integration
 
-CHAIN_FILES = {"gsr_webqsp_paths", "gsr_leave_relations_out"}
+CHAIN_FILES = {"gsr_webqsp_paths", "gsr_leave_relations_out", "gsr_paper_webqsp"}
 ROG = [n for n in EXPERIMENTS if n not in CHAIN_FILES]
 
 

@@ -216,7 +216,7 @@ def test_evaluate_command(tmp_path, capsys):
     )
     assert code == 0
     printed = capsys.readouterr().out
-    assert "| labelled_recall | 1 | 0.0000 | 1.0000 |" in printed
+    assert "| labelled_recall | 1 | 0.0000 (0.000-0.000) | 1.0000 (1.000-1.000) |" in printed
     metrics = json.loads(out.read_text())
     assert metrics["ks"] == [1, 3] and metrics["meta"]["results_stats"]["matched"] == 6
     # the same numbers as the metrics computed directly from the supervision
