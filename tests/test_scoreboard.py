@@ -54,6 +54,16 @@ def test_rog_format_every_definition(tmp_path):
     assert row["rog_recall"] == pytest.approx((1 + 2 / 3 + 0 + 1) / 4)
 
 
+def test_rog_precision_counts_gold_over_lines_as_rog_does(tmp_path):
+    """RoG's evaluator divides matched *gold answers* by predicted lines: one line holding two gold
+    answers is precision 2.0. Kept (so RoG's and GNN-RAG's figures reproduce) and documented; the
+    exact ``precision`` stays within [0, 1]."""
+    rows = [{"id": "q", "prediction": "Barack Obama", "ground_truth": ["Obama", "Barack Obama"]}]
+    (row,) = scoreboard([_write(tmp_path / "p.jsonl", rows)])
+    assert row["rog_precision"] == pytest.approx(2.0) and row["rog_recall"] == pytest.approx(1.0)
+    assert row["precision"] == pytest.approx(1.0)
+
+
 def test_every_figure_has_its_interval(tmp_path):
     """Each figure's 95% bootstrap interval over the file's questions: it holds the figure, is the same
     twice, narrows with 25x the questions, and is printed beside it; a file where every question is

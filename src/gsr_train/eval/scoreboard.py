@@ -16,7 +16,9 @@ Papers count the same predictions differently, so this scores every file every w
   answers), then averaged; ``f1_of_means``: the F1 of the mean precision and mean recall.
 * ``rog_f1`` / ``rog_precision`` / ``rog_recall``: RoG's evaluator: gold answers found as
   substrings of the joined predictions, over the number of predicted lines (precision) and of
-  gold answers (recall; RoG's "Accuracy"), F1 per question, averaged.
+  gold answers (recall; RoG's "Accuracy"), F1 per question, averaged. Kept as RoG computes it:
+  one predicted line holding two gold answers is precision 2.0, so ``rog_precision`` can exceed
+  100; ``precision`` is the bounded one.
 * ``intervals``: each figure's 95% bootstrap interval over the file's questions
   (:mod:`gsr_train.eval.intervals`; the table prints ``75.00 (25.0-100.0)``).
 * ``scored``, ``missing`` (ids of ``--data``'s split without a prediction), ``duplicates``.
