@@ -109,9 +109,13 @@ def markdown(rows: dict[str, dict[str, Any]]) -> str:
     from gsr_train.eval.markdown import markdown_table
 
     header = ["train fraction", "graphs", "seeds", "val Hit@1", "test Hit@1", "test answer recall@30", "min/run"]
+    header.append("peak RSS MB")
     body = [
         [f, str(r["graphs"]), str(r["seeds"]), cell(r["val_hit@1"]), cell(r["test_hit@1"]), cell(r["answer_recall"])]
-        + [f"{r['minutes']['mean']:.1f}"]
+        + [
+            f"{r['minutes']['mean']:.1f}",
+            "-" if r["peak_rss_mb"]["mean"] is None else f"{r['peak_rss_mb']['mean']:.0f}",
+        ]
         for f, r in rows.items()
     ]
     return markdown_table(header, body)

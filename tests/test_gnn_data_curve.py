@@ -60,7 +60,10 @@ def test_figures_and_seed_summary():
     assert row["seeds"] == 3 and row["test_hit@1"]["mean"] == pytest.approx(0.6)
     assert row["test_hit@1"]["std"] == pytest.approx(0.1) and row["test_hit@1"]["low"] < 0.6 < row["test_hit@1"]["high"]
     table = bench.markdown({"0.25": row})
-    assert "| 0.25 | 209 | 3 | 0.600 ± 0.000 (0.60-0.60) | 0.600 ± 0.100 (0.35-0.85) | 0.900 ± 0.000" in table
+    assert (
+        "| 0.25 | 209 | 3 | 0.600 ± 0.000 (0.60-0.60) | 0.600 ± 0.100 (0.35-0.85) | 0.900 ± 0.000 (0.90-0.90)"
+        " | 1.5 | 2 |" in table
+    )
 
 
 def test_a_wrong_fraction_list_is_one_line():
