@@ -44,6 +44,22 @@ def webqsp_mini(shared_data) -> Path:
     return shared_data / "webqsp_mini"
 
 
+@pytest.fixture(scope="session")
+def user_cache(tmp_path_factory) -> Path:
+    """One ``GSR_TRAIN_CACHE`` for the whole session, shared by every xdist worker: what a user's
+    ``~/.cache/gsr_train`` is to the documented commands they run one after another (and at once).
+    The tests that run docs pages as written take it, so webqsp_mini's MiniLM embeddings (about a
+    minute and a half of CPU) and the quickstart's index are built once, not once per page; the
+    cache's own file locks keep two workers from building the same table at once. Tests about
+    building a cache (a first build, a damaged one, a lock) keep a fresh folder of their own."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' folders share the session's parent
+        root = root.parent
+    folder = root / "user_cache"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def restore_torch_threads():
     """Runners set torch's thread count for their process (``*.threads`` configs); a test

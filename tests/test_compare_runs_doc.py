@@ -29,7 +29,7 @@ def _argv(line: str) -> list[str]:
     return words
 
 
-def test_compare_runs_page(tmp_path):
+def test_compare_runs_page(tmp_path, user_cache):
     cwd = tmp_path / "checkout"
     cwd.mkdir()
     for name in ("train.py", "eval.py", "conf"):
@@ -39,7 +39,7 @@ def test_compare_runs_page(tmp_path):
         "HF_HUB_OFFLINE": "1",
         "WANDB_MODE": "offline",
         "OMP_NUM_THREADS": "1",
-        "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
+        "GSR_TRAIN_CACHE": str(user_cache),
     }
     lines = [line for body in blocks(PAGE) for line in commands(body)]
     assert len(lines) == 4 and lines[2].startswith("gsr-train compare")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from .doc_blocks import block, blocks, commands, page_text
 from .test_readme_commands import _argv, _checkout, _env
 
@@ -18,10 +20,11 @@ QUOTED = {  # run folder -> the figures the page quotes from its metrics.json ro
 }
 
 
-def test_the_quick_rows_run_as_written(tmp_path):
+@pytest.mark.xdist_group("webqsp_mini_minilm")  # one worker embeds webqsp_mini in the user cache, then reuses it
+def test_the_quick_rows_run_as_written(tmp_path, user_cache):
     body = block(PAGE, "retriever=cosine")
     checkout = _checkout(tmp_path / "work")
-    env = _env(tmp_path / "cache")
+    env = _env(user_cache)
     for line in commands(body):
         done = subprocess.run(_argv(line, checkout), cwd=checkout, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, f"{line}\n{done.stderr[-3000:]}"

@@ -21,7 +21,8 @@ from .doc_blocks import block, commands
 from .test_eval_cli import unseen_test_folder
 from .test_readme_commands import _checkout, _env, _run
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# one worker runs the module: its fixture (the page's commands, a minute or more) is made once
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("doc_trained_runs")]
 
 SCORE = "docs/how-to/score.md"
 EVALUATE = "docs/how-to/evaluate-a-run.md"
@@ -36,11 +37,11 @@ def _ok(line: str, cwd: Path, env: dict):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[Path, dict]:
+def trained(tmp_path_factory, user_cache) -> tuple[Path, dict]:
     """A checkout where the pages' training line has run once, and ``my_kg`` (a test split only)."""
     root = tmp_path_factory.mktemp("doc_trained_runs")
     cwd = _checkout(root / "checkout")
-    env = _env(root / "cache")
+    env = _env(user_cache)
     _ok(TRAIN, cwd, env)
     unseen_test_folder(cwd / "my_kg", n=8)
     return cwd, env
@@ -69,14 +70,14 @@ def _results_of_webqsp_mini_test(path: Path, labels: Path) -> int:
     return n
 
 
-def test_recall_of_a_results_file_as_written(tmp_path):
+def test_recall_of_a_results_file_as_written(tmp_path, user_cache):
     (line,) = commands(block(SCORE, "gsr-train recall"))
     cwd = _checkout(tmp_path / "checkout")
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "data").symlink_to(SHARED_DATA)
     results = cwd / "outputs" / "subgraphrag_webqsp_mini" / "2026-11-27_01-00-00" / "results_test.jsonl.gz"
     n = _results_of_webqsp_mini_test(results, SHARED_DATA / "webqsp_mini" / "gpt_triples_test.jsonl.gz")
-    _ok(line, cwd, _env(tmp_path / "cache"))
+    _ok(line, cwd, _env(user_cache))
     figures = json.loads((cwd / "metrics.json").read_text())
     assert figures["questions"] == n == 232
     # every question's labelled triples (20 at most) come first: all of them are found from K = 20 on

@@ -17,11 +17,11 @@ PAGE = "docs/getting-started.md"
 SETUP = ("bash setup.sh", "source .venv/bin/activate")
 
 
-def test_getting_started_as_written(tmp_path):
+def test_getting_started_as_written(tmp_path, user_cache):
     lines = [line for body in blocks(PAGE) for line in commands(body)]
     assert lines[:2] == list(SETUP)
     cwd = _checkout(tmp_path / "checkout")
-    env = _env(tmp_path / "cache")
+    env = _env(user_cache)
     done = {}
     for line in lines[2:]:
         proc = _run(line, cwd, env)

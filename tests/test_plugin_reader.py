@@ -21,7 +21,8 @@ from .conftest import REPO
 from .doc_blocks import blocks
 from .test_plugin_retriever import _metrics, _run, assert_src_never_names, run_plugin_commands
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# one worker runs the module: its fixture (the page's commands, a minute or more) is made once
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("plugin_reader")]
 
 BLOCK = blocks("docs/how-to/add-a-reader.md", "A reader that trains, as a plugin")[0]
 COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not line.startswith("#")]
@@ -29,10 +30,10 @@ PLUGIN_NAMES = ("candidate_ranker", "candidate-ranker", "CandidateRanker")
 
 
 @pytest.fixture(scope="module")
-def readme_run(tmp_path_factory):
+def readme_run(tmp_path_factory, user_cache):
     """The reader plugin commands of docs/how-to/add-a-reader.md, in order, in a fresh checkout; the
     checkout and its env."""
-    return run_plugin_commands(COMMANDS, tmp_path_factory, "reader_plugin")
+    return run_plugin_commands(COMMANDS, tmp_path_factory, "reader_plugin", user_cache)
 
 
 def test_src_never_names_the_plugin():

@@ -25,7 +25,8 @@ from .conftest import REPO
 from .doc_blocks import blocks
 from .test_readme_commands import _argv, _checkout, _env
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# one worker runs the module: its fixture (the page's commands, a minute or more) is made once
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("plugin_retriever")]
 
 BLOCK = blocks("docs/how-to/add-a-retriever.md", "A method that trains, as a plugin")[0]
 COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not line.startswith("#")]
@@ -57,11 +58,12 @@ def _one_install_at_a_time():
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def run_plugin_commands(commands: list[str], tmp_path_factory, label: str) -> tuple[Path, dict]:
-    """A docs plugin block's commands, in order, in a fresh checkout; the checkout and its env."""
+def run_plugin_commands(commands: list[str], tmp_path_factory, label: str, cache: Path) -> tuple[Path, dict]:
+    """A docs plugin block's commands, in order, in a fresh checkout with the user's ``cache``; the
+    checkout and its env."""
     root = _checkout(tmp_path_factory.mktemp(label))
     (root / "examples").symlink_to(REPO / "examples")
-    env = _env(tmp_path_factory.mktemp(f"{label}_cache"))
+    env = _env(cache)
     for line in commands:
         argv = _argv(line, root)
         if argv[0] == "pip":
@@ -84,10 +86,10 @@ def assert_src_never_names(names: tuple[str, ...]) -> None:
 
 
 @pytest.fixture(scope="module")
-def readme_run(tmp_path_factory):
+def readme_run(tmp_path_factory, user_cache):
     """The plugin commands of docs/how-to/add-a-retriever.md, in order, in a fresh checkout; the
     checkout and its env."""
-    return run_plugin_commands(COMMANDS, tmp_path_factory, "plugin")
+    return run_plugin_commands(COMMANDS, tmp_path_factory, "plugin", user_cache)
 
 
 def test_src_never_names_the_plugin():

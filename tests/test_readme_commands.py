@@ -33,8 +33,9 @@ def _block(page: str, marker: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("readme_cache")
+def cache(user_cache):
+    """The pages' commands run one after another on one machine: they share the user's cache."""
+    return user_cache
 
 
 def _checkout(folder: Path) -> Path:
