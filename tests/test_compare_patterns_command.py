@@ -53,7 +53,6 @@ NAMES_NO_FILE = "SG_RUN/checkpoints/best.ckpt" in _command()
 @pytest.mark.xfail(
     NAMES_NO_FILE, reason="the page names SG_RUN/checkpoints/best.ckpt", raises=AssertionError, strict=True
 )
-@pytest.mark.xdist_group("webqsp_mini_minilm")  # one worker embeds webqsp_mini in the user cache, then reuses it
 def test_compare_patterns_runs_as_the_page_shows(tmp_path, webqsp_mini, user_cache):
     checkout = _checkout(tmp_path / "work")
     (tmp_path / "shared").mkdir()

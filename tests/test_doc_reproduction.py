@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
-
 from .doc_blocks import block, blocks, commands, page_text
 from .test_readme_commands import _argv, _checkout, _env
 
@@ -20,7 +18,6 @@ QUOTED = {  # run folder -> the figures the page quotes from its metrics.json ro
 }
 
 
-@pytest.mark.xdist_group("webqsp_mini_minilm")  # one worker embeds webqsp_mini in the user cache, then reuses it
 def test_the_quick_rows_run_as_written(tmp_path, user_cache):
     body = block(PAGE, "retriever=cosine")
     checkout = _checkout(tmp_path / "work")

@@ -21,8 +21,7 @@ from .doc_blocks import block, commands
 from .test_eval_cli import unseen_test_folder
 from .test_readme_commands import _checkout, _env, _run
 
-# one worker runs the module: its fixture (the page's commands, a minute or more) is made once
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("doc_trained_runs")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SCORE = "docs/how-to/score.md"
 EVALUATE = "docs/how-to/evaluate-a-run.md"

@@ -74,7 +74,6 @@ def trained(tmp_path_factory):
     return root
 
 
-@pytest.mark.xdist_group("gsr_retrieve_trained")  # one worker trains the fixture
 def test_retrieve_trains_gsr_and_scores_it_like_every_retriever(trained):
     run = trained / "run"
     figures = _metrics(run)
@@ -99,7 +98,6 @@ def test_retrieve_trains_gsr_and_scores_it_like_every_retriever(trained):
     assert table_row["mode"] == "unconstrained" and table_row["match@1"] == metrics["match@1"]
 
 
-@pytest.mark.xdist_group("gsr_retrieve_trained")  # one worker trains the fixture
 def test_eval_scores_the_run_folder_in_either_decoding_mode(trained):
     again = trained / "eval"
     done = _run("eval.py", f"ckpt_path={trained / 'run'}", f"hydra.run.dir={again}", cache=trained / "cache")
@@ -123,7 +121,6 @@ def test_eval_scores_the_run_folder_in_either_decoding_mode(trained):
     assert figures["constrained"]["validity"]["valid_fraction"] == 1.0  # every constrained beam executes
 
 
-@pytest.mark.xdist_group("gsr_retrieve_trained")  # one worker trains the fixture
 def test_sigterm_mid_training_then_resume_matches_the_uninterrupted_run(trained):
     run = trained / "killed"
     args = [*ARGS, f"hydra.run.dir={run}"]

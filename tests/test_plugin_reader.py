@@ -21,8 +21,7 @@ from .conftest import REPO
 from .doc_blocks import blocks
 from .test_plugin_retriever import _metrics, _run, assert_src_never_names, run_plugin_commands
 
-# one worker runs the module: its fixture (the page's commands, a minute or more) is made once
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("plugin_reader")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 BLOCK = blocks("docs/how-to/add-a-reader.md", "A reader that trains, as a plugin")[0]
 COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not line.startswith("#")]

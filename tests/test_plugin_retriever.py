@@ -25,8 +25,7 @@ from .conftest import REPO
 from .doc_blocks import blocks
 from .test_readme_commands import _argv, _checkout, _env
 
-# one worker runs the module: its fixture (the page's commands, a minute or more) is made once
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("plugin_retriever")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 BLOCK = blocks("docs/how-to/add-a-retriever.md", "A method that trains, as a plugin")[0]
 COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not line.startswith("#")]
