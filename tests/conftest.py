@@ -32,6 +32,33 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# Modules whose module fixture costs a minute or more (a page's commands, a trained run): under
+# ``pytest -n 2`` one worker runs all of their tests, so the fixture is made once, not once per worker.
+ONE_WORKER = (
+    "tests/test_plugin_retriever.py",
+    "tests/test_plugin_reader.py",
+    "tests/test_doc_trained_runs.py",
+    "tests/test_gsr_retrieve.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``-n``'s scheduling (a test goes to whichever worker is free), except that the tests of a module
+    in :data:`ONE_WORKER` go to one worker together (xdist's own ``loadgroup`` groups nothing under
+    pytest 9). An explicit ``--dist`` other than ``load`` keeps xdist's scheduler."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER else nodeid
+
+    return OneWorkerModules(config, log)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "webqsp_mini").exists():
