@@ -4,6 +4,7 @@ under a bf16 trainer; the learning curve's intervals; early stopping."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -14,7 +15,16 @@ from gsr_train.features.relation_tokens import RETRIEVAL_PREFIX
 from gsr_train.models.gsr import module as gsr_module
 from gsr_train.models.gsr.decoding import beam_chains
 from gsr_train.models.gsr.modeling import build_gsr_model
-from gsr_train.models.gsr.module import GSRModule, cross_kv_modules, early_stopping, encode_grouped, match_figures
+from gsr_train.models.gsr.module import (
+    GSRModule,
+    can_pack,
+    cross_kv_modules,
+    early_stopping,
+    encode_grouped,
+    encode_packed,
+    match_figures,
+    pack_rows,
+)
 from gsr_train.models.gsr.options import DecodeConfig
 
 from .test_gsr_model import DATA, RELS, TINY
@@ -44,8 +54,8 @@ def _items(data=LONG):
     ]
 
 
-def _loss_and_grads(gsr, groups: int):
-    module = GSRModule(gsr, length_groups=groups)
+def _loss_and_grads(gsr, groups: int, pack: bool = False):
+    module = GSRModule(gsr, length_groups=groups, pack=pack)
     batch = GSRCollator(gsr)(_items())
     gsr.zero_grad()
     loss = module.loss(batch)
@@ -184,3 +194,96 @@ def test_the_curve_travels_in_checkpoints_so_a_resumed_run_keeps_its_earlier_epo
     assert resumed.curve == module.curve and resumed.curve is not module.curve
     resumed.on_load_checkpoint({})  # a checkpoint written before curves: an empty one
     assert resumed.curve == []
+
+
+def test_pack_rows_places_every_source_once_without_overlap():
+    lengths = [7, 3, 5, 2, 7, 1, 4]
+    row, offset, rows = pack_rows(lengths, 7)
+    assert rows == 5  # 29 tokens in rows of 7: 5 rows (the two 7s fill two alone)
+    cells = [(r, o + j) for r, o, n in zip(row, offset, lengths) for j in range(n)]
+    assert len(cells) == len(set(cells)) == sum(lengths)
+    assert all(o + n <= 7 for o, n in zip(offset, lengths))
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_packed_encoding_gives_the_states_loss_and_gradients_of_one_pass(attention):
+    torch.manual_seed(0)
+    gsr = build_gsr_model(MINILM_TINY, RELS).eval()
+    encoder = gsr.model.get_encoder()
+    encoder.config._attn_implementation = attention
+    assert can_pack(encoder)
+    batch = GSRCollator(gsr)(_items())
+    mask = batch["attention_mask"]
+    with torch.no_grad():
+        whole = encoder(input_ids=batch["input_ids"], attention_mask=mask).last_hidden_state
+        packed = encode_packed(encoder, batch["input_ids"], mask)
+    assert packed.shape == whole.shape
+    real = mask.bool()
+    torch.testing.assert_close(packed[real], whole[real], atol=2e-5, rtol=1e-4)
+    assert not packed[~real].any()  # zeros at the padding
+    loss0, grads0 = _loss_and_grads(gsr, 0)
+    loss_packed, grads_packed = _loss_and_grads(gsr, 0, pack=True)
+    assert math.isclose(loss0, loss_packed, rel_tol=1e-5)
+    assert grads0.keys() == grads_packed.keys() and grads0
+    for name in grads0:
+        torch.testing.assert_close(grads_packed[name], grads0[name], atol=1e-5, rtol=1e-3, msg=name)
+
+
+def test_packing_runs_the_encoder_once_on_fewer_cells():
+    gsr = build_gsr_model(MINILM_TINY, RELS).eval()
+    batch = GSRCollator(gsr)(_items())
+    shapes = []
+    gsr.model.get_encoder().register_forward_pre_hook(
+        lambda mod, args, kwargs: shapes.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
+    with torch.no_grad():
+        GSRModule(gsr, length_groups=2, pack=True).loss(batch)
+    (rows, width), = shapes
+    assert width == int(batch["attention_mask"].sum(1).max())
+    assert rows * width < batch["input_ids"].numel()
+    assert rows * width < 1.5 * int(batch["attention_mask"].sum())
+
+
+def test_a_t5_encoder_is_not_packed_but_grouped():
+    torch.manual_seed(0)
+    gsr = build_gsr_model(TINY, RELS).eval()
+    assert not can_pack(gsr.model.get_encoder())  # relative positions, no position_ids
+    loss_grouped, _ = _loss_and_grads(gsr, 2)
+    loss_packed, _ = _loss_and_grads(gsr, 2, pack=True)
+    assert loss_grouped == loss_packed
+
+
+def test_fused_adamw_makes_the_update_of_the_per_parameter_loop():
+    torch.manual_seed(0)
+    gsr = build_gsr_model(MINILM_TINY, RELS)
+    batch = GSRCollator(gsr)(_items())
+    after = {}
+    for fused in (False, True):
+        model = copy.deepcopy(gsr)
+        module = GSRModule(model, {"fused": fused, "schedule": "constant", "lr": 1e-2}, pack=True)
+        opt = module.configure_optimizers()
+        assert all(group["fused"] is fused for group in opt.param_groups)
+        for _ in range(3):
+            opt.zero_grad()
+            module.loss(batch).backward()
+            opt.step()
+        after[fused] = {n: p.detach().clone() for n, p in model.named_parameters()}
+    changed = [n for n, p in gsr.named_parameters() if not torch.equal(p, after[True][n])]
+    assert changed
+    for name in after[False]:
+        torch.testing.assert_close(after[True][name], after[False][name], atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_training_runs_without_the_nan_fill_and_restores_it():
+    import torch.utils.deterministic as det
+
+    from gsr_train.runs.gsr import _deterministic_fill
+
+    before = det.fill_uninitialized_memory
+    for fill in (False, True):
+        with _deterministic_fill(fill):
+            assert det.fill_uninitialized_memory is fill
+        assert det.fill_uninitialized_memory is before
+    with pytest.raises(RuntimeError), _deterministic_fill(not before):
+        raise RuntimeError("a failed fit")
+    assert det.fill_uninitialized_memory is before

@@ -258,6 +258,16 @@ class GSRRun:
     length_groups: int = option(
         8, "sources encoded per group of similar length in the loss (less padding; 0: the whole batch at once)", ge=0
     )
+    pack: bool = option(
+        True,
+        "MiniLM: the loss encodes the batch's sources packed end to end, each attending to itself (no padding, "
+        "one pass; false: length_groups)",
+    )
+    deterministic_fill: bool = option(
+        False,
+        "with trainer.deterministic, torch also fills every new tensor with NaN (catches reads of uninitialised "
+        "memory; no result changes; a few % of a CPU step)",
+    )
     max_eval_questions: int | None = option(None, "smoke runs: evaluate on the first N questions only", ge=1)
     max_paths: int = option(64, "reasoning paths written per kept chain", ge=1)
     eval_only: str | None = option(None, "a saved model folder or .ckpt: skip training, only retrieve + evaluate")

@@ -120,7 +120,8 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     module.total_steps = dm.total_steps(int(cfg.trainer.max_epochs), accumulate, int(trainer.world_size))
     log.info("GSR training: %s", data.summary)
     t0 = time.perf_counter()
-    trainer.fit(module, datamodule=dm.as_lightning(), ckpt_path=resume_path(cfg))
+    with _deterministic_fill(bool(g.get("deterministic_fill", False))):
+        trainer.fit(module, datamodule=dm.as_lightning(), ckpt_path=resume_path(cfg))
     seconds = time.perf_counter() - t0
     state = fit_state(trainer, ckpt)
     if module.curve and is_rank_zero():
@@ -133,6 +134,18 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     return best, seconds, {**figures, "trainer": trainer}
 
 
+@contextmanager
+def _deterministic_fill(fill: bool) -> Iterator[None]:
+    """torch's ``fill_uninitialized_memory`` for one block: under ``trainer.deterministic`` it fills every
+    new tensor with NaN (a guard against reading uninitialised memory: the same results without it)."""
+    before = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
+    torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = before  # type: ignore[attr-defined]
+
+
 def _module(cfg: DictConfig, gsr) -> GSRModule:
     g = cfg.gsr
     return GSRModule(
@@ -142,6 +155,7 @@ def _module(cfg: DictConfig, gsr) -> GSRModule:
         None,
         g.get("loss_weighting", "question"),
         int(g.get("length_groups") or 0),
+        bool(g.get("pack", False)),
     )
 
 
