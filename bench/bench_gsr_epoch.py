@@ -5,12 +5,20 @@ validation: loss + beam decoding of every validation question) for ``--epochs`` 
 runner's own path (:func:`gsr_train.runs.gsr.train_gsr`: Lightning fit, checkpoint), each way in a
 fresh process (so each peak RSS is its own):
 
-* ``reference``: ``trainer.precision=32 gsr.length_groups=0``, how the recipe trained before
-  (fp32, every batch padded to its longest question);
-* ``fp32_groups``: ``gsr.length_groups=8`` alone (the encoder runs on groups of 8 questions of
-  similar length, each padded to its own longest; the decoder's cross-attention projects each
-  question's keys and values once): the same math as the reference, to float rounding;
-* ``fast``: that + ``trainer.precision=bf16-mixed`` (bf16 autocast, fp32 weights and optimiser).
+* ``reference``: ``trainer.precision=32 gsr.length_groups=0 gsr.pack=false model.optim.fused=false
+  gsr.deterministic_fill=true``, how the recipe trained before any of this (fp32, every batch padded
+  to its longest question, AdamW's per-parameter loop, torch's NaN fill of new tensors under
+  ``trainer.deterministic``);
+* ``groups_bf16``: ``gsr.length_groups=8`` + ``trainer.precision=bf16-mixed`` with the three others
+  still off: the recipe of the first speed-up (the encoder on groups of 8 questions of similar length,
+  each padded to its own longest; the decoder's cross-attention projects each question's keys and
+  values once; bf16 autocast);
+* ``fp32_fast``: every speed-up that keeps the math, in fp32 (``trainer.precision=32``): the encoder
+  reads the batch's questions packed end to end, each attending to itself (``gsr.pack``: no padding,
+  one pass), fused AdamW (``model.optim.fused``), no NaN fill (``gsr.deterministic_fill=false``): the
+  same numbers as the reference, to float rounding;
+* ``fast``: the recipe as users run it: that + ``trainer.precision=bf16-mixed`` (bf16 autocast, fp32
+  weights and optimiser).
 
 Prints seconds per epoch (wall clock and process CPU time: CPU time is what a quiet machine would
 show when other jobs share the cores; and the CPU time of the training steps alone, forward +
@@ -38,10 +46,12 @@ from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
+SPEEDUPS_OFF = ["gsr.pack=false", "model.optim.fused=false", "gsr.deterministic_fill=true"]
 WAYS = {
-    "reference": ["trainer.precision=32", "gsr.length_groups=0"],
-    "fp32_groups": ["trainer.precision=32"],  # length groups + shared cross-attention alone: the same math
-    "fast": ["trainer.precision=bf16-mixed"],  # + bf16 autocast
+    "reference": ["trainer.precision=32", "gsr.length_groups=0", *SPEEDUPS_OFF],
+    "groups_bf16": ["trainer.precision=bf16-mixed", *SPEEDUPS_OFF],  # the first speed-up's recipe
+    "fp32_fast": ["trainer.precision=32"],  # packing, fused AdamW, no NaN fill: the same math as the reference
+    "fast": ["trainer.precision=bf16-mixed"],  # the recipe: + bf16 autocast
 }
 
 
@@ -107,6 +117,9 @@ def worker(way: str, epochs: int, threads: int, out: str) -> None:
         "overrides": WAYS[way],
         "precision": str(cfg.trainer.precision),
         "length_groups": int(cfg.gsr.length_groups),
+        "pack": bool(cfg.gsr.pack),
+        "fused_adamw": bool(cfg.model.optim.fused),
+        "deterministic_fill": bool(cfg.gsr.deterministic_fill),
         "epochs": epochs,
         "steps": int(figures["global_step"]),
         "seconds_per_epoch": seconds / epochs,
@@ -151,7 +164,18 @@ def main() -> None:
         if way != "reference"
     }
     table = Table(title=f"GSR epoch on webqsp_paths (gsr_minilm, {args.epochs} epoch(s), {args.threads} thread(s))")
-    cols = ("way", "precision", "groups", "steps", "s/epoch", "CPU s/epoch", "steps CPU s", "peak RSS MB")
+    cols = (
+        "way",
+        "precision",
+        "encoder",
+        "AdamW",
+        "NaN fill",
+        "steps",
+        "s/epoch",
+        "CPU s/epoch",
+        "steps CPU s",
+        "peak RSS MB",
+    )
     for col in (*cols, "val @1", "val @3"):
         table.add_column(col, justify="right")
     for way, r in rows.items():
@@ -159,7 +183,9 @@ def main() -> None:
         table.add_row(
             way,
             r["precision"],
-            str(r["length_groups"]),
+            "packed" if r["pack"] else (f"groups of {r['length_groups']}" if r["length_groups"] else "padded"),
+            "fused" if r["fused_adamw"] else "loop",
+            "yes" if r["deterministic_fill"] else "no",
             str(r["steps"]),
             f"{r['seconds_per_epoch']:.1f}",
             f"{r['cpu_seconds_per_epoch']:.1f}",
