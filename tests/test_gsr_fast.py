@@ -238,7 +238,7 @@ def test_packing_runs_the_encoder_once_on_fewer_cells():
     )
     with torch.no_grad():
         GSRModule(gsr, length_groups=2, pack=True).loss(batch)
-    (rows, width), = shapes
+    ((rows, width),) = shapes
     assert width == int(batch["attention_mask"].sum(1).max())
     assert rows * width < batch["input_ids"].numel()
     assert rows * width < 1.5 * int(batch["attention_mask"].sum())
