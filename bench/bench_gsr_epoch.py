@@ -5,7 +5,7 @@ validation: loss + beam decoding of every validation question) for ``--epochs`` 
 runner's own path (:func:`gsr_train.runs.gsr.train_gsr`: Lightning fit, checkpoint), each way in a
 fresh process (so each peak RSS is its own):
 
-* ``reference``: ``trainer.precision=32 gsr.length_groups=0 gsr.pack=false model.optim.fused=false
+* ``reference``: ``trainer.precision=32 gsr.length_groups=0 gsr.pack=false gsr.fused_adamw=false
   gsr.deterministic_fill=true``, how the recipe trained before any of this (fp32, every batch padded
   to its longest question, AdamW's per-parameter loop, torch's NaN fill of new tensors under
   ``trainer.deterministic``);
@@ -15,7 +15,7 @@ fresh process (so each peak RSS is its own):
   values once; bf16 autocast);
 * ``fp32_fast``: every speed-up that keeps the math, in fp32 (``trainer.precision=32``): the encoder
   reads the batch's questions packed end to end, each attending to itself (``gsr.pack``: no padding,
-  one pass), fused AdamW (``model.optim.fused``), no NaN fill (``gsr.deterministic_fill=false``): the
+  one pass), fused AdamW (``gsr.fused_adamw``), no NaN fill (``gsr.deterministic_fill=false``): the
   same numbers as the reference, to float rounding;
 * ``fast``: the recipe as users run it: that + ``trainer.precision=bf16-mixed`` (bf16 autocast, fp32
   weights and optimiser).
@@ -46,7 +46,7 @@ from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
-SPEEDUPS_OFF = ["gsr.pack=false", "model.optim.fused=false", "gsr.deterministic_fill=true"]
+SPEEDUPS_OFF = ["gsr.pack=false", "gsr.fused_adamw=false", "gsr.deterministic_fill=true"]
 WAYS = {
     "reference": ["trainer.precision=32", "gsr.length_groups=0", *SPEEDUPS_OFF],
     "groups_bf16": ["trainer.precision=bf16-mixed", *SPEEDUPS_OFF],  # the first speed-up's recipe
@@ -118,7 +118,7 @@ def worker(way: str, epochs: int, threads: int, out: str) -> None:
         "precision": str(cfg.trainer.precision),
         "length_groups": int(cfg.gsr.length_groups),
         "pack": bool(cfg.gsr.pack),
-        "fused_adamw": bool(cfg.model.optim.fused),
+        "fused_adamw": bool(cfg.gsr.fused_adamw),
         "deterministic_fill": bool(cfg.gsr.deterministic_fill),
         "epochs": epochs,
         "steps": int(figures["global_step"]),

@@ -263,6 +263,9 @@ class GSRRun:
         "MiniLM: the loss encodes the batch's sources packed end to end, each attending to itself (no padding, "
         "one pass; false: length_groups)",
     )
+    fused_adamw: bool = option(
+        True, "AdamW's fused kernel: one pass over all parameters (false: torch's per-parameter loop on a CPU)"
+    )
     deterministic_fill: bool = option(
         False,
         "with trainer.deterministic, torch also fills every new tensor with NaN (catches reads of uninitialised "

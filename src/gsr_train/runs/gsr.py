@@ -156,6 +156,7 @@ def _module(cfg: DictConfig, gsr) -> GSRModule:
         g.get("loss_weighting", "question"),
         int(g.get("length_groups") or 0),
         bool(g.get("pack", False)),
+        bool(g.get("fused_adamw", False)),
     )
 
 

@@ -68,6 +68,7 @@ class GSRModule(pl.LightningModule):
         weighting: str = "question",
         length_groups: int = 0,
         pack: bool = False,
+        fused_adamw: bool = False,
     ) -> None:
         super().__init__()
         if weighting not in ("question", "target"):
@@ -77,6 +78,7 @@ class GSRModule(pl.LightningModule):
         self.weighting = weighting
         self.length_groups = int(length_groups)
         self.pack = bool(pack)
+        self.fused_adamw = bool(fused_adamw)
         self.gsr = gsr
         self.optim = {**DEFAULT_OPTIM, **dict(optim or {})}
         if self.optim["schedule"] not in SCHEDULES:
@@ -92,6 +94,7 @@ class GSRModule(pl.LightningModule):
                 "weighting": weighting,
                 "length_groups": self.length_groups,
                 "pack": self.pack,
+                "fused_adamw": self.fused_adamw,
             }
         )
         self._match: dict[str, tuple[bool, bool]] = {}
@@ -239,7 +242,7 @@ class GSRModule(pl.LightningModule):
             betas=tuple(self.optim["betas"]),
             eps=float(self.optim["eps"]),
             # the same update as the per-parameter loop (to float rounding), a quarter of its time on a CPU
-            fused=bool(self.optim["fused"]),
+            fused=self.fused_adamw,
         )
         if self.optim["schedule"] == "constant":
             return opt

@@ -22,9 +22,6 @@ class GSROptim:
     schedule: Literal["linear", "constant"] = option(
         "linear", "learning rate after the warm-up: linear decay or constant"
     )
-    fused: bool = option(
-        True, "AdamW's fused kernel: one pass over all parameters (false: torch's per-parameter loop on a CPU)"
-    )
 
 
 @dataclass
