@@ -4,7 +4,8 @@
 every test here is skipped with a reason (``tests/conftest.py``). Each test builds one model on the
 CPU, copies it to CUDA and compares the two on the same inputs, with tolerances for float32 kernels
 that sum in another order: SubgraphRAG, the GNN-RAG node scorer, a plugin ``EdgeScorerModule``
-(examples/plugin_retriever), GSR decoding (unconstrained and constrained), the 4-bit (QLoRA) reader's
+(examples/plugin_retriever), GSR decoding (unconstrained and constrained) and its packed training
+step with fused AdamW, the 4-bit (QLoRA) reader's
 training step and generation, and the retrieval metrics. A short ``trainer=gpu`` run of each
 experiment family lives with the other end-to-end runs (``tests/test_experiments_e2e.py``).
 """
@@ -224,6 +225,45 @@ def test_gsr_decoding_unconstrained_and_constrained_match_cpu(tmp_path):
     for cpu_beams, gpu_beams in zip(a, b):
         _same_beams(cpu_beams, gpu_beams)
     assert all(q for q in b)  # constrained decoding on CUDA returns executable chains, as on the CPU
+
+
+def test_gsr_packed_training_step_matches_cpu():
+    """The recipe's training step (questions packed end to end, block-diagonal attention; fused
+    AdamW) on CUDA: the CPU's loss and gradients, and the packed states of one padded pass there."""
+    from gsr_train.datamodules.gsr_data import GSRCollator
+    from gsr_train.models.gsr.modeling import build_gsr_model
+    from gsr_train.models.gsr.module import GSRModule, encode_packed
+
+    from .test_gsr_fast import MINILM_TINY, _items
+    from .test_gsr_model import RELS
+
+    torch.manual_seed(0)
+    gsr = build_gsr_model(MINILM_TINY, RELS).eval()
+    on_gpu = copy.deepcopy(gsr).to(CUDA)
+    batch = GSRCollator(gsr)(_items())
+
+    def step(model, device):
+        model.zero_grad()
+        moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        loss = GSRModule(model, pack=True).loss(moved)
+        loss.backward()
+        return loss.detach().cpu(), {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None}
+
+    (loss_cpu, grads_cpu), (loss_gpu, grads_gpu) = step(gsr, "cpu"), step(on_gpu, CUDA)
+    torch.testing.assert_close(loss_gpu, loss_cpu, atol=1e-5, rtol=1e-4)
+    assert grads_gpu.keys() == grads_cpu.keys() and grads_cpu
+    for name in grads_cpu:
+        torch.testing.assert_close(grads_gpu[name], grads_cpu[name], atol=1e-4, rtol=1e-3, msg=name)
+    ids, mask = batch["input_ids"].to(CUDA), batch["attention_mask"].to(CUDA)
+    encoder = on_gpu.model.get_encoder()
+    with torch.no_grad():
+        whole = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        packed = encode_packed(encoder, ids, mask)
+    torch.testing.assert_close(packed[mask.bool()], whole[mask.bool()], atol=1e-4, rtol=1e-4)
+    optimiser = torch.optim.AdamW([p for p in on_gpu.parameters() if p.grad is not None], lr=1e-3, fused=True)
+    before = {n: p.detach().clone() for n, p in on_gpu.named_parameters() if p.grad is not None}
+    optimiser.step()  # the fused kernel runs on CUDA and moves every trained parameter
+    assert all(not torch.equal(p.detach(), before[n]) for n, p in on_gpu.named_parameters() if n in before)
 
 
 def _same_beams(cpu_beams, gpu_beams, tol: float = 1e-3) -> None:
