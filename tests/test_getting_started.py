@@ -5,10 +5,11 @@ they make), with ``<time>`` replaced by the folder the command before it made.""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from .doc_blocks import blocks, commands
+from .doc_blocks import REPO, blocks, commands
 from .test_readme_commands import _checkout, _env, _run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -30,6 +31,12 @@ def test_getting_started_as_written(tmp_path, user_cache):
     quickstart, smaller = sorted((cwd / "outputs" / "subgraphrag_quickstart").iterdir())
     for run in (quickstart, smaller):
         assert json.loads((run / "run.json").read_text())["status"] == "finished"
+    figure = r"answer recall@10 is \*\*(0\.\d{3})\*\* \(cosine:\s+(0\.\d{3})\)"
+    shown = re.search(figure, REPO.joinpath(PAGE).read_text())
+    assert shown, "the page no longer shows the quickstart's answer recall@10"
+    figures = json.loads((quickstart / "metrics.json").read_text())["metrics"]
+    printed = [f"{figures[m]['overall']['answer_recall']['10']:.3f}" for m in ("subgraphrag", "cosine")]
+    assert printed == list(shown.groups())  # the figures the page shows, as any machine prints them
     assert json.loads((smaller / "metrics.json").read_text())["rows"][0]["k"] == 50
     options = done["gsr-train options subgraphrag_quickstart"].stdout
     assert "model.hidden" in options and "top_k" in options

@@ -18,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.data.errors import PreflightError
+from gsr_train.numerics import mode_error, numerics_record
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,10 @@ def check_device(cfg: DictConfig, typed: Sequence[str] | None = None) -> None:
     """Where no CUDA device is visible, ``trainer=gpu`` typed on the command line is one line before any
     work (Lightning would say it only once the data is prepared); an experiment whose preset asks for a
     GPU (``gsr_base``, the paper recipes) runs on the CPU instead, with a warning. More ``trainer.devices``
-    than are visible is one line too."""
+    than are visible is one line too, and so is a ``GSR_TRAIN_NUMERICS`` that names no mode."""
+    numerics = mode_error()
+    if numerics is not None:
+        raise PreflightError(numerics)
     accelerator = str(_trainer(cfg).get("accelerator", "auto")).lower()
     if accelerator not in GPU_ACCELERATORS:
         return
@@ -124,6 +128,7 @@ def device_record(cfg: DictConfig) -> dict[str, Any]:
         record["cuda"] = torch.version.cuda
     else:
         record["name"] = platform.processor() or platform.machine()
+        record["numerics"] = numerics_record()  # the CPU's kernels and MKL's mode (gsr_train.numerics)
     return record
 
 

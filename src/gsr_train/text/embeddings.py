@@ -33,7 +33,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -314,10 +314,11 @@ class EmbeddingTable:
         """Encode the distinct texts chunk by chunk into the partial matrix, then swap it in.
 
         ``workers`` (``None``: :func:`~gsr_train.parallel.resolve_workers`) as the encoder says
-        (:attr:`TextEncoder.parallel`): chunks in ``workers`` processes forked from this one (a
-        pure-Python encoder), or the encoder's own intra-op threads (torch). Chunks are the same
-        whatever the count and are checkpointed in order, so the matrix is the same bytes and a
-        killed build resumes after its last checkpointed chunk with any count."""
+        (:attr:`TextEncoder.parallel`): chunks in ``workers`` processes forked from this one, the
+        model loaded once before the fork and shared, or one chunk at a time. Chunks are the same
+        whatever the count, each encoded alike (a torch encoder on one intra-op thread, see
+        :mod:`gsr_train.numerics`), and checkpointed in order, so the matrix is the same bytes
+        for any count and a killed build resumes after its last checkpointed chunk with any count."""
         t0 = time.perf_counter()
         workers = resolve_workers(workers)
         unique, rows, rep = self._plan()
@@ -330,6 +331,8 @@ class EmbeddingTable:
         # chunks still queued while it waits (with workers - 1 children the one child went idle
         # while this process encoded: 12.1 s instead of 10.7 s at 20M rows on 2 cores)
         children = workers if mode == "processes" and workers > 1 and len(spans) > 1 else 0
+        if children and spans:
+            self.encoder.prepare()  # loaded once here, shared by the forked children
         written, last = done, time.perf_counter()
 
         def checkpoint(partial_matrix: np.memmap = matrix) -> None:
@@ -342,7 +345,6 @@ class EmbeddingTable:
         try:
             with (
                 fork_pool(children, (self.encoder, unique, rows, matrix), _one_torch_thread) as pool,
-                intra_op_threads(workers if mode == "threads" else None),
                 _progress(len(unique), done, progress, f"{self.encoder.name}: {self.kind}") as advance,
             ):
                 for (s, e), shape in zip(spans, ordered_map(_encode_task, spans, pool, ahead=2 * workers)):
@@ -423,20 +425,6 @@ def _one_torch_thread() -> None:
     """First thing in a forked encoding process: one torch thread (a thread pool inherited from the
     parent does not survive a fork; with one thread torch never enters it), as DataLoader workers do."""
     torch.set_num_threads(1)
-
-
-@contextlib.contextmanager
-def intra_op_threads(threads: int | None) -> Iterator[None]:
-    """torch's intra-op threads set to ``threads`` for the block, then back (``None``: untouched)."""
-    if threads is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class TextChunks(Protocol):

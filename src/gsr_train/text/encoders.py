@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from gsr_train.data.errors import UserError
 from gsr_train.io import stable_hash
+from gsr_train.numerics import intra_op_threads, numerics_mode
 from gsr_train.progress import batches
 
 if TYPE_CHECKING:
@@ -60,10 +61,13 @@ class TextEncoder(ABC):
     pooling: str = "none"
     batch_size: int = 256
     # How the embedding store spreads encoding over its workers (``data.workers``): "processes"
-    # (chunks of texts in processes forked from this one: encoders in pure Python, which threads
-    # would serialise on the GIL), "threads" (the model's own intra-op threads: torch), or
-    # "serial" (one chunk at a time, whatever the count: encoders nothing is known about).
+    # (chunks of texts in processes forked from this one: pure-Python encoders, which threads would
+    # serialise on the GIL, and CPU models on one intra-op thread each), or "serial" (one chunk at
+    # a time, whatever the count: a GPU model, encoders nothing is known about).
     parallel: str = "serial"
+
+    def prepare(self) -> None:  # noqa: B027 (most encoders have nothing to load)
+        """Load what :meth:`encode` needs (before the store forks its workers, which then share it)."""
 
     @property
     def key(self) -> str:
@@ -110,8 +114,6 @@ class HFEncoder(TextEncoder):
     are put back in input order.
     """
 
-    parallel = "threads"
-
     def __init__(
         self,
         name: str,
@@ -145,8 +147,16 @@ class HFEncoder(TextEncoder):
         self._model: PreTrainedModel | None = None
         self._tokenizer: PreTrainedTokenizerBase | None = None
 
+    @property
+    def parallel(self) -> str:  # type: ignore[override]
+        """Forked processes on the CPU (one model, shared); one stream on a GPU."""
+        return "serial" if self.device.startswith("cuda") else "processes"
+
+    def prepare(self) -> None:
+        self.load()
+
     def identity(self) -> dict[str, Any]:
-        return {
+        identity = {
             "name": self.name,
             "model": self._fingerprint,
             "pooling": self.pooling,
@@ -154,6 +164,9 @@ class HFEncoder(TextEncoder):
             "max_length": self.max_length,
             "revision": self.revision,
         }
+        if numerics_mode() == "portable":  # its vectors are other bytes than a native cache's
+            identity["numerics"] = "portable"
+        return identity
 
     def load(self) -> None:
         if self._model is not None:
@@ -176,9 +189,15 @@ class HFEncoder(TextEncoder):
         if hidden is not None and hidden != self.dim:
             raise ValueError(f"encoder {self.name!r}: model hidden size {hidden} != expected dim {self.dim}")
 
-    @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int | None = None, progress: bool | None = None) -> torch.Tensor:
-        texts = list(texts)
+        """Vectors of ``texts``, on the CPU computed on exactly one intra-op thread: the same bytes
+        whatever the process's thread count or the store's worker count (MKL splits a product
+        across threads differently on some CPUs; see :mod:`gsr_train.numerics`)."""
+        with intra_op_threads(None if self.device.startswith("cuda") else 1):
+            return self._encode(list(texts), batch_size, progress)
+
+    @torch.inference_mode()
+    def _encode(self, texts: list[str], batch_size: int | None, progress: bool | None) -> torch.Tensor:
         out = torch.zeros(len(texts), self.dim, dtype=torch.float32)
         if not texts:
             return out
