@@ -1,6 +1,6 @@
-"""The commands of docs/how-to/score.md, docs/how-to/evaluate-a-run.md and docs/how-to/publish-to-the-hub.md
-run as written, in a checkout (``train.py``, ``eval.py``, ``conf/`` of this repository), with only ``<time>``
-replaced by the run folder the command before it made.
+"""The commands of docs/how-to/score.md, docs/how-to/evaluate-a-run.md, docs/how-to/publish-to-the-hub.md
+and docs/how-to/own-kg.md run as written, in a checkout (``train.py``, ``eval.py``, ``conf/`` of this repository),
+with only ``<time>`` replaced by the run folder the command before it made.
 
 The two pages that score or export a trained run begin with the same quickstart training line: it runs
 once, in one checkout this module shares, and each page's other lines run there. ``my_kg`` is a folder
@@ -19,6 +19,7 @@ import pytest
 from .conftest import SHARED_DATA
 from .doc_blocks import block, commands
 from .test_eval_cli import unseen_test_folder
+from .test_own_kg import fixture_rows, questions_without_graphs, union_kg
 from .test_readme_commands import _checkout, _env, _run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -26,6 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SCORE = "docs/how-to/score.md"
 EVALUATE = "docs/how-to/evaluate-a-run.md"
 PUBLISH = "docs/how-to/publish-to-the-hub.md"
+OWN_KG = "docs/how-to/own-kg.md"
 TRAIN = "python train.py +experiment=subgraphrag_quickstart"
 
 
@@ -115,3 +117,22 @@ def test_export_and_dry_run_as_written(trained):
     printed = done.stdout + done.stderr
     assert "model.safetensors" in printed and "me/subgraphrag-quickstart" in printed
     assert "NOT set" in printed  # a dry run needs no token, and uploads nothing
+
+
+def test_own_kg_page_as_written(trained):
+    """A KG file and questions without graphs (webqsp_mini's, made as the page says) to a trained run's figures."""
+    cwd, env = trained
+    import_line, evaluate = _lines_after_training(OWN_KG, "gsr-train import-kg")
+    union_kg(cwd / "my_kg.tsv")
+    rows = fixture_rows("test")
+    questions_without_graphs(cwd / "my_questions", rows)
+    evals = cwd / "outputs" / "eval"
+    before = set(evals.iterdir()) if evals.exists() else set()
+    assert "40,655 triples" in _ok(import_line, cwd, env).stdout
+    done = _ok(evaluate, cwd, env)
+    (run,) = set(evals.iterdir()) - before
+    figures = json.loads((run / "metrics.json").read_text())
+    assert figures["data"] == "my_questions" and figures["questions"] == len(rows) and figures["split"] == "test"
+    assert "graphs cut" in done.stderr + done.stdout  # the log says what data.kg did
+    recall = figures["metrics"]["subgraphrag"]["overall"]["answer_recall"]["10"]
+    assert 0 < recall <= 1

@@ -84,7 +84,7 @@ def build_lock(folder: Path) -> Iterator[None]:
         yield
 
 
-class _Damaged(Exception):
+class DamagedBuild(Exception):
     """A file of an interrupted build that does not match what its progress record says."""
 
 
@@ -93,17 +93,17 @@ def _crc(values: np.ndarray, crc: int = 0) -> int:
 
 
 def _prefix_crc(path: Path, nbytes: int) -> int:
-    """CRC-32 of the first ``nbytes`` of ``path``; :class:`_Damaged` when it is shorter."""
+    """CRC-32 of the first ``nbytes`` of ``path``; :class:`DamagedBuild` when it is shorter."""
     crc, left = 0, nbytes
     try:
         with open(path, "rb") as f:
             while left:
                 block = f.read(min(left, 1 << 24))
                 if not block:
-                    raise _Damaged(f"{path}: shorter than the {nbytes} bytes recorded")
+                    raise DamagedBuild(f"{path}: shorter than the {nbytes} bytes recorded")
                 crc, left = zlib.crc32(block, crc), left - len(block)
     except OSError as e:
-        raise _Damaged(f"{path}: {e.strerror or e}") from e
+        raise DamagedBuild(f"{path}: {e.strerror or e}") from e
     return crc
 
 
@@ -189,16 +189,16 @@ class _SplitWriter:
 
 
 def _check_current(partial: Path, cur: dict) -> None:
-    """:class:`_Damaged` unless the current split's files begin with the bytes checkpointed."""
+    """:class:`DamagedBuild` unless the current split's files begin with the bytes checkpointed."""
     folder, counts = partial / cur["split"], cur["counts"]
     for name, dtype in _GROWING.items():
         if _prefix_crc(folder / f"{name}.part", counts[name] * np.dtype(dtype).itemsize) != counts["crc"][name]:
-            raise _Damaged(f"{folder / name}.part: content does not match its checkpoint")
+            raise DamagedBuild(f"{folder / name}.part: content does not match its checkpoint")
     if _prefix_crc(folder / "questions.jsonl", counts["questions_bytes"]) != counts["crc"]["questions"]:
-        raise _Damaged(f"{folder / 'questions.jsonl'}: content does not match its checkpoint")
+        raise DamagedBuild(f"{folder / 'questions.jsonl'}: content does not match its checkpoint")
 
 
-class _VocabWriter:
+class VocabWriter:
     """Appends the names an interner adds to ``<name>.offsets.bin`` / ``<name>.data.bin``, with a
     running CRC-32 of both; resuming checks the files against the recorded sizes and CRCs."""
 
@@ -217,12 +217,12 @@ class _VocabWriter:
                 self.offsets = AppendFile(off_path, np.int64, resume["names"] + 1)
                 self.data = AppendFile(data_path, np.uint8, resume["bytes"])
             except (OSError, KeyError) as e:
-                raise _Damaged(f"{folder / name}: {e}") from e
+                raise DamagedBuild(f"{folder / name}: {e}") from e
             offsets = np.fromfile(off_path, dtype=np.int64, count=resume["names"] + 1)
             data = np.fromfile(data_path, dtype=np.uint8, count=resume["bytes"])
             self.crc = {"offsets": _crc(offsets), "data": _crc(data)}
             if self.crc != resume.get("crc"):
-                raise _Damaged(f"{folder / name}.{{offsets,data}}.bin: content does not match its checkpoint")
+                raise DamagedBuild(f"{folder / name}.{{offsets,data}}.bin: content does not match its checkpoint")
             # the lookup table at its checkpointed size: it then grows as in a build never killed,
             # and its file is the same bytes (older checkpoints without the size: the smallest)
             self.interner = StringInterner(offsets, data, table_size=resume.get("table"))
@@ -268,7 +268,7 @@ class _VocabWriter:
         }
 
 
-def _peak_rss_mb() -> float:
+def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -483,7 +483,7 @@ def _start(partial: Path, key: str, splits: list[str]) -> tuple[dict, dict, dict
     if saved is not None:
         try:
             vocabs = _resume_vocabs(partial, saved["vocab"])
-        except (_Damaged, KeyError, TypeError) as e:
+        except (DamagedBuild, KeyError, TypeError) as e:
             log.warning(
                 "not resuming the KG index build in %s: vocabulary %s; building again from the start", partial, e
             )
@@ -501,7 +501,7 @@ def _start(partial: Path, key: str, splits: list[str]) -> tuple[dict, dict, dict
             "vocab": None,
             "seconds": 0.0,
         }
-        return saved, {name: _VocabWriter(partial / "vocab", name) for name in VOCABS}, resume
+        return saved, {name: VocabWriter(partial / "vocab", name) for name in VOCABS}, resume
     rebuilt = _verify_resumed(partial, saved)
     log.info(
         "resuming the KG index build in %s: %d of %d splits done and verified%s",
@@ -527,7 +527,7 @@ def _resume_vocabs(partial: Path, states: dict) -> dict:
     vocabs: dict = {}
     try:
         for name in VOCABS:
-            vocabs[name] = _VocabWriter(partial / "vocab", name, states[name])
+            vocabs[name] = VocabWriter(partial / "vocab", name, states[name])
     except BaseException:
         for v in vocabs.values():
             v.close()
@@ -548,7 +548,7 @@ def _verify_resumed(partial: Path, saved: dict) -> dict[str, str]:
     if cur and cur["split"] not in rebuilt:
         try:
             _check_current(partial, cur)
-        except (_Damaged, KeyError, TypeError) as e:
+        except (DamagedBuild, KeyError, TypeError) as e:
             rebuilt[cur["split"]] = f"checkpoint {e}"
     if cur and cur["split"] in rebuilt:
         saved["current"] = None
@@ -609,7 +609,7 @@ def _finish(
         "questions": {s: saved["done"][s]["questions"] for s in saved["splits"]},
         "triples": {s: saved["done"][s]["triples"] for s in saved["splits"]},
         "build_seconds": round(seconds, 3),
-        "build_peak_rss_mb": round(_peak_rss_mb(), 1),
+        "build_peak_rss_mb": round(peak_rss_mb(), 1),
         "build_workers": workers,
         "build": resume or {"resumed": False},
     }

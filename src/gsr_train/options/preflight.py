@@ -15,6 +15,7 @@ from gsr_train.config import as_dict, defaults_of
 from gsr_train.data.errors import PreflightError, UserError
 from gsr_train.data.rows import split_files
 from gsr_train.datamodules import gsr_prepare
+from gsr_train.kg.store import KGStoreError, read_meta
 from gsr_train.models.gsr.modeling import resolve_pretrained
 from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
 from gsr_train.models.subgraphrag.scorer import ScorerConfig
@@ -45,6 +46,12 @@ def preflight(
     All problems are reported at once, each naming the option to fix.
     """
     problems = [*_split_problems(cfg, splits), *_file_problems(cfg, label_splits, checkpoints or {})]
+    kg = OmegaConf.select(cfg, "data.kg", default=None)
+    if kg:
+        try:
+            read_meta(str(kg))
+        except KGStoreError as e:
+            problems.append(f"data.kg: {e}")
     try:
         check_resume_target(cfg)
     except PreflightError as e:

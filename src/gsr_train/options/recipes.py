@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from gsr_train.config import option
+from gsr_train.kg.extract_options import ExtractOptions
 from gsr_train.llm.client import LLMConfig
 from gsr_train.models.edge_options import EdgeLoss
 from gsr_train.models.gsr.options import DecodeConfig, GSROptim
@@ -145,6 +146,8 @@ class DataOptions:
     workers: int | None = option(
         None, "threads / processes preparing the data (index, embeddings, supervision); null: the cores available", ge=1
     )
+    kg: str | None = option(None, "a whole-KG store (gsr-train import-kg): rows without a graph get theirs cut from it")
+    extract: ExtractOptions = option(ExtractOptions(), "how a question's graph is cut from data.kg")
 
 
 DATA_FILE = "conf/data/ (data=...)"

@@ -17,6 +17,8 @@ from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
 from gsr_train.data.synthetic import ensure_synthetic
 from gsr_train.eval.tail import METRICS_FILE, write_metrics
+from gsr_train.kg.extract_options import ExtractOptions
+from gsr_train.kg.extracted_data import ensure_graphs
 from gsr_train.kg.index import get_index
 from gsr_train.parallel import WorkersError, resolve_workers, set_default_workers
 from gsr_train.runtime.device import device_record
@@ -36,7 +38,24 @@ def output_dir(cfg: DictConfig) -> Path:
 
 
 def resolve_data_dir(cfg: DictConfig) -> str:
-    """The folder (or hub name) of the dataset; the embedded benchmark is generated on demand."""
+    """The folder (or hub name) of the dataset; the embedded benchmark is generated on demand, and with
+    ``data.kg`` the rows without a graph get theirs cut from that store (a cached folder of its own)."""
+    folder = _source_dir(cfg)
+    kg = cfg.data.get("kg")
+    if not kg:
+        return folder
+    options = ExtractOptions(**as_dict(cfg.data.get("extract") or OmegaConf.create({})))
+    skip = bool(cfg.data.get("skip_invalid", False))
+    key = (folder, str(kg), tuple(cfg.data.splits), str(cache_dir(cfg)), options, skip)
+    if key not in _EXTRACTED:
+        _EXTRACTED[key] = str(ensure_graphs(folder, str(kg), tuple(cfg.data.splits), cache_dir(cfg), options, skip))
+    return _EXTRACTED[key]
+
+
+_EXTRACTED: dict[tuple, str] = {}
+
+
+def _source_dir(cfg: DictConfig) -> str:
     if cfg.data.get("dir"):
         return str(cfg.data.dir)
     if cfg.data.name == "synthetic":

@@ -1,0 +1,221 @@
+"""Questions without graphs + a whole-KG store -> a dataset folder every method reads (``data.kg``).
+
+A RoG row with no ``graph`` gets the graph cut around its topic entities from the store
+(:mod:`gsr_train.kg.extract`); a row with a graph keeps it. The topic and answer entities are
+written as the store names them (an entity's label, else its id), so they match the graph's
+names. The folder, one parquet file per split in the RoG schema, is cached under
+``<cache>/extracted/`` by the rows' files, the store and the options, written atomically and
+reused by every later run: training, ``eval.py``, the readers, ``gsr-train score``, sweeps and
+resumed runs read it like any dataset.
+
+A topic entity the store does not know is counted; a question none of whose topic entities it
+knows is an error naming the question, or (``skip_invalid``) left out and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gsr_train.data.errors import RowError
+from gsr_train.data.rows import iter_records
+from gsr_train.io import atomic_dir, file_lock, stable_hash, write_json
+from gsr_train.kg.extract import Extractor
+from gsr_train.kg.extract_options import ExtractOptions
+from gsr_train.kg.index import source_fingerprint
+from gsr_train.kg.store import KGStore, open_store
+
+log = logging.getLogger(__name__)
+
+ROWS_PER_GROUP = 512
+SUMMARY_FILE = "extract.json"
+FORMAT = 1
+
+
+def _strings(values: Any, source: str, row_id: str, name: str) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        raise RowError(source, row_id, name, f"expected a list of strings, got {values!r}")
+    return [str(v) for v in values]
+
+
+class _Split:
+    """One split's rows with their graphs, written a row group at a time."""
+
+    def __init__(self, store: KGStore, extractor: Extractor, skip: bool) -> None:
+        self.store, self.extractor, self.skip = store, extractor, skip
+        self.counts = {"questions": 0, "extracted": 0, "kept_graph": 0, "skipped": 0, "unknown_topics": 0, "triples": 0}
+        self.first_unknown: str | None = None
+        self.seconds = 0.0
+
+    def _entity(self, name: str) -> int | None:
+        found = self.store.entities_named(name)
+        return int(found[0]) if found.size else None
+
+    def _display(self, ids: Sequence[int]) -> list[str]:
+        return [str(x) for x in self.store.display_names(np.asarray(ids, dtype=np.int64)).to_pylist()] if ids else []
+
+    def row(self, source: str, record: dict) -> tuple[dict, pa.Array] | None:
+        """The row (topics and answers as the store names them) and its graph as triples."""
+        row_id = str(record.get("id", "?"))
+        self.counts["questions"] += 1
+        graph = record.get("graph")
+        if graph is not None:
+            self.counts["kept_graph"] += 1
+            return record, pa.array([list(map(str, t)) for t in graph], pa.list_(pa.string()))
+        topics = _strings(record.get("q_entity"), source, row_id, "q_entity")
+        ids = [self._entity(t) for t in topics]
+        unknown = [t for t, i in zip(topics, ids) if i is None]
+        if unknown:
+            self.counts["unknown_topics"] += len(unknown)
+            self.first_unknown = self.first_unknown or f"{source}: row {row_id!r}: {unknown[0]!r}"
+        known = [i for i in ids if i is not None]
+        if not known:
+            if self.skip:
+                self.counts["skipped"] += 1
+                return None
+            why = f"no topic entity of {topics!r} is in the KG store {self.store.folder}" if topics else "no q_entity"
+            raise RowError(
+                source, row_id, "q_entity", f"{why} (data.skip_invalid=true leaves such questions out, counted)"
+            )
+        t0 = time.perf_counter()
+        edges = self.extractor.edges(np.asarray(known, dtype=np.int64))
+        self.seconds += time.perf_counter() - t0
+        self.counts["extracted"] += 1
+        self.counts["triples"] += int(edges.size)
+        answers = _strings(record.get("a_entity"), source, row_id, "a_entity")
+        answer_ids = [self._entity(a) for a in answers]
+        named = {**record, "q_entity": self._display(known)}
+        named["a_entity"] = [a if i is None else self._display([i])[0] for a, i in zip(answers, answer_ids)]
+        return named, self._triples(edges)
+
+    def _triples(self, edges: np.ndarray) -> pa.Array:
+        s = self.store
+        heads = s.display_names(np.asarray(s.heads[edges], dtype=np.int64))
+        tails = s.display_names(np.asarray(s.tails[edges], dtype=np.int64))
+        rels = s.relations.to_arrow().take(pa.array(np.asarray(s.rels[edges], dtype=np.int64)))
+        n = int(edges.size)
+        values = pa.concat_arrays([heads.cast(pa.large_string()), rels, tails.cast(pa.large_string())])
+        order = np.stack([np.arange(n), np.arange(n) + n, np.arange(n) + 2 * n], axis=1).ravel()
+        flat = values.take(pa.array(order)).cast(pa.string())
+        return pa.ListArray.from_arrays(pa.array(np.arange(0, 3 * n + 1, 3, dtype=np.int32)), flat)
+
+
+def _table(rows: list[dict], graphs: list[pa.Array]) -> pa.Table:
+    lengths = np.array([len(g) for g in graphs], dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = pa.concat_arrays(graphs) if graphs else pa.array([], pa.list_(pa.string()))
+    columns: dict[str, Any] = {
+        "id": pa.array([str(r.get("id")) for r in rows], pa.string()),
+        "question": pa.array([r.get("question") for r in rows], pa.string()),
+    }
+    for name in ("answer", "q_entity", "a_entity", "choices"):
+        columns[name] = pa.array([list(map(str, r.get(name) or [])) for r in rows], pa.list_(pa.string()))
+    columns["graph"] = pa.ListArray.from_arrays(pa.array(offsets), values)
+    return pa.table(columns)
+
+
+def _write_split(source: str, split: str, job: _Split, path: Path) -> None:
+    writer: pq.ParquetWriter | None = None
+    rows: list[dict] = []
+    graphs: list[pa.Array] = []
+
+    def flush() -> None:
+        nonlocal writer
+        table = _table(rows, graphs)
+        writer = writer or pq.ParquetWriter(path, table.schema)
+        writer.write_table(table)
+        rows.clear()
+        graphs.clear()
+
+    for file, position, record in iter_records(source, split):
+        if isinstance(record, RowError):  # a damaged or truncated file
+            raise record
+        if not isinstance(record, dict):
+            raise RowError(file, f"#{position}", "<row>", f"expected a JSON object, got {type(record).__name__}")
+        made = job.row(file, record)
+        if made is not None:
+            rows.append(made[0])
+            graphs.append(made[1])
+        if len(rows) >= ROWS_PER_GROUP:
+            flush()
+    if rows or writer is None:
+        flush()
+    assert writer is not None
+    writer.close()
+
+
+def extracted_key(source: str, splits: Sequence[str], store: KGStore, options: ExtractOptions, skip: bool) -> str:
+    prints = {split: source_fingerprint(source, split) for split in splits}
+    return stable_hash("extracted", FORMAT, prints, store.key, asdict(options), bool(skip))
+
+
+def ensure_graphs(
+    source: str | Path,
+    kg: str | Path,
+    splits: Sequence[str],
+    cache_dir: Path,
+    options: ExtractOptions | None = None,
+    skip_invalid: bool = False,
+) -> Path:
+    """The folder of ``source``'s splits with every missing graph cut from the store ``kg`` (built
+    once, then reused)."""
+    options = options or ExtractOptions()
+    store = open_store(kg)
+    key = extracted_key(str(source), splits, store, options, skip_invalid)
+    folder = Path(cache_dir) / "extracted" / f"{Path(str(source)).name}-{key}"
+    if (folder / SUMMARY_FILE).exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder.parent / f".{folder.name}.lock"):
+        if (folder / SUMMARY_FILE).exists():
+            return folder
+        extractor, summary = Extractor(store, options), {}
+        with atomic_dir(folder) as tmp:
+            for split in splits:
+                job = _Split(store, extractor, skip_invalid)
+                _write_split(str(source), split, job, tmp / f"{split}.parquet")
+                summary[split] = _summary(job)
+                log.info("data.kg: %s %s", split, _describe(summary[split]))
+            write_json(
+                tmp / SUMMARY_FILE,
+                {"source": str(source), "kg": str(kg), "options": asdict(options), "splits": summary},
+            )
+    return folder
+
+
+def _summary(job: _Split) -> dict:
+    extracted = max(job.counts["extracted"], 1)
+    return {
+        **job.counts,
+        "first_unknown_topic": job.first_unknown,
+        "triples_per_question": round(job.counts["triples"] / extracted, 1),
+        "ms_per_question": round(1000 * job.seconds / extracted, 3),
+    }
+
+
+def _describe(fig: dict) -> str:
+    parts = [f"{fig['extracted']} graphs cut ({fig['triples_per_question']} triples, {fig['ms_per_question']} ms each)"]
+    if fig["kept_graph"]:
+        parts.append(f"{fig['kept_graph']} kept their own")
+    if fig["unknown_topics"]:
+        parts.append(f"{fig['unknown_topics']} topic entities not in the KG (first: {fig['first_unknown_topic']})")
+    if fig["skipped"]:
+        parts.append(f"{fig['skipped']} questions skipped: no topic entity in the KG")
+    return "; ".join(parts)
+
+
+def iter_summary(folder: Path) -> Iterator[tuple[str, dict]]:
+    """Each split's figures of an extracted folder (what :func:`ensure_graphs` logged)."""
+    import json
+
+    yield from json.loads((folder / SUMMARY_FILE).read_text())["splits"].items()
