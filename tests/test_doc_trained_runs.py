@@ -122,17 +122,23 @@ def test_export_and_dry_run_as_written(trained):
 def test_own_kg_page_as_written(trained):
     """A KG file and questions without graphs (webqsp_mini's, made as the page says) to a trained run's figures."""
     cwd, env = trained
-    import_line, evaluate = _lines_after_training(OWN_KG, "gsr-train import-kg")
+    import_line, evaluate, link, evaluate_linked = _lines_after_training(OWN_KG, "gsr-train import-kg")
     union_kg(cwd / "my_kg.tsv")
     rows = fixture_rows("test")
     questions_without_graphs(cwd / "my_questions", rows)
+    questions_without_graphs(cwd / "my_plain_questions", [{**r, "q_entity": []} for r in rows])
     evals = cwd / "outputs" / "eval"
-    before = set(evals.iterdir()) if evals.exists() else set()
     assert "40,655 triples" in _ok(import_line, cwd, env).stdout
-    done = _ok(evaluate, cwd, env)
-    (run,) = set(evals.iterdir()) - before
-    figures = json.loads((run / "metrics.json").read_text())
-    assert figures["data"] == "my_questions" and figures["questions"] == len(rows) and figures["split"] == "test"
-    assert "graphs cut" in done.stderr + done.stdout  # the log says what data.kg did
-    recall = figures["metrics"]["subgraphrag"]["overall"]["answer_recall"]["10"]
-    assert 0 < recall <= 1
+    runs = []
+    for line in (evaluate, evaluate_linked):
+        before = set(evals.iterdir()) if evals.exists() else set()
+        done = _ok(line, cwd, env)
+        assert "graphs cut" in done.stderr + done.stdout  # the log says what data.kg did
+        (run,) = set(evals.iterdir()) - before
+        runs.append(json.loads((run / "metrics.json").read_text()))
+    assert [f["data"] for f in runs] == ["my_questions", "my_plain_questions"]
+    assert all(f["questions"] == len(rows) and f["split"] == "test" for f in runs)
+    given, linked = (f["metrics"]["subgraphrag"]["overall"]["answer_recall"]["10"] for f in runs)
+    assert 0 < linked <= given + 0.01 and given - linked < 0.1  # linking loses little
+    table = _ok(link, cwd, env).stdout
+    assert "| test | 232 | 232 | 0.8707 | 0.9483 |" in table  # the page's figures

@@ -143,3 +143,35 @@ def test_a_trained_retriever_scores_alike_on_cut_graphs(tmp_path, user_cache):
     ]
     print(f"answer recall@10: fixture graphs {recall[0]:.4f}, cut graphs {recall[1]:.4f}")
     assert abs(recall[0] - recall[1]) <= 0.03
+
+
+# ----------------------------------------------------------------------------- linking
+
+
+def test_the_linker_finds_the_topic_entity_of_webqsp_mini_questions(mini_store, capsys):
+    from gsr_train.commands.link import main as link_main
+
+    figures = link_main(["--data", str(MINI), "--kg", str(mini_store), "--splits", "test"])
+    test = figures["splits"]["test"]
+    print(capsys.readouterr().out)
+    assert test["questions"] == test["with_q_entity"] == 232
+    assert test["recall@1"] >= 0.85 and test["recall@5"] >= 0.94  # exact longest match: 0.70 / 0.74
+    assert test["ms_per_question"] < 50
+
+
+def test_data_link_fills_a_missing_q_entity_or_names_the_question(tmp_path, mini_store):
+    rows = fixture_rows("test")
+    plain = questions_without_graphs(tmp_path / "q", [{**r, "q_entity": []} for r in rows])
+    with pytest.raises(RowError, match=r"no q_entity \(data.link=true finds it in the question\)"):
+        ensure_graphs(plain, mini_store, ["test"], tmp_path / "cache")
+    folder = ensure_graphs(plain, mini_store, ["test"], tmp_path / "cache", link=True)
+    (figures,) = dict(iter_summary(folder)).values()
+    cut = pq.read_table(folder / "test.parquet").to_pylist()
+    assert figures["linked"] == figures["extracted"] == len(rows)
+    hits = sum(set(c["q_entity"]) & set(r["q_entity"]) != set() for c, r in zip(cut, rows))
+    assert hits >= 0.85 * len(rows)  # the linker's recall@1 (0.871)
+    nameless = questions_without_graphs(tmp_path / "n", [{**rows[0], "q_entity": [], "question": "zzqx vvkj"}])
+    with pytest.raises(RowError, match="no q_entity, and no entity of the KG store is named in the question"):
+        ensure_graphs(nameless, mini_store, ["test"], tmp_path / "cache", link=True)
+    skipped = ensure_graphs(nameless, mini_store, ["test"], tmp_path / "cache", skip_invalid=True, link=True)
+    assert dict(iter_summary(skipped))["test"]["skipped"] == 1

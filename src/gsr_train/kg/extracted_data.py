@@ -9,7 +9,8 @@ reused by every later run: training, ``eval.py``, the readers, ``gsr-train score
 resumed runs read it like any dataset.
 
 A topic entity the store does not know is counted; a question none of whose topic entities it
-knows is an error naming the question, or (``skip_invalid``) left out and counted.
+knows is an error naming the question, or (``skip_invalid``) left out and counted. With ``link``, a
+row without ``q_entity`` gets the entity its question names (:mod:`gsr_train.kg.linking`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gsr_train.io import atomic_dir, file_lock, stable_hash, write_json
 from gsr_train.kg.extract import Extractor
 from gsr_train.kg.extract_options import ExtractOptions
 from gsr_train.kg.index import source_fingerprint
+from gsr_train.kg.linking import EntityLinker, LinkOptions
 from gsr_train.kg.store import KGStore, open_store
 
 log = logging.getLogger(__name__)
@@ -51,11 +53,39 @@ def _strings(values: Any, source: str, row_id: str, name: str) -> list[str]:
 class _Split:
     """One split's rows with their graphs, written a row group at a time."""
 
-    def __init__(self, store: KGStore, extractor: Extractor, skip: bool) -> None:
-        self.store, self.extractor, self.skip = store, extractor, skip
-        self.counts = {"questions": 0, "extracted": 0, "kept_graph": 0, "skipped": 0, "unknown_topics": 0, "triples": 0}
+    def __init__(self, store: KGStore, extractor: Extractor, skip: bool, linker: EntityLinker | None = None) -> None:
+        self.store, self.extractor, self.skip, self.linker = store, extractor, skip, linker
+        self.counts = dict.fromkeys(("questions", "extracted", "kept_graph", "linked", "skipped", "unknown_topics"), 0)
+        self.counts["triples"] = 0
         self.first_unknown: str | None = None
         self.seconds = 0.0
+
+    def _topics(self, source: str, row_id: str, record: dict) -> list[int]:
+        """The row's topic entities in the store: its ``q_entity`` found by name, or (none given and
+        ``data.link``) the best linked one; none: an error naming the row, or a counted skip."""
+        topics = _strings(record.get("q_entity"), source, row_id, "q_entity")
+        ids = [self._entity(t) for t in topics]
+        unknown = [t for t, i in zip(topics, ids) if i is None]
+        if unknown:
+            self.counts["unknown_topics"] += len(unknown)
+            self.first_unknown = self.first_unknown or f"{source}: row {row_id!r}: {unknown[0]!r}"
+        known = [i for i in ids if i is not None]
+        if not topics and self.linker is not None:
+            linked = self.linker.link(str(record.get("question", "")), 1)
+            known = [linked[0][0]] if linked else []
+            self.counts["linked"] += bool(known)
+        if known:
+            return known
+        if self.skip:
+            self.counts["skipped"] += 1
+            return []
+        if topics:
+            why = f"no topic entity of {topics!r} is in the KG store {self.store.folder}"
+        elif self.linker is not None:
+            why = "no q_entity, and no entity of the KG store is named in the question"
+        else:
+            why = "no q_entity (data.link=true finds it in the question)"
+        raise RowError(source, row_id, "q_entity", f"{why} (data.skip_invalid=true leaves such questions out, counted)")
 
     def _entity(self, name: str) -> int | None:
         found = self.store.entities_named(name)
@@ -72,21 +102,9 @@ class _Split:
         if graph is not None:
             self.counts["kept_graph"] += 1
             return record, pa.array([list(map(str, t)) for t in graph], pa.list_(pa.string()))
-        topics = _strings(record.get("q_entity"), source, row_id, "q_entity")
-        ids = [self._entity(t) for t in topics]
-        unknown = [t for t, i in zip(topics, ids) if i is None]
-        if unknown:
-            self.counts["unknown_topics"] += len(unknown)
-            self.first_unknown = self.first_unknown or f"{source}: row {row_id!r}: {unknown[0]!r}"
-        known = [i for i in ids if i is not None]
+        known = self._topics(source, row_id, record)
         if not known:
-            if self.skip:
-                self.counts["skipped"] += 1
-                return None
-            why = f"no topic entity of {topics!r} is in the KG store {self.store.folder}" if topics else "no q_entity"
-            raise RowError(
-                source, row_id, "q_entity", f"{why} (data.skip_invalid=true leaves such questions out, counted)"
-            )
+            return None
         t0 = time.perf_counter()
         edges = self.extractor.edges(np.asarray(known, dtype=np.int64))
         self.seconds += time.perf_counter() - t0
@@ -154,9 +172,13 @@ def _write_split(source: str, split: str, job: _Split, path: Path) -> None:
     writer.close()
 
 
-def extracted_key(source: str, splits: Sequence[str], store: KGStore, options: ExtractOptions, skip: bool) -> str:
+def extracted_key(
+    source: str, splits: Sequence[str], store: KGStore, options: ExtractOptions, skip: bool, link: bool
+) -> str:
     prints = {split: source_fingerprint(source, split) for split in splits}
-    return stable_hash("extracted", FORMAT, prints, store.key, asdict(options), bool(skip))
+    return stable_hash(
+        "extracted", FORMAT, prints, store.key, asdict(options), bool(skip), asdict(LinkOptions()) if link else None
+    )
 
 
 def ensure_graphs(
@@ -166,12 +188,13 @@ def ensure_graphs(
     cache_dir: Path,
     options: ExtractOptions | None = None,
     skip_invalid: bool = False,
+    link: bool = False,
 ) -> Path:
     """The folder of ``source``'s splits with every missing graph cut from the store ``kg`` (built
-    once, then reused)."""
+    once, then reused); ``link``: a row without ``q_entity`` gets the entity the question names."""
     options = options or ExtractOptions()
     store = open_store(kg)
-    key = extracted_key(str(source), splits, store, options, skip_invalid)
+    key = extracted_key(str(source), splits, store, options, skip_invalid, link)
     folder = Path(cache_dir) / "extracted" / f"{Path(str(source)).name}-{key}"
     if (folder / SUMMARY_FILE).exists():
         return folder
@@ -180,9 +203,10 @@ def ensure_graphs(
         if (folder / SUMMARY_FILE).exists():
             return folder
         extractor, summary = Extractor(store, options), {}
+        linker = EntityLinker(store) if link else None
         with atomic_dir(folder) as tmp:
             for split in splits:
-                job = _Split(store, extractor, skip_invalid)
+                job = _Split(store, extractor, skip_invalid, linker)
                 _write_split(str(source), split, job, tmp / f"{split}.parquet")
                 summary[split] = _summary(job)
                 log.info("data.kg: %s %s", split, _describe(summary[split]))
@@ -205,6 +229,8 @@ def _summary(job: _Split) -> dict:
 
 def _describe(fig: dict) -> str:
     parts = [f"{fig['extracted']} graphs cut ({fig['triples_per_question']} triples, {fig['ms_per_question']} ms each)"]
+    if fig["linked"]:
+        parts.append(f"{fig['linked']} topic entities linked from the question")
     if fig["kept_graph"]:
         parts.append(f"{fig['kept_graph']} kept their own")
     if fig["unknown_topics"]:

@@ -148,6 +148,7 @@ class DataOptions:
     )
     kg: str | None = option(None, "a whole-KG store (gsr-train import-kg): rows without a graph get theirs cut from it")
     extract: ExtractOptions = option(ExtractOptions(), "how a question's graph is cut from data.kg")
+    link: bool = option(False, "with data.kg: a row without q_entity gets the entity its question names")
 
 
 DATA_FILE = "conf/data/ (data=...)"

@@ -45,10 +45,11 @@ def resolve_data_dir(cfg: DictConfig) -> str:
     if not kg:
         return folder
     options = ExtractOptions(**as_dict(cfg.data.get("extract") or OmegaConf.create({})))
-    skip = bool(cfg.data.get("skip_invalid", False))
-    key = (folder, str(kg), tuple(cfg.data.splits), str(cache_dir(cfg)), options, skip)
+    skip, link = bool(cfg.data.get("skip_invalid", False)), bool(cfg.data.get("link", False))
+    key = (folder, str(kg), tuple(cfg.data.splits), str(cache_dir(cfg)), options, skip, link)
     if key not in _EXTRACTED:
-        _EXTRACTED[key] = str(ensure_graphs(folder, str(kg), tuple(cfg.data.splits), cache_dir(cfg), options, skip))
+        made = ensure_graphs(folder, str(kg), tuple(cfg.data.splits), cache_dir(cfg), options, skip, link)
+        _EXTRACTED[key] = str(made)
     return _EXTRACTED[key]
 
 
