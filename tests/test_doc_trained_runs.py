@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import SHARED_DATA
-from .doc_blocks import block, commands
+from .doc_blocks import block, blocks, commands
 from .test_eval_cli import unseen_test_folder
 from .test_own_kg import fixture_rows, questions_without_graphs, union_kg
 from .test_readme_commands import _checkout, _env, _run
@@ -119,10 +119,11 @@ def test_export_and_dry_run_as_written(trained):
     assert "NOT set" in printed  # a dry run needs no token, and uploads nothing
 
 
-def test_own_kg_page_as_written(trained):
-    """A KG file and questions without graphs (webqsp_mini's, made as the page says) to a trained run's figures."""
+def test_own_kg_page_as_written(trained, monkeypatch):
+    """A KG file and questions without graphs (webqsp_mini's, made as the page says) to a trained run's figures;
+    the page's Python snippet too, with ``<time>`` filled in."""
     cwd, env = trained
-    import_line, evaluate, link, evaluate_linked = _lines_after_training(OWN_KG, "gsr-train import-kg")
+    import_line, evaluate, link, evaluate_linked, ask = _lines_after_training(OWN_KG, "gsr-train import-kg")
     union_kg(cwd / "my_kg.tsv")
     rows = fixture_rows("test")
     questions_without_graphs(cwd / "my_questions", rows)
@@ -142,3 +143,47 @@ def test_own_kg_page_as_written(trained):
     assert 0 < linked <= given + 0.01 and given - linked < 0.1  # linking loses little
     table = _ok(link, cwd, env).stdout
     assert "| test | 232 | 232 | 0.8707 | 0.9483 |" in table  # the page's figures
+    asked = _ok(ask, cwd, env).stdout
+    assert "topic entities: Justin Bieber" in asked and "| 1 | " in asked and "| 10 | " in asked
+    assert "people.person.nationality | Canada" in asked
+    (snippet,) = blocks(OWN_KG, lang="python")
+    (run,) = (cwd / "outputs" / "subgraphrag_quickstart").iterdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("GSR_TRAIN_CACHE", env["GSR_TRAIN_CACHE"])  # the cache the commands above filled
+    scope: dict = {}
+    exec(snippet.replace("<time>", run.name), scope)
+    answer = scope["answer"]
+    assert answer.entities[0][0] == "Justin Bieber" and answer.triples > 0 and len(answer.evidence) == 10
+
+
+def test_ask_the_quickstart_run_over_a_kg_made_from_the_embedded_benchmark(trained, tmp_path):
+    """``Pipeline.from_run(...).ask``: the linked topic, the question's graph cut from the store, the
+    run's best triples; warm calls well under a second."""
+    import time
+
+    from gsr_train.data.synthetic import ensure_synthetic
+    from gsr_train.kg.store_build import import_kg
+    from gsr_train.runs.pipeline import Pipeline
+
+    cwd, env = trained
+    folder = ensure_synthetic({}, Path(env["GSR_TRAIN_CACHE"]))
+    rows = {}
+    for split in ("train", "validation", "test"):
+        with gzip.open(folder / f"{split}.jsonl.gz", "rt") as f:
+            rows[split] = [json.loads(line) for line in f]
+    triples = dict.fromkeys(tuple(t) for split in rows.values() for r in split for t in r["graph"])
+    (tmp_path / "kg.tsv").write_text("".join("\t".join(t) + "\n" for t in triples))
+    import_kg([tmp_path / "kg.tsv"], tmp_path / "store")
+    (run,) = (cwd / "outputs" / "subgraphrag_quickstart").iterdir()
+    pipeline = Pipeline.from_run(run, tmp_path / "store", cache_dir=env["GSR_TRAIN_CACHE"])
+    test = rows["test"][:20]
+    linked = found = 0
+    for row in test:
+        t0 = time.perf_counter()
+        answer = pipeline.ask(row["question"])
+        assert time.perf_counter() - t0 < 1.0 and answer.triples > 0 and len(answer.evidence) == 10
+        linked += answer.entities[0][0] in row["q_entity"]
+        found += any({e.head, e.tail} & set(row["a_entity"]) for e in answer.evidence)
+    assert linked >= 16 and found >= 12, (linked, found)
+    given = pipeline.ask(test[0]["question"], entities=test[0]["q_entity"])
+    assert [name for name, _ in given.entities] == test[0]["q_entity"]

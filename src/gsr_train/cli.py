@@ -34,6 +34,7 @@ VERBS = {
     "supervision": Verb("gsr_train.commands.build_supervision", "shortest-path supervision of every split"),
     "embed": Verb("gsr_train.commands.embed", "embed entities, relations and questions once (resumable)"),
     "make-synthetic": Verb("gsr_train.commands.make_synthetic", "write the embedded synthetic benchmark"),
+    "ask": Verb("gsr_train.commands.ask", "ask a trained SubgraphRAG run one question over a KG store"),
     "link": Verb("gsr_train.commands.link", "link questions to a KG store's entities; topic-entity recall@1 / @5"),
     "import-kg": Verb("gsr_train.commands.import_kg", "import a KG file (TSV, CSV, N-Triples, parquet) into a store"),
     "llm-label-triples": Verb(

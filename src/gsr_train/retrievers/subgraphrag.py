@@ -165,6 +165,12 @@ class SubgraphRAGRetriever:
             )
         return self._proj
 
+    def clear_projections(self) -> None:
+        """Forget the cached projection table: the next scoring projects ``emb`` again (a caller that
+        scores each question with a table of its own entities, whose tensors may reuse freed ids)."""
+        self._proj = self._proj_key = None
+        self._compiled = self._compiled_for = None
+
     def parts(self, emb, split: SplitGraphs) -> list[tuple[int, int]]:
         """Question runs scored with one projection table each: the whole split when the
         vocabulary's table fits the budget, else runs whose local entities (an upper bound

@@ -1,0 +1,52 @@
+"""Ask one question of a trained SubgraphRAG run over a KG store: the linked entities, the best triples.
+
+    gsr-train ask outputs/subgraphrag_quickstart/<time> "where was justin bieber born" --kg my_kg_store
+    gsr-train ask RUN "who directed it" --kg my_kg_store --entity "Titanic" --top_k 20
+
+The topic entity comes from the linker unless ``--entity`` names it; the question's graph is cut from
+the store as ``data.kg`` cuts it and every triple scored by the run. The first call embeds the store's
+names through the cache; from Python, ``Pipeline.from_run(RUN, kg=DIR).ask(question)``
+(:mod:`gsr_train.runs.pipeline`) keeps everything loaded between questions.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gsr_train.clikit import run as run_verb
+from gsr_train.commands import Cache
+from gsr_train.data.errors import report_user_errors
+
+
+def command(
+    run: Annotated[str, typer.Argument(help="a trained SubgraphRAG run folder (or a checkpoint in one)")],
+    question: Annotated[str, typer.Argument(help="the question, in quotes")],
+    kg: Annotated[str, typer.Option("--kg", help="a KG store (gsr-train import-kg)")],
+    entity: Annotated[
+        list[str] | None, typer.Option("--entity", help="a topic entity by name (repeatable; default: linked)")
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top_k", min=1, help="triples shown")] = 10,
+    cache: Cache = None,
+) -> dict:
+    """Ask one question of a trained SubgraphRAG run over a KG store: linked entities, best triples."""
+    return report_user_errors(_ask, run, question, kg, entity, top_k, cache)
+
+
+def _ask(run: str, question: str, kg: str, entity: list[str] | None, top_k: int, cache: str | None) -> dict:
+    from dataclasses import asdict
+
+    from gsr_train.eval.markdown import markdown_table
+    from gsr_train.runs.pipeline import Pipeline
+
+    answer = Pipeline.from_run(run, kg, cache, top_k).ask(question, entity)
+    linked = ", ".join(f"{name} ({score:.2f})" for name, score in answer.entities)
+    print(f"question: {answer.question}\ntopic entities: {linked}\ngraph cut: {answer.triples:,} triples")
+    rows = [[i + 1, e.head, e.relation, e.tail, f"{e.score:.3f}"] for i, e in enumerate(answer.evidence)]
+    print(markdown_table(["rank", "head", "relation", "tail", "score"], rows, left=4))
+    return asdict(answer)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return run_verb(command, argv, "gsr-train ask")
