@@ -35,8 +35,10 @@ def test_getting_started_as_written(tmp_path, user_cache):
     shown = re.search(figure, REPO.joinpath(PAGE).read_text())
     assert shown, "the page no longer shows the quickstart's answer recall@10"
     figures = json.loads((quickstart / "metrics.json").read_text())["metrics"]
-    printed = [f"{figures[m]['overall']['answer_recall']['10']:.3f}" for m in ("subgraphrag", "cosine")]
-    assert printed == list(shown.groups())  # the figures the page shows, as any machine prints them
+    printed = [figures[m]["overall"]["answer_recall"]["10"] for m in ("subgraphrag", "cosine")]
+    # the figures the page shows, within what another CPU's kernels move them (the portable mode's
+    # figure is checked to the last digit by tests/test_numerics.py)
+    assert all(abs(p - float(s)) <= 0.005 for p, s in zip(printed, shown.groups())), (printed, shown.groups())
     assert json.loads((smaller / "metrics.json").read_text())["rows"][0]["k"] == 50
     options = done["gsr-train options subgraphrag_quickstart"].stdout
     assert "model.hidden" in options and "top_k" in options
