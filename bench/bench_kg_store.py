@@ -117,6 +117,26 @@ def index_build_figures(rows: int) -> dict | None:
     return None if not found else {k: found["build"][k] for k in ("seconds", "peak_rss_mb")}
 
 
+def print_table(meta: dict, made: dict, stages: dict, opened: dict, cut: dict, index: dict | None) -> None:
+    size = f"{meta['triples']:,} triples ({made['bytes'] / 1e9:.1f} GB TSV), {meta['entities']:,} entities"
+    table = Table(title=f"whole-KG store, {size}")
+    for column in ("stage", "wall s", "peak RSS MB", "what"):
+        table.add_column(column)
+    what = {
+        "import": f"{meta['triples'] / stages['import']['seconds'] / 1e6:.2f}M triples/s",
+        "open": f"open_store + a lookup {opened['open_s']} s (the package's import {opened['package_import_s']} s)",
+        "extract": f"{cut['ms_median']} ms median, {cut['ms_p90']} p90, {cut['ms_max']} max; "
+        f"{cut['triples_mean']} triples, {cut['capped_share']:.0%} capped",
+    }
+    for name, text in what.items():
+        table.add_row(name, str(stages[name]["seconds"]), str(stages[name]["peak_rss_mb"]), text)
+    if index:
+        table.add_row(
+            "index build (bench_scale)", str(index["seconds"]), str(index["peak_rss_mb"]), "per-question index"
+        )
+    Console().print(table)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--triples", default="100M")
@@ -148,37 +168,7 @@ def main() -> None:
     stages["open"], opened = child(CHILD_OPEN, str(store), log=work / "open.log")
     stages["extract"], cut = child(CHILD_EXTRACT, str(store), str(args.questions), log=work / "extract.log")
     index = index_build_figures(rows)
-    size = f"{meta['triples']:,} triples ({made['bytes'] / 1e9:.1f} GB TSV), {meta['entities']:,} entities"
-    table = Table(title=f"whole-KG store, {size}")
-    for column in ("stage", "wall s", "peak RSS MB", "what"):
-        table.add_column(column)
-    table.add_row(
-        "import",
-        str(stages["import"]["seconds"]),
-        str(stages["import"]["peak_rss_mb"]),
-        f"{meta['triples'] / stages['import']['seconds'] / 1e6:.2f}M triples/s",
-    )
-    table.add_row(
-        "open",
-        str(stages["open"]["seconds"]),
-        str(stages["open"]["peak_rss_mb"]),
-        f"open_store + a lookup {opened['open_s']} s (the package's import {opened['package_import_s']} s)",
-    )
-    table.add_row(
-        "extract",
-        str(stages["extract"]["seconds"]),
-        str(stages["extract"]["peak_rss_mb"]),
-        f"{cut['ms_median']} ms median, {cut['ms_p90']} p90, {cut['ms_max']} max; "
-        f"{cut['triples_mean']} triples, {cut['capped_share']:.0%} capped",
-    )
-    if index:
-        table.add_row(
-            "index build (bench_scale)",
-            str(index["seconds"]),
-            str(index["peak_rss_mb"]),
-            "per-question index of a RoG corpus this size",
-        )
-    Console().print(table)
+    print_table(meta, made, stages, opened, cut, index)
     save_figures(
         args.out,
         {

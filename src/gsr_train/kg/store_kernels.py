@@ -27,6 +27,16 @@ def bucket_edges(keys: np.ndarray, ptr: np.ndarray, out: np.ndarray, first_edge:
 
 
 @njit(cache=True, nogil=True)
+def _by_degree(frontier: np.ndarray, out_ptr: np.ndarray, in_ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each frontier node's degree (both ways) and the frontier's order by it, smallest first, stable."""
+    degree = np.empty(frontier.size, dtype=np.int64)
+    for i in range(frontier.size):
+        u = frontier[i]
+        degree[i] = out_ptr[u + 1] - out_ptr[u] + in_ptr[u + 1] - in_ptr[u]
+    return degree, np.argsort(degree, kind="mergesort")
+
+
+@njit(cache=True, nogil=True)
 def expand(
     out_ptr: np.ndarray,
     out_edge: np.ndarray,
@@ -58,11 +68,7 @@ def expand(
     start, stop = 0, n_nodes
     for hop in range(hops):
         frontier = nodes[start:stop].copy()
-        degree = np.empty(frontier.size, dtype=np.int64)
-        for i in range(frontier.size):
-            u = frontier[i]
-            degree[i] = out_ptr[u + 1] - out_ptr[u] + in_ptr[u + 1] - in_ptr[u]
-        order = np.argsort(degree, kind="mergesort")
+        degree, order = _by_degree(frontier, out_ptr, in_ptr)
         for j in range(order.size):
             u = frontier[order[j]]
             room = budget - n_edges
