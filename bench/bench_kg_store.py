@@ -105,6 +105,29 @@ print(json.dumps({k: round(v, 3) for k, v in figures.items()}))
 """
 
 
+CHILD_LINK = """
+import json, resource, sys, time
+import numpy as np
+from gsr_train.kg.store import open_store
+from gsr_train.kg.linking import EntityLinker
+s = open_store(sys.argv[1]); n = int(sys.argv[2])
+t0 = time.perf_counter(); linker = EntityLinker(s); index_s = time.perf_counter() - t0
+rng = np.random.default_rng(2)
+picks = np.asarray(s.heads[rng.integers(0, s.num_triples, 20 * n)], dtype=np.int64)  # degree-weighted
+names = s.display_names(picks).to_pylist()
+named = [(int(e), t) for e, t in zip(picks, names) if t.startswith("Entity ")][:n]
+ms, hits = [], 0
+for e, name in named:
+    t0 = time.perf_counter()
+    found = linker.link(f"where was {name.lower()} born", 5)
+    ms.append(1000 * (time.perf_counter() - t0))
+    hits += bool(found) and found[0][0] == e
+figures = {"index_s": index_s, "questions": len(named), "recall@1": hits / max(len(named), 1),
+           "ms_median": float(np.median(ms)), "ms_p90": float(np.percentile(ms, 90))}
+print(json.dumps({k: round(v, 3) for k, v in figures.items()}))
+"""
+
+
 def child(code: str, *args: str, log: Path) -> tuple[dict, dict]:
     stage = run_stage([PY, "-c", code, *args], log=log)
     return stage, json.loads(log.read_text().strip().splitlines()[-1])
@@ -117,7 +140,9 @@ def index_build_figures(rows: int) -> dict | None:
     return None if not found else {k: found["build"][k] for k in ("seconds", "peak_rss_mb")}
 
 
-def print_table(meta: dict, made: dict, stages: dict, opened: dict, cut: dict, index: dict | None) -> None:
+def print_table(
+    meta: dict, made: dict, stages: dict, opened: dict, cut: dict, linked: dict, index: dict | None
+) -> None:
     size = f"{meta['triples']:,} triples ({made['bytes'] / 1e9:.1f} GB TSV), {meta['entities']:,} entities"
     table = Table(title=f"whole-KG store, {size}")
     for column in ("stage", "wall s", "peak RSS MB", "what"):
@@ -127,6 +152,8 @@ def print_table(meta: dict, made: dict, stages: dict, opened: dict, cut: dict, i
         "open": f"open_store + a lookup {opened['open_s']} s (the package's import {opened['package_import_s']} s)",
         "extract": f"{cut['ms_median']} ms median, {cut['ms_p90']} p90, {cut['ms_max']} max; "
         f"{cut['triples_mean']} triples, {cut['capped_share']:.0%} capped",
+        "link": f"linker index {linked['index_s']} s; {linked['ms_median']} ms median, {linked['ms_p90']} p90 a "
+        f"question; topic recall@1 {linked['recall@1']}",
     }
     for name, text in what.items():
         table.add_row(name, str(stages[name]["seconds"]), str(stages[name]["peak_rss_mb"]), text)
@@ -167,8 +194,9 @@ def main() -> None:
     meta = json.loads((store / "meta.json").read_text())
     stages["open"], opened = child(CHILD_OPEN, str(store), log=work / "open.log")
     stages["extract"], cut = child(CHILD_EXTRACT, str(store), str(args.questions), log=work / "extract.log")
+    stages["link"], linked = child(CHILD_LINK, str(store), str(args.questions), log=work / "link.log")
     index = index_build_figures(rows)
-    print_table(meta, made, stages, opened, cut, index)
+    print_table(meta, made, stages, opened, cut, linked, index)
     save_figures(
         args.out,
         {
@@ -180,6 +208,7 @@ def main() -> None:
             "stages": stages,
             "open": opened,
             "extract": cut,
+            "link": linked,
             "index_build_bench_scale": index,
         },
     )

@@ -14,7 +14,7 @@ import pytest
 from omegaconf import open_dict
 
 from gsr_train.data.errors import PreflightError, RowError
-from gsr_train.kg.extracted_data import ensure_graphs, iter_summary
+from gsr_train.kg.extracted_data import SUMMARY_FILE, ensure_graphs
 from gsr_train.kg.store_build import import_kg
 from gsr_train.options.preflight import preflight
 from gsr_train.runtime.run_data import resolve_data_dir
@@ -47,6 +47,11 @@ def questions_without_graphs(folder: Path, rows: list[dict], split: str = "test"
     return folder
 
 
+def split_figures(folder: Path) -> dict:
+    """What ensure_graphs wrote of each split (what it logged)."""
+    return json.loads((folder / SUMMARY_FILE).read_text())["splits"]
+
+
 def answer_coverage(rows) -> float:
     """Share of questions with an answer entity among their graph's nodes."""
     hit = [bool(set(r["a_entity"]) & {x for h, _, t in r["graph"] for x in (h, t)}) for r in rows]
@@ -69,7 +74,7 @@ def test_cut_graphs_cover_an_answer_as_often_as_the_fixtures(tmp_path, mini_stor
     ours, theirs = answer_coverage(cut), answer_coverage(rows)
     print(f"answer coverage: cut graphs {ours:.4f}, fixture graphs {theirs:.4f}")
     assert abs(ours - theirs) <= 0.01
-    (figures,) = dict(iter_summary(folder)).values()
+    (figures,) = split_figures(folder).values()
     assert figures["extracted"] == len(rows) and figures["unknown_topics"] == 0
     assert 0 < figures["triples_per_question"] <= 5000
     again = ensure_graphs(tmp_path / "q", mini_store, ["test"], tmp_path / "cache")
@@ -84,7 +89,7 @@ def test_rows_with_graphs_keep_them_and_unknown_topics_are_counted_or_refused(tm
     with gzip.open(folder / "test.jsonl.gz", "at") as f:
         f.write(json.dumps(rows[2]) + "\n")  # this one keeps its own graph
     out = ensure_graphs(folder, mini_store, ["test"], tmp_path / "cache")
-    (figures,) = dict(iter_summary(out)).values()
+    (figures,) = split_figures(out).values()
     assert figures["kept_graph"] == 1 and figures["extracted"] == 2 and figures["unknown_topics"] == 1
     assert "Nobody We Know" in figures["first_unknown_topic"]
     kept = pq.read_table(out / "test.parquet").to_pylist()[2]
@@ -94,7 +99,7 @@ def test_rows_with_graphs_keep_them_and_unknown_topics_are_counted_or_refused(tm
     with pytest.raises(RowError, match=r"no topic entity of \['Nobody We Know'\] is in the KG store .*skip_invalid"):
         ensure_graphs(lost, mini_store, ["test"], tmp_path / "cache")
     skipped = ensure_graphs(lost, mini_store, ["test"], tmp_path / "cache", skip_invalid=True)
-    assert dict(iter_summary(skipped))["test"]["skipped"] == 1
+    assert split_figures(skipped)["test"]["skipped"] == 1
 
 
 def test_data_kg_is_checked_before_any_work_and_read_through_the_one_data_path(tmp_path, mini_store):
@@ -165,7 +170,7 @@ def test_data_link_fills_a_missing_q_entity_or_names_the_question(tmp_path, mini
     with pytest.raises(RowError, match=r"no q_entity \(data.link=true finds it in the question\)"):
         ensure_graphs(plain, mini_store, ["test"], tmp_path / "cache")
     folder = ensure_graphs(plain, mini_store, ["test"], tmp_path / "cache", link=True)
-    (figures,) = dict(iter_summary(folder)).values()
+    (figures,) = split_figures(folder).values()
     cut = pq.read_table(folder / "test.parquet").to_pylist()
     assert figures["linked"] == figures["extracted"] == len(rows)
     hits = sum(set(c["q_entity"]) & set(r["q_entity"]) != set() for c, r in zip(cut, rows))
@@ -174,4 +179,4 @@ def test_data_link_fills_a_missing_q_entity_or_names_the_question(tmp_path, mini
     with pytest.raises(RowError, match="no q_entity, and no entity of the KG store is named in the question"):
         ensure_graphs(nameless, mini_store, ["test"], tmp_path / "cache", link=True)
     skipped = ensure_graphs(nameless, mini_store, ["test"], tmp_path / "cache", skip_invalid=True, link=True)
-    assert dict(iter_summary(skipped))["test"]["skipped"] == 1
+    assert split_figures(skipped)["test"]["skipped"] == 1

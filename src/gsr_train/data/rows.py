@@ -126,7 +126,7 @@ def describe_skip_figures(split: str, fig: dict) -> str:
 TRIPLE_REASON = "a triple is not three non-empty strings"
 
 
-def _string_list(value: Any, source: str, row_id: str, name: str, allow_empty: bool = True) -> tuple[str, ...]:
+def string_list(value: Any, source: str, row_id: str, name: str, allow_empty: bool = True) -> tuple[str, ...]:
     if value is None:
         raise RowError(source, row_id, name, "missing")
     if not isinstance(value, (list, tuple)):
@@ -149,9 +149,9 @@ def validate_row(raw: Any, source: str, position: int) -> Row:
     question = raw.get("question")
     if not isinstance(question, str) or not question.strip():
         raise RowError(source, row_id, "question", "missing or empty")
-    answer = _string_list(raw.get("answer"), source, row_id, "answer")
-    q_entity = _string_list(raw.get("q_entity"), source, row_id, "q_entity", allow_empty=False)
-    a_entity = _string_list(raw.get("a_entity"), source, row_id, "a_entity")
+    answer = string_list(raw.get("answer"), source, row_id, "answer")
+    q_entity = string_list(raw.get("q_entity"), source, row_id, "q_entity", allow_empty=False)
+    a_entity = string_list(raw.get("a_entity"), source, row_id, "a_entity")
     graph_raw = raw.get("graph")
     if graph_raw is None:
         raise RowError(source, row_id, "graph", "missing")

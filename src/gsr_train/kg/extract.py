@@ -23,8 +23,9 @@ class Extractor:
     def __init__(self, store: KGStore, options: ExtractOptions | None = None) -> None:
         self.store = store
         self.options = options or ExtractOptions()
-        self._dist = np.full(store.num_entities, SK.UNSEEN, dtype=np.int64)
-        self._local = np.full(store.num_entities, SK.UNSEEN, dtype=np.int64)
+        # 6 bytes an entity: hops fit int8, a subgraph's local ids int32
+        self._dist = np.full(store.num_entities, SK.UNSEEN, dtype=np.int8)
+        self._local = np.full(store.num_entities, SK.UNSEEN, dtype=np.int32)
         self._expanded = np.zeros(store.num_entities, dtype=np.uint8)
         s = store
         self._arrays = tuple(np.asarray(a) for a in (s.out_ptr, s.out_edge, s.in_ptr, s.in_edge, s.heads, s.tails))

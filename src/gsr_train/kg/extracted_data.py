@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gsr_train.data.errors import RowError
-from gsr_train.data.rows import iter_records
+from gsr_train.data.rows import iter_records, string_list
 from gsr_train.io import atomic_dir, file_lock, stable_hash, write_json
 from gsr_train.kg.extract import Extractor
 from gsr_train.kg.extract_options import ExtractOptions
@@ -40,14 +40,6 @@ log = logging.getLogger(__name__)
 ROWS_PER_GROUP = 512
 SUMMARY_FILE = "extract.json"
 FORMAT = 1
-
-
-def _strings(values: Any, source: str, row_id: str, name: str) -> list[str]:
-    if values is None:
-        return []
-    if isinstance(values, str) or not isinstance(values, (list, tuple)):
-        raise RowError(source, row_id, name, f"expected a list of strings, got {values!r}")
-    return [str(v) for v in values]
 
 
 class _Split:
@@ -63,7 +55,7 @@ class _Split:
     def _topics(self, source: str, row_id: str, record: dict) -> list[int]:
         """The row's topic entities in the store: its ``q_entity`` found by name, or (none given and
         ``data.link``) the best linked one; none: an error naming the row, or a counted skip."""
-        topics = _strings(record.get("q_entity"), source, row_id, "q_entity")
+        topics = string_list(record.get("q_entity") or [], source, row_id, "q_entity")
         ids = [self._entity(t) for t in topics]
         unknown = [t for t, i in zip(topics, ids) if i is None]
         if unknown:
@@ -80,7 +72,7 @@ class _Split:
             self.counts["skipped"] += 1
             return []
         if topics:
-            why = f"no topic entity of {topics!r} is in the KG store {self.store.folder}"
+            why = f"no topic entity of {list(topics)!r} is in the KG store {self.store.folder}"
         elif self.linker is not None:
             why = "no q_entity, and no entity of the KG store is named in the question"
         else:
@@ -101,7 +93,10 @@ class _Split:
         graph = record.get("graph")
         if graph is not None:
             self.counts["kept_graph"] += 1
-            return record, pa.array([list(map(str, t)) for t in graph], pa.list_(pa.string()))
+            try:  # converted by Arrow in one call (its check: string triples; the index build checks the rest)
+                return record, pa.array(graph, pa.list_(pa.string()))
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                raise RowError(source, row_id, "graph", f"not a list of string triples ({e})") from None
         known = self._topics(source, row_id, record)
         if not known:
             return None
@@ -110,7 +105,7 @@ class _Split:
         self.seconds += time.perf_counter() - t0
         self.counts["extracted"] += 1
         self.counts["triples"] += int(edges.size)
-        answers = _strings(record.get("a_entity"), source, row_id, "a_entity")
+        answers = string_list(record.get("a_entity") or [], source, row_id, "a_entity")
         answer_ids = [self._entity(a) for a in answers]
         named = {**record, "q_entity": self._display(known)}
         named["a_entity"] = [a if i is None else self._display([i])[0] for a, i in zip(answers, answer_ids)]
@@ -238,10 +233,3 @@ def _describe(fig: dict) -> str:
     if fig["skipped"]:
         parts.append(f"{fig['skipped']} questions skipped: no topic entity in the KG")
     return "; ".join(parts)
-
-
-def iter_summary(folder: Path) -> Iterator[tuple[str, dict]]:
-    """Each split's figures of an extracted folder (what :func:`ensure_graphs` logged)."""
-    import json
-
-    yield from json.loads((folder / SUMMARY_FILE).read_text())["splits"].items()

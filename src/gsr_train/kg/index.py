@@ -46,12 +46,13 @@ from gsr_train.kg.vocab import NameIds, StringVocab
 
 log = logging.getLogger(__name__)
 
-NO_TEXT_PATTERN = re.compile(r"^[mg]\.[0-9a-z_]+$")
+# mediators: raw Freebase ids (m.0abc, g.11x) and RDF blank nodes (_:b0) name nothing
+NO_TEXT_PATTERN = re.compile(r"^(?:[mg]\.[0-9a-z_]+|_:.*)$")
 DEFAULT_CHUNK_EDGES = 1 << 22
 
 
 def has_text(name: str) -> bool:
-    """Raw Freebase ids (``m.0abc``, ``g.11x``) carry no useful text."""
+    """Raw Freebase ids (``m.0abc``, ``g.11x``) and RDF blank nodes (``_:b0``) carry no useful text."""
     return NO_TEXT_PATTERN.match(name) is None
 
 

@@ -23,17 +23,16 @@ The token index is built with Arrow compute over every name at once (no Python p
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gsr_train.kg.index import names_have_text
 from gsr_train.kg.store import KGStore
 from gsr_train.kg.vocab import StringInterner
 
-MEDIATOR = r"^([mg]\.[0-9a-z_]+|_:.*)$"
 STOPWORDS = frozenset(
     "what who whom whose where when which why how is are was were be been being the a an of in on to did do does "
     "for and or by from with at as has have had this that these those it its into about there their they he she "
@@ -70,9 +69,7 @@ def _surfaces(store: KGStore) -> tuple[np.ndarray, pa.Array]:
     ids = store.entities.to_arrow()
     own = pc.replace_substring_regex(ids, r"^.*[/#]", "")  # an IRI's local name
     own = pc.replace_substring(own, "_", " ")
-    unnamed = np.asarray(store.label) < 0
-    mediator = np.asarray(pc.match_substring_regex(ids, MEDIATOR).to_numpy(zero_copy_only=False), dtype=bool)
-    keep = np.flatnonzero(unnamed & ~mediator)
+    keep = np.flatnonzero((np.asarray(store.label) < 0) & names_have_text(store.entities))
     name_entity = np.asarray(store.name_entity, dtype=np.int64)
     name_of = np.repeat(np.arange(len(store.names)), np.diff(np.asarray(store.name_ptr)))
     entities = np.concatenate([keep, name_entity])
@@ -149,7 +146,3 @@ class EntityLinker:
         entity = int(self.surface_entity[surface])
         prior = o.prior * math.log1p(self.degree[entity])
         return float(matched * (matched / total) ** o.alpha + (o.phrase_bonus if whole else 0.0) + prior)
-
-
-def mediator(name: str) -> bool:
-    return re.match(MEDIATOR, name) is not None

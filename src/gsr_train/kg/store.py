@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from gsr_train.arrays import open_array
 from gsr_train.data.errors import UserError
@@ -83,9 +85,6 @@ class KGStore:
 
     def display_names(self, ids: np.ndarray) -> Any:
         """Each entity's label, or its id where it has none (an Arrow string array)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         ids = np.asarray(ids, dtype=np.int64)
         label = np.asarray(self.label[ids], dtype=np.int64)
         has = label >= 0

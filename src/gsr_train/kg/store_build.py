@@ -16,6 +16,7 @@ no-op, into a folder that holds another store is refused unless ``overwrite``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -112,8 +113,6 @@ class _Import:
         self.last = time.perf_counter()
 
     def _saved(self) -> dict | None:
-        import json
-
         try:
             saved = json.loads((self.partial / PROGRESS_FILE).read_text())
         except (OSError, ValueError):

@@ -20,7 +20,7 @@ import gzip
 import io
 import itertools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,49 +130,58 @@ def _drop(batch: Batch, keep: np.ndarray) -> Batch:
     return Batch(batch.heads.filter(mask), batch.relations.filter(mask), batch.tails.filter(mask))
 
 
-def read_delimited(path: Path, fmt: str, bad: BadLines, chunks: Chunks) -> Iterator[Batch]:
-    """A TSV / CSV file in blocks of ``chunks.block_bytes``."""
+def _csv_records(
+    path: Path, kind: str, columns: Sequence[str], skip_rows: int, bad: BadLines, chunks: Chunks
+) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """Record batches of a delimited file (every column a string) with the count of rows of a wrong
+    field count left out before each; those rows go to ``bad`` with their line. ``kind``: ``csv``
+    (commas, quoted fields), else tab-separated without quoting."""
     import pyarrow.csv as csv
 
-    delimiter = "\t" if fmt == "tsv" else ","
-    header = tuple(part.strip().lower() for part in _first_line(path).split(delimiter)) in HEADERS
     wrong: list[tuple[int | None, str]] = []
 
     def invalid(row: Any) -> str:
-        wrong.append((row.number, f"{row.actual_columns} fields, expected 3"))
+        wrong.append((row.number, f"{row.actual_columns} fields, expected {len(columns)}"))
         return "skip" if bad.skip else "error"
 
     # one thread: bad rows then carry their line number (the interning, not the parsing, is the cost)
     read = csv.ReadOptions(
-        column_names=["head", "relation", "tail"],
-        skip_rows=int(header),
-        block_size=chunks.block_bytes,
-        use_threads=False,
+        column_names=list(columns), skip_rows=skip_rows, block_size=chunks.block_bytes, use_threads=False
     )
+    quoted = kind == "csv"
     parse = csv.ParseOptions(
-        delimiter=delimiter, quote_char=False if fmt == "tsv" else '"', invalid_row_handler=invalid
+        delimiter="," if quoted else "\t", quote_char='"' if quoted else False, invalid_row_handler=invalid
     )
-    convert = csv.ConvertOptions(column_types=dict.fromkeys(("head", "relation", "tail"), pa.string()))
-    line = 1 + int(header)
+    convert = csv.ConvertOptions(column_types=dict.fromkeys(columns, pa.string()))
     try:
-        reader = csv.open_csv(pa.input_stream(str(path), compression="detect"), read, parse, convert)
-        for record in reader:
-            batch = Batch(*(record.column(i) for i in range(3)))
-            empty = _empty_rows(batch)
-            if empty.any():
-                bad.add(path, line + int(np.flatnonzero(empty)[0]) + len(wrong), "an empty field", int(empty.sum()))
-                batch = _drop(batch, ~empty)
+        for record in csv.open_csv(pa.input_stream(str(path), compression="detect"), read, parse, convert):
             for number, why in wrong:
                 bad.add(path, number, why)
-            line += record.num_rows + len(wrong)
+            skipped = len(wrong)
             wrong.clear()
-            yield batch
+            yield record, skipped
     except pa.ArrowInvalid as e:
         for number, why in wrong:
             bad.add(path, number, why)  # raises: the first bad line, named
-        raise KGImportError(f"{path}: cannot be read as {fmt.upper()} ({e})") from None
+        raise KGImportError(f"{path}: cannot be read as {kind.upper()} ({e})") from None
     except (OSError, EOFError, UnicodeDecodeError) as e:
         raise KGImportError(f"{path}: cannot be read ({e})") from None
+
+
+def read_delimited(path: Path, fmt: str, bad: BadLines, chunks: Chunks) -> Iterator[Batch]:
+    """A TSV / CSV file in blocks of ``chunks.block_bytes``."""
+    delimiter = "\t" if fmt == "tsv" else ","
+    header = tuple(part.strip().lower() for part in _first_line(path).split(delimiter)) in HEADERS
+    line = 1 + int(header)
+    columns = ("head", "relation", "tail")
+    for record, skipped in _csv_records(path, fmt, columns, int(header), bad, chunks):
+        batch = Batch(*(record.column(i) for i in range(3)))
+        empty = _empty_rows(batch)
+        if empty.any():
+            bad.add(path, line + int(np.flatnonzero(empty)[0]) + skipped, "an empty field", int(empty.sum()))
+            batch = _drop(batch, ~empty)
+        line += record.num_rows + skipped
+        yield batch
 
 
 def read_parquet(path: Path, bad: BadLines, chunks: Chunks) -> Iterator[Batch]:
@@ -274,30 +283,9 @@ def read_rdf(path: Path, fmt: str, bad: BadLines, language: str, chunks: Chunks)
 
 def read_names(path: Path, bad: BadLines, chunks: Chunks) -> Iterator[Batch]:
     """A names file: ``entity<TAB>name`` lines (an entity's first name is its label, the rest aliases)."""
-    import pyarrow.csv as csv
-
-    wrong: list[int | None] = []
-
-    def invalid(row: Any) -> str:
-        wrong.append(row.number)
-        return "skip" if bad.skip else "error"
-
-    read = csv.ReadOptions(column_names=["entity", "name"], block_size=chunks.block_bytes, use_threads=False)
-    parse = csv.ParseOptions(delimiter="\t", quote_char=False, invalid_row_handler=invalid)
-    convert = csv.ConvertOptions(column_types={"entity": pa.string(), "name": pa.string()})
     empty = pa.array([], pa.string())
-    try:
-        for record in csv.open_csv(pa.input_stream(str(path), compression="detect"), read, parse, convert):
-            for number in wrong:
-                bad.add(path, number, "a names line is entity<TAB>name")
-            wrong.clear()
-            yield Batch(empty, empty, empty, record.column(0), record.column(1), None)
-    except pa.ArrowInvalid as e:
-        for number in wrong:
-            bad.add(path, number, "a names line is entity<TAB>name")
-        raise KGImportError(f"{path}: cannot be read as a names file ({e})") from None
-    except OSError as e:
-        raise KGImportError(f"{path}: cannot be read ({e})") from None
+    for record, _ in _csv_records(path, "names tsv", ("entity", "name"), 0, bad, chunks):
+        yield Batch(empty, empty, empty, record.column(0), record.column(1), None)
 
 
 def read_triples(path: Path, fmt: str, bad: BadLines, language: str, chunks: Chunks) -> Iterator[Batch]:

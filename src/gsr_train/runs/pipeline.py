@@ -24,12 +24,11 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from gsr_train.config import as_dict
+from gsr_train.config import as_dict, default_cache_dir
 from gsr_train.data.errors import PreflightError
 from gsr_train.kg.extract import Extractor
 from gsr_train.kg.extract_options import ExtractOptions
 from gsr_train.kg.index import QuestionGraph, names_have_text
-from gsr_train.kg.index import default_cache_dir as index_cache_dir
 from gsr_train.kg.linking import EntityLinker
 from gsr_train.kg.store import KGStore, open_store
 from gsr_train.options.eval_config import find_source
@@ -107,7 +106,7 @@ class Pipeline:
         store = open_store(kg)
         encoder_cfg = {str(k): v for k, v in as_dict(source.config.get("encoder") or {}).items()}
         encoder = load_encoder({**encoder_cfg, "device": "cpu"})
-        cache = Path(cache_dir) if cache_dir is not None else index_cache_dir()
+        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         emb = store_embeddings(store, encoder, encoder_cfg, cache)
         extract = OmegaConf.select(source.config, "data.extract", default=None)
         options = ExtractOptions(**as_dict(extract)) if extract is not None else ExtractOptions()
