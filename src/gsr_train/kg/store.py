@@ -94,6 +94,14 @@ class KGStore:
         named = self.names.to_arrow().take(pa.array(np.where(has, label, 0)))
         return pc.if_else(pa.array(has), named, own)
 
+    def triples(self, edges: np.ndarray) -> list[tuple[str, str, str]]:
+        """The triples of edge ids ``edges`` as (head, relation, tail), entities by display name."""
+        edges = np.asarray(edges, dtype=np.int64)
+        heads = self.display_names(np.asarray(self.heads[edges], dtype=np.int64)).to_pylist()
+        tails = self.display_names(np.asarray(self.tails[edges], dtype=np.int64)).to_pylist()
+        relations = self.relations.take(np.asarray(self.rels[edges], dtype=np.int64))
+        return list(zip(heads, relations, tails))
+
     def entities_named(self, name: str) -> np.ndarray:
         """Entities whose id, label or alias is ``name`` (ids first; the rest by degree, highest first)."""
         found = self.entities.get(name)

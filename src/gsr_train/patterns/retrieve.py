@@ -63,6 +63,23 @@ class PatternRun:
         }
 
 
+def merge_subgraphs(found: Sequence[tuple[Subgraph, int]], k: int) -> list[Subgraph]:
+    """The ``k`` best distinct subgraphs of all patterns; ``found``: (subgraph, its rank within its
+    pattern). Equal distances go round-robin over the patterns (each pattern's best before any
+    second best); a repeated edge set keeps its first place."""
+    ordered = [s for s, _ in sorted(found, key=lambda x: (x[0].distance, x[1], x[0].pattern))]
+    kept: list[Subgraph] = []
+    seen: set[frozenset] = set()
+    for s in ordered:
+        key = frozenset(s.edges)
+        if key not in seen:
+            seen.add(key)
+            kept.append(s)
+        if len(kept) >= k:
+            break
+    return kept
+
+
 def local_graph(g: QuestionGraph) -> LocalGraph:
     return LocalGraph.from_edges(g.edge_index.numpy(), g.edge_rel.numpy(), g.num_entities)
 
@@ -113,16 +130,7 @@ def retrieve_split(
                 run.truncated += bool(max_partial is not None and stats.partial_matches > max_partial)
                 offset = extra_distance(q, j) if extra_distance else 0.0
                 found += [(Subgraph(m.distance + offset, j, m.edges), r) for r, m in enumerate(matches)]
-        # equal distances: round-robin over patterns (each pattern's best before any second best)
-        found = [s for s, _ in sorted(found, key=lambda x: (x[0].distance, x[1], x[0].pattern))]
-        kept, seen = [], set()
-        for s in found:
-            key = frozenset(s.edges)
-            if key not in seen:
-                seen.add(key)
-                kept.append(s)
-            if len(kept) >= k:
-                break
+        kept = merge_subgraphs(found, k)
         run.no_match += bool(pats) and not kept
         run.subgraphs.append(kept)
         run.seconds.append(time.perf_counter() - t0)

@@ -18,7 +18,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -28,13 +27,14 @@ from gsr_train.config import as_dict, default_cache_dir
 from gsr_train.data.errors import PreflightError
 from gsr_train.kg.extract import Extractor
 from gsr_train.kg.extract_options import ExtractOptions
-from gsr_train.kg.index import QuestionGraph, names_have_text
+from gsr_train.kg.index import QuestionGraph
 from gsr_train.kg.linking import EntityLinker
 from gsr_train.kg.store import KGStore, open_store
 from gsr_train.options.eval_config import find_source
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
-from gsr_train.text.embeddings import STORAGE_DTYPES, EmbeddingTable, KGEmbeddings, relation_texts
+from gsr_train.text.embeddings import KGEmbeddings
 from gsr_train.text.encoders import TextEncoder, load_encoder
+from gsr_train.text.store_embeddings import store_embeddings
 
 
 @dataclass
@@ -55,27 +55,6 @@ class Answer:
     triples: int
     evidence: list[Evidence]
     seconds: dict[str, float] = field(default_factory=dict)
-
-
-def store_embeddings(store: KGStore, encoder: TextEncoder, encoder_cfg: dict, cache_dir: Path) -> KGEmbeddings:
-    """The store's entity names (a label, else the id; mediators get none) and relation names, embedded
-    once through the cache (memory-mapped after that)."""
-    dtype = str(encoder_cfg.get("dtype") or "float32")
-    if dtype not in STORAGE_DTYPES:
-        raise PreflightError(f"encoder.dtype={dtype!r}: use one of {sorted(STORAGE_DTYPES)}")
-    names: Any = (
-        store.entities
-        if not (np.asarray(store.label) >= 0).any()
-        else store.display_names(np.arange(store.num_entities)).to_pylist()
-    )
-    has = names_have_text(names)
-    relation_text = str(encoder_cfg.get("relation_text") or "raw")
-    entity = EmbeddingTable(names, encoder, cache_dir, "entity", has, dtype).get()
-    relation = EmbeddingTable(
-        relation_texts(store.relations, relation_text), encoder, cache_dir, f"relation:{relation_text}", dtype=dtype
-    ).get()
-    has_text = torch.from_numpy(np.asarray(has, dtype=bool).copy())
-    return KGEmbeddings(entity, has_text, relation, {}, encoder.dim, encoder.name)
 
 
 class Pipeline:
@@ -167,8 +146,4 @@ class Pipeline:
         return graph, emb
 
     def _evidence(self, edges: np.ndarray, scores: list[float]) -> list[Evidence]:
-        s = self.store
-        heads = s.display_names(np.asarray(s.heads[edges], dtype=np.int64)).to_pylist()
-        tails = s.display_names(np.asarray(s.tails[edges], dtype=np.int64)).to_pylist()
-        relations = s.relations.take(np.asarray(s.rels[edges], dtype=np.int64))
-        return [Evidence(h, r, t, round(float(x), 4)) for h, r, t, x in zip(heads, relations, tails, scores)]
+        return [Evidence(h, r, t, round(float(x), 4)) for (h, r, t), x in zip(self.store.triples(edges), scores)]

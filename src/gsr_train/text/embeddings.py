@@ -157,7 +157,9 @@ def _hash_vocab(h, vocab: StringVocab, chunk: int = 1 << 18) -> None:
         h.update(np.insert(block, part[1:] - part[0], 0).tobytes())
 
 
-def _file_check(path: Path, sample: bool) -> str:
+def file_check(path: Path, sample: bool) -> str:
+    """The file's digest; ``sample``: of its first and last MiB and its size (a truncated or damaged
+    file of GBs found without reading it all)."""
     if not sample:
         return file_digest(path)
     h = hashlib.sha256()
@@ -222,7 +224,7 @@ class EmbeddingTable:
         path = self.folder / MATRIX_FILE
         if not path.exists() or path.stat().st_size != meta.get("bytes"):
             raise StaleEmbeddings(f"{path}: missing or truncated (expected {meta.get('bytes')} bytes)")
-        check = _file_check(path, sample=meta["bytes"] > FULL_VERIFY_BYTES)
+        check = file_check(path, sample=meta["bytes"] > FULL_VERIFY_BYTES)
         if check != meta.get("checksum"):
             raise StaleEmbeddings(f"{path}: content does not match its checksum")
         try:
@@ -371,7 +373,7 @@ class EmbeddingTable:
         meta = {
             **self.expected_meta(),
             "bytes": size,
-            "checksum": _file_check(path, size > FULL_VERIFY_BYTES),
+            "checksum": file_check(path, size > FULL_VERIFY_BYTES),
             "kind": self.kind,
             "encoder": self.encoder.describe(),
             "unique_texts": len(unique),
