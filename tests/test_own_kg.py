@@ -160,7 +160,7 @@ def test_the_linker_finds_the_topic_entity_of_webqsp_mini_questions(mini_store, 
     test = figures["splits"]["test"]
     print(capsys.readouterr().out)
     assert test["questions"] == test["with_q_entity"] == 232
-    assert test["recall@1"] >= 0.85 and test["recall@5"] >= 0.94  # exact longest match: 0.70 / 0.74
+    assert test["recall@1"] >= 0.85 and test["recall@5"] >= 0.95  # the issue's aims; longest exact match: 0.70 / 0.74
     assert test["ms_per_question"] < 50
 
 
@@ -174,9 +174,44 @@ def test_data_link_fills_a_missing_q_entity_or_names_the_question(tmp_path, mini
     cut = pq.read_table(folder / "test.parquet").to_pylist()
     assert figures["linked"] == figures["extracted"] == len(rows)
     hits = sum(set(c["q_entity"]) & set(r["q_entity"]) != set() for c, r in zip(cut, rows))
-    assert hits >= 0.85 * len(rows)  # the linker's recall@1 (0.871)
+    assert hits >= 0.85 * len(rows)  # the linker's recall@1 (0.884)
     nameless = questions_without_graphs(tmp_path / "n", [{**rows[0], "q_entity": [], "question": "zzqx vvkj"}])
     with pytest.raises(RowError, match="no q_entity, and no entity of the KG store is named in the question"):
         ensure_graphs(nameless, mini_store, ["test"], tmp_path / "cache", link=True)
     skipped = ensure_graphs(nameless, mini_store, ["test"], tmp_path / "cache", skip_invalid=True, link=True)
     assert split_figures(skipped)["test"]["skipped"] == 1
+
+
+def test_the_linker_reads_initials_and_words_joined_by_an_apostrophe(tmp_path):
+    """A name of 3 to 5 words is also known by its initials (stop words out), never as a phrase; a word
+    written with an apostrophe inside is read joined; a name's apostrophe does not split it into
+    initials ("Shaquille O'Neal" is no "son")."""
+    from gsr_train.kg.linking import EntityLinker, _acronyms
+    from gsr_train.kg.store import open_store
+
+    triples = [
+        ("United States of America", "government.form", "Federal republic"),
+        ("Ultimate Fighting Championship", "organization.headquarters", "Las Vegas"),
+        ("Toussaint Louverture", "people.person.nationality", "Haiti"),
+        ("Shaquille O'Neal", "people.person.profession", "Basketball player"),
+        ("Leonidas I", "people.person.children", "Pleistarchus"),
+        ("Sons of Anarchy", "tv.program.genre", "Drama"),
+    ]
+    (tmp_path / "kg.tsv").write_text("".join("\t".join(t) + "\n" for t in triples))
+    import_kg([tmp_path / "kg.tsv"], tmp_path / "store")
+    store = open_store(tmp_path / "store")
+    linker = EntityLinker(store)
+
+    def top(question: str) -> str:
+        return store.entities[linker.link(question, 1)[0][0]]
+
+    assert top("what type of government does usa follow") == "United States of America"
+    assert top("where is the ufc headquarters") == "Ultimate Fighting Championship"
+    assert top("what country did toussaint l'ouverture help free") == "Toussaint Louverture"
+    assert top("who was the son of king leonidas") == "Leonidas I"
+    import pyarrow as pa
+
+    names = pa.array(
+        ["United States of America", "Shaquille O'Neal", "Sons of Anarchy", "Gamma Delta Epsilon Zeta Eta Theta", ""]
+    )
+    assert _acronyms(names).to_pylist() == ["usa", "", "", "", ""]

@@ -31,7 +31,9 @@ from gsr_train.kg.index import QuestionGraph
 from gsr_train.kg.linking import EntityLinker
 from gsr_train.kg.store import KGStore, open_store
 from gsr_train.options.eval_config import find_source
+from gsr_train.readers.interface import Reader, ReadingInputs
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
+from gsr_train.runs.reader import reader_of_run
 from gsr_train.text.embeddings import KGEmbeddings
 from gsr_train.text.encoders import TextEncoder, load_encoder
 from gsr_train.text.store_embeddings import store_embeddings
@@ -55,6 +57,8 @@ class Answer:
     triples: int
     evidence: list[Evidence]
     seconds: dict[str, float] = field(default_factory=dict)
+    answers: list[str] = field(default_factory=list)  # the reader's, best first (no reader: empty)
+    reading: str | None = None  # the reader's raw response
 
 
 class Pipeline:
@@ -68,29 +72,38 @@ class Pipeline:
         emb: KGEmbeddings,
         extract: ExtractOptions,
         top_k: int = 10,
+        reader: tuple[Reader, ReadingInputs] | None = None,
     ) -> None:
         self.retriever, self.encoder, self.store, self.emb = retriever, encoder, store, emb
         self.linker = EntityLinker(store)
         self.extractor = Extractor(store, extract)
         self.top_k = top_k
+        self.reader = reader
 
     @classmethod
     def from_run(
-        cls, run: str | Path, kg: str | Path, cache_dir: str | Path | None = None, top_k: int = 10
+        cls,
+        run: str | Path,
+        kg: str | Path,
+        cache_dir: str | Path | None = None,
+        top_k: int = 10,
+        reader: str | Path | None = None,
     ) -> Pipeline:
-        """The run (a folder, or a checkpoint in one) and the store; ``cache_dir``: the embedding cache."""
+        """The run (a folder, or a checkpoint in one) and the store; ``cache_dir``: the embedding cache;
+        ``reader``: a trained reader run (``reader_*``) that answers from the run's best triples."""
         source = find_source(run)
         if source.method != "subgraphrag":
             raise PreflightError(f"{run}: ask reads SubgraphRAG runs; this is a {source.method} run")
+        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        reading = reader_of_run(reader, cache) if reader is not None else None  # a wrong folder: before any work
         store = open_store(kg)
         encoder_cfg = {str(k): v for k, v in as_dict(source.config.get("encoder") or {}).items()}
         encoder = load_encoder({**encoder_cfg, "device": "cpu"})
-        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         emb = store_embeddings(store, encoder, encoder_cfg, cache)
         extract = OmegaConf.select(source.config, "data.extract", default=None)
         options = ExtractOptions(**as_dict(extract)) if extract is not None else ExtractOptions()
         retriever = SubgraphRAGRetriever.from_checkpoint(source.checkpoint, serving="torch")
-        return cls(retriever, encoder, store, emb, options, top_k)
+        return cls(retriever, encoder, store, emb, options, top_k, reading)
 
     def ask(self, question: str, entities: Sequence[str] | None = None) -> Answer:
         """Link (or find ``entities`` by name), cut the graph, score its triples: the best ``top_k``."""
@@ -114,14 +127,38 @@ class Pipeline:
         scores = self.retriever.score_question(graph, question_emb, local)
         best = torch.argsort(scores, descending=True, stable=True)[: self.top_k].numpy()
         t3 = time.perf_counter()
-        names = self.store.display_names(np.asarray([e for e, _ in topics])).to_pylist()
-        return Answer(
+        names = [str(n) for n in self.store.display_names(np.asarray([e for e, _ in topics])).to_pylist()]
+        answer = Answer(
             question,
-            [(str(n), s) for n, (_, s) in zip(names, topics)],
+            [(n, s) for n, (_, s) in zip(names, topics)],
             int(edges.size),
             self._evidence(edges[best], scores[best].tolist()),
             {"link": t1 - t0, "cut": t2 - t1, "score": t3 - t2},
         )
+        if self.reader is not None:
+            self._read(answer, edges, scores, names)
+            answer.seconds["read"] = time.perf_counter() - t3
+        return answer
+
+    def _read(self, answer: Answer, edges: np.ndarray, scores: torch.Tensor, topics: list[str]) -> None:
+        """The reader's answer from the reader's own number (``top_k``) of best triples."""
+        reader, inputs = self.reader  # type: ignore[misc]
+        best = torch.argsort(scores, descending=True, stable=True)[: max(inputs.k, 1)].numpy()
+        row = {
+            "id": "ask",
+            "triples": [list(t) for t in self.store.triples(edges[best])],
+            "scores": scores[best].tolist(),
+        }
+        question = {
+            "id": "ask",
+            "question": answer.question,
+            "answers": [],
+            "in_kg": True,
+            "hops": -1,
+            "topics": topics,
+        }
+        (reading,) = reader.answer(reader.prepare([question], {"ask": row}))
+        answer.answers, answer.reading = list(reading.answers), reading.text
 
     def _graph(self, question: str, edges: np.ndarray, topics: list[int]) -> tuple[QuestionGraph, KGEmbeddings]:
         """The cut graph with local entity ids, and the embeddings of its entities alone."""

@@ -35,10 +35,12 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from gsr_train.data.errors import PreflightError
 from gsr_train.eval.qa import QAReport, comparison_table
 from gsr_train.eval.retrieval_answers import ANSWER_VARIANT
 from gsr_train.eval.tail import metrics_row
 from gsr_train.io import atomic_write, write_jsonl
+from gsr_train.options.eval_config import find_source
 from gsr_train.options.preflight import one_setting, preflight
 from gsr_train.readers import evidence, registry
 from gsr_train.readers.interface import Reader, ReadingInputs
@@ -158,12 +160,15 @@ def _answer_from_retrieval(r: _ReaderRun) -> None:
     log.info("answer from retrieval (top candidate): %s", r.answers.flat())
 
 
-def _inputs(r: _ReaderRun) -> ReadingInputs:
-    cfg, qa = r.cfg, r.qa
+def reading_inputs(
+    cfg: DictConfig, trained: str | None, trains: bool, index: Any, cache: Path, device: Any
+) -> ReadingInputs:
+    """What the reader of the run configured by ``cfg`` reads besides its options."""
+    qa = cfg.qa
     return ReadingInputs(
         format=str(qa.format),
-        k=r.k,
-        max_prompt_tokens=r.budget,
+        k=int(cfg.top_k),
+        max_prompt_tokens=int(qa.max_prompt_tokens) if qa.get("max_prompt_tokens") else None,
         icl=bool(qa.icl),
         seed=int(cfg.seed),
         train=_container(qa.train) or {},
@@ -171,19 +176,39 @@ def _inputs(r: _ReaderRun) -> ReadingInputs:
         merge=bool(qa.get("merge")),
         model=_container(cfg.get("reader")) or {},
         llm=_container(cfg.get("llm")) or {},
-        trained=str(qa.eval_only) if qa.get("eval_only") else None,
-        trains=r.training,
-        index=r.index,
-        cache_dir=cache_dir(cfg),
-        device=run_device(cfg),
+        trained=trained,
+        trains=trains,
+        index=index,
+        cache_dir=cache,
+        device=device,
     )
+
+
+def build_reader(cfg: DictConfig, inputs: ReadingInputs) -> Reader:
+    """The reader of the run configured by ``cfg``, made with its ``qa.reading.options``."""
+    name, target = reading_method(cfg)
+    return registry.build(name, _container(cfg.qa.get("reading", {}).get("options")) or {}, inputs, target)
+
+
+def reader_of_run(run: str | Path, cache: Path) -> tuple[Reader, ReadingInputs]:
+    """The trained reader of a finished reader run (its folder or adapter), on the CPU, to read anew."""
+    source = find_source(run)
+    if source.method != "reader":
+        raise PreflightError(f"{run}: not a reader run (a {source.method} run); give a trained reader_* run")
+    inputs = reading_inputs(source.config, source.checkpoint, False, None, cache, torch.device("cpu"))
+    return build_reader(source.config, inputs), inputs
+
+
+def _inputs(r: _ReaderRun) -> ReadingInputs:
+    cfg, qa = r.cfg, r.qa
+    trained = str(qa.eval_only) if qa.get("eval_only") else None
+    return reading_inputs(cfg, trained, r.training, r.index, cache_dir(cfg), run_device(cfg))
 
 
 def _build_reader(r: _ReaderRun) -> Reader:
     """The run's reader, made with ``qa.reading.options`` (loading a model is timed)."""
     t0 = time.perf_counter()
-    name, target = reading_method(r.cfg)
-    reader = registry.build(name, _container(r.qa.get("reading", {}).get("options")) or {}, _inputs(r), target)
+    reader = build_reader(r.cfg, _inputs(r))
     r.timings["load_model_s"] = time.perf_counter() - t0
     r.train_info.update(getattr(reader, "figures", None) or {})
     r.method = str(reader.name)
