@@ -10,6 +10,8 @@ same graph on every run.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gsr_train.kg import store_kernels as SK
@@ -17,10 +19,43 @@ from gsr_train.kg.extract_options import ExtractOptions
 from gsr_train.kg.store import KGStore
 
 
-class Extractor:
-    """Cuts graphs from one store (scratch arrays of the store's size, reused by every question)."""
+@dataclass
+class EdgeArrays:
+    """A graph as the extractor reads it (what a :class:`KGStore` holds): triples' ends and the edges at
+    each node both ways, edge ids ascending within a node (the store's counting-sort order)."""
 
-    def __init__(self, store: KGStore, options: ExtractOptions | None = None) -> None:
+    heads: np.ndarray
+    tails: np.ndarray
+    out_ptr: np.ndarray
+    out_edge: np.ndarray
+    in_ptr: np.ndarray
+    in_edge: np.ndarray
+
+    @classmethod
+    def of(cls, heads: np.ndarray, tails: np.ndarray, num_entities: int) -> EdgeArrays:
+        heads, tails = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
+        ptrs, edges = [], []
+        for ends in (heads, tails):
+            ptr = np.zeros(num_entities + 1, dtype=np.int64)
+            np.cumsum(np.bincount(ends, minlength=num_entities), out=ptr[1:])
+            ptrs.append(ptr)
+            edges.append(np.argsort(ends, kind="stable"))
+        return cls(heads, tails, ptrs[0], edges[0], ptrs[1], edges[1])
+
+    @property
+    def num_entities(self) -> int:
+        return int(self.out_ptr.size - 1)
+
+    @property
+    def num_triples(self) -> int:
+        return int(self.heads.size)
+
+
+class Extractor:
+    """Cuts graphs from one store, or any :class:`EdgeArrays` (scratch arrays of its size, reused by
+    every question)."""
+
+    def __init__(self, store: KGStore | EdgeArrays, options: ExtractOptions | None = None) -> None:
         self.store = store
         self.options = options or ExtractOptions()
         # 6 bytes an entity: hops fit int8, a subgraph's local ids int32

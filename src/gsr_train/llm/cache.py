@@ -1,24 +1,18 @@
-"""Persistent response cache for chat completions (SQLite, one committed row per answer).
-
-Paid calls must never be made twice and a killed job must lose nothing, so every completed
-response is committed on its own as soon as it arrives (WAL journal: a crash leaves the
-database consistent and several processes can share it). The key is a hash of what decides
-the answer: the endpoint's base URL, the model, the messages and the sampling parameters.
-The API key is not part of it and is never stored.
+"""The chat-completion cache key; the cache itself is :class:`gsr_train.response_cache.ResponseCache`
+(shared with the SPARQL client). The key is a hash of what decides the answer: the endpoint's base URL,
+the model, the messages and the sampling parameters. The API key is not part of it and is never stored.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
-import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-CACHE_FORMAT = 1
+from gsr_train.response_cache import CACHE_FORMAT, ResponseCache
+
+__all__ = ["CACHE_FORMAT", "ResponseCache", "normalise_base_url", "request_key"]
 
 
 def normalise_base_url(base_url: str) -> str:
@@ -37,66 +31,3 @@ def request_key(base_url: str, model: str, messages: Sequence[Mapping[str, Any]]
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-class ResponseCache:
-    """``key -> response body`` on disk; safe to share between threads and processes."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses ("
-                " key TEXT PRIMARY KEY, request_id TEXT, model TEXT, request TEXT NOT NULL,"
-                " response TEXT NOT NULL, created REAL NOT NULL)"
-            )
-            self._db.commit()
-        except sqlite3.DatabaseError as e:
-            raise RuntimeError(
-                f"{self.path}: not a usable response cache ({e}); move it away to start a new one"
-            ) from e
-
-    def get(self, key: str) -> dict | None:
-        with self._lock:
-            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
-
-    def put(self, key: str, request: Mapping[str, Any], response: Mapping[str, Any], request_id: str = "") -> None:
-        """Store one response and commit at once (so it survives a kill right after)."""
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO responses (key, request_id, model, request, response, created)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    request_id,
-                    request.get("model", ""),
-                    json.dumps(request, ensure_ascii=False),
-                    json.dumps(response, ensure_ascii=False),
-                    time.time(),
-                ),
-            )
-            self._db.commit()
-
-    def __contains__(self, key: str) -> bool:
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone() is not None
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> ResponseCache:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

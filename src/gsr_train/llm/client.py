@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import email.utils
 import logging
 import os
-import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,13 +33,13 @@ from omegaconf import DictConfig
 
 from gsr_train.config import as_dict, default_cache_dir, option
 from gsr_train.data.errors import UserError
+from gsr_train.http_retry import RETRY_STATUS, backoff, retry_after
 from gsr_train.llm.cache import ResponseCache, normalise_base_url, request_key
 from gsr_train.llm.usage import UsageStats
 
 log = logging.getLogger(__name__)
 
 _TRANSPORT = "no answer: "  # how a failed connection starts the last error
-RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 SAMPLING_KEYS = ("temperature", "max_tokens", "seed", "top_p")
 
 
@@ -153,27 +151,6 @@ def _is_local(base_url: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asked us to wait (``retry-after-ms`` or ``Retry-After``), if any."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
-
-
 class ChatClient:
     """Runs chat requests through the cache and the endpoint; see the module docstring."""
 
@@ -221,8 +198,7 @@ class ChatClient:
         return headers
 
     def _backoff(self, attempt: int) -> float:
-        cap = min(self.config.backoff_max, self.config.backoff_base * (2**attempt))
-        return cap / 2 + random.uniform(0, cap / 2)
+        return backoff(attempt, self.config.backoff_base, self.config.backoff_max)
 
     # ------------------------------------------------------------------ one request
     async def _post(self, http: httpx.AsyncClient, request: ChatRequest, payload: dict) -> dict:
@@ -259,7 +235,7 @@ class ChatClient:
                 last = f"HTTP {resp.status_code} from {self.base_url}: {detail}"
                 if resp.status_code not in RETRY_STATUS and resp.status_code < 500:
                     raise LLMRequestError(request.id, last + " (not retried)")
-                wait = _retry_after(resp.headers)
+                wait = retry_after(resp.headers)
                 if wait is not None:
                     wait = min(wait, cfg.retry_after_max)
             if attempt == cfg.max_retries:

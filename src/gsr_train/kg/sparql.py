@@ -1,0 +1,205 @@
+"""A SPARQL endpoint as a KG source: a polite, cached client (Virtuoso, DBpedia, Wikidata, ...).
+
+What extraction needs from a database that serves the KG, and what this client does:
+
+* never ask twice: every answered query goes to a persistent :class:`~gsr_train.response_cache.
+  ResponseCache` (SQLite, committed per answer) keyed by the endpoint, the named graph and the query,
+  so a rerun or a run resumed after kill -9 asks only what was not answered yet;
+* be polite: queries of many entities at once (``batch`` per query), ``concurrency`` queries in flight
+  at most, a ``timeout`` per query, retries with exponential backoff on 5xx / 429 / connection errors,
+  honouring ``Retry-After`` (:mod:`gsr_train.http_retry`);
+* say what went wrong: a query that fails for good, or an answer that is no SPARQL JSON result, is one
+  line naming the endpoint and the last error (:class:`SparqlError`);
+* keep hubs small: a ``limit`` of edges per entity and direction, counted where it cuts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gsr_train.data.errors import UserError
+from gsr_train.http_retry import RETRY_STATUS, backoff, retry_after
+from gsr_train.response_cache import ResponseCache
+
+log = logging.getLogger(__name__)
+RESULTS_JSON = "application/sparql-results+json"
+QUERY_FORMAT = 1  # part of every cache key: a change of the queries' wording is a new key
+
+
+class SparqlError(UserError, RuntimeError):
+    """A query that failed for good, or an answer that is no SPARQL result: one line."""
+
+
+@dataclass(frozen=True)
+class SparqlOptions:
+    """How to talk to one endpoint."""
+
+    endpoint: str
+    graph: str | None = None  # a named graph (default-graph-uri); None: the endpoint's default graph
+    timeout: float = 60.0  # seconds per query
+    retries: int = 4  # retries of a query after the first try
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+    retry_after_max: float = 120.0
+    concurrency: int = 4  # queries in flight at once
+    batch: int = 50  # entities per query
+    limit: int = 2000  # edges per entity and direction (a hub beyond it is cut, and counted)
+
+    def __post_init__(self) -> None:
+        if not self.endpoint.startswith(("http://", "https://")):
+            raise SparqlError(f"data.kg={self.endpoint!r}: a SPARQL endpoint is an http(s) URL")
+        for name in ("concurrency", "batch", "limit"):
+            if getattr(self, name) < 1:
+                raise SparqlError(f"SPARQL {name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass
+class SparqlStats:
+    queries: int = 0  # sent to the endpoint (answered)
+    cached: int = 0  # answered from the cache
+    retries: int = 0
+    seconds: float = 0.0  # spent waiting for the endpoint
+    extra: dict[str, int] = field(default_factory=dict)
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.extra[what] = self.extra.get(what, 0) + n
+
+
+def _value(term: Any, where: str) -> str:
+    if not isinstance(term, dict) or not isinstance(term.get("value"), str):
+        raise SparqlError(f"{where}: a result binding without a value: {str(term)[:200]!r}")
+    return term["value"]
+
+
+class SparqlClient:
+    """SELECT queries against one endpoint, cached and retried (see the module docstring)."""
+
+    def __init__(self, options: SparqlOptions, cache_dir: str | Path | None = None) -> None:
+        self.options = options
+        self.stats = SparqlStats()
+        self.cache = ResponseCache(Path(cache_dir) / "sparql" / "responses.sqlite") if cache_dir else None
+        self._http = httpx.Client(timeout=options.timeout, headers={"Accept": RESULTS_JSON})
+
+    def close(self) -> None:
+        self._http.close()
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> SparqlClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def key(self, query: str) -> str:
+        o = self.options
+        blob = json.dumps([QUERY_FORMAT, o.endpoint.rstrip("/"), o.graph, query], ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def select(self, query: str) -> list[dict[str, str]]:
+        """The rows of a SELECT query, each ``{variable: value}`` (unbound variables left out)."""
+        key = self.key(query)
+        body = self.cache.get(key) if self.cache is not None else None
+        if body is not None:
+            self.stats.cached += 1
+        else:
+            body = self._post(query)
+            if self.cache is not None:
+                self.cache.put(key, {"endpoint": self.options.endpoint, "graph": self.options.graph}, body)
+        return self._rows(body)
+
+    def select_many(self, queries: Sequence[str]) -> list[list[dict[str, str]]]:
+        """:meth:`select` of each query, ``concurrency`` at a time, in order; a query given twice is
+        asked once."""
+        distinct = list(dict.fromkeys(queries))
+        if len(distinct) <= 1 or self.options.concurrency == 1:
+            answers = [self.select(q) for q in distinct]
+        else:
+            with ThreadPoolExecutor(self.options.concurrency) as pool:
+                answers = list(pool.map(self.select, distinct))
+        found = dict(zip(distinct, answers))
+        return [found[q] for q in queries]
+
+    def _rows(self, body: Any) -> list[dict[str, str]]:
+        where = f"SPARQL endpoint {self.options.endpoint}"
+        try:
+            bindings = body["results"]["bindings"]
+        except (TypeError, KeyError):
+            raise SparqlError(
+                f"{where}: answered something that is no SPARQL JSON result: {str(body)[:200]!r}"
+            ) from None
+        if not isinstance(bindings, list):
+            raise SparqlError(f"{where}: its result's bindings are no list")
+        return [{k: _value(v, where) for k, v in row.items()} for row in bindings]
+
+    def _post(self, query: str) -> Any:
+        """POST the query with retries; the parsed JSON body, or :class:`SparqlError`."""
+        o = self.options
+        data = {"query": query, **({"default-graph-uri": o.graph} if o.graph else {})}
+        last = "no attempt made"
+        for attempt in range(o.retries + 1):
+            wait = None
+            t0 = time.perf_counter()
+            try:
+                resp = self._http.post(o.endpoint, data=data)
+            except httpx.TransportError as e:  # unreachable, refused, timed out
+                last = f"no answer ({type(e).__name__}: {e or 'connection failed'})"
+            else:
+                if resp.status_code == 200:
+                    self.stats.queries += 1
+                    self.stats.seconds += time.perf_counter() - t0
+                    try:
+                        return resp.json()
+                    except ValueError:
+                        raise SparqlError(
+                            f"SPARQL endpoint {o.endpoint}: answered 200 with no JSON: {resp.text[:200]!r}"
+                        ) from None
+                last = f"HTTP {resp.status_code}: {' '.join(resp.text[:300].split())}"
+                if resp.status_code not in RETRY_STATUS and resp.status_code < 500:
+                    raise SparqlError(f"SPARQL endpoint {o.endpoint}: {last} (not retried)")
+                asked = retry_after(resp.headers)
+                wait = None if asked is None else min(asked, o.retry_after_max)
+            if attempt == o.retries:
+                break
+            self.stats.retries += 1
+            delay = wait if wait is not None else backoff(attempt, o.backoff_base, o.backoff_max)
+            log.info("SPARQL %s: %s; retry %d/%d in %.2fs", o.endpoint, last[:200], attempt + 1, o.retries, delay)
+            time.sleep(delay)
+        raise SparqlError(f"SPARQL endpoint {o.endpoint}: failed after {o.retries + 1} tries; last error: {last}")
+
+
+def iri(term: str) -> str:
+    """A term as SPARQL writes it: ``<iri>``, or a blank node's label as Virtuoso names it."""
+    if term.startswith("nodeID://") or term.startswith("_:"):
+        return f"<{term}>" if term.startswith("nodeID://") else term
+    if any(c in term for c in '<>"{}|^`\\ '):
+        raise SparqlError(f"{term!r} is no IRI a SPARQL query can name")
+    return f"<{term}>"
+
+
+def edges_query(entities: Sequence[str], limit: int) -> str:
+    """Every edge at each entity, both directions, at most ``limit + 1`` per entity and direction (the
+    extra row tells a cut hub), literals left out; rows ``?x ?d ?p ?y`` (``?d`` 0: ``x p y``, 1: ``y p x``)."""
+    parts = []
+    for e in entities:
+        x = iri(e)
+        for d, pattern in ((0, f"{x} ?p ?y . FILTER(!isLiteral(?y))"), (1, f"?y ?p {x} .")):
+            parts.append(
+                f"{{ {{ SELECT ?p ?y WHERE {{ {pattern} }} ORDER BY ?p ?y LIMIT {limit + 1} }} "
+                f"BIND({x} AS ?x) BIND({d} AS ?d) }}"
+            )
+    return "SELECT ?x ?d ?p ?y WHERE { " + " UNION ".join(parts) + " }"
+
+
+def batched(items: Sequence[str], size: int) -> list[Sequence[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -1,0 +1,224 @@
+"""A SPARQL endpoint as a KG source: the client's faults (unreachable, timeout, 500, 429 with
+Retry-After, 400, malformed answers) against a scripted server, its persistent cache, and a real
+Virtuoso database giving the same question graphs as the embedded store imported from the same KG."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gsr_train.kg.extract import Extractor
+from gsr_train.kg.extract_options import ExtractOptions
+from gsr_train.kg.sparql import SparqlClient, SparqlError, SparqlOptions, edges_query
+from gsr_train.kg.sparql_extract import SparqlExtractor
+from gsr_train.kg.store import open_store
+from gsr_train.kg.store_build import import_kg
+
+from .virtuoso import free_port, start_virtuoso
+
+OK = {"head": {"vars": ["a"]}, "results": {"bindings": [{"a": {"type": "uri", "value": "http://ex.org/A"}}]}}
+
+
+class Scripted:
+    """An HTTP server answering each POST with the next of ``replies`` ((status, headers, body, delay));
+    the last one repeats. ``asked`` counts the requests."""
+
+    def __init__(self, replies):
+        self.replies, self.asked = list(replies), 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status, headers, body, delay = outer.replies[min(outer.asked, len(outer.replies) - 1)]
+                outer.asked += 1
+                time.sleep(delay)
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                try:
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/sparql"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def client_for(endpoint: str, cache=None, **kw) -> SparqlClient:
+    options = SparqlOptions(endpoint, **{"retries": 2, "backoff_base": 0.01, "backoff_max": 0.05, **kw})
+    return SparqlClient(options, cache)
+
+
+@pytest.fixture
+def scripted():
+    servers = []
+
+    def make(*replies):
+        servers.append(Scripted(replies))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+def test_a_5xx_is_retried_and_a_429_waits_as_asked(scripted):
+    server = scripted((500, {}, b"busy", 0), (429, {"Retry-After": "0.3"}, b"slow down", 0), (200, {}, OK, 0))
+    client = client_for(server.endpoint)
+    t0 = time.perf_counter()
+    assert client.select("SELECT ?a {}") == [{"a": "http://ex.org/A"}]
+    assert time.perf_counter() - t0 >= 0.3 and server.asked == 3 and client.stats.retries == 2
+
+
+@pytest.mark.parametrize(
+    "reply, says",
+    [
+        ((500, {}, b"down for good", 0), r"failed after 3 tries; last error: HTTP 500: down for good"),
+        ((400, {}, b"syntax error near SELECT", 0), r"HTTP 400: syntax error near SELECT \(not retried\)"),
+        ((200, {}, b"<html>not json</html>", 0), r"answered 200 with no JSON"),
+        ((200, {}, {"boolean": True}, 0), r"no SPARQL JSON result"),
+        ((200, {}, {"results": {"bindings": [{"a": {"type": "uri"}}]}}, 0), r"a result binding without a value"),
+        ((200, {}, OK, 1.5), r"failed after 3 tries; last error: no answer \(ReadTimeout"),
+    ],
+)
+def test_a_failing_endpoint_is_one_line_naming_it(scripted, reply, says):
+    server = scripted(reply)
+    with pytest.raises(SparqlError, match=says) as e:
+        client_for(server.endpoint, timeout=0.5).select("SELECT ?a {}")
+    assert server.endpoint in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_unreachable_endpoint_is_one_line():
+    endpoint = f"http://127.0.0.1:{free_port()}/sparql"
+    with pytest.raises(SparqlError, match=r"failed after 3 tries; last error: no answer \(ConnectError"):
+        client_for(endpoint).select("SELECT ?a {}")
+    with pytest.raises(SparqlError, match="is an http"):
+        SparqlOptions("my_kg_store")
+
+
+def test_an_answered_query_is_never_asked_again(scripted, tmp_path):
+    server = scripted((200, {}, OK, 0))
+    first = client_for(server.endpoint, tmp_path)
+    first.select_many(["SELECT ?a {1}", "SELECT ?a {2}", "SELECT ?a {1}"])
+    first.close()
+    again = client_for(server.endpoint, tmp_path)  # another process, later: the cache on disk
+    assert again.select_many(["SELECT ?a {1}", "SELECT ?a {2}"]) == [[{"a": "http://ex.org/A"}]] * 2
+    assert server.asked == 2 and again.stats.cached == 2 and again.stats.queries == 0
+    other_graph = client_for(server.endpoint, tmp_path, graph="http://ex.org/other")
+    other_graph.select("SELECT ?a {1}")
+    assert server.asked == 3  # another named graph is another question
+
+
+# ------------------------------------------------------------------ a real database
+
+
+def random_nt(path: Path, entities=60, relations=5, triples=260, seed=0) -> Path:
+    """A random KG as N-Triples in canonical order (head, relation, tail), a label on some entities."""
+    rng = np.random.default_rng(seed)
+    rows = {
+        (f"http://ex.org/e{h}", f"http://ex.org/r{r}", f"http://ex.org/e{t}")
+        for h, r, t in zip(*(rng.integers(0, n, triples) for n in (entities, relations, entities)))
+    }
+    lines = [f"<{h}> <{r}> <{t}> ." for h, r, t in sorted(rows)]
+    lines += [
+        f'<http://ex.org/e{i}> <http://www.w3.org/2000/01/rdf-schema#label> "Entity {i}"@en .'
+        for i in range(0, entities, 3)
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def virtuoso_kg(tmp_path_factory):
+    root = tmp_path_factory.mktemp("virtuoso")
+    nt = random_nt(root / "load" / "kg.nt")
+    server = start_virtuoso(root / "server", root / "load")
+    try:
+        server.load(root / "load", "http://ex.org/kg")
+        import_kg([nt], root / "store")
+        yield server, open_store(root / "store"), root
+    finally:
+        server.stop()
+
+
+@pytest.mark.virtuoso
+@pytest.mark.parametrize("max_triples", [5000, 40])  # the whole 2-hop graph; PageRank's cut
+def test_graphs_from_virtuoso_are_the_stores(virtuoso_kg, max_triples):
+    server, store, root = virtuoso_kg
+    options = ExtractOptions(max_triples=max_triples)
+    client = SparqlClient(SparqlOptions(server.endpoint, graph="http://ex.org/kg", batch=7), root / "cache")
+    remote, local = SparqlExtractor(client, options), Extractor(store, options)
+    capped = 0
+    for topics in [[f"http://ex.org/e{i}"] for i in range(0, 60, 4)] + [["http://ex.org/e1", "http://ex.org/e2"]]:
+        got, near = remote.cut(topics)
+        ids = np.array([store.entities.get(t) for t in topics])
+        edges = local.edges(ids)
+        h, r, t = (np.asarray(a[edges], dtype=np.int64) for a in (store.heads, store.rels, store.tails))
+        want = list(zip(store.entities.take(h), store.relations.take(r), store.entities.take(t)))
+        assert set(got) == set(want) and not near.cut, topics
+        capped += len(near.triples) > max_triples
+    assert capped > 0 or max_triples == 5000
+    asked = client.stats.queries
+    SparqlExtractor(client, options).cut(["http://ex.org/e0"])
+    assert client.stats.queries == asked  # the second time from the cache
+
+
+@pytest.mark.virtuoso
+def test_a_hub_beyond_the_limit_is_cut_and_counted(virtuoso_kg):
+    server, store, root = virtuoso_kg
+    client = SparqlClient(SparqlOptions(server.endpoint, graph="http://ex.org/kg", limit=3), root / "cache")
+    near = SparqlExtractor(client, ExtractOptions(hops=1)).neighbourhood(["http://ex.org/e0"])
+    degree = int(store.degree(np.array([store.entities.get("http://ex.org/e0")]))[0])
+    assert degree > 6 and near.cut == ["http://ex.org/e0"] and len(near.triples) <= 6
+    rows = client.select(edges_query(["http://ex.org/e0"], 3))
+    assert len(rows) == 8  # limit + 1 a direction: the extra row is how a cut is seen
+
+
+def test_a_killed_run_asks_again_only_what_was_not_answered(scripted, tmp_path):
+    """kill -9 in the middle of 30 queries, then the same 30 again: what was answered before the kill
+    comes from the cache (at most the one query in flight when it died is asked twice)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    server = scripted((200, {}, OK, 0.1))
+    queries = [f"SELECT ?a {{ {i} }}" for i in range(30)]
+    code = (
+        "import sys; from gsr_train.kg.sparql import SparqlClient, SparqlOptions\n"
+        f"c = SparqlClient(SparqlOptions({server.endpoint!r}, concurrency=1), {str(tmp_path)!r})\n"
+        f"c.select_many({queries!r})\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 60
+    while server.asked < 10 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    before = server.asked
+    assert 10 <= before < 30
+    again = client_for(server.endpoint, tmp_path)
+    assert len(again.select_many(queries)) == 30
+    assert again.stats.cached >= before - 1 and server.asked - before == again.stats.queries <= 30 - before + 1
