@@ -15,8 +15,9 @@ import pytest
 
 from gsr_train.kg.extract import Extractor
 from gsr_train.kg.extract_options import ExtractOptions
-from gsr_train.kg.sparql import SparqlClient, SparqlError, SparqlOptions, edges_query
+from gsr_train.kg.sparql import SparqlClient, SparqlError, edges_query
 from gsr_train.kg.sparql_extract import SparqlExtractor
+from gsr_train.kg.sparql_options import SparqlOptions
 from gsr_train.kg.store import open_store
 from gsr_train.kg.store_build import import_kg
 
@@ -66,8 +67,8 @@ class Scripted:
 
 
 def client_for(endpoint: str, cache=None, **kw) -> SparqlClient:
-    options = SparqlOptions(endpoint, **{"retries": 2, "backoff_base": 0.01, "backoff_max": 0.05, **kw})
-    return SparqlClient(options, cache)
+    options = SparqlOptions(**{"retries": 2, "backoff_base": 0.01, "backoff_max": 0.05, **kw})
+    return SparqlClient(endpoint, options, cache)
 
 
 @pytest.fixture
@@ -114,7 +115,7 @@ def test_an_unreachable_endpoint_is_one_line():
     with pytest.raises(SparqlError, match=r"failed after 3 tries; last error: no answer \(ConnectError"):
         client_for(endpoint).select("SELECT ?a {}")
     with pytest.raises(SparqlError, match="is an http"):
-        SparqlOptions("my_kg_store")
+        SparqlClient("my_kg_store")
 
 
 def test_an_answered_query_is_never_asked_again(scripted, tmp_path):
@@ -168,7 +169,7 @@ def virtuoso_kg(tmp_path_factory):
 def test_graphs_from_virtuoso_are_the_stores(virtuoso_kg, max_triples):
     server, store, root = virtuoso_kg
     options = ExtractOptions(max_triples=max_triples)
-    client = SparqlClient(SparqlOptions(server.endpoint, graph="http://ex.org/kg", batch=7), root / "cache")
+    client = SparqlClient(server.endpoint, SparqlOptions(graph="http://ex.org/kg", batch=7), root / "cache")
     remote, local = SparqlExtractor(client, options), Extractor(store, options)
     capped = 0
     for topics in [[f"http://ex.org/e{i}"] for i in range(0, 60, 4)] + [["http://ex.org/e1", "http://ex.org/e2"]]:
@@ -188,7 +189,7 @@ def test_graphs_from_virtuoso_are_the_stores(virtuoso_kg, max_triples):
 @pytest.mark.virtuoso
 def test_a_hub_beyond_the_limit_is_cut_and_counted(virtuoso_kg):
     server, store, root = virtuoso_kg
-    client = SparqlClient(SparqlOptions(server.endpoint, graph="http://ex.org/kg", limit=3), root / "cache")
+    client = SparqlClient(server.endpoint, SparqlOptions(graph="http://ex.org/kg", limit=3), root / "cache")
     near = SparqlExtractor(client, ExtractOptions(hops=1)).neighbourhood(["http://ex.org/e0"])
     degree = int(store.degree(np.array([store.entities.get("http://ex.org/e0")]))[0])
     assert degree > 6 and near.cut == ["http://ex.org/e0"] and len(near.triples) <= 6
@@ -207,8 +208,8 @@ def test_a_killed_run_asks_again_only_what_was_not_answered(scripted, tmp_path):
     server = scripted((200, {}, OK, 0.1))
     queries = [f"SELECT ?a {{ {i} }}" for i in range(30)]
     code = (
-        "import sys; from gsr_train.kg.sparql import SparqlClient, SparqlOptions\n"
-        f"c = SparqlClient(SparqlOptions({server.endpoint!r}, concurrency=1), {str(tmp_path)!r})\n"
+        "from gsr_train.kg.sparql import SparqlClient\nfrom gsr_train.kg.sparql_options import SparqlOptions\n"
+        f"c = SparqlClient({server.endpoint!r}, SparqlOptions(concurrency=1), {str(tmp_path)!r})\n"
         f"c.select_many({queries!r})\n"
     )
     child = subprocess.Popen([sys.executable, "-c", code])
@@ -222,3 +223,95 @@ def test_a_killed_run_asks_again_only_what_was_not_answered(scripted, tmp_path):
     again = client_for(server.endpoint, tmp_path)
     assert len(again.select_many(queries)) == 30
     assert again.stats.cached >= before - 1 and server.asked - before == again.stats.queries <= 30 - before + 1
+
+
+# ------------------------------------------------------------------ data.kg=URL
+
+
+def question_rows(store, n=12):
+    """RoG rows without graphs: topics named by IRI or by label, answers by IRI."""
+    rows = []
+    for i in range(n):
+        e = i * 5
+        topic = f"Entity {e}" if e % 3 == 0 else f"http://ex.org/e{e}"  # every third entity has a label
+        rows.append(
+            {
+                "id": f"q{i}",
+                "question": f"what about {topic}",
+                "answer": ["x"],
+                "q_entity": [topic],
+                "a_entity": [f"http://ex.org/e{e + 1}"],
+            }
+        )
+    return rows
+
+
+@pytest.mark.virtuoso
+def test_data_kg_as_an_endpoint_writes_the_rows_a_store_writes(virtuoso_kg, tmp_path):
+    """ensure_graphs from Virtuoso and from the store imported from the same file: the same rows (topics
+    and answers named alike, labels included) and the same graphs; a topic the KG lacks is counted."""
+    import pyarrow.parquet as pq
+
+    from gsr_train.kg.extracted_data import SUMMARY_FILE, ensure_graphs
+
+    from .test_own_kg import questions_without_graphs
+
+    server, store, root = virtuoso_kg
+    rows = question_rows(store) + [
+        {
+            "id": "lost",
+            "question": "who",
+            "answer": [],
+            "q_entity": ["http://ex.org/nobody", "Entity 0"],
+            "a_entity": [],
+        }
+    ]
+    data = questions_without_graphs(tmp_path / "q", rows)
+    options = ExtractOptions(max_triples=60)
+    sparql = SparqlOptions(graph="http://ex.org/kg")
+    remote = ensure_graphs(data, server.endpoint, ["test"], tmp_path / "cache", options, sparql=sparql)
+    local = ensure_graphs(data, root / "store", ["test"], tmp_path / "cache", options)
+    a, b = (pq.read_table(f / "test.parquet").to_pylist() for f in (remote, local))
+    assert [r["id"] for r in a] == [r["id"] for r in b] == [r["id"] for r in rows]
+    for x, y in zip(a, b):
+        assert x["q_entity"] == y["q_entity"] and x["a_entity"] == y["a_entity"], x["id"]
+        assert {tuple(t) for t in x["graph"]} == {tuple(t) for t in y["graph"]} and x["graph"], x["id"]
+    assert a[0]["q_entity"] == ["Entity 0"]  # a label, as the store names it
+    figures = json.loads((remote / SUMMARY_FILE).read_text())["splits"]["test"]
+    assert figures["unknown_topics"] == 1 and "nobody" in figures["first_unknown_topic"]
+    again = ensure_graphs(data, server.endpoint, ["test"], tmp_path / "cache", options, sparql=sparql)
+    assert again == remote
+
+
+@pytest.mark.virtuoso
+def test_data_kg_as_an_endpoint_is_checked_before_any_work(virtuoso_kg, tmp_path):
+    from omegaconf import open_dict
+
+    from gsr_train.data.errors import PreflightError
+    from gsr_train.options.preflight import preflight
+    from gsr_train.runtime.run_data import resolve_data_dir
+
+    from .conftest import compose_config
+    from .test_own_kg import questions_without_graphs
+
+    server, store, _ = virtuoso_kg
+    cfg = compose_config(["+experiment=subgraphrag_webqsp_mini", f"paths.cache_dir={tmp_path / 'cache'}"])
+    with open_dict(cfg):
+        cfg.data.kg = f"http://127.0.0.1:{free_port()}/sparql"
+    with pytest.raises(
+        PreflightError, match=r"data.kg: SPARQL endpoint http://127.0.0.1:\d+/sparql: failed after 2 tries"
+    ):
+        preflight(cfg)
+    with open_dict(cfg):
+        cfg.data.kg = server.endpoint
+        cfg.data.link = True
+    with pytest.raises(PreflightError, match="data.link=true links questions against a KG store's names"):
+        preflight(cfg)
+    with open_dict(cfg):
+        cfg.data.link = False
+        cfg.data.sparql.graph = "http://ex.org/kg"
+        cfg.data.dir = str(questions_without_graphs(tmp_path / "q", question_rows(store, 4)))
+        cfg.data.splits = ["test"]
+    preflight(cfg)
+    folder = Path(resolve_data_dir(cfg))
+    assert folder.parent == tmp_path / "cache" / "extracted" and (folder / "test.parquet").exists()

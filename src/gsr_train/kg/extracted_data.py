@@ -1,8 +1,9 @@
-"""Questions without graphs + a whole-KG store -> a dataset folder every method reads (``data.kg``).
+"""Questions without graphs + a whole KG -> a dataset folder every method reads (``data.kg``).
 
-A RoG row with no ``graph`` gets the graph cut around its topic entities from the store
-(:mod:`gsr_train.kg.extract`); a row with a graph keeps it. The topic and answer entities are
-written as the store names them (an entity's label, else its id), so they match the graph's
+A RoG row with no ``graph`` gets the graph cut around its topic entities from the KG, a store folder
+(:mod:`gsr_train.kg.extract`) or a SPARQL endpoint (:mod:`gsr_train.kg.sparql_extract`), through
+:mod:`gsr_train.kg.graph_sources`; a row with a graph keeps it. The topic and answer entities are
+written as the KG names them (an entity's label, else its id), so they match the graph's
 names. The folder, one parquet file per split in the RoG schema, is cached under
 ``<cache>/extracted/`` by the rows' files, the store and the options, written atomically and
 reused by every later run: training, ``eval.py``, the readers, ``gsr-train score``, sweeps and
@@ -29,11 +30,11 @@ import pyarrow.parquet as pq
 from gsr_train.data.errors import RowError
 from gsr_train.data.rows import iter_records, string_list
 from gsr_train.io import atomic_dir, file_lock, stable_hash, write_json
-from gsr_train.kg.extract import Extractor
 from gsr_train.kg.extract_options import ExtractOptions
+from gsr_train.kg.graph_sources import GraphSource, open_graph_source
 from gsr_train.kg.index import source_fingerprint
-from gsr_train.kg.linking import EntityLinker, LinkOptions
-from gsr_train.kg.store import KGStore, open_store
+from gsr_train.kg.linking import LinkOptions
+from gsr_train.kg.sparql_options import SparqlOptions
 
 log = logging.getLogger(__name__)
 
@@ -45,26 +46,27 @@ FORMAT = 1
 class _Split:
     """One split's rows with their graphs, written a row group at a time."""
 
-    def __init__(self, store: KGStore, extractor: Extractor, skip: bool, linker: EntityLinker | None = None) -> None:
-        self.store, self.extractor, self.skip, self.linker = store, extractor, skip, linker
+    def __init__(self, source: GraphSource, skip: bool) -> None:
+        self.source, self.skip = source, skip
         self.counts = dict.fromkeys(("questions", "extracted", "kept_graph", "linked", "skipped", "unknown_topics"), 0)
         self.counts["triples"] = 0
         self.first_unknown: str | None = None
         self.seconds = 0.0
 
-    def _topics(self, source: str, row_id: str, record: dict) -> list[int]:
-        """The row's topic entities in the store: its ``q_entity`` found by name, or (none given and
+    def _topics(self, source: str, row_id: str, record: dict) -> list[Any]:
+        """The row's topic entities in the KG: its ``q_entity`` found by name, or (none given and
         ``data.link``) the best linked one; none: an error naming the row, or a counted skip."""
         topics = string_list(record.get("q_entity") or [], source, row_id, "q_entity")
-        ids = [self._entity(t) for t in topics]
+        ids = [self.source.find(t) for t in topics]
         unknown = [t for t, i in zip(topics, ids) if i is None]
         if unknown:
             self.counts["unknown_topics"] += len(unknown)
             self.first_unknown = self.first_unknown or f"{source}: row {row_id!r}: {unknown[0]!r}"
         known = [i for i in ids if i is not None]
-        if not topics and self.linker is not None:
-            linked = self.linker.link(str(record.get("question", "")), 1)
-            known = [linked[0][0]] if linked else []
+        linking = getattr(self.source, "linker", None) is not None
+        if not topics and linking:
+            linked = self.source.link(str(record.get("question", "")))
+            known = [linked] if linked is not None else []
             self.counts["linked"] += bool(known)
         if known:
             return known
@@ -72,22 +74,15 @@ class _Split:
             self.counts["skipped"] += 1
             return []
         if topics:
-            why = f"no topic entity of {list(topics)!r} is in the KG store {self.store.folder}"
-        elif self.linker is not None:
+            why = f"no topic entity of {list(topics)!r} is in {self.source.where}"
+        elif linking:
             why = "no q_entity, and no entity of the KG store is named in the question"
         else:
             why = "no q_entity (data.link=true finds it in the question)"
         raise RowError(source, row_id, "q_entity", f"{why} (data.skip_invalid=true leaves such questions out, counted)")
 
-    def _entity(self, name: str) -> int | None:
-        found = self.store.entities_named(name)
-        return int(found[0]) if found.size else None
-
-    def _display(self, ids: Sequence[int]) -> list[str]:
-        return [str(x) for x in self.store.display_names(np.asarray(ids, dtype=np.int64)).to_pylist()] if ids else []
-
     def row(self, source: str, record: dict) -> tuple[dict, pa.Array] | None:
-        """The row (topics and answers as the store names them) and its graph as triples."""
+        """The row (topics and answers as the KG names them) and its graph as triples."""
         row_id = str(record.get("id", "?"))
         self.counts["questions"] += 1
         graph = record.get("graph")
@@ -101,26 +96,15 @@ class _Split:
         if not known:
             return None
         t0 = time.perf_counter()
-        edges = self.extractor.edges(np.asarray(known, dtype=np.int64))
+        triples = self.source.cut(known)
         self.seconds += time.perf_counter() - t0
         self.counts["extracted"] += 1
-        self.counts["triples"] += int(edges.size)
+        self.counts["triples"] += len(triples)
         answers = string_list(record.get("a_entity") or [], source, row_id, "a_entity")
-        answer_ids = [self._entity(a) for a in answers]
-        named = {**record, "q_entity": self._display(known)}
-        named["a_entity"] = [a if i is None else self._display([i])[0] for a, i in zip(answers, answer_ids)]
-        return named, self._triples(edges)
-
-    def _triples(self, edges: np.ndarray) -> pa.Array:
-        s = self.store
-        heads = s.display_names(np.asarray(s.heads[edges], dtype=np.int64))
-        tails = s.display_names(np.asarray(s.tails[edges], dtype=np.int64))
-        rels = s.relations.to_arrow().take(pa.array(np.asarray(s.rels[edges], dtype=np.int64)))
-        n = int(edges.size)
-        values = pa.concat_arrays([heads.cast(pa.large_string()), rels, tails.cast(pa.large_string())])
-        order = np.stack([np.arange(n), np.arange(n) + n, np.arange(n) + 2 * n], axis=1).ravel()
-        flat = values.take(pa.array(order)).cast(pa.string())
-        return pa.ListArray.from_arrays(pa.array(np.arange(0, 3 * n + 1, 3, dtype=np.int32)), flat)
+        answer_ids = [self.source.find(a) for a in answers]
+        named = {**record, "q_entity": self.source.display(known)}
+        named["a_entity"] = [a if i is None else self.source.display([i])[0] for a, i in zip(answers, answer_ids)]
+        return named, triples
 
 
 def _table(rows: list[dict], graphs: list[pa.Array]) -> pa.Table:
@@ -168,11 +152,11 @@ def _write_split(source: str, split: str, job: _Split, path: Path) -> None:
 
 
 def extracted_key(
-    source: str, splits: Sequence[str], store: KGStore, options: ExtractOptions, skip: bool, link: bool
+    source: str, splits: Sequence[str], kg_key: str, options: ExtractOptions, skip: bool, link: bool
 ) -> str:
     prints = {split: source_fingerprint(source, split) for split in splits}
     return stable_hash(
-        "extracted", FORMAT, prints, store.key, asdict(options), bool(skip), asdict(LinkOptions()) if link else None
+        "extracted", FORMAT, prints, kg_key, asdict(options), bool(skip), asdict(LinkOptions()) if link else None
     )
 
 
@@ -184,32 +168,44 @@ def ensure_graphs(
     options: ExtractOptions | None = None,
     skip_invalid: bool = False,
     link: bool = False,
+    sparql: SparqlOptions | None = None,
 ) -> Path:
-    """The folder of ``source``'s splits with every missing graph cut from the store ``kg`` (built
-    once, then reused); ``link``: a row without ``q_entity`` gets the entity the question names."""
+    """The folder of ``source``'s splits with every missing graph cut from ``kg`` (a store folder or a
+    SPARQL endpoint's URL; built once, then reused); ``link``: a row without ``q_entity`` gets the
+    entity the question names; ``sparql``: how an endpoint is asked."""
     options = options or ExtractOptions()
-    store = open_store(kg)
-    key = extracted_key(str(source), splits, store, options, skip_invalid, link)
-    folder = Path(cache_dir) / "extracted" / f"{Path(str(source)).name}-{key}"
-    if (folder / SUMMARY_FILE).exists():
-        return folder
+    graphs = open_graph_source(str(kg), options, sparql, Path(cache_dir), link)
+    try:
+        key = extracted_key(str(source), splits, graphs.key, options, skip_invalid, link)
+        folder = Path(cache_dir) / "extracted" / f"{Path(str(source)).name}-{key}"
+        if not (folder / SUMMARY_FILE).exists():
+            _extract(str(source), str(kg), splits, folder, graphs, options, skip_invalid)
+    finally:
+        graphs.close()
+    return folder
+
+
+def _extract(
+    source: str,
+    kg: str,
+    splits: Sequence[str],
+    folder: Path,
+    graphs: GraphSource,
+    options: ExtractOptions,
+    skip_invalid: bool,
+) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(folder.parent / f".{folder.name}.lock"):
         if (folder / SUMMARY_FILE).exists():
-            return folder
-        extractor, summary = Extractor(store, options), {}
-        linker = EntityLinker(store) if link else None
+            return
+        summary = {}
         with atomic_dir(folder) as tmp:
             for split in splits:
-                job = _Split(store, extractor, skip_invalid, linker)
-                _write_split(str(source), split, job, tmp / f"{split}.parquet")
+                job = _Split(graphs, skip_invalid)
+                _write_split(source, split, job, tmp / f"{split}.parquet")
                 summary[split] = _summary(job)
                 log.info("data.kg: %s %s", split, _describe(summary[split]))
-            write_json(
-                tmp / SUMMARY_FILE,
-                {"source": str(source), "kg": str(kg), "options": asdict(options), "splits": summary},
-            )
-    return folder
+            write_json(tmp / SUMMARY_FILE, {"source": source, "kg": kg, "options": asdict(options), "splits": summary})
 
 
 def _summary(job: _Split) -> dict:

@@ -29,6 +29,7 @@ import httpx
 
 from gsr_train.data.errors import UserError
 from gsr_train.http_retry import RETRY_STATUS, backoff, retry_after
+from gsr_train.kg.sparql_options import SparqlOptions
 from gsr_train.response_cache import ResponseCache
 
 log = logging.getLogger(__name__)
@@ -40,27 +41,11 @@ class SparqlError(UserError, RuntimeError):
     """A query that failed for good, or an answer that is no SPARQL result: one line."""
 
 
-@dataclass(frozen=True)
-class SparqlOptions:
-    """How to talk to one endpoint."""
-
-    endpoint: str
-    graph: str | None = None  # a named graph (default-graph-uri); None: the endpoint's default graph
-    timeout: float = 60.0  # seconds per query
-    retries: int = 4  # retries of a query after the first try
-    backoff_base: float = 0.5
-    backoff_max: float = 30.0
-    retry_after_max: float = 120.0
-    concurrency: int = 4  # queries in flight at once
-    batch: int = 50  # entities per query
-    limit: int = 2000  # edges per entity and direction (a hub beyond it is cut, and counted)
-
-    def __post_init__(self) -> None:
-        if not self.endpoint.startswith(("http://", "https://")):
-            raise SparqlError(f"data.kg={self.endpoint!r}: a SPARQL endpoint is an http(s) URL")
-        for name in ("concurrency", "batch", "limit"):
-            if getattr(self, name) < 1:
-                raise SparqlError(f"SPARQL {name} must be >= 1, got {getattr(self, name)}")
+def check_endpoint(endpoint: str) -> str:
+    """The endpoint's URL, or one line: what ``data.kg`` takes."""
+    if not endpoint.startswith(("http://", "https://")):
+        raise SparqlError(f"data.kg={endpoint!r}: a SPARQL endpoint is an http(s) URL")
+    return endpoint.rstrip("/")
 
 
 @dataclass
@@ -84,8 +69,9 @@ def _value(term: Any, where: str) -> str:
 class SparqlClient:
     """SELECT queries against one endpoint, cached and retried (see the module docstring)."""
 
-    def __init__(self, options: SparqlOptions, cache_dir: str | Path | None = None) -> None:
-        self.options = options
+    def __init__(self, endpoint: str, options: SparqlOptions | None = None, cache_dir: str | Path | None = None):
+        self.endpoint = check_endpoint(endpoint)
+        self.options = options = options or SparqlOptions()
         self.stats = SparqlStats()
         self.cache = ResponseCache(Path(cache_dir) / "sparql" / "responses.sqlite") if cache_dir else None
         self._http = httpx.Client(timeout=options.timeout, headers={"Accept": RESULTS_JSON})
@@ -103,7 +89,7 @@ class SparqlClient:
 
     def key(self, query: str) -> str:
         o = self.options
-        blob = json.dumps([QUERY_FORMAT, o.endpoint.rstrip("/"), o.graph, query], ensure_ascii=False)
+        blob = json.dumps([QUERY_FORMAT, self.endpoint, o.graph, query], ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def select(self, query: str) -> list[dict[str, str]]:
@@ -115,7 +101,7 @@ class SparqlClient:
         else:
             body = self._post(query)
             if self.cache is not None:
-                self.cache.put(key, {"endpoint": self.options.endpoint, "graph": self.options.graph}, body)
+                self.cache.put(key, {"endpoint": self.endpoint, "graph": self.options.graph}, body)
         return self._rows(body)
 
     def select_many(self, queries: Sequence[str]) -> list[list[dict[str, str]]]:
@@ -131,7 +117,7 @@ class SparqlClient:
         return [found[q] for q in queries]
 
     def _rows(self, body: Any) -> list[dict[str, str]]:
-        where = f"SPARQL endpoint {self.options.endpoint}"
+        where = f"SPARQL endpoint {self.endpoint}"
         try:
             bindings = body["results"]["bindings"]
         except (TypeError, KeyError):
@@ -151,7 +137,7 @@ class SparqlClient:
             wait = None
             t0 = time.perf_counter()
             try:
-                resp = self._http.post(o.endpoint, data=data)
+                resp = self._http.post(self.endpoint, data=data)
             except httpx.TransportError as e:  # unreachable, refused, timed out
                 last = f"no answer ({type(e).__name__}: {e or 'connection failed'})"
             else:
@@ -162,20 +148,20 @@ class SparqlClient:
                         return resp.json()
                     except ValueError:
                         raise SparqlError(
-                            f"SPARQL endpoint {o.endpoint}: answered 200 with no JSON: {resp.text[:200]!r}"
+                            f"SPARQL endpoint {self.endpoint}: answered 200 with no JSON: {resp.text[:200]!r}"
                         ) from None
                 last = f"HTTP {resp.status_code}: {' '.join(resp.text[:300].split())}"
                 if resp.status_code not in RETRY_STATUS and resp.status_code < 500:
-                    raise SparqlError(f"SPARQL endpoint {o.endpoint}: {last} (not retried)")
+                    raise SparqlError(f"SPARQL endpoint {self.endpoint}: {last} (not retried)")
                 asked = retry_after(resp.headers)
                 wait = None if asked is None else min(asked, o.retry_after_max)
             if attempt == o.retries:
                 break
             self.stats.retries += 1
             delay = wait if wait is not None else backoff(attempt, o.backoff_base, o.backoff_max)
-            log.info("SPARQL %s: %s; retry %d/%d in %.2fs", o.endpoint, last[:200], attempt + 1, o.retries, delay)
+            log.info("SPARQL %s: %s; retry %d/%d in %.2fs", self.endpoint, last[:200], attempt + 1, o.retries, delay)
             time.sleep(delay)
-        raise SparqlError(f"SPARQL endpoint {o.endpoint}: failed after {o.retries + 1} tries; last error: {last}")
+        raise SparqlError(f"SPARQL endpoint {self.endpoint}: failed after {o.retries + 1} tries; last error: {last}")
 
 
 def iri(term: str) -> str:
@@ -203,3 +189,47 @@ def edges_query(entities: Sequence[str], limit: int) -> str:
 
 def batched(items: Sequence[str], size: int) -> list[Sequence[str]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def literal(text: str, language: str | None = None) -> str:
+    """A string as a SPARQL literal (escaped), with a language tag when given."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"' + (f"@{language}" if language else "")
+
+
+def labels_query(entities: Sequence[str], predicates: Sequence[str], language: str) -> str:
+    """The labels of entities (``?e ?p ?l``), in ``language`` or plain."""
+    values = " ".join(iri(e) for e in entities)
+    preds = " ".join(iri(p) for p in predicates)
+    return (
+        f"SELECT ?e ?p ?l WHERE {{ VALUES ?e {{ {values} }} VALUES ?p {{ {preds} }} ?e ?p ?l . "
+        f'FILTER(isLiteral(?l) && (lang(?l) = "{language}" || lang(?l) = "")) }}'
+    )
+
+
+def named_query(name: str, predicates: Sequence[str], language: str) -> str:
+    """The entities a label names (``?e``), first by IRI."""
+    preds = " ".join(iri(p) for p in predicates)
+    return (
+        f"SELECT DISTINCT ?e WHERE {{ VALUES ?p {{ {preds} }} VALUES ?l {{ {literal(name, language)} "
+        f"{literal(name)} }} ?e ?p ?l }} ORDER BY ?e LIMIT 20"
+    )
+
+
+def exists_query(entity: str) -> str:
+    """One edge at the entity, if it has any."""
+    x = iri(entity)
+    return f"SELECT ?p WHERE {{ {{ {x} ?p ?o }} UNION {{ ?s ?p {x} }} }} LIMIT 1"
+
+
+def is_iri(name: str) -> bool:
+    return "://" in name or name.startswith("_:")
+
+
+def probe(endpoint: str, options: SparqlOptions | None = None) -> None:
+    """Ask the endpoint for one triple before any work (one retry, at most 10 s): :class:`SparqlError`
+    naming it when it does not answer, or answers no SPARQL."""
+    o = options or SparqlOptions()
+    quick = SparqlOptions(graph=o.graph, timeout=min(o.timeout, 10.0), retries=min(o.retries, 1), backoff_base=0.2)
+    with SparqlClient(endpoint, quick) as client:
+        client.select("SELECT ?s WHERE { ?s ?p ?o } LIMIT 1")

@@ -47,7 +47,7 @@ class SparqlExtractor:
             for row in rows:
                 x, d = row.get("x"), row.get("d")
                 if x is None or d not in ("0", "1") or "p" not in row or "y" not in row:
-                    raise ValueError(f"SPARQL endpoint {self.client.options.endpoint}: a row without x, d, p, y: {row}")
+                    raise ValueError(f"SPARQL endpoint {self.client.endpoint}: a row without x, d, p, y: {row}")
                 n = seen.get((x, d), 0) + 1
                 seen[(x, d)] = n
                 if n > limit:  # the extra row: this entity's edges were cut

@@ -15,6 +15,7 @@ from gsr_train.config import as_dict, defaults_of
 from gsr_train.data.errors import PreflightError, UserError
 from gsr_train.data.rows import split_files
 from gsr_train.datamodules import gsr_prepare
+from gsr_train.kg.sparql_options import SparqlOptions
 from gsr_train.kg.store import KGStoreError, read_meta
 from gsr_train.models.gsr.modeling import resolve_pretrained
 from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
@@ -28,6 +29,28 @@ from gsr_train.runtime.training import check_resume_target
 from gsr_train.text.encoders import load_encoder
 
 GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
+
+
+def _kg_problems(cfg: DictConfig) -> list[str]:
+    """``data.kg``: a store of this version, or a SPARQL endpoint that answers (and no ``data.link``)."""
+    kg = OmegaConf.select(cfg, "data.kg", default=None)
+    if not kg:
+        return []
+    if not str(kg).startswith(("http://", "https://")):
+        try:
+            read_meta(str(kg))
+        except KGStoreError as e:
+            return [f"data.kg: {e}"]
+        return []
+    from gsr_train.kg.sparql import SparqlError, probe  # httpx: loaded only for an endpoint
+
+    if OmegaConf.select(cfg, "data.link", default=False):
+        return [f"data.link=true links questions against a KG store's names; with data.kg={kg} give rows a q_entity"]
+    try:
+        probe(str(kg), SparqlOptions(**as_dict(OmegaConf.select(cfg, "data.sparql", default=None) or {})))
+    except (SparqlError, TypeError) as e:
+        return [f"data.kg: {e}"]
+    return []
 
 
 def preflight(
@@ -46,12 +69,7 @@ def preflight(
     All problems are reported at once, each naming the option to fix.
     """
     problems = [*_split_problems(cfg, splits), *_file_problems(cfg, label_splits, checkpoints or {})]
-    kg = OmegaConf.select(cfg, "data.kg", default=None)
-    if kg:
-        try:
-            read_meta(str(kg))
-        except KGStoreError as e:
-            problems.append(f"data.kg: {e}")
+    problems += _kg_problems(cfg)
     try:
         check_resume_target(cfg)
     except PreflightError as e:

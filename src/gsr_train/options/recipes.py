@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 
 from gsr_train.config import option
 from gsr_train.kg.extract_options import ExtractOptions
+from gsr_train.kg.sparql_options import SparqlOptions
 from gsr_train.llm.client import LLMConfig
 from gsr_train.models.edge_options import EdgeLoss
 from gsr_train.models.gsr.options import DecodeConfig, GSROptim
@@ -146,9 +147,13 @@ class DataOptions:
     workers: int | None = option(
         None, "threads / processes preparing the data (index, embeddings, supervision); null: the cores available", ge=1
     )
-    kg: str | None = option(None, "a whole-KG store (gsr-train import-kg): rows without a graph get theirs cut from it")
+    kg: str | None = option(
+        None,
+        "a whole-KG store (gsr-train import-kg) or a SPARQL endpoint URL: rows without a graph get theirs cut from it",
+    )
     extract: ExtractOptions = option(ExtractOptions(), "how a question's graph is cut from data.kg")
     link: bool = option(False, "with data.kg: a row without q_entity gets the entity its question names")
+    sparql: SparqlOptions = option(SparqlOptions(), "with data.kg=URL: how the SPARQL endpoint is asked")
 
 
 DATA_FILE = "conf/data/ (data=...)"

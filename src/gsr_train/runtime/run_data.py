@@ -20,6 +20,7 @@ from gsr_train.eval.tail import METRICS_FILE, write_metrics
 from gsr_train.kg.extract_options import ExtractOptions
 from gsr_train.kg.extracted_data import ensure_graphs
 from gsr_train.kg.index import get_index
+from gsr_train.kg.sparql_options import SparqlOptions
 from gsr_train.parallel import WorkersError, resolve_workers, set_default_workers
 from gsr_train.runtime.device import device_record
 from gsr_train.runtime.training import is_rank_zero
@@ -45,10 +46,11 @@ def resolve_data_dir(cfg: DictConfig) -> str:
     if not kg:
         return folder
     options = ExtractOptions(**as_dict(cfg.data.get("extract") or OmegaConf.create({})))
+    sparql = SparqlOptions(**as_dict(cfg.data.get("sparql") or OmegaConf.create({})))
     skip, link = bool(cfg.data.get("skip_invalid", False)), bool(cfg.data.get("link", False))
-    key = (folder, str(kg), tuple(cfg.data.splits), str(cache_dir(cfg)), options, skip, link)
+    key = (folder, str(kg), tuple(cfg.data.splits), str(cache_dir(cfg)), options, skip, link, repr(sparql))
     if key not in _EXTRACTED:
-        made = ensure_graphs(folder, str(kg), tuple(cfg.data.splits), cache_dir(cfg), options, skip, link)
+        made = ensure_graphs(folder, str(kg), tuple(cfg.data.splits), cache_dir(cfg), options, skip, link, sparql)
         _EXTRACTED[key] = str(made)
     return _EXTRACTED[key]
 

@@ -1,0 +1,154 @@
+"""Where ``data.kg`` cuts question graphs from: a whole-KG store folder or a SPARQL endpoint, behind one
+interface, so :mod:`gsr_train.kg.extracted_data` writes the same rows from either.
+
+A source finds a topic entity by name (an id or IRI, else a label), cuts the question's graph around
+topic entities, names entities as the graph names them (a label, else the id), and says what it is
+(``where``) and what identifies its content (``key``, part of the cached folder's key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from gsr_train.io import stable_hash
+from gsr_train.kg.extract import Extractor
+from gsr_train.kg.extract_options import ExtractOptions
+from gsr_train.kg.linking import EntityLinker
+from gsr_train.kg.sparql import (
+    SparqlClient,
+    SparqlError,
+    batched,
+    exists_query,
+    is_iri,
+    labels_query,
+    named_query,
+)
+from gsr_train.kg.sparql_extract import SparqlExtractor
+from gsr_train.kg.sparql_options import SparqlOptions
+from gsr_train.kg.store import open_store
+
+
+class GraphSource(Protocol):
+    where: str
+    key: str
+
+    def find(self, name: str) -> Any | None: ...
+    def link(self, question: str) -> Any | None: ...
+    def cut(self, topics: Sequence[Any]) -> pa.ListArray: ...
+    def display(self, entities: Sequence[Any]) -> list[str]: ...
+    def close(self) -> None: ...
+
+
+def triples_array(heads: pa.Array, relations: pa.Array, tails: pa.Array) -> pa.ListArray:
+    """Three string columns as one list<string> of ``[head, relation, tail]`` triples, in one Arrow call."""
+    n = len(heads)
+    values = pa.concat_arrays([a.cast(pa.large_string()) for a in (heads, relations, tails)])
+    order = np.stack([np.arange(n), np.arange(n) + n, np.arange(n) + 2 * n], axis=1).ravel()
+    flat = values.take(pa.array(order)).cast(pa.string())
+    return pa.ListArray.from_arrays(pa.array(np.arange(0, 3 * n + 1, 3, dtype=np.int32)), flat)
+
+
+class StoreGraphs:
+    """Graphs cut from a store folder (gsr-train import-kg); entities are store ids."""
+
+    def __init__(self, folder: str | Path, options: ExtractOptions, link: bool) -> None:
+        self.store = open_store(folder)
+        self.extractor = Extractor(self.store, options)
+        self.linker = EntityLinker(self.store) if link else None
+        self.where, self.key = f"the KG store {self.store.folder}", self.store.key
+
+    def find(self, name: str) -> int | None:
+        found = self.store.entities_named(name)
+        return int(found[0]) if found.size else None
+
+    def link(self, question: str) -> int | None:
+        linked = self.linker.link(question, 1) if self.linker is not None else []
+        return linked[0][0] if linked else None
+
+    def display(self, entities: Sequence[int]) -> list[str]:
+        ids = np.asarray(entities, dtype=np.int64)
+        return [str(x) for x in self.store.display_names(ids).to_pylist()] if ids.size else []
+
+    def cut(self, topics: Sequence[int]) -> pa.ListArray:
+        s = self.store
+        edges = self.extractor.edges(np.asarray(topics, dtype=np.int64))
+        heads = s.display_names(np.asarray(s.heads[edges], dtype=np.int64))
+        tails = s.display_names(np.asarray(s.tails[edges], dtype=np.int64))
+        rels = s.relations.to_arrow().take(pa.array(np.asarray(s.rels[edges], dtype=np.int64)))
+        return triples_array(heads, rels, tails)
+
+    def close(self) -> None:
+        pass
+
+
+class SparqlGraphs:
+    """Graphs cut from a SPARQL endpoint; entities are IRIs (a label names one too)."""
+
+    def __init__(self, endpoint: str, options: ExtractOptions, sparql: SparqlOptions, cache_dir: Path) -> None:
+        self.client = SparqlClient(endpoint, sparql, cache_dir)
+        self.extractor = SparqlExtractor(self.client, options)
+        self.sparql = sparql
+        self.where = f"the SPARQL endpoint {self.client.endpoint}"
+        self.key = stable_hash(
+            "sparql", self.client.endpoint, sparql.graph, sparql.limit, list(sparql.labels), sparql.language
+        )
+        self._labels: dict[str, str | None] = {}
+
+    def find(self, name: str) -> str | None:
+        if is_iri(name):
+            return name if self.client.select(exists_query(name)) else None
+        rows = self.client.select(named_query(name, self.sparql.labels, self.sparql.language))
+        return rows[0]["e"] if rows and "e" in rows[0] else None
+
+    def link(self, question: str) -> None:
+        return None
+
+    def _fetch_labels(self, entities: Sequence[str]) -> None:
+        todo = sorted({e for e in entities if e not in self._labels and not e.startswith(("_:", "nodeID://"))})
+        if not todo:
+            return
+        rank = {p: i for i, p in enumerate(self.sparql.labels)}
+        queries = [labels_query(b, self.sparql.labels, self.sparql.language) for b in batched(todo, self.sparql.batch)]
+        best: dict[str, tuple[int, str]] = {}
+        for rows in self.client.select_many(queries):
+            for row in rows:  # the first predicate's label, then the smallest
+                e, label = row.get("e"), row.get("l")
+                if e is None or label is None:
+                    continue
+                choice = (rank.get(row.get("p", ""), len(rank)), label)
+                if e not in best or choice < best[e]:
+                    best[e] = choice
+        for e in todo:
+            self._labels[e] = best[e][1] if e in best else None
+
+    def display(self, entities: Sequence[str]) -> list[str]:
+        self._fetch_labels(entities)
+        return [self._labels.get(e) or e for e in entities]
+
+    def cut(self, topics: Sequence[str]) -> pa.ListArray:
+        triples, _ = self.extractor.cut(list(topics))
+        if not triples:
+            return triples_array(pa.array([], pa.string()), pa.array([], pa.string()), pa.array([], pa.string()))
+        heads, rels, tails = (list(c) for c in zip(*triples))
+        return triples_array(pa.array(self.display(heads)), pa.array(rels), pa.array(self.display(tails)))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_graph_source(
+    kg: str, options: ExtractOptions, sparql: SparqlOptions | None, cache_dir: Path, link: bool
+) -> GraphSource:
+    """The source ``data.kg`` names: an http(s) URL is a SPARQL endpoint, anything else a store folder."""
+    if not kg.startswith(("http://", "https://")):
+        return StoreGraphs(kg, options, link)
+    if link:
+        raise SparqlError(
+            f"data.link=true links questions against a KG store's names; with data.kg={kg} give each row its q_entity"
+        )
+    return SparqlGraphs(kg, options, sparql or SparqlOptions(), cache_dir)
