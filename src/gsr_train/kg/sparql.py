@@ -34,7 +34,7 @@ from gsr_train.response_cache import ResponseCache
 
 log = logging.getLogger(__name__)
 RESULTS_JSON = "application/sparql-results+json"
-QUERY_FORMAT = 1  # part of every cache key: a change of the queries' wording is a new key
+QUERY_FORMAT = 2  # part of every cache key: a change of the queries' wording is a new key
 
 
 class SparqlError(UserError, RuntimeError):
@@ -66,6 +66,16 @@ def _value(term: Any, where: str) -> str:
     return term["value"]
 
 
+Columns = dict[str, list[Any]]
+
+
+def rows_of(columns: Columns) -> list[dict[str, str]]:
+    """Columns back as rows ``{variable: value}``, unbound variables left out."""
+    names = list(columns)
+    n = len(columns[names[0]]) if names else 0
+    return [{v: columns[v][i] for v in names if columns[v][i] is not None} for i in range(n)]
+
+
 class SparqlClient:
     """SELECT queries against one endpoint, cached and retried (see the module docstring)."""
 
@@ -75,8 +85,11 @@ class SparqlClient:
         self.stats = SparqlStats()
         self.cache = ResponseCache(Path(cache_dir) / "sparql" / "responses.sqlite") if cache_dir else None
         self._http = httpx.Client(timeout=options.timeout, headers={"Accept": RESULTS_JSON})
+        self._pool: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
         self._http.close()
         if self.cache is not None:
             self.cache.close()
@@ -92,41 +105,64 @@ class SparqlClient:
         blob = json.dumps([QUERY_FORMAT, self.endpoint, o.graph, query], ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
-    def select(self, query: str) -> list[dict[str, str]]:
-        """The rows of a SELECT query, each ``{variable: value}`` (unbound variables left out)."""
+    def columns(self, query: str) -> Columns:
+        """The answer of a SELECT query as columns: ``{variable: [value or None per row]}``. An answer is
+        cached in this compact form (checked once, when it arrives), which reads back fast."""
         key = self.key(query)
         body = self.cache.get(key) if self.cache is not None else None
         if body is not None:
             self.stats.cached += 1
-        else:
-            body = self._post(query)
-            if self.cache is not None:
-                self.cache.put(key, {"endpoint": self.endpoint, "graph": self.options.graph}, body)
-        return self._rows(body)
+            return body["columns"]
+        columns = self._columns(self._post(query))
+        if self.cache is not None:
+            self.cache.put(key, {"endpoint": self.endpoint, "graph": self.options.graph}, {"columns": columns})
+        return columns
 
-    def select_many(self, queries: Sequence[str]) -> list[list[dict[str, str]]]:
-        """:meth:`select` of each query, ``concurrency`` at a time, in order; a query given twice is
-        asked once."""
-        distinct = list(dict.fromkeys(queries))
-        if len(distinct) <= 1 or self.options.concurrency == 1:
-            answers = [self.select(q) for q in distinct]
+    def select(self, query: str) -> list[dict[str, str]]:
+        """The rows of a SELECT query, each ``{variable: value}`` (unbound variables left out)."""
+        return rows_of(self.columns(query))
+
+    def columns_many(self, queries: Sequence[str]) -> list[Columns]:
+        """:meth:`columns` of each query, ``concurrency`` at a time, in order; a query given twice is
+        asked once, and what the cache answers is read here, without a thread."""
+        found: dict[str, Columns] = {}
+        missing = []
+        for q in dict.fromkeys(queries):
+            body = self.cache.get(self.key(q)) if self.cache is not None else None
+            if body is None:
+                missing.append(q)
+            else:
+                self.stats.cached += 1
+                found[q] = body["columns"]
+        if len(missing) <= 1 or self.options.concurrency == 1:
+            found.update((q, self.columns(q)) for q in missing)
         else:
-            with ThreadPoolExecutor(self.options.concurrency) as pool:
-                answers = list(pool.map(self.select, distinct))
-        found = dict(zip(distinct, answers))
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="sparql")
+            found.update(zip(missing, self._pool.map(self.columns, missing)))
         return [found[q] for q in queries]
 
-    def _rows(self, body: Any) -> list[dict[str, str]]:
+    def select_many(self, queries: Sequence[str]) -> list[list[dict[str, str]]]:
+        """:meth:`select` of each query (as :meth:`columns_many` asks them)."""
+        return [rows_of(c) for c in self.columns_many(queries)]
+
+    def _columns(self, body: Any) -> Columns:
+        """The answer's bindings as columns, every value checked: one line naming the endpoint otherwise."""
         where = f"SPARQL endpoint {self.endpoint}"
         try:
             bindings = body["results"]["bindings"]
-        except (TypeError, KeyError):
+            names = list(body.get("head", {}).get("vars") or [])
+        except (TypeError, KeyError, AttributeError):
             raise SparqlError(
                 f"{where}: answered something that is no SPARQL JSON result: {str(body)[:200]!r}"
             ) from None
         if not isinstance(bindings, list):
             raise SparqlError(f"{where}: its result's bindings are no list")
-        return [{k: _value(v, where) for k, v in row.items()} for row in bindings]
+        for row in bindings:
+            if not isinstance(row, dict):
+                raise SparqlError(f"{where}: a result row that is no object: {str(row)[:200]!r}")
+            names += [k for k in row if k not in names]
+        return {v: [_value(row[v], where) if v in row else None for row in bindings] for v in names}
 
     def _post(self, query: str) -> Any:
         """POST the query with retries; the parsed JSON body, or :class:`SparqlError`."""

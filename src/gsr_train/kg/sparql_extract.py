@@ -11,6 +11,7 @@ entity's edges were cut by ``limit``; cuts are counted.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from gsr_train.kg.extract import EdgeArrays, Extractor
 from gsr_train.kg.extract_options import ExtractOptions
-from gsr_train.kg.sparql import SparqlClient, batched, edges_query
+from gsr_train.kg.sparql import SparqlClient, SparqlError, batched, edges_query
 
 Triple = tuple[str, str, str]
 
@@ -37,23 +38,21 @@ class SparqlExtractor:
     def __init__(self, client: SparqlClient, options: ExtractOptions | None = None) -> None:
         self.client, self.options = client, options or ExtractOptions()
 
-    def _edges_at(self, entities: Sequence[str], cut: list[str]) -> set[Triple]:
-        """Every edge at ``entities`` (both ways, ``limit`` per entity and direction)."""
-        limit = self.client.options.limit
+    def _edges_at(self, entities: Sequence[str], cut: list[str], topics: bool) -> set[Triple]:
+        """Every edge at ``entities`` (both ways). An entity with more than ``limit`` in a direction is
+        a hub: a topic keeps its first ``limit``, any other none (a leaf, as the store's edge budget
+        leaves a hub: with ``limit`` at least the budget, the store never expands it either)."""
+        limit, endpoint = self.client.options.limit, self.client.endpoint
         queries = [edges_query(b, limit) for b in batched(list(entities), self.client.options.batch)]
         found: set[Triple] = set()
-        for rows in self.client.select_many(queries):
-            seen: dict[tuple[str, str], int] = {}
-            for row in rows:
-                x, d = row.get("x"), row.get("d")
-                if x is None or d not in ("0", "1") or "p" not in row or "y" not in row:
-                    raise ValueError(f"SPARQL endpoint {self.client.endpoint}: a row without x, d, p, y: {row}")
-                n = seen.get((x, d), 0) + 1
-                seen[(x, d)] = n
-                if n > limit:  # the extra row: this entity's edges were cut
-                    cut.append(x)
-                    continue
-                found.add((x, row["p"], row["y"]) if d == "0" else (row["y"], row["p"], x))
+        for cols in self.client.columns_many(queries):
+            x, d, p, y = (cols.get(v, []) for v in ("x", "d", "p", "y"))
+            if not len(x) == len(d) == len(p) == len(y) or None in x or None in p or None in y:
+                raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row without x, p or y")
+            if any(v not in ("0", "1") for v in set(d)):
+                raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row whose direction is not 0 or 1")
+            x, d, p, y = _cut_hubs(x, d, p, y, limit, cut, keep=limit if topics else 0)
+            found.update((a, r, b) if f == "0" else (b, r, a) for a, f, r, b in zip(x, d, p, y))
         return found
 
     def neighbourhood(self, topics: Sequence[str]) -> Neighbourhood:
@@ -62,10 +61,12 @@ class SparqlExtractor:
         frontier = sorted(reached)
         triples: set[Triple] = set()
         cut: list[str] = []
+        frontier_is_topics = True
         for _ in range(hops):
             if not frontier:
                 break
-            new = self._edges_at(frontier, cut)
+            new = self._edges_at(frontier, cut, topics=frontier_is_topics)
+            frontier_is_topics = False
             triples |= new
             ends = {e for h, _, t in new for e in (h, t)}
             frontier = sorted(ends - reached)
@@ -85,3 +86,24 @@ class SparqlExtractor:
         pos = np.minimum(np.searchsorted(names, asked), names.size - 1)
         edges = Extractor(arrays, self.options).edges(pos[names[pos] == asked])  # topics with an edge
         return [near.triples[e] for e in edges.tolist()], near
+
+
+def _cut_hubs(
+    x: list, d: list, p: list, y: list, limit: int, cut: list[str], keep: int
+) -> tuple[list, list, list, list]:
+    """The rows without the hubs' (an entity with more than ``limit`` rows in a direction: it goes to
+    ``cut`` and keeps its first ``keep``); as given when there is none (one counting pass)."""
+    counts = Counter(zip(x, d))
+    if not counts or max(counts.values()) <= limit:
+        return x, d, p, y
+    hubs = {e for (e, _), n in counts.items() if n > limit}
+    cut.extend(sorted(hubs))
+    seen: Counter = Counter()
+    rows = []
+    for i, (e, k) in enumerate(zip(x, d)):
+        if e in hubs:
+            seen[e, k] += 1
+            if seen[e, k] > keep:
+                continue
+        rows.append(i)
+    return [x[i] for i in rows], [d[i] for i in rows], [p[i] for i in rows], [y[i] for i in rows]

@@ -26,6 +26,11 @@ class SparqlOptions:
     retry_after_max: float = option(120.0, "longest Retry-After an endpoint may ask for, in seconds", ge=0)
     concurrency: int = option(4, "queries in flight at once", ge=1)
     batch: int = option(50, "entities per query", ge=1)
-    limit: int = option(2000, "edges per entity and direction; a hub beyond it is cut, counted", ge=1)
+    limit: int = option(
+        9999,
+        "edges per entity and direction; beyond it an entity is a hub, a leaf of the graph (counted); "
+        "Virtuoso and DBpedia answer at most 10,000 rows",
+        ge=1,
+    )
     labels: list[str] = option(list(LABELS), "predicates whose literal names an entity (its label), first first")
     language: str = option("en", "the language of labels (plain literals are taken too)")

@@ -1,0 +1,130 @@
+"""Question graphs cut from a local Virtuoso (``data.kg=URL``) beside the embedded store (``data.kg=DIR``).
+
+A random KG of ``--triples`` rows (Freebase-like skew: zipf-distributed entities, 200 relations) is
+written as N-Triples once, bulk-loaded into a fresh Virtuoso (``tests/virtuoso.py``: its own folder,
+ini and free ports) and imported into a store. Then 2-hop graphs capped at 5,000 triples are cut for
+``--questions`` topic entities three ways: from the store, from the endpoint with an empty cache
+(cold: every query goes to Virtuoso) and again (cached: every query answered from the SQLite cache).
+For each: ms a question (median, p90), questions a second, the share of graphs equal to the store's
+and the questions where a hub's edges were cut at ``data.sparql.limit`` (the graphs differ there).
+
+    .venv/bin/python bench/bench_sparql.py [--triples 200000] [--questions 200]
+
+Needs ``virtuoso-t`` (Debian's virtuoso-opensource). Writes the table and
+``bench/results/bench_sparql.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from benchutil import peak_rss_mb, save_figures
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+
+def write_kg(path: Path, triples: int, seed: int = 0) -> int:
+    rng = np.random.default_rng(seed)
+    entities = max(triples // 6, 10)
+    heads = (rng.zipf(1.6, triples) - 1) % entities
+    tails = rng.integers(0, entities, triples)
+    rels = rng.integers(0, 200, triples)
+    rows = np.unique(np.stack([heads, rels, tails], axis=1), axis=0)
+    keys = sorted((f"http://ex.org/e{h}", f"http://ex.org/r{r}", f"http://ex.org/e{t}") for h, r, t in rows.tolist())
+    with open(path, "w") as f:
+        f.writelines(f"<{h}> <{r}> <{t}> .\n" for h, r, t in keys)
+    return len(keys)
+
+
+def timed_cuts(cut, topics: list[str]) -> tuple[list, list[float]]:
+    graphs, ms = [], []
+    for t in topics:
+        t0 = time.perf_counter()
+        graphs.append(cut(t))
+        ms.append(1000 * (time.perf_counter() - t0))
+    return graphs, ms
+
+
+def row(way: str, ms: list[float], same: float | None = None, cut: int | None = None) -> dict:
+    return {
+        "way": way,
+        "ms_median": round(float(np.median(ms)), 2),
+        "ms_p90": round(float(np.percentile(ms, 90)), 2),
+        "questions_per_s": round(1000 * len(ms) / sum(ms), 1),
+        "same_graph_as_store": same,
+        "questions_with_a_cut_hub": cut,
+    }
+
+
+def main() -> dict:
+    from gsr_train.kg.extract import Extractor
+    from gsr_train.kg.extract_options import ExtractOptions
+    from gsr_train.kg.sparql import SparqlClient
+    from gsr_train.kg.sparql_extract import SparqlExtractor
+    from gsr_train.kg.sparql_options import SparqlOptions
+    from gsr_train.kg.store import open_store
+    from gsr_train.kg.store_build import import_kg
+    from tests.virtuoso import start_virtuoso
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--triples", type=int, default=200_000)
+    ap.add_argument("--questions", type=int, default=200)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_sparql.json"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "load").mkdir()
+        n = write_kg(root / "load" / "kg.nt", args.triples)
+        server = start_virtuoso(root / "server", root / "load")
+        try:
+            t0 = time.perf_counter()
+            server.load(root / "load", "http://ex.org/kg")
+            load_s = time.perf_counter() - t0
+            import_kg([root / "load" / "kg.nt"], root / "store")
+            store = open_store(root / "store")
+            rng = np.random.default_rng(1)
+            ids = np.asarray(store.heads[rng.integers(0, store.num_triples, args.questions)], dtype=np.int64)
+            topics = store.entities.take(ids)
+            options = ExtractOptions()
+            local = Extractor(store, options)
+
+            def store_cut(t: str) -> set:
+                e = local.edges(np.array([store.entities.get(t)]))
+                h, r, tl = (np.asarray(a[e], dtype=np.int64) for a in (store.heads, store.rels, store.tails))
+                return set(zip(store.entities.take(h), store.relations.take(r), store.entities.take(tl)))
+
+            want, ms_store = timed_cuts(store_cut, topics)
+            rows = [row("store (data.kg=DIR)", ms_store, None)]
+            client = SparqlClient(server.endpoint, SparqlOptions(graph="http://ex.org/kg"), root / "cache")
+            remote = SparqlExtractor(client, options)
+            for way in ("endpoint, cold (data.kg=URL)", "endpoint, cached"):
+                got, ms = timed_cuts(lambda t: remote.cut([t]), topics)
+                same = float(np.mean([set(g) == w for (g, _), w in zip(got, want)]))
+                rows.append(row(way, ms, round(same, 3), sum(bool(near.cut) for _, near in got)))
+            stats = {"queries": client.stats.queries, "cached": client.stats.cached}
+            client.close()
+        finally:
+            server.stop()
+    table = Table(title=f"2-hop graphs of {args.questions} topics, {n:,} triples (Virtuoso loaded in {load_s:.1f} s)")
+    for c in rows[0]:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*[str(v) for v in r.values()])
+    Console(width=140).print(table)
+    doc = {"triples": n, "questions": args.questions, "virtuoso_load_s": round(load_s, 2), "rows": rows}
+    doc.update(queries=stats, peak_rss_mb=round(peak_rss_mb(), 1))
+    save_figures(args.out, doc)
+    return doc
+
+
+if __name__ == "__main__":
+    main()
