@@ -15,6 +15,7 @@ What extraction needs from a database that serves the KG, and what this client d
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -105,16 +106,17 @@ class SparqlClient:
         blob = json.dumps([QUERY_FORMAT, self.endpoint, o.graph, query], ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
-    def columns(self, query: str) -> Columns:
+    def columns(self, query: str, keep: bool = True) -> Columns:
         """The answer of a SELECT query as columns: ``{variable: [value or None per row]}``. An answer is
-        cached in this compact form (checked once, when it arrives), which reads back fast."""
+        cached in this compact form (checked once, when it arrives), which reads back fast; ``keep``
+        false: not cached (a caller that caches the answer in pieces of its own)."""
         key = self.key(query)
-        body = self.cache.get(key) if self.cache is not None else None
+        body = self.cache.get(key) if self.cache is not None and keep else None
         if body is not None:
             self.stats.cached += 1
             return body["columns"]
         columns = self._columns(self._post(query))
-        if self.cache is not None:
+        if self.cache is not None and keep:
             self.cache.put(key, {"endpoint": self.endpoint, "graph": self.options.graph}, {"columns": columns})
         return columns
 
@@ -122,24 +124,25 @@ class SparqlClient:
         """The rows of a SELECT query, each ``{variable: value}`` (unbound variables left out)."""
         return rows_of(self.columns(query))
 
-    def columns_many(self, queries: Sequence[str]) -> list[Columns]:
+    def columns_many(self, queries: Sequence[str], keep: bool = True) -> list[Columns]:
         """:meth:`columns` of each query, ``concurrency`` at a time, in order; a query given twice is
         asked once, and what the cache answers is read here, without a thread."""
         found: dict[str, Columns] = {}
         missing = []
+        ask = functools.partial(self.columns, keep=keep)
         for q in dict.fromkeys(queries):
-            body = self.cache.get(self.key(q)) if self.cache is not None else None
+            body = self.cache.get(self.key(q)) if self.cache is not None and keep else None
             if body is None:
                 missing.append(q)
             else:
                 self.stats.cached += 1
                 found[q] = body["columns"]
         if len(missing) <= 1 or self.options.concurrency == 1:
-            found.update((q, self.columns(q)) for q in missing)
+            found.update((q, ask(q)) for q in missing)
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="sparql")
-            found.update(zip(missing, self._pool.map(self.columns, missing)))
+            found.update(zip(missing, self._pool.map(ask, missing)))
         return [found[q] for q in queries]
 
     def select_many(self, queries: Sequence[str]) -> list[list[dict[str, str]]]:

@@ -11,7 +11,6 @@ entity's edges were cut by ``limit``; cuts are counted.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +21,22 @@ from gsr_train.kg.extract_options import ExtractOptions
 from gsr_train.kg.sparql import SparqlClient, SparqlError, batched, edges_query
 
 Triple = tuple[str, str, str]
+ENTITY_FORMAT = 1  # part of each entity's cache key
+
+
+@dataclass
+class EntityEdges:
+    """One entity's edges as the endpoint answered them: relation and other end, each direction; ``hub``:
+    it has more than ``limit`` in a direction (only the first ``limit`` are kept)."""
+
+    out_p: list[str]
+    out_y: list[str]
+    in_p: list[str]
+    in_y: list[str]
+    hub: bool
+
+    def astuple(self) -> tuple:
+        return (self.out_p, self.out_y, self.in_p, self.in_y, self.hub)
 
 
 @dataclass
@@ -35,24 +50,71 @@ class Neighbourhood:
 class SparqlExtractor:
     """Cuts graphs from one endpoint (see the module docstring)."""
 
-    def __init__(self, client: SparqlClient, options: ExtractOptions | None = None) -> None:
+    def __init__(self, client: SparqlClient, options: ExtractOptions | None = None, memo: int = 200_000) -> None:
         self.client, self.options = client, options or ExtractOptions()
+        self.memo_size = memo
+        self._memo: dict[str, EntityEdges] = {}  # this run's entities, parsed (the cache holds them for later runs)
+
+    def _entity_key(self, entity: str) -> str:
+        return self.client.key(f"edges of {entity}, limit {self.client.options.limit}, v{ENTITY_FORMAT}")
+
+    def _known(self, entity: str) -> EntityEdges | None:
+        found = self._memo.get(entity)
+        if found is None and self.client.cache is not None:
+            body = self.client.cache.get(self._entity_key(entity))
+            if body is not None:
+                self.client.stats.count("entities_cached")
+                found = EntityEdges(*body["edges"])
+                self._remember(entity, found)
+        return found
+
+    def _remember(self, entity: str, edges: EntityEdges) -> None:
+        if len(self._memo) >= self.memo_size:
+            self._memo.clear()
+        self._memo[entity] = edges
+
+    def _fetch(self, entities: list[str]) -> None:
+        """Ask the endpoint for the edges of ``entities`` (batched) and keep each entity's on its own."""
+        limit, endpoint = self.client.options.limit, self.client.endpoint
+        queries = [edges_query(b, limit) for b in batched(entities, self.client.options.batch)]
+        by_entity: dict[str, EntityEdges] = {e: EntityEdges([], [], [], [], False) for e in entities}
+        for cols in self.client.columns_many(queries, keep=False):
+            x, d, p, y = (cols.get(v, []) for v in ("x", "d", "p", "y"))
+            if not len(x) == len(d) == len(p) == len(y) or None in x or None in p or None in y:
+                raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row without x, p or y")
+            for e, f, r, o in zip(x, d, p, y):
+                edges = by_entity.get(e)
+                if edges is None or f not in ("0", "1"):
+                    raise SparqlError(
+                        f"SPARQL endpoint {endpoint}: an edge row of {e!r} (direction {f!r}) not asked for"
+                    )
+                side = (edges.out_p, edges.out_y) if f == "0" else (edges.in_p, edges.in_y)
+                if len(side[0]) == limit:
+                    edges.hub = True  # the extra row: more than limit
+                    continue
+                side[0].append(r)
+                side[1].append(o)
+        for e, edges in by_entity.items():
+            if self.client.cache is not None:
+                self.client.cache.put(self._entity_key(e), {"endpoint": endpoint}, {"edges": list(edges.astuple())})
+            self._remember(e, edges)
 
     def _edges_at(self, entities: Sequence[str], cut: list[str], topics: bool) -> set[Triple]:
         """Every edge at ``entities`` (both ways). An entity with more than ``limit`` in a direction is
         a hub: a topic keeps its first ``limit``, any other none (a leaf, as the store's edge budget
-        leaves a hub: with ``limit`` at least the budget, the store never expands it either)."""
-        limit, endpoint = self.client.options.limit, self.client.endpoint
-        queries = [edges_query(b, limit) for b in batched(list(entities), self.client.options.batch)]
+        leaves a hub)."""
+        missing = [e for e in entities if self._known(e) is None]
+        if missing:
+            self._fetch(missing)
         found: set[Triple] = set()
-        for cols in self.client.columns_many(queries):
-            x, d, p, y = (cols.get(v, []) for v in ("x", "d", "p", "y"))
-            if not len(x) == len(d) == len(p) == len(y) or None in x or None in p or None in y:
-                raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row without x, p or y")
-            if any(v not in ("0", "1") for v in set(d)):
-                raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row whose direction is not 0 or 1")
-            x, d, p, y = _cut_hubs(x, d, p, y, limit, cut, keep=limit if topics else 0)
-            found.update((a, r, b) if f == "0" else (b, r, a) for a, f, r, b in zip(x, d, p, y))
+        for e in entities:
+            edges = self._memo[e]
+            if edges.hub:
+                cut.append(e)
+                if not topics:
+                    continue
+            found.update(zip([e] * len(edges.out_p), edges.out_p, edges.out_y))
+            found.update(zip(edges.in_y, edges.in_p, [e] * len(edges.in_p)))
         return found
 
     def neighbourhood(self, topics: Sequence[str]) -> Neighbourhood:
@@ -86,24 +148,3 @@ class SparqlExtractor:
         pos = np.minimum(np.searchsorted(names, asked), names.size - 1)
         edges = Extractor(arrays, self.options).edges(pos[names[pos] == asked])  # topics with an edge
         return [near.triples[e] for e in edges.tolist()], near
-
-
-def _cut_hubs(
-    x: list, d: list, p: list, y: list, limit: int, cut: list[str], keep: int
-) -> tuple[list, list, list, list]:
-    """The rows without the hubs' (an entity with more than ``limit`` rows in a direction: it goes to
-    ``cut`` and keeps its first ``keep``); as given when there is none (one counting pass)."""
-    counts = Counter(zip(x, d))
-    if not counts or max(counts.values()) <= limit:
-        return x, d, p, y
-    hubs = {e for (e, _), n in counts.items() if n > limit}
-    cut.extend(sorted(hubs))
-    seen: Counter = Counter()
-    rows = []
-    for i, (e, k) in enumerate(zip(x, d)):
-        if e in hubs:
-            seen[e, k] += 1
-            if seen[e, k] > keep:
-                continue
-        rows.append(i)
-    return [x[i] for i in rows], [d[i] for i in rows], [p[i] for i in rows], [y[i] for i in rows]
