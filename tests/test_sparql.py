@@ -173,17 +173,19 @@ def test_graphs_from_virtuoso_are_the_stores(virtuoso_kg, max_triples):
     remote, local = SparqlExtractor(client, options), Extractor(store, options)
     capped = 0
     for topics in [[f"http://ex.org/e{i}"] for i in range(0, 60, 4)] + [["http://ex.org/e1", "http://ex.org/e2"]]:
-        got, near = remote.cut(topics)
+        cut = remote.cut(topics)
         ids = np.array([store.entities.get(t) for t in topics])
         edges = local.edges(ids)
         h, r, t = (np.asarray(a[edges], dtype=np.int64) for a in (store.heads, store.rels, store.tails))
         want = list(zip(store.entities.take(h), store.relations.take(r), store.entities.take(t)))
-        assert set(got) == set(want) and not near.cut, topics
-        capped += len(near.triples) > max_triples
+        assert set(cut.triples) == set(want) and not cut.hubs, topics
+        capped += cut.reached > max_triples
     assert capped > 0 or max_triples == 5000
-    asked = client.stats.queries
-    SparqlExtractor(client, options).cut(["http://ex.org/e0"])
+    asked, cached = client.stats.queries, client.stats.extra.get("graphs_cached", 0)
+    again = SparqlExtractor(client, options)  # a rerun: nothing in memory
+    assert again.cut(["http://ex.org/e0"]) == remote.cut(["http://ex.org/e0"])
     assert client.stats.queries == asked  # the second time from the cache
+    assert client.stats.extra["graphs_cached"] == cached + 2  # one row a question
 
 
 @pytest.mark.virtuoso
@@ -304,14 +306,123 @@ def test_data_kg_as_an_endpoint_is_checked_before_any_work(virtuoso_kg, tmp_path
         preflight(cfg)
     with open_dict(cfg):
         cfg.data.kg = server.endpoint
-        cfg.data.link = True
-    with pytest.raises(PreflightError, match="data.link=true links questions against a KG store's names"):
-        preflight(cfg)
-    with open_dict(cfg):
-        cfg.data.link = False
         cfg.data.sparql.graph = "http://ex.org/kg"
         cfg.data.dir = str(questions_without_graphs(tmp_path / "q", question_rows(store, 4)))
         cfg.data.splits = ["test"]
     preflight(cfg)
     folder = Path(resolve_data_dir(cfg))
     assert folder.parent == tmp_path / "cache" / "extracted" and (folder / "test.parquet").exists()
+
+
+def test_an_endpoint_answering_more_rows_than_asked_is_counted_and_cut(scripted, tmp_path, caplog):
+    """An endpoint (or a proxy) that ignores LIMIT: the rows beyond the ``limit + 1`` asked for an entity
+    and direction are counted, named in one warning with the option, and dropped; the entity is a hub."""
+
+    def edge(d: str, k: int) -> dict:
+        uri = {"type": "uri"}
+        return {
+            "x": {**uri, "value": "http://ex.org/A"},
+            "d": {"type": "literal", "value": d},
+            "p": {**uri, "value": "http://ex.org/r"},
+            "y": {**uri, "value": f"http://ex.org/B{k}"},
+        }
+
+    body = {"head": {"vars": ["x", "d", "p", "y"]}, "results": {"bindings": [edge("0", k) for k in range(6)]}}
+    body["results"]["bindings"].append(edge("1", 9))
+    server = scripted((200, {}, body, 0))
+    client = client_for(server.endpoint, tmp_path, limit=2)
+    with caplog.at_level("WARNING"):
+        near = SparqlExtractor(client, ExtractOptions(hops=1)).neighbourhood(["http://ex.org/A"])
+    assert client.stats.extra["rows_beyond_limit"] == 3  # 6 rows for the 3 asked (limit 2 + the hub's row)
+    assert near.cut == ["http://ex.org/A"]  # a hub; as a topic it keeps its first `limit` edges
+    assert near.triples == sorted(
+        [("http://ex.org/A", "http://ex.org/r", f"http://ex.org/B{k}") for k in range(2)]
+        + [("http://ex.org/B9", "http://ex.org/r", "http://ex.org/A")]
+    )
+    (warning,) = [r.getMessage() for r in caplog.records if "beyond" in r.getMessage()]
+    assert server.endpoint in warning and "data.sparql.limit=2" in warning
+
+
+# ------------------------------------------------------------------ linking and chains on the endpoint
+
+
+def _iris(store, ids) -> list[str]:
+    return [str(x) for x in store.entities.take(np.asarray(ids, dtype=np.int64))]
+
+
+@pytest.mark.virtuoso
+def test_label_lookup_candidates_from_virtuoso_are_the_stores(virtuoso_kg, tmp_path):
+    """The entities a question's phrases label, ranked alike (longer phrase, then degree, then name), from
+    the endpoint and from the store; ``link`` takes the first."""
+    from gsr_train.kg.graph_sources import SparqlGraphs, StoreGraphs
+
+    server, store, root = virtuoso_kg
+    remote = SparqlGraphs(server.endpoint, ExtractOptions(), SparqlOptions(graph="http://ex.org/kg"), tmp_path, True)
+    local = StoreGraphs(root / "store", ExtractOptions(), link=False)
+    questions = ["what about Entity 12 and entity 30?", "Is entity 3 near Entity 33", "who is nobody", "entity"]
+    try:
+        for q in questions:
+            want = [(_iris(store, [e])[0], phrase) for e, phrase in local.candidates(q)]
+            assert remote.candidates(q) == want, q
+        got = remote.candidates(questions[0])
+        assert {e for e, _ in got[:2]} == {"http://ex.org/e12", "http://ex.org/e30"}  # two-word phrases first
+        degree = {e: int(store.degree(np.array([store.entities.get(e)]))[0]) for e, _ in got[:2]}
+        assert degree[got[0][0]] >= degree[got[1][0]]  # then the better connected
+        assert remote.link(questions[0]) == got[0][0] and remote.link("who is nobody") is None
+    finally:
+        remote.close()
+
+
+@pytest.mark.virtuoso
+def test_chains_executed_by_virtuoso_are_the_stores(virtuoso_kg, tmp_path):
+    """One query per chain: the triples on complete walks and the entities reached equal the store
+    walker's, for one-, two- and three-hop chains, both directions, and chains that stop early."""
+    from gsr_train.kg.sparql_chains import SparqlChains
+    from gsr_train.kg.store_walk import StoreWalker
+
+    server, store, _ = virtuoso_kg
+    client = SparqlClient(server.endpoint, SparqlOptions(graph="http://ex.org/kg"), tmp_path)
+    chains, walker = SparqlChains(client), StoreWalker(store)
+    rng = np.random.default_rng(3)
+    heads, rels, tails = (np.asarray(a, dtype=np.int64) for a in (store.heads, store.rels, store.tails))
+    checked = valid = 0
+    for k in rng.integers(0, store.num_triples, 40).tolist():
+        nxt = np.flatnonzero((heads == tails[k]) | (tails == tails[k]))  # a second hop at the tail, either way
+        second = int(rels[nxt[rng.integers(0, nxt.size)]])
+        for chain in ([int(rels[k])], [int(rels[k]), second], [int(rels[k]), second, int(rels[k])]):
+            topics = [int(heads[k])] + ([int(tails[k])] if k % 2 else [])
+            walk = walker.chain(np.array(topics), tuple(chain))
+            got = chains.chain(_iris(store, topics), [str(store.relations.take([r])[0]) for r in chain])
+            e = walk.edges
+            want = set(zip(_iris(store, heads[e]), store.relations.take(rels[e]), _iris(store, tails[e])))
+            assert set(got.triples) == want and got.ends == sorted(_iris(store, walk.ends)), (topics, chain)
+            assert got.valid == walk.valid and not got.truncated
+            checked, valid = checked + 1, valid + walk.valid
+    assert checked == 120 and 40 <= valid < 120  # complete walks and chains that stop early, both seen
+    e0 = store.entities.get("http://ex.org/e0")
+    at_e0 = rels[(heads == e0) | (tails == e0)]
+    busiest = [str(store.relations.take([int(np.bincount(at_e0).argmax())])[0])]
+    whole = chains.chain(["http://ex.org/e0"], busiest)
+    short = SparqlChains(client, max_walks=1).chain(["http://ex.org/e0"], busiest)
+    assert len(whole.triples) > 1 and not whole.truncated
+    assert short.truncated and len(short.triples) == 1 and set(short.triples) < set(whole.triples)
+
+
+@pytest.mark.virtuoso
+def test_data_link_with_an_endpoint_links_by_label(virtuoso_kg, tmp_path):
+    from gsr_train.kg.extracted_data import SUMMARY_FILE, ensure_graphs
+
+    from .test_own_kg import questions_without_graphs
+
+    server, store, root = virtuoso_kg
+    rows = [{"id": "a", "question": "what about Entity 15", "answer": [], "a_entity": []}]
+    data = questions_without_graphs(tmp_path / "q", rows)
+    sparql = SparqlOptions(graph="http://ex.org/kg")
+    folder = ensure_graphs(
+        data, server.endpoint, ["test"], tmp_path / "cache", ExtractOptions(), link=True, sparql=sparql
+    )
+    import pyarrow.parquet as pq
+
+    (row,) = pq.read_table(folder / "test.parquet").to_pylist()
+    assert row["q_entity"] == ["Entity 15"] and row["graph"]
+    assert json.loads((folder / SUMMARY_FILE).read_text())["splits"]["test"]["linked"] == 1

@@ -11,7 +11,8 @@ resumed runs read it like any dataset.
 
 A topic entity the store does not know is counted; a question none of whose topic entities it
 knows is an error naming the question, or (``skip_invalid``) left out and counted. With ``link``, a
-row without ``q_entity`` gets the entity its question names (:mod:`gsr_train.kg.linking`).
+row without ``q_entity`` gets the entity its question names (a store: :mod:`gsr_train.kg.linking`; an
+endpoint: :mod:`gsr_train.kg.label_linking`).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class _Split:
             self.counts["unknown_topics"] += len(unknown)
             self.first_unknown = self.first_unknown or f"{source}: row {row_id!r}: {unknown[0]!r}"
         known = [i for i in ids if i is not None]
-        linking = getattr(self.source, "linker", None) is not None
+        linking = self.source.links
         if not topics and linking:
             linked = self.source.link(str(record.get("question", "")))
             known = [linked] if linked is not None else []
@@ -76,7 +77,7 @@ class _Split:
         if topics:
             why = f"no topic entity of {list(topics)!r} is in {self.source.where}"
         elif linking:
-            why = "no q_entity, and no entity of the KG store is named in the question"
+            why = f"no q_entity, and no entity of {self.source.where} is named in the question"
         else:
             why = "no q_entity (data.link=true finds it in the question)"
         raise RowError(source, row_id, "q_entity", f"{why} (data.skip_invalid=true leaves such questions out, counted)")

@@ -1,9 +1,11 @@
 """Where ``data.kg`` cuts question graphs from: a whole-KG store folder or a SPARQL endpoint, behind one
 interface, so :mod:`gsr_train.kg.extracted_data` writes the same rows from either.
 
-A source finds a topic entity by name (an id or IRI, else a label), cuts the question's graph around
-topic entities, names entities as the graph names them (a label, else the id), and says what it is
-(``where``) and what identifies its content (``key``, part of the cached folder's key).
+A source finds a topic entity by name (an id or IRI, else a label), links a question to the entity it
+names (``links``: whether it was asked to), lists the entities the question's phrases label
+(:mod:`gsr_train.kg.label_linking`: the same candidates from a store and an endpoint), cuts the question's
+graph around topic entities, names entities as the graph names them (a label, else the id), and says
+what it is (``where``) and what identifies its content (``key``, part of the cached folder's key).
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ import pyarrow as pa
 from gsr_train.io import stable_hash
 from gsr_train.kg.extract import Extractor
 from gsr_train.kg.extract_options import ExtractOptions
+from gsr_train.kg.label_linking import phrases, rank
 from gsr_train.kg.linking import EntityLinker
 from gsr_train.kg.sparql import (
     SparqlClient,
-    SparqlError,
     batched,
+    degree_query,
     exists_query,
     is_iri,
+    labelled_query,
     labels_query,
     named_query,
 )
+from gsr_train.kg.sparql_chains import SparqlChains
 from gsr_train.kg.sparql_extract import SparqlExtractor
 from gsr_train.kg.sparql_options import SparqlOptions
 from gsr_train.kg.store import open_store
@@ -36,9 +41,11 @@ from gsr_train.kg.store import open_store
 class GraphSource(Protocol):
     where: str
     key: str
+    links: bool
 
     def find(self, name: str) -> Any | None: ...
     def link(self, question: str) -> Any | None: ...
+    def candidates(self, question: str) -> list[tuple[Any, str]]: ...
     def cut(self, topics: Sequence[Any]) -> pa.ListArray: ...
     def display(self, entities: Sequence[Any]) -> list[str]: ...
     def close(self) -> None: ...
@@ -60,6 +67,7 @@ class StoreGraphs:
         self.store = open_store(folder)
         self.extractor = Extractor(self.store, options)
         self.linker = EntityLinker(self.store) if link else None
+        self.links = link
         self.where, self.key = f"the KG store {self.store.folder}", self.store.key
 
     def find(self, name: str) -> int | None:
@@ -67,8 +75,17 @@ class StoreGraphs:
         return int(found[0]) if found.size else None
 
     def link(self, question: str) -> int | None:
+        """The store's own linker's best entity (:mod:`gsr_train.kg.linking`)."""
         linked = self.linker.link(question, 1) if self.linker is not None else []
         return linked[0][0] if linked else None
+
+    def candidates(self, question: str) -> list[tuple[int, str]]:
+        spans = dict(phrases(question))
+        named = {p: [int(e) for e in self.store.entities_named(p)] for p in spans}
+        degree = self.store.degree
+        return rank(
+            named, spans, lambda es: degree(np.asarray(es)).tolist(), lambda e: str(self.store.entities.take([e])[0])
+        )
 
     def display(self, entities: Sequence[int]) -> list[str]:
         ids = np.asarray(entities, dtype=np.int64)
@@ -89,9 +106,13 @@ class StoreGraphs:
 class SparqlGraphs:
     """Graphs cut from a SPARQL endpoint; entities are IRIs (a label names one too)."""
 
-    def __init__(self, endpoint: str, options: ExtractOptions, sparql: SparqlOptions, cache_dir: Path) -> None:
+    def __init__(
+        self, endpoint: str, options: ExtractOptions, sparql: SparqlOptions, cache_dir: Path | None, link: bool = False
+    ) -> None:
         self.client = SparqlClient(endpoint, sparql, cache_dir)
         self.extractor = SparqlExtractor(self.client, options)
+        self.chains = SparqlChains(self.client)
+        self.links = link
         self.sparql = sparql
         self.where = f"the SPARQL endpoint {self.client.endpoint}"
         self.key = stable_hash(
@@ -105,8 +126,27 @@ class SparqlGraphs:
         rows = self.client.select(named_query(name, self.sparql.labels, self.sparql.language))
         return rows[0]["e"] if rows and "e" in rows[0] else None
 
-    def link(self, question: str) -> None:
-        return None
+    def link(self, question: str) -> str | None:
+        """The best of :meth:`candidates` (the endpoint has no fuzzy index; its labels are looked up)."""
+        found = self.candidates(question)
+        return found[0][0] if found else None
+
+    def candidates(self, question: str) -> list[tuple[str, str]]:
+        spans = dict(phrases(question))
+        queries = [
+            labelled_query(b, self.sparql.labels, self.sparql.language) for b in batched(list(spans), self.sparql.batch)
+        ]
+        named: dict[str, list[str]] = {}
+        for rows in self.client.select_many(queries):
+            for row in rows:
+                if "l" in row and "e" in row and row["l"] in spans:
+                    named.setdefault(row["l"], []).append(row["e"])
+        return rank(named, spans, self._degrees, str)
+
+    def _degrees(self, entities: list[str]) -> list[int]:
+        queries = [degree_query(b) for b in batched(sorted(entities), self.sparql.batch)]
+        found = {r["e"]: int(r.get("n", 0)) for rows in self.client.select_many(queries) for r in rows if "e" in r}
+        return [found.get(e, 0) for e in entities]
 
     def _fetch_labels(self, entities: Sequence[str]) -> None:
         todo = sorted({e for e in entities if e not in self._labels and not e.startswith(("_:", "nodeID://"))})
@@ -131,7 +171,7 @@ class SparqlGraphs:
         return [self._labels.get(e) or e for e in entities]
 
     def cut(self, topics: Sequence[str]) -> pa.ListArray:
-        triples, _ = self.extractor.cut(list(topics))
+        triples = self.extractor.cut(list(topics)).triples
         if not triples:
             return triples_array(pa.array([], pa.string()), pa.array([], pa.string()), pa.array([], pa.string()))
         heads, rels, tails = (list(c) for c in zip(*triples))
@@ -147,8 +187,4 @@ def open_graph_source(
     """The source ``data.kg`` names: an http(s) URL is a SPARQL endpoint, anything else a store folder."""
     if not kg.startswith(("http://", "https://")):
         return StoreGraphs(kg, options, link)
-    if link:
-        raise SparqlError(
-            f"data.link=true links questions against a KG store's names; with data.kg={kg} give each row its q_entity"
-        )
-    return SparqlGraphs(kg, options, sparql or SparqlOptions(), cache_dir)
+    return SparqlGraphs(kg, options, sparql or SparqlOptions(), cache_dir, link)

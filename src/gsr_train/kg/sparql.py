@@ -255,6 +255,37 @@ def named_query(name: str, predicates: Sequence[str], language: str) -> str:
     )
 
 
+def labelled_query(names: Sequence[str], predicates: Sequence[str], language: str) -> str:
+    """The entities each of ``names`` labels (``?l ?e``): exact matches, in ``language`` or plain."""
+    preds = " ".join(iri(p) for p in predicates)
+    lits = " ".join(f"{literal(n, language)} {literal(n)}" for n in names)
+    return f"SELECT DISTINCT ?l ?e WHERE {{ VALUES ?p {{ {preds} }} VALUES ?l {{ {lits} }} ?e ?p ?l }}"
+
+
+def degree_query(entities: Sequence[str]) -> str:
+    """Each entity's edges in and out (``?e ?n``), literals left out as a store leaves them."""
+    values = " ".join(iri(e) for e in entities)
+    return (
+        f"SELECT ?e (COUNT(*) AS ?n) WHERE {{ VALUES ?e {{ {values} }} "
+        "{ ?e ?p ?o . FILTER(!isLiteral(?o)) } UNION { ?s ?p ?e } } GROUP BY ?e"
+    )
+
+
+def chain_query(topics: Sequence[str], relations: Sequence[str], limit: int) -> str:
+    """Every complete walk of ``relations`` from ``topics``, each hop either way (``?d<i>`` 0: forward),
+    literals left out; at most ``limit`` walks (one more tells a cut)."""
+    values = " ".join(iri(t) for t in topics)
+    hops, names = [], ["?x0"]
+    for i, r in enumerate(relations, start=1):
+        a, b, rel = f"?x{i - 1}", f"?x{i}", iri(r)
+        hops.append(
+            f"{{ {a} {rel} {b} . BIND(0 AS ?d{i}) }} UNION {{ {b} {rel} {a} . BIND(1 AS ?d{i}) }} "
+            f"FILTER(!isLiteral({b}))"
+        )
+        names += [f"?d{i}", b]
+    return f"SELECT DISTINCT {' '.join(names)} WHERE {{ VALUES ?x0 {{ {values} }} {' '.join(hops)} }} LIMIT {limit + 1}"
+
+
 def exists_query(entity: str) -> str:
     """One edge at the entity, if it has any."""
     x = iri(entity)

@@ -11,15 +11,19 @@ entity's edges were cut by ``limit``; cuts are counted.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from gsr_train.kg.extract import EdgeArrays, Extractor
 from gsr_train.kg.extract_options import ExtractOptions
-from gsr_train.kg.sparql import SparqlClient, SparqlError, batched, edges_query
+from gsr_train.kg.sparql import Columns, SparqlClient, SparqlError, batched, edges_query
 
+log = logging.getLogger(__name__)
 Triple = tuple[str, str, str]
 ENTITY_FORMAT = 1  # part of each entity's cache key
 
@@ -75,29 +79,58 @@ class SparqlExtractor:
 
     def _fetch(self, entities: list[str]) -> None:
         """Ask the endpoint for the edges of ``entities`` (batched) and keep each entity's on its own."""
-        limit, endpoint = self.client.options.limit, self.client.endpoint
-        queries = [edges_query(b, limit) for b in batched(entities, self.client.options.batch)]
+        queries = [edges_query(b, self.client.options.limit) for b in batched(entities, self.client.options.batch)]
         by_entity: dict[str, EntityEdges] = {e: EntityEdges([], [], [], [], False) for e in entities}
         for cols in self.client.columns_many(queries, keep=False):
-            x, d, p, y = (cols.get(v, []) for v in ("x", "d", "p", "y"))
-            if not len(x) == len(d) == len(p) == len(y) or None in x or None in p or None in y:
-                raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row without x, p or y")
-            for e, f, r, o in zip(x, d, p, y):
-                edges = by_entity.get(e)
-                if edges is None or f not in ("0", "1"):
-                    raise SparqlError(
-                        f"SPARQL endpoint {endpoint}: an edge row of {e!r} (direction {f!r}) not asked for"
-                    )
-                side = (edges.out_p, edges.out_y) if f == "0" else (edges.in_p, edges.in_y)
-                if len(side[0]) == limit:
-                    edges.hub = True  # the extra row: more than limit
-                    continue
-                side[0].append(r)
-                side[1].append(o)
+            self._split_rows(cols, by_entity)
         for e, edges in by_entity.items():
             if self.client.cache is not None:
-                self.client.cache.put(self._entity_key(e), {"endpoint": endpoint}, {"edges": list(edges.astuple())})
+                body = {"edges": list(edges.astuple())}
+                self.client.cache.put(self._entity_key(e), {"endpoint": self.client.endpoint}, body)
             self._remember(e, edges)
+
+    def _split_rows(self, cols: Columns, by_entity: dict[str, EntityEdges]) -> None:
+        """One answer's rows ``?x ?d ?p ?y`` into each entity's edges, a direction at a time (Arrow sorts
+        and slices; no loop over rows). More than ``limit`` rows: a hub; more than the ``limit + 1`` asked
+        for (an endpoint that ignores LIMIT): counted and dropped."""
+        limit, endpoint = self.client.options.limit, self.client.endpoint
+        x, d, p, y = (cols.get(v, []) for v in ("x", "d", "p", "y"))
+        if not len(x) == len(d) == len(p) == len(y) or None in x or None in p or None in y:
+            raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row without x, p or y")
+        if not x:
+            return
+        names = list(by_entity)
+        codes = pc.index_in(pa.array(x, pa.string()), value_set=pa.array(names, pa.string()))
+        side = pc.index_in(pa.array(d, pa.string()), value_set=pa.array(["0", "1"]))
+        bad = pc.or_(pc.is_null(codes), pc.is_null(side)).to_numpy(zero_copy_only=False)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row of {x[k]!r} (direction {d[k]!r}) not asked for")
+        group = codes.to_numpy(zero_copy_only=False).astype(np.int64) * 2 + side.to_numpy(zero_copy_only=False)
+        order = np.argsort(group, kind="stable")  # the endpoint's order kept within a group
+        counts = np.bincount(group, minlength=2 * len(names))
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        ps, ys = (pa.array(c, pa.string()).take(pa.array(order)).to_pylist() for c in (p, y))
+        extra = int(np.maximum(counts - (limit + 1), 0).sum())
+        if extra:
+            self.client.stats.count("rows_beyond_limit", extra)
+            log.warning(
+                "SPARQL endpoint %s answered %d edge rows beyond the %d asked for an entity and direction "
+                "(data.sparql.limit=%d): dropped",
+                endpoint,
+                extra,
+                limit + 1,
+                limit,
+            )
+        for g in np.flatnonzero(counts).tolist():
+            edges = by_entity[names[g // 2]]
+            a, n = int(starts[g]), int(counts[g])
+            keep = slice(a, a + min(n, limit))
+            if g % 2 == 0:
+                edges.out_p, edges.out_y = ps[keep], ys[keep]
+            else:
+                edges.in_p, edges.in_y = ps[keep], ys[keep]
+            edges.hub = edges.hub or n > limit  # the extra row: more than limit
 
     def _edges_at(self, entities: Sequence[str], cut: list[str], topics: bool) -> set[Triple]:
         """Every edge at ``entities`` (both ways). An entity with more than ``limit`` in a direction is
@@ -135,11 +168,25 @@ class SparqlExtractor:
             reached |= ends
         return Neighbourhood(sorted(triples), sorted(set(cut)))
 
-    def cut(self, topics: Sequence[str]) -> tuple[list[Triple], Neighbourhood]:
-        """The question's graph (canonical order) and the neighbourhood it was cut from."""
+    def cut(self, topics: Sequence[str]) -> GraphCut:
+        """The question's graph (canonical order): read from the cache when this KG, limit and options
+        cut it before (a rerun reads one row a question), else cut from the neighbourhood and kept."""
+        key = self.client.key(
+            f"graph of {sorted(set(topics))}, {asdict(self.options)}, limit {self.client.options.limit}"
+        )
+        body = self.client.cache.get(key) if self.client.cache is not None else None
+        if body is not None:
+            self.client.stats.count("graphs_cached")
+            return GraphCut.from_body(body)
+        made = self._cut(topics)
+        if self.client.cache is not None:
+            self.client.cache.put(key, {"endpoint": self.client.endpoint}, made.body())
+        return made
+
+    def _cut(self, topics: Sequence[str]) -> GraphCut:
         near = self.neighbourhood(topics)
         if not near.triples:
-            return [], near
+            return GraphCut([], near.cut, 0)
         table = np.asarray(near.triples, dtype=object)
         names, local = np.unique(table[:, [0, 2]].astype(str), return_inverse=True)
         local = local.reshape(-1, 2)
@@ -147,4 +194,31 @@ class SparqlExtractor:
         asked = np.asarray(sorted(set(topics)), dtype=str)
         pos = np.minimum(np.searchsorted(names, asked), names.size - 1)
         edges = Extractor(arrays, self.options).edges(pos[names[pos] == asked])  # topics with an edge
-        return [near.triples[e] for e in edges.tolist()], near
+        return GraphCut([near.triples[e] for e in edges.tolist()], near.cut, len(near.triples))
+
+
+@dataclass
+class GraphCut:
+    """A question's graph, the hubs whose edges were cut at ``limit`` and the size of the neighbourhood
+    it was cut from (before PageRank's cap)."""
+
+    triples: list[Triple]
+    hubs: list[str]
+    reached: int
+
+    def body(self) -> dict:
+        """Compact for the cache: each name once, the triples as positions."""
+        names = sorted({x for t in self.triples for x in t})
+        at = {n: i for i, n in enumerate(names)}
+        return {
+            "names": names,
+            "triples": [at[x] for t in self.triples for x in t],
+            "hubs": self.hubs,
+            "reached": self.reached,
+        }
+
+    @classmethod
+    def from_body(cls, body: dict) -> GraphCut:
+        names, flat = body["names"], body["triples"]
+        parts = [names[i] for i in flat]
+        return cls(list(zip(parts[0::3], parts[1::3], parts[2::3])), body["hubs"], body["reached"])

@@ -32,7 +32,7 @@ GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gs
 
 
 def _kg_problems(cfg: DictConfig) -> list[str]:
-    """``data.kg``: a store of this version, or a SPARQL endpoint that answers (and no ``data.link``)."""
+    """``data.kg``: a store of this version, or a SPARQL endpoint that answers."""
     kg = OmegaConf.select(cfg, "data.kg", default=None)
     if not kg:
         return []
@@ -44,8 +44,6 @@ def _kg_problems(cfg: DictConfig) -> list[str]:
         return []
     from gsr_train.kg.sparql import SparqlError, probe  # httpx: loaded only for an endpoint
 
-    if OmegaConf.select(cfg, "data.link", default=False):
-        return [f"data.link=true links questions against a KG store's names; with data.kg={kg} give rows a q_entity"]
     try:
         probe(str(kg), SparqlOptions(**as_dict(OmegaConf.select(cfg, "data.sparql", default=None) or {})))
     except (SparqlError, TypeError) as e:
@@ -255,6 +253,9 @@ def check_open_ended(cfg: DictConfig, forms: list[str]) -> dict[str, str]:
         raise OpenEndedOptionError(
             f"open_ended.questions={oe.questions}: no such file (embedded, a .jsonl or OKGQA's .csv)"
         )
+    kg = _kg_problems(cfg)
+    if kg:
+        raise OpenEndedOptionError("; ".join(kg))
     for label, path in results.items():
         if not Path(str(path)).is_file():
             raise OpenEndedOptionError(f"open_ended.results.{label}={path}: no such file")

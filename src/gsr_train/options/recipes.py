@@ -534,6 +534,10 @@ class OpenEndedRun:
     max_questions: int | None = option(50, "first N questions (null: all)", ge=1)
     skip_unknown: bool = option(False, "true: questions about graphs the split lacks are counted and skipped")
     skip_no_entity: bool = option(False, "true: OKGQA CSV rows that list no entity ({}) are counted and skipped")
+    entity_prefix: str = option(
+        "http://dbpedia.org/resource/",
+        "with data.kg: a question's entity is this prefix + its resource name (DBpedia's IRIs); '': its label",
+    )
     forms: list[str] = option(
         ["none", "triplets"], "evidence forms: none (closed book) | triplets | paths | subgraphs | a label of results"
     )

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,6 +31,7 @@ from gsr_train.llm.cache import ResponseCache
 from gsr_train.llm.local_model import local_endpoint, require_endpoint
 from gsr_train.llm.runner import read_jsonl
 from gsr_train.openended.calibration import calibrate_judges, calibration_set, calibration_table
+from gsr_train.openended.kg_questions import questions_folder
 from gsr_train.openended.pipeline import (
     Condition,
     JudgeOptions,
@@ -48,7 +50,7 @@ from gsr_train.robustness.kge import get_scorer
 from gsr_train.robustness.perturb import perturb
 from gsr_train.robustness.similarity import similarity
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, save_metrics
+from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, save_metrics, with_kg_graphs
 from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import load_encoder
 
@@ -96,34 +98,68 @@ def _answer_params(cfg: DictConfig) -> dict:
     return {"repetition_penalty": float(penalty)} if penalty and cfg.llm.get("autostart") else {}
 
 
-def _questions(cfg: DictConfig, index, split_name: str, encoder):
-    """The questions under study (the first ``max_questions``) with their graphs and embeddings."""
+def _load_questions(cfg: DictConfig, split_name: str, known: set[str] | None) -> tuple[list, dict]:
+    """``open_ended.questions`` (the first ``max_questions``; with ``known`` only those about these
+    graphs), the skips logged and counted."""
     oe = cfg.open_ended
-    graphs = index[split_name]
-    where = {g: i for i, g in enumerate(graphs.ids)}
+    own_graphs = _questions_are_data(cfg)  # the data holds the studied questions' graphs: filtered below
     try:
         questions, counts = load_questions(
             str(oe.questions),
-            known_graph_ids=set(where),
+            known_graph_ids=None if own_graphs else known,
             skip_unknown=bool(oe.skip_unknown),
             skip_no_entity=bool(oe.get("skip_no_entity", False)),
         )
     except ValueError as e:
         raise OpenEndedOptionError(
-            f"open_ended.questions={oe.questions} against {cfg.data.name} [{split_name}]: {e}"
+            f"open_ended.questions={oe.questions} against {_data_name(cfg)} [{split_name}]: {e}"
         ) from None
     for key, what in (
         ("skipped_no_entity", "rows listing no entity"),
         ("skipped_unknown_graph", "questions about graphs not in the data"),
     ):
-        if counts.get(key):
+        if counts.get(key) and known is not None:
             log.info(
                 "open_ended.questions=%s: %d %s skipped (counted in metrics.json)", oe.questions, counts[key], what
             )
     if oe.get("max_questions"):
         questions = questions[: int(oe.max_questions)]
+    if own_graphs and known is not None:  # data.skip_invalid left out those whose entities the KG lacks
+        kept = [q for q in questions if q.graph_id in known]
+        counts["skipped_not_in_kg"] = len(questions) - len(kept)
+        questions = kept
     if not questions:
         raise OpenEndedOptionError(f"open_ended.questions={oe.questions}: no question about a graph of {split_name}")
+    return questions, dict(counts)
+
+
+def _questions_are_data(cfg: DictConfig) -> bool:
+    """``data.kg`` with a question file: each question's graph is cut from the KG around its entities."""
+    return bool(cfg.data.get("kg")) and str(cfg.open_ended.questions) != "embedded"
+
+
+def _data_name(cfg: DictConfig) -> str:
+    if _questions_are_data(cfg):
+        return f"{Path(str(cfg.open_ended.questions)).name} on {cfg.data.kg}"
+    return str(cfg.data.name)
+
+
+def _open_index(cfg: DictConfig, split_name: str):
+    """The graphs asked about: the data's rows, or (:func:`_questions_are_data`) the questions' own rows
+    with the graphs cut from ``data.kg`` (:mod:`gsr_train.openended.kg_questions`)."""
+    if not _questions_are_data(cfg):
+        return load_kg_index(cfg, evaluate=[split_name])
+    questions, _ = _load_questions(cfg, split_name, None)
+    folder = questions_folder(questions, split_name, cache_dir(cfg), str(cfg.open_ended.get("entity_prefix") or ""))
+    source = with_kg_graphs(cfg, folder, [split_name])
+    return load_kg_index(cfg, source=source, splits=[split_name])  # open-ended: no answer entities to require
+
+
+def _questions(cfg: DictConfig, index, split_name: str, encoder):
+    """The questions under study (the first ``max_questions``) with their graphs and embeddings."""
+    graphs = index[split_name]
+    where = {g: i for i, g in enumerate(graphs.ids)}
+    questions, counts = _load_questions(cfg, split_name, set(where))
     texts = [q.question for q in questions]
     qs = Questions(
         [q.id for q in questions],
@@ -132,7 +168,7 @@ def _questions(cfg: DictConfig, index, split_name: str, encoder):
         graphs.subset([where[q.graph_id] for q in questions]),
         encoder.encode(texts).float(),
     )
-    return qs, dict(counts)
+    return qs, counts
 
 
 def _judges(cfg: DictConfig, llm_cfg: dict, encoder, opts):
@@ -151,7 +187,7 @@ def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str], needs_llm: bool = T
     opts = _options(cfg)
     torch.set_num_threads(int(cfg.open_ended.get("threads") or 1))
     split_name = str(cfg.get("split", "test"))
-    index = load_kg_index(cfg, evaluate=[split_name])
+    index = _open_index(cfg, split_name)
     encoder = load_encoder(as_dict(cfg.encoder))
     qs, counts = _questions(cfg, index, split_name, encoder)
     if needs_llm:
@@ -178,6 +214,7 @@ def _calibrate(cfg: DictConfig, s: _Setup) -> dict:
 def _run_with(cfg: DictConfig, forms: list[str], body) -> Any:
     """``body(setup, t0)`` with the LLM endpoint answering (served here when ``llm.autostart``) and
     the response cache closed after it (every answer in it is committed already)."""
+    check_open_ended(cfg, forms)  # every option, the question file and data.kg: before the LLM server starts
     llm_cfg = as_dict(cfg.llm)
     needs_llm = "llm" in cfg.open_ended.verifiers or cfg.runner != "judge_calibration"
     served_here = local_endpoint(llm_cfg, cache_dir(cfg), run_device(cfg)) if needs_llm else None
@@ -217,7 +254,7 @@ def _write(cfg: DictConfig, s: _Setup, rows: list, details: dict, md_name: str, 
         write_jsonl(out / f"open_ended_{s.split_name}.jsonl", answers)
     with atomic_write(out / md_name, "w") as f:
         f.write(md + "\n")
-    save_metrics(cfg, s.index.key, rows, details)
+    save_metrics(cfg, s.index.key, rows, details, _data_name(cfg))
     print(
         f"\nwrote {out / md_name}, {out / 'metrics.json'}"
         + (f", {out / f'open_ended_{s.split_name}.jsonl'}" if answers is not None else "")
@@ -250,7 +287,7 @@ def run_open_ended(cfg: DictConfig) -> dict:
     def body(s: _Setup, t0: float) -> dict:
         calibration = _calibrate(cfg, s)
         figures, answers = _judge_all(s, [Condition(f, f, s.qs.split) for f in forms])
-        table = conditions_table(figures, f"{cfg.data.name} [{s.split_name}], {len(s.qs.ids)} questions")
+        table = conditions_table(figures, f"{_data_name(cfg)} [{s.split_name}], {len(s.qs.ids)} questions")
         print(table, flush=True)
         details = _details(s, figures, calibration, t0)
         rows = condition_rows(figures, s.split_name, int(cfg.top_k), {f: {"form": f} for f in forms})
@@ -281,7 +318,8 @@ def run_perturbed(cfg: DictConfig) -> dict:
         calibration = _calibrate(cfg, s)
         conditions, labels, similarity = _perturbed_conditions(cfg, s, forms)
         figures, answers = _judge_all(s, conditions)
-        title = f"{cfg.data.name} [{s.split_name}], {len(s.qs.ids)} questions, seed {int(cfg.open_ended.perturb.seed)}"
+        seed = int(cfg.open_ended.perturb.seed)
+        title = f"{_data_name(cfg)} [{s.split_name}], {len(s.qs.ids)} questions, seed {seed}"
         table = conditions_table(figures, title, labels)
         print(table, flush=True)
         details = {**_details(s, figures, calibration, t0), "grid": labels, "similarity": similarity}

@@ -40,17 +40,23 @@ def output_dir(cfg: DictConfig) -> Path:
 
 def resolve_data_dir(cfg: DictConfig) -> str:
     """The folder (or hub name) of the dataset; the embedded benchmark is generated on demand, and with
-    ``data.kg`` the rows without a graph get theirs cut from that store (a cached folder of its own)."""
-    folder = _source_dir(cfg)
+    ``data.kg`` the rows without a graph get theirs cut from that KG (a cached folder of its own)."""
+    return with_kg_graphs(cfg, _source_dir(cfg), tuple(cfg.data.splits))
+
+
+def with_kg_graphs(cfg: DictConfig, folder: str | Path, splits: Sequence[str]) -> str:
+    """``folder`` itself, or with ``data.kg`` the cached copy of its ``splits`` where every row without
+    a graph has the one cut from that KG (a store folder or a SPARQL endpoint, ``data.extract`` /
+    ``data.sparql``); built once per process and options."""
     kg = cfg.data.get("kg")
     if not kg:
-        return folder
+        return str(folder)
     options = ExtractOptions(**as_dict(cfg.data.get("extract") or OmegaConf.create({})))
     sparql = SparqlOptions(**as_dict(cfg.data.get("sparql") or OmegaConf.create({})))
     skip, link = bool(cfg.data.get("skip_invalid", False)), bool(cfg.data.get("link", False))
-    key = (folder, str(kg), tuple(cfg.data.splits), str(cache_dir(cfg)), options, skip, link, repr(sparql))
+    key = (str(folder), str(kg), tuple(splits), str(cache_dir(cfg)), options, skip, link, repr(sparql))
     if key not in _EXTRACTED:
-        made = ensure_graphs(folder, str(kg), tuple(cfg.data.splits), cache_dir(cfg), options, skip, link, sparql)
+        made = ensure_graphs(str(folder), str(kg), tuple(splits), cache_dir(cfg), options, skip, link, sparql)
         _EXTRACTED[key] = str(made)
     return _EXTRACTED[key]
 
@@ -178,10 +184,14 @@ def require_split(index: Any, split: str, role: str, data: str, labels: Any = No
 
 
 def save_metrics(
-    cfg: DictConfig, fingerprint: str | None, rows: Sequence[Mapping[str, Any]], details: Mapping[str, Any]
+    cfg: DictConfig,
+    fingerprint: str | None,
+    rows: Sequence[Mapping[str, Any]],
+    details: Mapping[str, Any],
+    dataset: str | None = None,
 ) -> Path:
     """The run's ``metrics.json`` (:mod:`gsr_train.eval.tail`: the header every method shares, then
-    ``details``), atomically, rank 0 only."""
+    ``details``), atomically, rank 0 only; ``dataset``: the data's name when not ``data.name``."""
     path = output_dir(cfg) / METRICS_FILE
     if not is_rank_zero():
         return path
@@ -193,6 +203,6 @@ def save_metrics(
     details.setdefault("hardware", device_record(cfg))  # the device and matmul precision of the figures
     if loaded_data():  # the rows the data kept and skipped, however the index was made
         details.setdefault("data_rows", loaded_data())
-    write_metrics(output_dir(cfg), experiment, str(cfg.data.name), fingerprint, rows, details)
+    write_metrics(output_dir(cfg), experiment, dataset or str(cfg.data.name), fingerprint, rows, details)
     log.info("wrote %s", path)
     return path
