@@ -48,6 +48,25 @@ def trained(tmp_path_factory, user_cache) -> tuple[Path, dict]:
     return cwd, env
 
 
+def _questions_of_the_pages(cwd: Path) -> list[dict]:
+    """``my_questions`` (webqsp_mini's test rows without graphs) and ``my_plain_questions`` (without topic
+    entities either), as the KG pages describe them; the rows."""
+    rows = fixture_rows("test")
+    questions_without_graphs(cwd / "my_questions", rows)
+    questions_without_graphs(cwd / "my_plain_questions", [{**r, "q_entity": []} for r in rows])
+    return rows
+
+
+def _eval_metrics(line: str, cwd: Path, env: dict) -> dict:
+    """Run an ``eval.py ... data.kg=...`` line; the metrics.json of the run folder it made."""
+    evals = cwd / "outputs" / "eval"
+    before = set(evals.iterdir()) if evals.exists() else set()
+    done = _ok(line, cwd, env)
+    assert "graphs cut" in done.stderr + done.stdout  # the log says what data.kg did
+    (run,) = set(evals.iterdir()) - before
+    return json.loads((run / "metrics.json").read_text())
+
+
 def _lines_after_training(page: str, marker: str) -> list[str]:
     lines = commands(block(page, marker))
     assert lines[0] == TRAIN, f"{page} no longer trains the quickstart first: {lines[0]}"
@@ -125,18 +144,9 @@ def test_own_kg_page_as_written(trained, monkeypatch):
     cwd, env = trained
     import_line, evaluate, link, evaluate_linked, ask = _lines_after_training(OWN_KG, "gsr-train import-kg")
     union_kg(cwd / "my_kg.tsv")
-    rows = fixture_rows("test")
-    questions_without_graphs(cwd / "my_questions", rows)
-    questions_without_graphs(cwd / "my_plain_questions", [{**r, "q_entity": []} for r in rows])
-    evals = cwd / "outputs" / "eval"
+    rows = _questions_of_the_pages(cwd)
     assert "40,655 triples" in _ok(import_line, cwd, env).stdout
-    runs = []
-    for line in (evaluate, evaluate_linked):
-        before = set(evals.iterdir()) if evals.exists() else set()
-        done = _ok(line, cwd, env)
-        assert "graphs cut" in done.stderr + done.stdout  # the log says what data.kg did
-        (run,) = set(evals.iterdir()) - before
-        runs.append(json.loads((run / "metrics.json").read_text()))
+    runs = [_eval_metrics(line, cwd, env) for line in (evaluate, evaluate_linked)]
     assert [f["data"] for f in runs] == ["my_questions", "my_plain_questions"]
     assert all(f["questions"] == len(rows) and f["split"] == "test" for f in runs)
     given, linked = (f["metrics"]["subgraphrag"]["overall"]["answer_recall"]["10"] for f in runs)
@@ -215,6 +225,118 @@ def test_ask_with_a_trained_reader(trained, tmp_path):
     pipeline = Pipeline.from_run(run, tmp_path / "store", cache_dir=env["GSR_TRAIN_CACHE"], reader=reader)
     answer = pipeline.ask(row["question"])
     assert answer.reading is not None and answer.reading.strip() and answer.seconds["read"] > 0
-    assert isinstance(answer.answers, list)
+    from gsr_train.readers.prompts import parse_response
+
+    _, inputs = pipeline.reader  # the answers are the reader's response read in its run's prompt format
+    assert answer.answers == parse_response(answer.reading, inputs.format)
     wrong = _run(f'gsr-train ask {run} "who" --kg {tmp_path / "store"} --reader {run}', cwd, env)
     assert wrong.returncode == 2 and "not a reader run" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+@pytest.mark.virtuoso
+def test_ask_over_a_sparql_endpoint_gives_the_stores_answer(trained, tmp_path):
+    """``gsr-train ask RUN "q" --kg URL``: the same KG in Virtuoso and in a store (imported from the same
+    N-Triples) give the same graph and the same score for each of its triples; the endpoint links the
+    question by label lookups."""
+    import contextlib
+    from urllib.parse import quote
+
+    from gsr_train.data.errors import PreflightError
+    from gsr_train.kg.store_build import import_kg
+    from gsr_train.runs.pipeline import Pipeline
+
+    from .virtuoso import start_virtuoso
+
+    cwd, env = trained
+    rows = _synthetic_store(env, tmp_path)
+    triples = [line.split("\t") for line in (tmp_path / "kg.tsv").read_text().splitlines()]
+    names = {x for h, _, t in triples for x in (h, t)}
+    ent = {n: f"<http://ex.org/e/{quote(n, safe='')}>" for n in names}
+    lines = [f"{ent[h]} <http://ex.org/r/{r}> {ent[t]} ." for h, r, t in triples]
+    lines += [f'{ent[n]} <http://www.w3.org/2000/01/rdf-schema#label> "{n}"@en .' for n in names if '"' not in n]
+    (tmp_path / "load").mkdir()
+    (tmp_path / "load" / "kg.nt").write_text("\n".join(lines) + "\n")
+    import_kg([tmp_path / "load" / "kg.nt"], tmp_path / "nt_store")
+    server = start_virtuoso(tmp_path / "server", tmp_path / "load")
+    try:
+        server.load(tmp_path / "load", "http://ex.org/kg")
+        (run,) = (cwd / "outputs" / "subgraphrag_quickstart").iterdir()
+        cache = env["GSR_TRAIN_CACHE"]
+        local = Pipeline.from_run(run, tmp_path / "nt_store", cache_dir=cache, top_k=100_000)
+        remote = Pipeline.from_run(run, server.endpoint, cache_dir=cache, top_k=100_000)
+        linked = 0
+        for row in rows["test"][:10]:
+            a, b = (p.ask(row["question"], entities=row["q_entity"]) for p in (local, remote))
+            assert [n for n, _ in a.entities] == [n for n, _ in b.entities] == row["q_entity"], row["id"]
+            assert a.triples == b.triples > 0, row["id"]
+            scores = {(e.head, e.relation, e.tail): e.score for e in a.evidence}
+            assert {(e.head, e.relation, e.tail): pytest.approx(e.score, abs=2e-3) for e in b.evidence} == scores
+            with contextlib.suppress(PreflightError):  # no phrase of the question is a label
+                linked += remote.ask(row["question"]).entities[0][0] in row["q_entity"]
+        assert linked >= 6, linked
+        row = rows["test"][0]
+        printed = _ok(f'gsr-train ask {run} "{row["question"]}" --kg {server.endpoint}', cwd, env).stdout
+        assert "topic entities: " in printed and "| 10 | " in printed
+        wrong = _run(f'gsr-train ask {run} "who" --kg http://127.0.0.1:9/sparql', cwd, env)
+        assert wrong.returncode == 2 and "http://127.0.0.1:9/sparql" in wrong.stderr and "Traceback" not in wrong.stderr
+    finally:
+        server.stop()
+
+
+SPARQL_PAGE = "docs/how-to/sparql-endpoint.md"
+FREEBASE = "http://rdf.freebase.com/ns/"
+
+
+def freebase_nt(path: Path) -> Path:
+    """webqsp_mini's graphs (40,655 triples) as Freebase-shaped N-Triples: mids as ``ns:m.…`` IRIs, a named
+    entity as an IRI of its name with its name in ``type.object.name``, relations in the ``ns:`` namespace."""
+    import re
+    from urllib.parse import quote
+
+    mid = re.compile(r"^[mg]\.[0-9a-z_]+$")
+    tsv = union_kg(path.with_suffix(".tsv")).read_text().splitlines()
+    triples = [line.split("\t") for line in tsv]
+    path.with_suffix(".tsv").unlink()
+    names = {x for h, _, t in triples for x in (h, t)}
+    iri = {n: f"<{FREEBASE}{n if mid.match(n) else 'en.' + quote(n.replace(' ', '_'), safe='')}>" for n in names}
+    lines = [f"{iri[h]} <{FREEBASE}{r}> {iri[t]} ." for h, r, t in triples]
+    for n in sorted(names):
+        if not mid.match(n):
+            text = n.replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'{iri[n]} <{FREEBASE}type.object.name> "{text}"@en .')
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.virtuoso
+def test_sparql_endpoint_page_as_written(trained):
+    """The page's commands in order (a Virtuoso database made, loaded and stopped by ``serve-kg``), and the
+    same evaluation with the same file imported into a store: equal figures."""
+    from .virtuoso import need_virtuoso
+
+    need_virtuoso()
+    cwd, env = trained
+    serve, evaluate, evaluate_linked, ask, stop = _lines_after_training(SPARQL_PAGE, "gsr-train serve-kg my_kg.nt")
+    freebase_nt(cwd / "my_kg.nt")
+    rows = _questions_of_the_pages(cwd)
+
+    def figures(line: str) -> dict:
+        return _eval_metrics(line, cwd, env)
+
+    try:
+        served = _ok(serve, cwd, env).stdout
+        assert "SPARQL endpoint: http://localhost:8890/sparql" in served and "loaded" in served
+        assert "loaded" not in _ok(serve, cwd, env).stdout  # again: nothing new to load
+        remote, linked = figures(evaluate), figures(evaluate_linked)
+        asked = _ok(ask, cwd, env).stdout
+        assert "topic entities: Justin Bieber" in asked and "| 10 | " in asked
+        assert "type.object.name" not in asked and "people.person.nationality" in asked
+    finally:
+        stopped = _run(stop, cwd, env)
+    assert stopped.returncode == 0 and "stopped the database" in stopped.stdout, stopped.stderr[-2000:]
+    _ok("gsr-train import-kg my_kg.nt --out my_nt_store", cwd, env)
+    local = figures(evaluate.replace("http://localhost:8890/sparql data.sparql.graph=urn:gsr-train:kg", "my_nt_store"))
+    recall = [f["metrics"]["subgraphrag"]["overall"]["answer_recall"] for f in (remote, local, linked)]
+    assert recall[0] == recall[1] and recall[0]["10"] > 0.3, recall  # the endpoint's figures are the store's
+    assert 0 < recall[2]["10"] <= recall[0]["10"] + 0.05
+    assert remote["questions"] == local["questions"] == len(rows) and linked["questions"] == len(rows) - 38

@@ -185,3 +185,27 @@ def test_okgqas_own_question_file_runs_end_to_end_against_an_endpoint(dbpedia, t
     assert details["questions"]["skipped_no_entity"] == 6 and details["questions"]["studied"] == 50
     assert details["conditions"]["triplets"]["answered"] == 50
     assert {r["condition"] for r in doc["rows"]} == {"none", "triplets"}
+
+
+def test_the_pages_okgqa_command_runs_as_written_offline(tmp_path):
+    """The how-to's OKGQA command names DBpedia's public endpoint; offline (CI), it is one line naming
+    the endpoint and exit status 2, before the LLM server starts or any question is read."""
+    import httpx
+
+    from .doc_blocks import block, commands
+    from .test_readme_commands import _argv
+
+    try:
+        httpx.get("https://dbpedia.org/sparql", timeout=3)
+    except httpx.TransportError:
+        pass
+    else:
+        pytest.skip("dbpedia.org answers: this checks the command offline")
+    (line,) = commands(block("docs/how-to/sparql-endpoint.md", "+experiment=okgqa_open_ended"))
+    okgqa_file(tmp_path)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
+    argv = [str(REPO / w) if w == "train.py" else w for w in _argv(line, tmp_path)]  # run where the file is
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    (last,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert "data.kg: SPARQL endpoint https://dbpedia.org/sparql" in last and "Traceback" not in done.stderr

@@ -426,3 +426,34 @@ def test_data_link_with_an_endpoint_links_by_label(virtuoso_kg, tmp_path):
     (row,) = pq.read_table(folder / "test.parquet").to_pylist()
     assert row["q_entity"] == ["Entity 15"] and row["graph"]
     assert json.loads((folder / SUMMARY_FILE).read_text())["splits"]["test"]["linked"] == 1
+
+
+@pytest.mark.virtuoso
+def test_gsr_on_an_endpoint_retrieves_what_it_retrieves_on_the_store(virtuoso_kg, tmp_path):
+    """GSR's beams executed by Virtuoso and on the store: per question the same triples with the same
+    scores (the best chain walking each) and the same entities reached; an unknown relation is not
+    executable on either."""
+    from gsr_train.kg.sparql_chains import SparqlChains
+    from gsr_train.retrievers.gsr_kg import gsr_endpoint_retrieve, gsr_store_retrieve
+
+    server, store, _ = virtuoso_kg
+    client = SparqlClient(server.endpoint, SparqlOptions(graph="http://ex.org/kg"), tmp_path)
+    heads, rels = (np.asarray(a, dtype=np.int64) for a in (store.heads, store.rels))
+    rng = np.random.default_rng(5)
+    name = [str(x) for x in store.relations.take(np.arange(len(store.relations)))]
+    topics, beams = [], []
+    for k in rng.integers(0, store.num_triples, 12).tolist():
+        topics.append(np.array([heads[k]]))
+        chains = [[name[rels[k]]], [name[rels[k]], name[int(rng.integers(0, len(name)))]], ["http://ex.org/none"]]
+        beams.append([(c, -float(i)) for i, c in enumerate(chains)] + [(None, -9.0)])
+    local = gsr_store_retrieve(store, topics, beams, top_n=3)
+    remote = gsr_endpoint_retrieve(SparqlChains(client), [_iris(store, t) for t in topics], beams, top_n=3)
+    for q in range(len(topics)):
+        e = local.edges[q]
+        want = dict(
+            zip(zip(_iris(store, heads[e]), [name[r] for r in rels[e]], _iris(store, store.tails[e])), local.scores[q])
+        )
+        got = dict(zip((remote.triples[i] for i in remote.edges[q]), remote.scores[q]))
+        assert got == want and want, q
+        assert sorted(remote.answers[q]) == sorted(_iris(store, local.answers[q]))
+    assert remote.summary(3)["valid@3"] == local.summary(3)["valid@3"] < 1.0

@@ -34,9 +34,10 @@ VERBS = {
     "supervision": Verb("gsr_train.commands.build_supervision", "shortest-path supervision of every split"),
     "embed": Verb("gsr_train.commands.embed", "embed entities, relations and questions once (resumable)"),
     "make-synthetic": Verb("gsr_train.commands.make_synthetic", "write the embedded synthetic benchmark"),
-    "ask": Verb("gsr_train.commands.ask", "ask a trained SubgraphRAG run one question over a KG store"),
+    "ask": Verb("gsr_train.commands.ask", "ask a trained SubgraphRAG run one question over a KG store or endpoint"),
     "link": Verb("gsr_train.commands.link", "link questions to a KG store's entities; topic-entity recall@1 / @5"),
     "import-kg": Verb("gsr_train.commands.import_kg", "import a KG file (TSV, CSV, N-Triples, parquet) into a store"),
+    "serve-kg": Verb("gsr_train.commands.serve_kg", "serve RDF files from a local Virtuoso over SPARQL (data.kg=URL)"),
     "llm-label-triples": Verb(
         "gsr_train.commands.llm_label_triples",
         "LLM relevance labels of retrieved triples",

@@ -1,14 +1,17 @@
-"""Ask one question of a trained SubgraphRAG run over a KG store: the linked entities, the best triples.
+"""Ask one question of a trained SubgraphRAG run over a KG store or a SPARQL endpoint: the linked entities,
+the best triples.
 
     gsr-train ask outputs/subgraphrag_quickstart/<time> "where was justin bieber born" --kg my_kg_store
     gsr-train ask RUN "who directed it" --kg my_kg_store --entity "Titanic" --top_k 20
     gsr-train ask RUN "where was justin bieber born" --kg my_kg_store --reader outputs/reader_quickstart/<time>
+    gsr-train ask RUN "where was justin bieber born" --kg http://localhost:8890/sparql
 
-The topic entity comes from the linker unless ``--entity`` names it; the question's graph is cut from
-the store as ``data.kg`` cuts it and every triple scored by the run; ``--reader`` gives the best
-triples (as many as that run's ``top_k``) to a trained reader run's reader, which answers. The
-first call embeds the store's names through the cache; from Python, ``Pipeline.from_run(RUN, kg=DIR).ask(question)``
-(:mod:`gsr_train.runs.pipeline`) keeps everything loaded between questions.
+The topic entity comes from the linker unless ``--entity`` names it (an endpoint's: label lookups); the
+question's graph is cut from the KG as ``data.kg`` cuts it and every triple scored by the run;
+``--reader`` gives the best triples (as many as that run's ``top_k``) to a trained reader run's reader,
+which answers. The first call embeds a store's names through the cache; from Python,
+``Pipeline.from_run(RUN, kg=DIR).ask(question)`` (:mod:`gsr_train.runs.pipeline`) keeps everything
+loaded between questions.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from gsr_train.data.errors import report_user_errors
 def command(
     run: Annotated[str, typer.Argument(help="a trained SubgraphRAG run folder (or a checkpoint in one)")],
     question: Annotated[str, typer.Argument(help="the question, in quotes")],
-    kg: Annotated[str, typer.Option("--kg", help="a KG store (gsr-train import-kg)")],
+    kg: Annotated[str, typer.Option("--kg", help="a KG store (gsr-train import-kg) or a SPARQL endpoint's URL")],
     entity: Annotated[
         list[str] | None, typer.Option("--entity", help="a topic entity by name (repeatable; default: linked)")
     ] = None,
@@ -35,8 +38,8 @@ def command(
     ] = None,
     cache: Cache = None,
 ) -> dict:
-    """Ask one question of a trained SubgraphRAG run over a KG store: linked entities, best triples, and
-    a trained reader's answer with --reader."""
+    """Ask one question of a trained SubgraphRAG run over a KG store or SPARQL endpoint: linked entities,
+    best triples, and a trained reader's answer with --reader."""
     return report_user_errors(_ask, run, question, kg, entity, top_k, reader, cache)
 
 

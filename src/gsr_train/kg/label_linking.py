@@ -1,10 +1,11 @@
 """Linking by label lookups: what a KG behind a SPARQL endpoint can answer fast (an exact match on an
 indexed literal), done the same way on a store so the two give the same candidates.
 
-A question's phrases are its word n-grams (up to ``max_words`` words, not all stop words), each as written,
-in Title Case and in lower case. An entity whose label (or id) is one of them is a candidate; candidates
-rank by the length of the phrase that names them (longer first: "justin bieber" before "justin"), then by
-degree (the better connected of two entities named alike), then by name. The store's own linker
+A question's phrases are its word n-grams (up to ``max_words`` words, not all stop words, a possessive
+``'s`` off), each as written, in Title Case and in lower case. An entity whose label (or id) is one
+of them is a candidate; candidates rank by the length of the phrase that names them (longer first:
+"justin bieber" before "justin"), then by degree (the better connected of two entities named alike),
+then by name. The store's own linker
 (:mod:`gsr_train.kg.linking`) is fuzzier and better; this is what an endpoint offers, and the parity test
 holds both sources to it.
 """
@@ -23,7 +24,7 @@ _WORD = re.compile(r"[^\s\"“”?!,;:()\[\]]+")
 
 def phrases(question: str, max_words: int = 5) -> list[tuple[str, int]]:
     """``(phrase, words)`` of the question, longest first, each spelling once."""
-    words = [w.strip(".'’") for w in _WORD.findall(question)]
+    words = [re.sub(r"['’]s$", "", w).strip(".'’") for w in _WORD.findall(question)]  # "hayes's": "hayes"
     words = [w for w in words if w]
     out: dict[str, int] = {}
     for n in range(min(max_words, len(words)), 0, -1):

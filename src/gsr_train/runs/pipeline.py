@@ -1,15 +1,17 @@
-"""One question of a trained run over a whole-KG store: link, cut, retrieve (``gsr-train ask``).
+"""One question of a trained run over a whole KG: link, cut, retrieve (``gsr-train ask``).
 
     from gsr_train.runs.pipeline import Pipeline
     pipeline = Pipeline.from_run("outputs/subgraphrag_quickstart/<time>", kg="my_kg_store")
     answer = pipeline.ask("what is the nationality of justin bieber")
     answer.entities, answer.evidence[:5]
 
-The question's topic entities come from the linker (:mod:`gsr_train.kg.linking`) unless given, its
-graph is cut from the store as ``data.kg`` cuts it (the run's ``data.extract``), and the run's
-SubgraphRAG scorer ranks every triple of it. The store's entity and relation names are embedded once
-with the run's encoder, through the embedding cache, so every call after the first costs the cut and
-the scoring only. The scorer projects the cut graph's entities alone, so the store may have any size.
+The KG is a store folder or a SPARQL endpoint's URL (:mod:`gsr_train.runs.ask_kg`). The question's topic
+entities come from the linker unless given (a store's fuzzy linker, :mod:`gsr_train.kg.linking`; an
+endpoint's label lookups, :mod:`gsr_train.kg.label_linking`), its graph is cut as ``data.kg`` cuts it
+(the run's ``data.extract``), and the run's SubgraphRAG scorer ranks every triple of it. A store's
+names are embedded once with the run's encoder, through the embedding cache, so every call after the
+first costs the cut and the scoring only; an endpoint's graph is embedded as it arrives. The scorer
+projects the cut graph's entities alone, so the KG may have any size.
 """
 
 from __future__ import annotations
@@ -25,18 +27,15 @@ from omegaconf import OmegaConf
 
 from gsr_train.config import as_dict, default_cache_dir
 from gsr_train.data.errors import PreflightError
-from gsr_train.kg.extract import Extractor
 from gsr_train.kg.extract_options import ExtractOptions
-from gsr_train.kg.index import QuestionGraph
-from gsr_train.kg.linking import EntityLinker
-from gsr_train.kg.store import KGStore, open_store
+from gsr_train.kg.sparql import probe
+from gsr_train.kg.sparql_options import SparqlOptions
 from gsr_train.options.eval_config import find_source
 from gsr_train.readers.interface import Reader, ReadingInputs
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
+from gsr_train.runs.ask_kg import AskKG, open_ask_kg
 from gsr_train.runs.reader import reader_of_run
-from gsr_train.text.embeddings import KGEmbeddings
 from gsr_train.text.encoders import TextEncoder, load_encoder
-from gsr_train.text.store_embeddings import store_embeddings
 
 
 @dataclass
@@ -61,22 +60,23 @@ class Answer:
     reading: str | None = None  # the reader's raw response
 
 
+def _evidence(triple: tuple[str, str, str], score: float) -> Evidence:
+    head, relation, tail = triple
+    return Evidence(head, relation, tail, round(score, 4))
+
+
 class Pipeline:
-    """A trained SubgraphRAG run over a KG store (see the module docstring)."""
+    """A trained SubgraphRAG run over a KG store or a SPARQL endpoint (see the module docstring)."""
 
     def __init__(
         self,
         retriever: SubgraphRAGRetriever,
         encoder: TextEncoder,
-        store: KGStore,
-        emb: KGEmbeddings,
-        extract: ExtractOptions,
+        kg: AskKG,
         top_k: int = 10,
         reader: tuple[Reader, ReadingInputs] | None = None,
     ) -> None:
-        self.retriever, self.encoder, self.store, self.emb = retriever, encoder, store, emb
-        self.linker = EntityLinker(store)
-        self.extractor = Extractor(store, extract)
+        self.retriever, self.encoder, self.kg = retriever, encoder, kg
         self.top_k = top_k
         self.reader = reader
 
@@ -89,66 +89,58 @@ class Pipeline:
         top_k: int = 10,
         reader: str | Path | None = None,
     ) -> Pipeline:
-        """The run (a folder, or a checkpoint in one) and the store; ``cache_dir``: the embedding cache;
-        ``reader``: a trained reader run (``reader_*``) that answers from the run's best triples."""
+        """The run (a folder, or a checkpoint in one) and the KG (a store folder or an endpoint's URL);
+        ``cache_dir``: the embedding and SPARQL caches; ``reader``: a trained reader run (``reader_*``)
+        that answers from the run's best triples. The run's ``data.extract`` and ``data.sparql`` apply."""
         source = find_source(run)
         if source.method != "subgraphrag":
             raise PreflightError(f"{run}: ask reads SubgraphRAG runs; this is a {source.method} run")
         cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         reading = reader_of_run(reader, cache) if reader is not None else None  # a wrong folder: before any work
-        store = open_store(kg)
         encoder_cfg = {str(k): v for k, v in as_dict(source.config.get("encoder") or {}).items()}
         encoder = load_encoder({**encoder_cfg, "device": "cpu"})
-        emb = store_embeddings(store, encoder, encoder_cfg, cache)
-        extract = OmegaConf.select(source.config, "data.extract", default=None)
-        options = ExtractOptions(**as_dict(extract)) if extract is not None else ExtractOptions()
+        extract, sparql = (OmegaConf.select(source.config, f"data.{k}", default=None) for k in ("extract", "sparql"))
+        extract_options = ExtractOptions(**as_dict(extract)) if extract is not None else ExtractOptions()
+        sparql_options = SparqlOptions(**as_dict(sparql)) if sparql is not None else SparqlOptions()
+        if str(kg).startswith(("http://", "https://")):
+            probe(str(kg), sparql_options)  # an endpoint that does not answer: one line before any loading
+        graphs = open_ask_kg(kg, encoder, encoder_cfg, cache, extract_options, sparql_options)
         retriever = SubgraphRAGRetriever.from_checkpoint(source.checkpoint, serving="torch")
-        return cls(retriever, encoder, store, emb, options, top_k, reading)
+        return cls(retriever, encoder, graphs, top_k, reading)
 
     def ask(self, question: str, entities: Sequence[str] | None = None) -> Answer:
         """Link (or find ``entities`` by name), cut the graph, score its triples: the best ``top_k``."""
         t0 = time.perf_counter()
-        if entities:
-            found = [self.store.entities_named(e) for e in entities]
-            missing = [e for e, ids in zip(entities, found) if not ids.size]
-            if missing:
-                raise PreflightError(f"not in the KG store {self.store.folder}: {', '.join(map(repr, missing))}")
-            topics = [(int(ids[0]), float("nan")) for ids in found]
-        else:
-            topics = self.linker.link(question, 1)
-            if not topics:
-                raise PreflightError(f"no entity of the KG store {self.store.folder} is named in {question!r}")
+        topics = self.kg.topics(question, entities)
+        if not topics:
+            raise PreflightError(f"no entity of {self.kg.where} is named in {question!r}")
         t1 = time.perf_counter()
-        edges = self.extractor.edges(np.array([e for e, _ in topics], dtype=np.int64))
-        graph, local = self._graph(question, edges, [e for e, _ in topics])
+        cut = self.kg.cut(question, [e for e, _ in topics])
         t2 = time.perf_counter()
         question_emb = self.encoder.encode([question])[0]
         self.retriever.clear_projections()  # this question's entities alone
-        scores = self.retriever.score_question(graph, question_emb, local)
-        best = torch.argsort(scores, descending=True, stable=True)[: self.top_k].numpy()
+        scores = self.retriever.score_question(cut.graph, question_emb, cut.emb)
+        order = torch.argsort(scores, descending=True, stable=True).numpy()
         t3 = time.perf_counter()
-        names = [str(n) for n in self.store.display_names(np.asarray([e for e, _ in topics])).to_pylist()]
+        names = self.kg.names([e for e, _ in topics])
+        best = order[: self.top_k].tolist()
         answer = Answer(
             question,
             [(n, s) for n, (_, s) in zip(names, topics)],
-            int(edges.size),
-            self._evidence(edges[best], scores[best].tolist()),
+            len(cut.triples),
+            [_evidence(cut.triples[i], float(scores[i])) for i in best],
             {"link": t1 - t0, "cut": t2 - t1, "score": t3 - t2},
         )
         if self.reader is not None:
-            self._read(answer, edges, scores, names)
+            self._read(answer, cut.triples, scores, order, names)
             answer.seconds["read"] = time.perf_counter() - t3
         return answer
 
-    def _read(self, answer: Answer, edges: np.ndarray, scores: torch.Tensor, topics: list[str]) -> None:
+    def _read(self, answer: Answer, triples: list, scores: torch.Tensor, order: np.ndarray, topics: list[str]) -> None:
         """The reader's answer from the reader's own number (``top_k``) of best triples."""
         reader, inputs = self.reader  # type: ignore[misc]
-        best = torch.argsort(scores, descending=True, stable=True)[: max(inputs.k, 1)].numpy()
-        row = {
-            "id": "ask",
-            "triples": [list(t) for t in self.store.triples(edges[best])],
-            "scores": scores[best].tolist(),
-        }
+        best = order[: max(inputs.k, 1)].tolist()
+        row = {"id": "ask", "triples": [list(triples[i]) for i in best], "scores": [float(scores[i]) for i in best]}
         question = {
             "id": "ask",
             "question": answer.question,
@@ -159,28 +151,3 @@ class Pipeline:
         }
         (reading,) = reader.answer(reader.prepare([question], {"ask": row}))
         answer.answers, answer.reading = list(reading.answers), reading.text
-
-    def _graph(self, question: str, edges: np.ndarray, topics: list[int]) -> tuple[QuestionGraph, KGEmbeddings]:
-        """The cut graph with local entity ids, and the embeddings of its entities alone."""
-        s = self.store
-        ends = np.concatenate([np.asarray(s.heads[edges]), np.asarray(s.tails[edges])]).astype(np.int64)
-        nodes, local = np.unique(ends, return_inverse=True)
-        index = torch.from_numpy(nodes)
-        graph = QuestionGraph(
-            "ask",
-            question,
-            [],
-            torch.arange(nodes.size),
-            torch.from_numpy(local.reshape(2, -1)),
-            torch.from_numpy(np.asarray(s.rels[edges], dtype=np.int64)),
-            torch.from_numpy(np.isin(nodes, topics)),
-            torch.zeros(nodes.size, dtype=torch.bool),
-        )
-        e = self.emb
-        emb = KGEmbeddings(
-            e.entity[index].float(), e.entity_has_text[index], e.relation.float(), {}, e.dim, e.encoder_name
-        )
-        return graph, emb
-
-    def _evidence(self, edges: np.ndarray, scores: list[float]) -> list[Evidence]:
-        return [Evidence(h, r, t, round(float(x), 4)) for (h, r, t), x in zip(self.store.triples(edges), scores)]
