@@ -457,3 +457,37 @@ def test_gsr_on_an_endpoint_retrieves_what_it_retrieves_on_the_store(virtuoso_kg
         assert got == want and want, q
         assert sorted(remote.answers[q]) == sorted(_iris(store, local.answers[q]))
     assert remote.summary(3)["valid@3"] == local.summary(3)["valid@3"] < 1.0
+
+
+def test_extraction_killed_mid_hop_asks_again_only_what_was_in_flight(tmp_path):
+    """kill -9 while a hop's entity batches are being asked: each batch's entities were kept as its answer
+    arrived, so the rerun asks only the batches not answered before the kill (and the one in flight)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    empty = {"head": {"vars": ["x", "d", "p", "y"]}, "results": {"bindings": []}}  # no edge: a valid answer
+    server = Scripted([(200, {}, empty, 0.1)])
+    try:
+        topics = [f"http://ex.org/t{i}" for i in range(30)]
+        code = (
+            "from gsr_train.kg.sparql import SparqlClient\nfrom gsr_train.kg.sparql_options import SparqlOptions\n"
+            "from gsr_train.kg.sparql_extract import SparqlExtractor\n"
+            f"c = SparqlClient({server.endpoint!r}, SparqlOptions(concurrency=1, batch=1), {str(tmp_path)!r})\n"
+            f"SparqlExtractor(c).neighbourhood({topics!r})\n"
+        )
+        child = subprocess.Popen([sys.executable, "-c", code])
+        deadline = time.monotonic() + 60
+        while server.asked < 10 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        before = server.asked
+        assert 10 <= before < 30
+        client = client_for(server.endpoint, tmp_path, concurrency=1, batch=1)
+        near = SparqlExtractor(client).neighbourhood(topics)
+        assert near.triples == [] and client.stats.extra["entities_cached"] >= before - 1
+        assert server.asked - before <= 30 - before + 1  # the answered batches were not asked again
+    finally:
+        server.close()

@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,23 +127,27 @@ class SparqlClient:
     def columns_many(self, queries: Sequence[str], keep: bool = True) -> list[Columns]:
         """:meth:`columns` of each query, ``concurrency`` at a time, in order; a query given twice is
         asked once, and what the cache answers is read here, without a thread."""
-        found: dict[str, Columns] = {}
+        found = dict(self.columns_iter(queries, keep))
+        return [found[q] for q in queries]
+
+    def columns_iter(self, queries: Sequence[str], keep: bool = True) -> Iterator[tuple[str, Columns]]:
+        """``(query, columns)`` of each distinct query as its answer arrives (cached ones first), so a
+        caller can keep each before the next: a kill loses at most the queries in flight."""
         missing = []
-        ask = functools.partial(self.columns, keep=keep)
         for q in dict.fromkeys(queries):
             body = self.cache.get(self.key(q)) if self.cache is not None and keep else None
             if body is None:
                 missing.append(q)
             else:
                 self.stats.cached += 1
-                found[q] = body["columns"]
+                yield q, body["columns"]
+        ask = functools.partial(self.columns, keep=keep)
         if len(missing) <= 1 or self.options.concurrency == 1:
-            found.update((q, ask(q)) for q in missing)
-        else:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="sparql")
-            found.update(zip(missing, self._pool.map(ask, missing)))
-        return [found[q] for q in queries]
+            yield from ((q, ask(q)) for q in missing)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="sparql")
+        yield from zip(missing, self._pool.map(ask, missing))
 
     def select_many(self, queries: Sequence[str]) -> list[list[dict[str, str]]]:
         """:meth:`select` of each query (as :meth:`columns_many` asks them)."""

@@ -78,16 +78,17 @@ class SparqlExtractor:
         self._memo[entity] = edges
 
     def _fetch(self, entities: list[str]) -> None:
-        """Ask the endpoint for the edges of ``entities`` (batched) and keep each entity's on its own."""
-        queries = [edges_query(b, self.client.options.limit) for b in batched(entities, self.client.options.batch)]
-        by_entity: dict[str, EntityEdges] = {e: EntityEdges([], [], [], [], False) for e in entities}
-        for cols in self.client.columns_many(queries, keep=False):
+        """Ask the endpoint for the edges of ``entities`` (batched) and keep each entity's on its own, a
+        batch's as soon as its answer arrives (a run killed mid-hop asks again only what was in flight)."""
+        batches = {edges_query(b, self.client.options.limit): b for b in batched(entities, self.client.options.batch)}
+        for query, cols in self.client.columns_iter(list(batches), keep=False):
+            by_entity = {e: EntityEdges([], [], [], [], False) for e in batches[query]}
             self._split_rows(cols, by_entity)
-        for e, edges in by_entity.items():
-            if self.client.cache is not None:
-                body = {"edges": list(edges.astuple())}
-                self.client.cache.put(self._entity_key(e), {"endpoint": self.client.endpoint}, body)
-            self._remember(e, edges)
+            for e, edges in by_entity.items():
+                if self.client.cache is not None:
+                    body = {"edges": list(edges.astuple())}
+                    self.client.cache.put(self._entity_key(e), {"endpoint": self.client.endpoint}, body)
+                self._remember(e, edges)
 
     def _split_rows(self, cols: Columns, by_entity: dict[str, EntityEdges]) -> None:
         """One answer's rows ``?x ?d ?p ?y`` into each entity's edges, a direction at a time (Arrow sorts
