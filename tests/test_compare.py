@@ -21,14 +21,14 @@ from gsr_train.eval.tail import (
 )
 
 
-def _run(folder, hits, method="subgraphrag", seed=None, ids=None):
+def _run(folder, hits, method="subgraphrag", seed=None, ids=None, data=("synthetic", "f0")):
     """A run folder with one retrieval row: answer_recall from ``hits`` (one per question)."""
     folder.mkdir(parents=True)
     ids = ids or [f"q{i}" for i in range(len(hits))]
     values = QuestionValues(ids).add_mean("answer_recall", hits).add_mean("answer_recall@10", hits)
     figures = values.values()
     row = metrics_row(method, "test", 10, figures, None, folder / "results_test.jsonl", values)
-    write_metrics(folder, "subgraphrag_quickstart", "synthetic", "f0", [row])
+    write_metrics(folder, "subgraphrag_quickstart", data[0], data[1], [row])
     if seed is not None:
         (folder / ".hydra").mkdir()
         (folder / ".hydra" / "overrides.yaml").write_text(f"- +experiment=subgraphrag_quickstart\n- seed={seed}\n")
@@ -62,7 +62,8 @@ def test_compare_two_runs_prints_one_table_and_writes_json(tmp_path, capsys):
         x for x in out.splitlines() if x.startswith("| subgraphrag [test] | cosine-parts [test] | answer_recall |")
     )
     assert "| 300 |" in line and line.endswith("| <0.001 |")  # p
-    doc = json.loads((a / "compare_b.json").read_text())
+    doc = json.loads((a / f"compare_{tmp_path.name}_b.json").read_text())  # B's parent and folder: two B runs of
+    # one time stamp under different experiments do not share a file
     (m,) = [x for x in doc["rows"][0]["metrics"] if x["metric"] == "answer_recall"]
     assert m["low"] > 0 and m["diff"] == pytest.approx(m["a"] - m["b"]) and m["p_value"] < 0.01
 
@@ -97,3 +98,22 @@ def test_seed_sweep_table_has_mean_std_and_interval(tmp_path, capsys):
     assert list(csv.DictReader((tmp_path / "aggregate_seeds.csv").open()))[0]["seeds"] == "3"
     assert (tmp_path / "aggregate_recall.png").read_bytes()[:4] == b"\x89PNG"
     assert "## over seed" in capsys.readouterr().out
+
+
+def test_compare_refuses_runs_of_different_data_and_names_a_killed_run(tmp_path, capsys):
+    """Two runs whose question ids overlap (OKGQA-style 0..N) on different datasets: one line naming both,
+    not a table of meaningless pairs; a run that was killed before it scored: its status, and how to go on."""
+    a = _run(tmp_path / "a", _hits(20, 0.5, 0), ids=[str(i) for i in range(20)])
+    b = _run(tmp_path / "b", _hits(20, 0.5, 1), ids=[str(i) for i in range(20)], data=("okgqa", "f9"))
+    assert cli(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "ran on synthetic (data f0)" in err and "okgqa (data f9)" in err
+    same = _run(tmp_path / "same", _hits(20, 0.5, 1), ids=[str(i) for i in range(20)], data=("synthetic", "f0"))
+    assert cli(["compare", str(a), str(same)]) == 0
+    capsys.readouterr()
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "run.json").write_text(json.dumps({"status": "running", "experiment": "subgraphrag_quickstart"}))
+    assert cli(["compare", str(a), str(killed)]) == 2
+    err = capsys.readouterr().err
+    assert "did not finish (status: killed)" in err and "resume=auto" in err and "not a run folder" not in err

@@ -51,7 +51,7 @@ def test_compare_runs_page(tmp_path, user_cache):
     # the comparison: one table, every metric with its paired interval and p-value, and its JSON
     table = [x for x in done[2].stdout.splitlines() if x.startswith("| subgraphrag [test] | subgraphrag [test] |")]
     assert any("| answer_recall@10 | " in x for x in table), done[2].stdout
-    doc = json.loads((cwd / "outputs/compare/three_epochs/compare_one_epoch.json").read_text())
+    doc = json.loads((cwd / "outputs/compare/three_epochs/compare_compare_one_epoch.json").read_text())
     (row,) = [r for r in doc["rows"] if r["a"] == "subgraphrag [test]"]
     m = next(x for x in row["metrics"] if x["metric"] == "answer_recall@10")
     assert m["questions"] == 300 and m["low"] <= m["diff"] <= m["high"] and 0 < m["p_value"] <= 1

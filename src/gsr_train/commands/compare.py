@@ -3,7 +3,7 @@
 For every row the two runs have in common (same split and kind, :mod:`gsr_train.eval.compare`) and
 every metric both measure: A's and B's figure, ``A - B`` with its 95% paired-bootstrap interval and a
 paired permutation p-value, printed as one table and written as JSON (``--out``, default
-``RUN_A/compare_<RUN_B's folder>.json``).
+``RUN_A/compare_<RUN_B's parent>_<RUN_B's folder>.json``: two B runs of one time stamp do not share it).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from gsr_train.eval.compare import compare_runs, compare_table
 from gsr_train.eval.intervals import RESAMPLES, SEED
 from gsr_train.eval.tail import QUESTIONS_FILE
 from gsr_train.io import write_json
+from gsr_train.runtime.run_folder import run_status
 
 
 def _run_folder(path: str) -> Path:
@@ -26,6 +27,12 @@ def _run_folder(path: str) -> Path:
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"{path}: no such run folder")
+    status = run_status(folder)
+    if not (folder / QUESTIONS_FILE).is_file() and status not in (None, "finished"):
+        raise FileNotFoundError(
+            f"{path}: that run did not finish (status: {status}), so it wrote no per-question values; "
+            f"continue it with: python train.py hydra.run.dir={path} resume=auto (plus its own overrides)"
+        )
     if not (folder / QUESTIONS_FILE).is_file():
         raise FileNotFoundError(
             f"{path}: no {QUESTIONS_FILE} (not a run folder, or one written before intervals existed: "
@@ -42,7 +49,8 @@ def command(
     ] = RESAMPLES,
     seed: Annotated[int, typer.Option("--seed", help="seed of the resampling")] = SEED,
     out: Annotated[
-        str | None, typer.Option("--out", help="the JSON file (default RUN_A/compare_<RUN_B's folder name>.json)")
+        str | None,
+        typer.Option("--out", help="the JSON file (default RUN_A/compare_<RUN_B's parent>_<RUN_B's folder>.json)"),
     ] = None,
 ) -> int:
     """Two runs on the questions they share: A's and B's figures, A - B with its 95% paired-bootstrap
@@ -50,7 +58,8 @@ def command(
     a, b = _run_folder(run_a), _run_folder(run_b)
     doc = compare_runs(a, b, resamples, seed)
     print(compare_table(doc))
-    written = Path(out) if out else a / f"compare_{b.resolve().name}.json"
+    b_path = b.resolve()
+    written = Path(out) if out else a / f"compare_{b_path.parent.name}_{b_path.name}.json"
     write_json(written, doc)
     print(f"\nwrote {written}")
     return 0

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gsr_train.eval.intervals import RESAMPLES, SEED, QuestionValues, format_estimate, paired_difference
-from gsr_train.eval.tail import read_question_values
+from gsr_train.eval.tail import METRICS_FILE, read_metrics, read_question_values
 
 KIND_LABELS = ("mode", "variant", "perturbation", "level")  # what tells two rows of one run apart
 
@@ -47,6 +47,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, resamples: int = RESAMPLE
     """The comparison document: both runs, and per paired row its shared questions and each metric's
     ``{metric, questions, a, b, diff, low, high, p_value}``. A run without per-question values, or two
     runs with no row or question in common, is a ValueError / FileNotFoundError naming why."""
+    check_same_data(run_a, run_b)
     rows_a, rows_b = read_question_values(run_a), read_question_values(run_b)
     pairs = pair_rows(rows_a, rows_b)
     if not pairs:
@@ -76,6 +77,24 @@ def compare_runs(run_a: str | Path, run_b: str | Path, resamples: int = RESAMPLE
         "p_value": "two-sided paired permutation test (each question's two values swapped at random)",
         "rows": out,
     }
+
+
+def _dataset(run: str | Path) -> tuple[str | None, str | None]:
+    path = Path(run) / METRICS_FILE
+    doc = read_metrics(path) if path.is_file() else {}
+    data = doc.get("dataset") or {}
+    return data.get("name"), data.get("fingerprint")
+
+
+def check_same_data(run_a: str | Path, run_b: str | Path) -> None:
+    """Question ids pair questions only within one dataset: two runs whose data differ in both name and
+    fingerprint (OKGQA's ``0..N`` ids beside another set's) are a ValueError naming both."""
+    (name_a, print_a), (name_b, print_b) = _dataset(run_a), _dataset(run_b)
+    if name_a and name_b and print_a and print_b and name_a != name_b and print_a != print_b:
+        raise ValueError(
+            f"{run_a} ran on {name_a} (data {print_a}), {run_b} on {name_b} (data {print_b}): "
+            "their question ids do not name the same questions"
+        )
 
 
 def compare_table(doc: Mapping[str, Any], digits: int = 3) -> str:
