@@ -102,6 +102,10 @@ def test_seed_summary_is_the_t_interval_of_the_mean():
     assert s["mean"] == pytest.approx(0.72) and s["std"] == pytest.approx(0.02)
     assert s["high"] - s["mean"] == pytest.approx(4.303 * 0.02 / math.sqrt(3))
     assert seed_summary([0.5])["std"] is None and seed_summary([])["mean"] is None
+    near_one = seed_summary([0.99, 1.0, 0.95])  # a recall over seeds: its interval stays a share
+    assert near_one["high"] == 1.0 and 0.0 < near_one["low"] < near_one["mean"]
+    loss = seed_summary([0.99, 1.0, 1.4])  # not a share: the t interval as it is
+    assert loss["high"] > 1.0
 
 
 def test_chain_match_values_give_chain_match_and_its_intervals():

@@ -256,6 +256,16 @@ def test_workers_default_is_the_cores_this_process_may_use():
             check_workers(bad)
 
 
+def test_a_worker_count_past_four_a_core_is_capped_and_said_once(caplog):
+    from gsr_train.parallel import PER_CORE
+
+    cap = PER_CORE * available_cores()
+    with caplog.at_level("WARNING"):
+        assert resolve_workers(1000) == cap and resolve_workers(1000) == cap and resolve_workers(cap) == cap
+    (said,) = [r.getMessage() for r in caplog.records if "workers=1000" in r.getMessage()]
+    assert f"using {cap} workers" in said
+
+
 def test_bad_data_workers_is_one_message_naming_the_option():
     from omegaconf import OmegaConf
 

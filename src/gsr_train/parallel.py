@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import multiprocessing as mp
 import os
 import queue
@@ -64,12 +65,33 @@ def set_default_workers(workers: int | None) -> None:
     _default = check_workers(workers)
 
 
+PER_CORE = 4  # more workers than this a core only adds overhead (and processes, memory)
+
+
 def resolve_workers(workers: int | None = None) -> int:
-    """The worker count to use: ``workers``, else the process default, else the cores available."""
+    """The worker count to use: ``workers``, else the process default, else the cores available; at most
+    :data:`PER_CORE` a core available, said once when a count asked for more (``--workers 1000``)."""
     chosen = check_workers(workers)
     if chosen is None:
         chosen = _default
-    return chosen if chosen is not None else available_cores()
+    if chosen is None:
+        return available_cores()
+    cap = PER_CORE * available_cores()
+    if chosen > cap:
+        _say_capped(chosen, cap)
+        return cap
+    return chosen
+
+
+@functools.cache
+def _say_capped(chosen: int, cap: int) -> None:
+    logging.getLogger(__name__).warning(
+        "workers=%d: this process may use %d cores; using %d workers (%d a core; the output is the same for any)",
+        chosen,
+        available_cores(),
+        cap,
+        PER_CORE,
+    )
 
 
 @contextlib.contextmanager

@@ -318,7 +318,8 @@ _T95 = (
 
 def seed_summary(values: Iterable[float]) -> dict[str, float | int | None]:
     """Mean, sample standard deviation and the 95% Student t interval of the mean of one figure over
-    seeds (``n`` runs; one run: no spread, no interval)."""
+    seeds (``n`` runs; one run: no spread, no interval). A figure whose every value is a share (in
+    [0, 1]: recall, hit, F1) keeps its interval there: a recall's interval never reaches 1.027."""
     v = [float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
     n = len(v)
     if not n:
@@ -328,4 +329,7 @@ def seed_summary(values: Iterable[float]) -> dict[str, float | int | None]:
         return {"n": 1, "mean": mean, "std": None, "low": None, "high": None}
     std = math.sqrt(sum((x - mean) ** 2 for x in v) / (n - 1))
     half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * std / math.sqrt(n)
-    return {"n": n, "mean": mean, "std": std, "low": mean - half, "high": mean + half}
+    low, high = mean - half, mean + half
+    if all(0.0 <= x <= 1.0 for x in v):
+        low, high = max(low, 0.0), min(high, 1.0)
+    return {"n": n, "mean": mean, "std": std, "low": low, "high": high}

@@ -282,6 +282,9 @@ def command(
     if not files:
         raise typer.BadParameter("give one prediction file or more", param_hint="FILES")
     for f in files:
+        if Path(f).is_dir():
+            print(f"error: gsr-train score: {f} is a folder: give the prediction files in it", file=sys.stderr)
+            return 2
         if not Path(f).is_file():
             print(f"error: gsr-train score: {f} does not exist", file=sys.stderr)
             return 2
