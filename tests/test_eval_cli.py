@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from gsr_train.data.errors import PreflightError
@@ -290,10 +291,33 @@ def test_the_checkpoints_folder_inside_a_run_stands_for_the_run(tmp_path):
     save_run_config(run_dir, compose_config(["+experiment=subgraphrag_quickstart"]), "subgraphrag_quickstart")
     (run_dir / "checkpoints").mkdir()
     for name in ("last.ckpt", "best-03.ckpt", "best-07.ckpt"):
-        (run_dir / "checkpoints" / name).write_bytes(b"x")
+        torch.save({}, run_dir / "checkpoints" / name)  # a complete (empty) checkpoint file
     whole = find_source(run_dir)
     for given in (run_dir / "checkpoints", f"{run_dir}/checkpoints/"):
         source = find_source(given)
         assert (source.folder, source.method, source.checkpoint) == (whole.folder, whole.method, whole.checkpoint)
     assert source.checkpoint == str(run_dir / "checkpoints" / "best-07.ckpt")
     assert find_source(run_dir / "checkpoints" / "last.ckpt").checkpoint == str(run_dir / "checkpoints" / "last.ckpt")
+
+
+def test_a_results_file_a_truncated_checkpoint_or_a_damaged_config_is_one_line(tmp_path):
+    """``ckpt_path=`` a results file, a truncated checkpoint, a run whose .hydra/config.yaml is damaged:
+    one line naming the file, before anything is loaded (they were tracebacks)."""
+    from gsr_train.options.eval_config import find_source
+
+    run_dir = tmp_path / "sgr"
+    save_run_config(run_dir, compose_config(["+experiment=subgraphrag_quickstart"]), "subgraphrag_quickstart")
+    (run_dir / "checkpoints").mkdir()
+    good = run_dir / "checkpoints" / "best-01.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(1000)}}, good)
+    (run_dir / "results_test.jsonl.gz").write_bytes(b"\x1f\x8b")
+    with pytest.raises(PreflightError, match=r"results_test.jsonl.gz is no checkpoint \(.ckpt\)"):
+        find_source(run_dir / "results_test.jsonl.gz")
+    cut = run_dir / "checkpoints" / "best-02.ckpt"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(PreflightError, match="best-02.ckpt is damaged or truncated"):
+        find_source(cut)
+    assert find_source(good).checkpoint == str(good)
+    (run_dir / ".hydra" / "config.yaml").write_text("runner: [unclosed\n  - x: {")
+    with pytest.raises(PreflightError, match=r"config.yaml: not a readable run config \("):
+        find_source(run_dir)

@@ -7,6 +7,7 @@ line, before the run folder is written into."""
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,7 +90,11 @@ def find_source(ckpt_path: str | Path) -> RunSource:
     if not path.exists():
         raise PreflightError(f"ckpt_path={ckpt_path} does not exist")
     folder = _run_folder_of(path.resolve())
-    config = OmegaConf.load(folder / ".hydra" / "config.yaml")
+    try:
+        config = OmegaConf.load(folder / ".hydra" / "config.yaml")
+    except Exception as e:  # a damaged file: yaml's or OmegaConf's error, whichever
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PreflightError(f"{folder / '.hydra' / 'config.yaml'}: not a readable run config ({first})") from None
     if not isinstance(config, DictConfig):
         raise PreflightError(f"{folder / '.hydra' / 'config.yaml'} is not a run config (a mapping)")
     runner = runner_name(config.get("runner"))
@@ -109,7 +114,26 @@ def find_source(ckpt_path: str | Path) -> RunSource:
         checkpoint = str(folder / "adapter")
     if not Path(checkpoint).exists():
         raise PreflightError(f"ckpt_path={ckpt_path}: {checkpoint} does not exist (did the run finish training?)")
+    if method in ("subgraphrag", "retrieve"):
+        _check_checkpoint_file(ckpt_path, Path(checkpoint))
     return RunSource(folder, config, _experiment_of(folder, config), method, checkpoint)
+
+
+def _check_checkpoint_file(given: str | Path, path: Path) -> None:
+    """A Lightning checkpoint (a complete torch zip file), or one line before anything loads it: a
+    results file or a truncated copy is not handed to ``torch.load``."""
+    if not path.is_file():
+        return
+    if path.suffix != ".ckpt":
+        raise PreflightError(
+            f"ckpt_path={given}: {path.name} is no checkpoint (.ckpt); give the run folder or one of its "
+            "checkpoints/*.ckpt"
+        )
+    if not zipfile.is_zipfile(path):
+        raise PreflightError(
+            f"ckpt_path={given}: {path} is damaged or truncated (not a complete checkpoint); give the run "
+            "folder (its best checkpoint) or another of its checkpoints"
+        )
 
 
 def _groups() -> set[str]:
