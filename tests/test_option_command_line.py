@@ -266,3 +266,25 @@ def test_the_defaults_files_are_generated_from_the_dataclasses():
 
     stale = [spec.path for spec in DEFAULTS_FILES if (REPO / spec.path).read_text() != render(spec)]
     assert stale == [], f"{stale} differ from the option dataclasses: run gsr-train options --write-defaults"
+
+
+def test_an_experiment_file_saved_with_a_byte_order_mark_is_one_line(tmp_path, capsys):
+    """A user's experiment file saved with a UTF-8 BOM (Windows editors): Hydra silently loses its
+    '# @package _global_' line and the run fails later on a missing runner; here it is one line naming
+    the file, before Hydra composes anything."""
+    from gsr_train.options.command_line import run_hydra
+
+    (tmp_path / "experiment").mkdir()
+    marked = tmp_path / "experiment" / "mine.yaml"
+    marked.write_bytes(b"\xef\xbb\xbf# @package _global_\nrunner: cosine\n")
+    (tmp_path / "experiment" / "plain.yaml").write_text("# @package _global_\nrunner: cosine\n")
+    called = []
+    with pytest.raises(SystemExit) as done:
+        run_hydra(lambda: called.append(1), tmp_path, "config", ["+experiment=mine", "top_k=3"])
+    assert done.value.code == 2 and not called
+    assert capsys.readouterr().err.strip() == (
+        f"error: {marked} starts with a UTF-8 byte order mark, which hides its '# @package' line from Hydra; "
+        "save it as UTF-8 without a BOM"
+    )
+    run_hydra(lambda: called.append(1), tmp_path, "config", ["+experiment=plain"])
+    assert called == [1]

@@ -50,6 +50,14 @@ def run_hydra(
     A user who sets ``HYDRA_FULL_ERROR`` gets Hydra's full report, as Hydra documents."""
     quiet.install()  # no third-party tips, deprecations or progress bars in the output
     register_help()
+    marked = byte_order_marked(_overrides() if overrides is None else list(overrides), Path(config_dir))
+    if marked is not None:
+        print(
+            f"error: {marked} starts with a UTF-8 byte order mark, which hides its '# @package' line from "
+            "Hydra; save it as UTF-8 without a BOM",
+            file=sys.stderr,
+        )
+        raise SystemExit(USER_ERROR_EXIT)
     if FULL_ERROR in os.environ:
         return main()
     os.environ[FULL_ERROR] = "1"
@@ -119,6 +127,23 @@ def run_hydra_app(task: Callable[[DictConfig], Any], config_name: str, argv: Seq
         )
 
     return run_hydra(go, conf, config_name, overrides=args.overrides)
+
+
+def byte_order_marked(overrides: Sequence[str], config_dir: Path) -> Path | None:
+    """The config file a group choice (``+experiment=NAME``, ``data=NAME``) names that starts with a UTF-8
+    BOM (an editor's habit on Windows): Hydra reads it, but not its ``# @package`` line."""
+    for o in overrides:
+        choice = re.fullmatch(r"\+{0,2}([\w/]+)=([\w./-]+)", o.strip())
+        if choice is None:
+            continue
+        path = config_dir / choice.group(1) / f"{choice.group(2)}.yaml"
+        try:
+            with open(path, "rb") as f:
+                if f.read(3) == b"\xef\xbb\xbf":
+                    return path
+        except OSError:
+            continue
+    return None
 
 
 def _overrides() -> list[str]:
