@@ -126,6 +126,18 @@ def test_missing_duplicates_and_bad_rows(tmp_path, webqsp_mini):
     rows_read, _, _, skipped = read_predictions(bad, skip_invalid=True)
     assert len(rows_read) == 1 and skipped == 2
 
+    # a gold answer that is NaN (a pandas export) or null is no answer: named, or counted with --skip_invalid
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text(
+        '{"id": "a", "prediction": "x", "ground_truth": ["x"]}\n{"id": "b", "prediction": "x", "ground_truth": [NaN]}\n'
+    )
+    with pytest.raises(
+        PredictionFormatError, match=r"nan.jsonl: line 2: a gold answer in 'ground_truth' is no text: nan"
+    ):
+        read_predictions(nan)
+    rows_read, _, _, skipped = read_predictions(nan, skip_invalid=True)
+    assert [r.id for r in rows_read] == ["a"] and skipped == 1
+
 
 def test_rog_normalisation_deletes_punctuation():
     assert rog_normalize("The St. Louis Cardinals!") == "st louis cardinals"

@@ -27,6 +27,7 @@ Papers count the same predictions differently, so this scores every file every w
 from __future__ import annotations
 
 import json
+import math
 import re
 import string
 import sys
@@ -113,6 +114,10 @@ def parse_row(rec: Any, where: str) -> tuple[Prediction, str]:
     gold = rec.get("answers", rec.get("ground_truth"))
     if not isinstance(gold, list):
         raise PredictionFormatError(f"{where}: needs a list of gold answers in 'answers' or 'ground_truth'")
+    blank = [g for g in gold if g is None or isinstance(g, (list, dict)) or (isinstance(g, float) and math.isnan(g))]
+    if blank:  # NaN from a pandas export, null: not an answer no prediction could match
+        field = "answers" if "answers" in rec else "ground_truth"
+        raise PredictionFormatError(f"{where}: a gold answer in '{field}' is no text: {blank[0]!r}")
     qid = str(rec.get("id", where))
     pred = rec["prediction"]
     if "answers" in rec and isinstance(pred, list):
