@@ -40,6 +40,7 @@ def test_the_pages_searches_run_and_a_killed_one_continues(tmp_path, cache):
 
     done = _run(sgr, cwd, _env(cache))  # the same command continues it
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "setup plugin alembic" not in done.stdout + done.stderr  # Optuna's storage says nothing
     result = json.loads((search / "optuna.json").read_text())
     assert [(t["trial"], t["state"]) for t in result["trials"]] == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "COMPLETE")]
     assert json.loads((search / "0" / "run.json").read_text())["attempts"] == 1  # finished: not run again

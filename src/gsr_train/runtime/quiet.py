@@ -64,3 +64,4 @@ def install(terminal: bool | None = None) -> None:
     tips = NoTips()
     for name in LIGHTNING_LOGGERS:
         logging.getLogger(name).addFilter(tips)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # Optuna's storage: "setup plugin alembic.*" lines
