@@ -36,22 +36,33 @@ def command(
     reader: Annotated[
         str | None, typer.Option("--reader", help="a trained reader run (reader_*) that answers from the triples")
     ] = None,
+    graph: Annotated[
+        str | None,
+        typer.Option("--graph", help="with --kg URL: the named graph to ask (default: the run's data.sparql.graph)"),
+    ] = None,
     cache: Cache = None,
 ) -> dict:
     """Ask one question of a trained SubgraphRAG run over a KG store or SPARQL endpoint: linked entities,
     best triples, and a trained reader's answer with --reader."""
-    return report_user_errors(_ask, run, question, kg, entity, top_k, reader, cache)
+    return report_user_errors(_ask, run, question, kg, entity, top_k, reader, cache, graph)
 
 
 def _ask(
-    run: str, question: str, kg: str, entity: list[str] | None, top_k: int, reader: str | None, cache: str | None
+    run: str,
+    question: str,
+    kg: str,
+    entity: list[str] | None,
+    top_k: int,
+    reader: str | None,
+    cache: str | None,
+    graph: str | None = None,
 ) -> dict:
     from dataclasses import asdict
 
     from gsr_train.eval.markdown import markdown_table
     from gsr_train.runs.pipeline import Pipeline
 
-    answer = Pipeline.from_run(run, kg, cache, top_k, reader).ask(question, entity)
+    answer = Pipeline.from_run(run, kg, cache, top_k, reader, graph).ask(question, entity)
     linked = ", ".join(f"{name} ({score:.2f})" for name, score in answer.entities)
     print(f"question: {answer.question}\ntopic entities: {linked}\ngraph cut: {answer.triples:,} triples")
     rows = [[i + 1, e.head, e.relation, e.tail, f"{e.score:.3f}"] for i, e in enumerate(answer.evidence)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -88,10 +88,12 @@ class Pipeline:
         cache_dir: str | Path | None = None,
         top_k: int = 10,
         reader: str | Path | None = None,
+        graph: str | None = None,
     ) -> Pipeline:
         """The run (a folder, or a checkpoint in one) and the KG (a store folder or an endpoint's URL);
         ``cache_dir``: the embedding and SPARQL caches; ``reader``: a trained reader run (``reader_*``)
-        that answers from the run's best triples. The run's ``data.extract`` and ``data.sparql`` apply."""
+        that answers from the run's best triples; ``graph``: the endpoint's named graph to ask. The run's
+        ``data.extract`` and ``data.sparql`` apply."""
         source = find_source(run)
         if source.method != "subgraphrag":
             raise PreflightError(f"{run}: ask reads SubgraphRAG runs; this is a {source.method} run")
@@ -102,6 +104,8 @@ class Pipeline:
         extract, sparql = (OmegaConf.select(source.config, f"data.{k}", default=None) for k in ("extract", "sparql"))
         extract_options = ExtractOptions(**as_dict(extract)) if extract is not None else ExtractOptions()
         sparql_options = SparqlOptions(**as_dict(sparql)) if sparql is not None else SparqlOptions()
+        if graph is not None:
+            sparql_options = replace(sparql_options, graph=graph)
         if str(kg).startswith(("http://", "https://")):
             probe(str(kg), sparql_options)  # an endpoint that does not answer: one line before any loading
         graphs = open_ask_kg(kg, encoder, encoder_cfg, cache, extract_options, sparql_options)
