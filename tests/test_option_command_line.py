@@ -183,6 +183,19 @@ def test_train_py_help_prints_the_experiments_options(tmp_path):
     assert proc.returncode == 0 and "subgraphrag_quickstart" in proc.stdout.split("experiments (conf/experiment", 1)[1]
 
 
+def test_eval_py_help_leads_with_ckpt_path():
+    """``python eval.py --help`` says first what eval.py takes: the run to score (it never named ckpt_path)."""
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    done = subprocess.run([sys.executable, "eval.py", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("usage: python eval.py ckpt_path=RUN_FOLDER_OR_CHECKPOINT") and "data.dir=FOLDER" in first
+
+
 def test_help_and_gsr_train_options_import_no_torch(tmp_path):
     """The options of an experiment are printed from the option dataclasses alone, without torch."""
     helped = _train(tmp_path, "+experiment=subgraphrag_quickstart", "--help", flags=("-X", "importtime"))

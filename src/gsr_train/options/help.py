@@ -111,8 +111,16 @@ def help_template(root: DictConfig) -> str:
     choices = OmegaConf.select(root, "hydra.runtime.choices", default={}) or {}
     job = str(OmegaConf.select(root, "hydra.job.name", default="train"))
     app = f"python {job}.py" if job in ("train", "eval") else f"gsr-train {job}"  # the command typed
+    usage = [f"usage: {app} +experiment=NAME [key=value ...]: a run (Hydra; --hydra-help for Hydra's own help,"]
+    if job == "eval":  # eval.py scores a run first of all: its ckpt_path leads
+        usage = [
+            "usage: python eval.py ckpt_path=RUN_FOLDER_OR_CHECKPOINT [data.dir=FOLDER] [split=test] [top_k=K]: a",
+            "trained run (a run folder, a .ckpt, a GSR model/ or reader adapter/ folder) scored on any data, or",
+            "python eval.py +experiment=NAME data.dir=FOLDER: an untrained retriever (Hydra; --hydra-help for "
+            "Hydra's own help,",
+        ]
     lines = [
-        f"usage: {app} +experiment=NAME [key=value ...]: a run (Hydra; --hydra-help for Hydra's own help,",
+        *usage,
         "--cfg job for the composed config). gsr-train options NAME prints the options of any experiment.",
         "",
         "== Config groups (group=option) ==",
