@@ -87,3 +87,34 @@ def test_threads_writing_one_cache_all_succeed(tmp_path):
         t.join(60)
     assert errors == []
     assert [p.name for p in tmp_path.iterdir()] == ["key"]
+
+
+def test_a_full_disk_named_by_no_file_is_blamed_on_the_folder_whose_disk_is_full(tmp_path, monkeypatch):
+    """ENOSPC from a write that names no file: the run folder's disk full and the cache's not (issue 49,
+    probe 1) is reported as the run folder's, not as the cache's; the other way round as the cache's."""
+    import errno
+    import shutil
+
+    from gsr_train.data import errors
+
+    cache, run = tmp_path / "cache", tmp_path / "run"
+    cache.mkdir()
+    run.mkdir()
+    full = {"run"}
+    real = shutil.disk_usage
+
+    def usage(path):
+        got = real(path)
+        return got._replace(free=0) if any(str(path).endswith(name) for name in full) else got
+
+    monkeypatch.setattr(errors.shutil, "disk_usage", usage)
+    err = OSError(errno.ENOSPC, "No space left on device")
+    said = errors.user_error_message(err, cache_dirs=[cache], run_dirs=[run])
+    assert said == (
+        f"cannot write the run's files into {run}: no space left on its disk. Free space there, or give "
+        "hydra.run.dir a folder on a disk with room"
+    )
+    full = {"cache"}
+    assert errors.user_error_message(err, cache_dirs=[cache], run_dirs=[run]).startswith(
+        f"cannot write the cache into {cache}: no space left on its disk"
+    )

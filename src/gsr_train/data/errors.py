@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -101,15 +102,42 @@ def cache_write_error(
     )
 
 
+def run_write_error(err: BaseException, run_dir: str | os.PathLike) -> CacheWriteError | None:
+    """:func:`folder_write_error` for a run's own folder: the fix is a run folder on another disk."""
+    return folder_write_error(err, run_dir, "the run's files", "give hydra.run.dir a folder")
+
+
+def _has_room(folder: str | os.PathLike, need: int = 64 << 20) -> bool:
+    """Whether the disk of ``folder`` (or of its nearest existing parent) has ``need`` bytes free."""
+    path = Path(os.path.abspath(folder))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        return shutil.disk_usage(path).free > need
+    except OSError:
+        return False
+
+
 def user_error_message(
-    err: BaseException, extra: Sequence[type[BaseException]] = (), cache_dirs: Iterable[str | os.PathLike | None] = ()
+    err: BaseException,
+    extra: Sequence[type[BaseException]] = (),
+    cache_dirs: Iterable[str | os.PathLike | None] = (),
+    run_dirs: Iterable[str | os.PathLike | None] = (),
 ) -> str | None:
     """The one-line message of a user's error (a :class:`UserError`, one of ``extra``, or a failed
-    write into one of the ``cache_dirs``), or None for anything else (a bug keeps its traceback)."""
+    write into one of the ``cache_dirs`` or ``run_dirs``), or None for anything else (a bug keeps its
+    traceback). A full disk named by no file is blamed on the folder whose disk is full."""
     if isinstance(err, UserError) or (extra and isinstance(err, tuple(extra))):
         return str(err)
-    for folder in cache_dirs:
-        wrapped = cache_write_error(err, folder) if folder is not None else None
+    places: list[tuple[str | os.PathLike, Callable[..., CacheWriteError | None]]] = [
+        *((f, cache_write_error) for f in cache_dirs if f is not None),
+        *((f, run_write_error) for f in run_dirs if f is not None),
+    ]
+    unnamed = isinstance(err, OSError) and not (err.filename or err.filename2)
+    if unnamed and getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+        places = [p for p in places if not _has_room(p[0])] or places
+    for folder, wrap in places:
+        wrapped = wrap(err, folder)
         if wrapped is not None:
             return str(wrapped)
     return None
@@ -117,13 +145,15 @@ def user_error_message(
 
 @contextlib.contextmanager
 def user_error_exit(
-    extra: Sequence[type[BaseException]] = (), cache_dirs: Iterable[str | os.PathLike | None] = ()
+    extra: Sequence[type[BaseException]] = (),
+    cache_dirs: Iterable[str | os.PathLike | None] = (),
+    run_dirs: Iterable[str | os.PathLike | None] = (),
 ) -> Iterator[None]:
     """Inside the block, a user's error prints ``error: <message>`` on stderr and exits 2."""
     try:
         yield
     except Exception as e:
-        message = user_error_message(e, extra, cache_dirs)
+        message = user_error_message(e, extra, cache_dirs, run_dirs)
         if message is None:
             raise
         print(f"error: {message}", file=sys.stderr)
@@ -135,10 +165,11 @@ def report_user_errors(
     *args: Any,
     extra: Sequence[type[BaseException]] = (),
     cache_dirs: Iterable[str | os.PathLike | None] = (),
+    run_dirs: Iterable[str | os.PathLike | None] = (),
     **kwargs: Any,
 ) -> Any:
     """``fn(*args, **kwargs)`` inside :func:`user_error_exit` (what every command's ``main`` runs)."""
-    with user_error_exit(extra, list(cache_dirs)):
+    with user_error_exit(extra, list(cache_dirs), list(run_dirs)):
         return fn(*args, **kwargs)
 
 

@@ -150,7 +150,11 @@ def report_user_errors(fn, *args: Any) -> Any:
     cfg = next((a for a in args if isinstance(a, DictConfig)), None)
     cache = OmegaConf.select(cfg, "paths.cache_dir", default=None) if cfg is not None else None
     try:
-        return report(fn, *args, extra=user_errors(), cache_dirs=[cache])
+        run_dir = OmegaConf.select(cfg, "paths.output_dir", default=None) if cfg is not None else None
+    except Exception:  # ${hydra:...} outside a Hydra run (a runner called from Python)
+        run_dir = None
+    try:
+        return report(fn, *args, extra=user_errors(), cache_dirs=[cache], run_dirs=[run_dir])
     except SystemExit as stop:
         if stop.code == USER_ERROR_EXIT:
             discard_refused()  # a refused command leaves no run folder behind
