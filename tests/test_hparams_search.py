@@ -6,6 +6,7 @@ and optuna.json. The objective is read from the trials' metrics.json."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -63,3 +64,27 @@ def test_the_pages_searches_run_and_a_killed_one_continues(tmp_path, cache):
     result = json.loads((cwd / "multirun" / "hparams_search" / "retrieve_gsr" / "optuna.json").read_text())
     assert [t["state"] for t in result["trials"]] == ["COMPLETE", "COMPLETE"] and result["best"]["value"] >= 0
     assert set(result["best"]["params"]) == {"model.optim.lr", "model.batch_size"}
+
+
+@pytest.mark.parametrize(
+    "space, says",
+    [
+        ("model.dropout=interval(0.5,0.1)", "The `low` value must be smaller than or equal to the `high` value"),
+        ("model.train.optim.lr=tag(log,interval(0,0.01))", "The `low` value must be larger than 0 for a log"),
+    ],
+)
+def test_a_search_space_optuna_cannot_sample_is_one_line_before_the_study(tmp_path, space, says):
+    """A reversed interval or the log of 0 (issue 49, probe 3): one line naming hydra.sweeper.params,
+    exit 2, and no study or trial folder (it was a traceback)."""
+    import sys
+
+    from .conftest import REPO
+
+    argv = [sys.executable, str(REPO / "train.py"), "-m", "+experiment=subgraphrag_quickstart"]
+    argv += ["+hparams_search=subgraphrag_optuna", space, f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "c")}
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()[-1:]
+    assert line.startswith("error: hydra.sweeper.params: ") and says in line and "Traceback" not in done.stderr
+    assert not (tmp_path / "sweep" / "optuna.db").exists()

@@ -15,6 +15,7 @@ of the multirun. This one differs in two ways:
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl, create_p
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
+from gsr_train.data.errors import USER_ERROR_EXIT
 from gsr_train.eval.aggregate import OPTUNA_FILE
 from gsr_train.eval.tail import METRICS_FILE, MetricsFileError, flat_rows, read_metrics
 from gsr_train.io import write_json
@@ -41,9 +43,7 @@ class OptunaSweep(OptunaSweeperImpl):
         self.objective = objective
 
     def sweep(self, arguments: list[str]) -> None:
-        self._process_searchspace_config()
-        space, fixed = create_params_from_overrides([*self._parse_sweeper_params_config(), *arguments])
-        space = {**(self.search_space_distributions or {}), **space}
+        space, fixed = self._space(arguments)
         for name in fixed:
             space.pop(name, None)
         Path(self.sweep_dir).mkdir(parents=True, exist_ok=True)
@@ -64,6 +64,17 @@ class OptunaSweep(OptunaSweeperImpl):
         while (left := self.n_trials - _ended(study)) > 0:
             self._launch(study, [study.ask() for _ in range(min(self.n_jobs, left))], space, fixed)
         self._write_results(study)
+
+    def _space(self, arguments: list[str]) -> tuple[dict, dict]:
+        """The search space and the fixed values; a space Optuna cannot sample (a reversed interval, the
+        log of 0) is one line naming it and exit status 2, before any study or trial exists."""
+        try:
+            self._process_searchspace_config()
+            space, fixed = create_params_from_overrides([*self._parse_sweeper_params_config(), *arguments])
+        except (ValueError, TypeError) as e:
+            print(f"error: hydra.sweeper.params: {' '.join(str(e).split())}", file=sys.stderr)
+            raise SystemExit(USER_ERROR_EXIT) from None
+        return {**(self.search_space_distributions or {}), **space}, fixed
 
     def _launch(self, study: optuna.Study, trials: list, space: dict, fixed: dict) -> None:
         """Trials ``trials`` (consecutive numbers) as jobs numbered like them; their values told."""
