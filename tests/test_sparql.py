@@ -71,6 +71,22 @@ def client_for(endpoint: str, cache=None, **kw) -> SparqlClient:
     return SparqlClient(endpoint, options, cache)
 
 
+def killed_after(server: Scripted, code: str, asked: int) -> int:
+    """Run ``code`` in a child Python, kill -9 it once ``server`` has had ``asked`` requests; the count then."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 60
+    while server.asked < asked and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    return server.asked
+
+
 @pytest.fixture
 def scripted():
     servers = []
@@ -202,11 +218,6 @@ def test_a_hub_beyond_the_limit_is_cut_and_counted(virtuoso_kg):
 def test_a_killed_run_asks_again_only_what_was_not_answered(scripted, tmp_path):
     """kill -9 in the middle of 30 queries, then the same 30 again: what was answered before the kill
     comes from the cache (at most the one query in flight when it died is asked twice)."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
     server = scripted((200, {}, OK, 0.1))
     queries = [f"SELECT ?a {{ {i} }}" for i in range(30)]
     code = (
@@ -214,13 +225,7 @@ def test_a_killed_run_asks_again_only_what_was_not_answered(scripted, tmp_path):
         f"c = SparqlClient({server.endpoint!r}, SparqlOptions(concurrency=1), {str(tmp_path)!r})\n"
         f"c.select_many({queries!r})\n"
     )
-    child = subprocess.Popen([sys.executable, "-c", code])
-    deadline = time.monotonic() + 60
-    while server.asked < 10 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
-    before = server.asked
+    before = killed_after(server, code, 10)
     assert 10 <= before < 30
     again = client_for(server.endpoint, tmp_path)
     assert len(again.select_many(queries)) == 30
@@ -462,11 +467,6 @@ def test_gsr_on_an_endpoint_retrieves_what_it_retrieves_on_the_store(virtuoso_kg
 def test_extraction_killed_mid_hop_asks_again_only_what_was_in_flight(tmp_path):
     """kill -9 while a hop's entity batches are being asked: each batch's entities were kept as its answer
     arrived, so the rerun asks only the batches not answered before the kill (and the one in flight)."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
     empty = {"head": {"vars": ["x", "d", "p", "y"]}, "results": {"bindings": []}}  # no edge: a valid answer
     server = Scripted([(200, {}, empty, 0.1)])
     try:
@@ -477,13 +477,7 @@ def test_extraction_killed_mid_hop_asks_again_only_what_was_in_flight(tmp_path):
             f"c = SparqlClient({server.endpoint!r}, SparqlOptions(concurrency=1, batch=1), {str(tmp_path)!r})\n"
             f"SparqlExtractor(c).neighbourhood({topics!r})\n"
         )
-        child = subprocess.Popen([sys.executable, "-c", code])
-        deadline = time.monotonic() + 60
-        while server.asked < 10 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-        before = server.asked
+        before = killed_after(server, code, 10)
         assert 10 <= before < 30
         client = client_for(server.endpoint, tmp_path, concurrency=1, batch=1)
         near = SparqlExtractor(client).neighbourhood(topics)

@@ -34,7 +34,7 @@ from gsr_train.kg.sparql import (
 )
 from gsr_train.kg.sparql_chains import SparqlChains
 from gsr_train.kg.sparql_extract import SparqlExtractor
-from gsr_train.kg.sparql_options import SparqlOptions
+from gsr_train.kg.sparql_options import SparqlOptions, is_endpoint
 from gsr_train.kg.store import open_store
 
 
@@ -185,6 +185,6 @@ def open_graph_source(
     kg: str, options: ExtractOptions, sparql: SparqlOptions | None, cache_dir: Path, link: bool
 ) -> GraphSource:
     """The source ``data.kg`` names: an http(s) URL is a SPARQL endpoint, anything else a store folder."""
-    if not kg.startswith(("http://", "https://")):
+    if not is_endpoint(kg):
         return StoreGraphs(kg, options, link)
     return SparqlGraphs(kg, options, sparql or SparqlOptions(), cache_dir, link)

@@ -30,7 +30,7 @@ import httpx
 
 from gsr_train.data.errors import UserError
 from gsr_train.http_retry import RETRY_STATUS, backoff, retry_after
-from gsr_train.kg.sparql_options import SparqlOptions
+from gsr_train.kg.sparql_options import SparqlOptions, is_endpoint
 from gsr_train.response_cache import ResponseCache
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class SparqlError(UserError, RuntimeError):
 
 def check_endpoint(endpoint: str) -> str:
     """The endpoint's URL, or one line: what ``data.kg`` takes."""
-    if not endpoint.startswith(("http://", "https://")):
+    if not is_endpoint(endpoint):
         raise SparqlError(f"data.kg={endpoint!r}: a SPARQL endpoint is an http(s) URL")
     return endpoint.rstrip("/")
 

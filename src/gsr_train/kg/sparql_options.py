@@ -14,6 +14,11 @@ LABELS = (
 )
 
 
+def is_endpoint(kg: object) -> bool:
+    """Whether ``data.kg`` / ``--kg`` names a SPARQL endpoint (an http(s) URL) rather than a store folder."""
+    return str(kg).startswith(("http://", "https://"))
+
+
 @dataclass(frozen=True)
 class SparqlOptions:
     """How to ask a SPARQL endpoint (``data.sparql``)."""

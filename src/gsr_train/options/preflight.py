@@ -15,7 +15,7 @@ from gsr_train.config import as_dict, defaults_of
 from gsr_train.data.errors import PreflightError, UserError
 from gsr_train.data.rows import split_files
 from gsr_train.datamodules import gsr_prepare
-from gsr_train.kg.sparql_options import SparqlOptions
+from gsr_train.kg.sparql_options import SparqlOptions, is_endpoint
 from gsr_train.kg.store import KGStoreError, read_meta
 from gsr_train.models.gsr.modeling import resolve_pretrained
 from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
@@ -36,7 +36,7 @@ def _kg_problems(cfg: DictConfig) -> list[str]:
     kg = OmegaConf.select(cfg, "data.kg", default=None)
     if not kg:
         return []
-    if not str(kg).startswith(("http://", "https://")):
+    if not is_endpoint(kg):
         try:
             read_meta(str(kg))
         except KGStoreError as e:

@@ -24,7 +24,7 @@ from gsr_train.kg.extract_options import ExtractOptions
 from gsr_train.kg.graph_sources import SparqlGraphs
 from gsr_train.kg.index import QuestionGraph, names_have_text
 from gsr_train.kg.linking import EntityLinker
-from gsr_train.kg.sparql_options import SparqlOptions
+from gsr_train.kg.sparql_options import SparqlOptions, is_endpoint
 from gsr_train.kg.store import KGStore, open_store
 from gsr_train.text.embeddings import KGEmbeddings, relation_texts
 from gsr_train.text.encoders import TextEncoder
@@ -160,6 +160,6 @@ def open_ask_kg(
     kg: str | Path, encoder: TextEncoder, encoder_cfg: dict, cache: Path, extract: ExtractOptions, sparql: SparqlOptions
 ) -> AskKG:
     """``kg`` as ``data.kg`` reads it: an http(s) URL is a SPARQL endpoint, anything else a store folder."""
-    if str(kg).startswith(("http://", "https://")):
+    if is_endpoint(kg):
         return EndpointKG(str(kg), encoder, encoder_cfg, cache, extract, sparql)
     return StoreKG(kg, encoder, encoder_cfg, cache, extract)

@@ -29,7 +29,7 @@ from gsr_train.config import as_dict, default_cache_dir
 from gsr_train.data.errors import PreflightError
 from gsr_train.kg.extract_options import ExtractOptions
 from gsr_train.kg.sparql import probe
-from gsr_train.kg.sparql_options import SparqlOptions
+from gsr_train.kg.sparql_options import SparqlOptions, is_endpoint
 from gsr_train.options.eval_config import find_source
 from gsr_train.readers.interface import Reader, ReadingInputs
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever
@@ -106,7 +106,7 @@ class Pipeline:
         sparql_options = SparqlOptions(**as_dict(sparql)) if sparql is not None else SparqlOptions()
         if graph is not None:
             sparql_options = replace(sparql_options, graph=graph)
-        if str(kg).startswith(("http://", "https://")):
+        if is_endpoint(kg):
             probe(str(kg), sparql_options)  # an endpoint that does not answer: one line before any loading
         graphs = open_ask_kg(kg, encoder, encoder_cfg, cache, extract_options, sparql_options)
         retriever = SubgraphRAGRetriever.from_checkpoint(source.checkpoint, serving="torch")
