@@ -39,6 +39,8 @@ ONE_WORKER = (
     "tests/test_plugin_reader.py",
     "tests/test_doc_trained_runs.py",
     "tests/test_gsr_retrieve.py",
+    "tests/test_explore_page.py",
+    "tests/test_explore_open_ended.py",
 )
 
 

@@ -62,6 +62,7 @@ VERBS = {
     "robustness-render": Verb("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),
     "gsr-table": Verb("gsr_train.commands.gsr_table", "one GSR table over run folders (a multirun)"),
     "compare": Verb("gsr_train.commands.compare", "two runs on their shared questions: differences, intervals, p"),
+    "explore": Verb("gsr_train.commands.explore", "a run's questions one by one in the browser (one HTML page)"),
     "aggregate": Verb("gsr_train.commands.aggregate", "one results table (CSV + Markdown) across a sweep's runs"),
     "export": Verb("gsr_train.commands.export", "export a trained model to a Hugging Face folder with a card"),
     "publish": Verb("gsr_train.commands.export", "upload an exported folder to the Hugging Face Hub", "publish"),

@@ -61,6 +61,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path, resamples: int = RESAMPLE
             {
                 "a": _name(labels_a),
                 "b": _name(labels_b),
+                "row_a": labels_a.get("row"),  # the rows' places in each run's metrics.json
+                "row_b": labels_b.get("row"),
                 "split": labels_a.get("split"),
                 "questions": diffs[0].questions if diffs else 0,
                 "metrics": [d.to_dict() for d in diffs],

@@ -160,6 +160,19 @@ class QuestionValues:
         """The F1 of micro precision (correct / predicted) and micro recall (found / gold)."""
         return self._put(name, "f1", [correct, predicted, found, gold])
 
+    def per_question(self, name: str) -> torch.Tensor:
+        """Metric ``name`` of each question on its own (NaN: not counted, or a ratio over nothing)."""
+        kind, block = self.parts[name]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b = block.numpy()
+            if kind == "f1":
+                precision, recall = b[:, 0] / b[:, 1], b[:, 2] / b[:, 3]
+                value = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
+                value[np.isnan(precision) | np.isnan(recall)] = np.nan
+            else:
+                value = b[:, 0] / b[:, 1]
+        return torch.from_numpy(np.where(np.isfinite(value), value, np.nan))
+
     def values(self) -> dict[str, float | None]:
         """Each metric on all the questions."""
         out = {}

@@ -81,15 +81,21 @@ class EdgeMatcher:
     def match(self, question: torch.Tensor, triples: Sequence[Sequence[str]]) -> torch.Tensor:
         """``LongTensor[M]`` edge ids (global over the split) of the triples; -1 = not in the
         question's graph (unknown string, or known but not an edge of that question)."""
-        sp = self.split
-        m = len(triples)
-        question = torch.as_tensor(question, dtype=torch.long)
-        if m == 0:
+        if len(triples) == 0:
             return torch.empty(0, dtype=torch.long)
         ent, rel = self._ent.get, self._rel.get
         h = torch.tensor([ent(t[0], -1) for t in triples], dtype=torch.long)
         r = torch.tensor([rel(t[1], -1) for t in triples], dtype=torch.long)
         t = torch.tensor([ent(t[2], -1) for t in triples], dtype=torch.long)
+        return self.match_ids(question, h, r, t)
+
+    def match_ids(self, question: torch.Tensor, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """:meth:`match` of triples already given as global (head, relation, tail) ids (-1: unknown)."""
+        sp = self.split
+        question, h, r, t = (torch.as_tensor(x, dtype=torch.long) for x in (question, h, r, t))
+        m = h.numel()
+        if m == 0:
+            return torch.empty(0, dtype=torch.long)
         known = (h >= 0) & (r >= 0) & (t >= 0)
         num_q, num_e, num_r = len(sp), len(self.index.entities), len(self.index.relations)
         num_nodes = int(sp.ent_ptr[-1]) if num_q else 0
