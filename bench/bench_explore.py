@@ -50,7 +50,7 @@ def make_run(root: Path, questions: int) -> Path:
         {"num_train": 20, "num_validation": 20, "num_test": questions, "num_people": 20000, "num_films": 4000},
     )
     cache, run = root / "cache", root / "run"
-    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra").mkdir(parents=True, exist_ok=True)
     cfg = {
         "data": {"name": "bench", "dir": str(data), "splits": ["test"], "skip_invalid": False},
         "paths": {"cache_dir": str(cache)},
@@ -124,14 +124,17 @@ def in_browser(page: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=35000)
+    parser.add_argument("--workdir", help="keep the generated data and run here (reused when it holds them)")
     args = parser.parse_args()
     from gsr_train.config import register_resolvers
     from gsr_train.explore.page import render, write_page
 
     register_resolvers()
     with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.workdir or tmp)
         start = time.perf_counter()
-        run = make_run(Path(tmp), args.questions)
+        done = root / "run" / "metrics.json"
+        run = done.parent if done.is_file() else make_run(root, args.questions)
         setup = time.perf_counter() - start
         start = time.perf_counter()
         page = render([run], "test", 50)

@@ -51,7 +51,10 @@ def test_each_condition_is_a_view_with_its_judged_facts(judged):
     views = [i for i, v in enumerate(doc["views"]) if v["kind"] == "open_ended"]
     closed = next(i for i in views if "none" in doc["views"][i]["label"])
     facts = chunk["fields"][closed][str(row - chunk["q0"])]["facts"]
-    assert [f["fact"] for f in facts] == ["Richard Nixon was born on the Moon.", "Richard Nixon won seven Olympic medals."]
+    assert [f["fact"] for f in facts] == [
+        "Richard Nixon was born on the Moon.",
+        "Richard Nixon won seven Olympic medals.",
+    ]
     assert [f["llm_supported"] for f in facts] == [False, False]
     values = doc["views"][closed]["values"]
     assert values["supported_llm"][row] == 0.0  # the run keeps no per-question figures: the page counts its facts

@@ -177,3 +177,20 @@ def test_eval_refuses_a_trainable_retriever_without_a_checkpoint(readme_run):
     proc = _run([sys.executable, "eval.py", "+experiment=retrieve", "retriever.name=edge-mlp"], root, env)
     assert proc.returncode == 2 and "is trainable: eval.py scores a trained one" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_plugin_run_gets_an_explorer_page_with_no_code_of_its_own(readme_run):
+    """``gsr-train explore`` reads the plugin's results file as any retriever's: its view ranks triples."""
+    import base64
+    import gzip
+    import re
+
+    root, env = readme_run
+    (train,) = sorted((root / "outputs" / "retrieve").iterdir())
+    proc = _run([sys.executable, "-m", "gsr_train.cli", "explore", str(train)], root, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = re.search(r'id="summary">([^<]*)<', (train / "explore_test.html").read_text()).group(1)
+    doc = json.loads(gzip.decompress(base64.b64decode(text)))
+    (view,) = [v for v in doc["views"] if v["kind"] == "triples"]
+    assert "EdgeMLP" in view["label"] and len(view["first"]) == len(doc["ids"])
+    assert sum(r is not None for r in view["first"]) > len(doc["ids"]) // 2  # answers found, ranked

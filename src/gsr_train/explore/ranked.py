@@ -27,6 +27,7 @@ SCHEMA = pa.schema(
     [("id", pa.string()), ("triples", pa.list_(pa.list_(pa.string()))), ("scores", pa.list_(pa.float64()))]
 )
 BLOCK_BYTES = 1 << 24  # Arrow's JSON reader reads the file in blocks of this size (rows never split)
+MATCH_EDGES = 1 << 21  # edges of the split whose keys one match holds at a time
 
 
 class ExploreError(UserError, ValueError):
@@ -96,7 +97,6 @@ def read_ranked(path: str | Path, index: KGIndex, split: str, top: int) -> Ranke
     graphs = index[split]
     position = graphs.position()
     answers = _answer_keys(graphs)
-    matcher = EdgeMatcher(index, graphs)
     first = np.full(len(graphs), -1, dtype=np.int64)
     returned = np.full(len(graphs), -1, dtype=np.int64)
     kept: list[tuple[np.ndarray, ...]] = []
@@ -118,20 +118,28 @@ def read_ranked(path: str | Path, index: KGIndex, split: str, top: int) -> Ranke
         hit = np.flatnonzero(bears)
         _first_answers(first, owner[hit], rank[hit])
         keep = (rank < top) & (owner >= 0)
-        scores = _scores(batch, lengths)[keep]
-        edge = matcher.match_ids(torch.from_numpy(owner[keep]), *(torch.from_numpy(x[keep]) for x in (h, r, t)))
-        kept.append((owner[keep], rank[keep], scores, edge.numpy(), bears[keep]))
-    cols = [np.concatenate(c) for c in zip(*kept)] if kept else [np.zeros(0, np.int64)] * 5
+        kept.append((owner[keep], rank[keep], _scores(batch, lengths)[keep], bears[keep], h[keep], r[keep], t[keep]))
+    cols = [np.concatenate(c) for c in zip(*kept)] if kept else [np.zeros(0, np.int64)] * 7
+    edge = _edges(index, graphs, cols[0], *cols[4:])
     return RankedTriples(
-        first,
-        returned,
-        cols[0],
-        cols[1],
-        cols[2].astype(np.float64),
-        cols[3].astype(np.int64),
-        cols[4].astype(bool),
-        unknown,
+        first, returned, cols[0], cols[1], cols[2].astype(np.float64), edge, cols[3].astype(bool), unknown
     )
+
+
+def _edges(index: KGIndex, graphs: SplitGraphs, owner: np.ndarray, h: np.ndarray, r: np.ndarray, t: np.ndarray):
+    """Edge id in the split of each (question, head, relation, tail), -1 where the question's graph has
+    no such edge; matched in runs of questions, so the matcher's keys cover a run, never the split."""
+    out = np.full(owner.size, -1, dtype=np.int64)
+    order = np.argsort(owner, kind="stable")
+    bounds = graphs.edge_ptr.numpy()
+    for q0, q1, part in graphs.chunks(MATCH_EDGES):
+        a, b = np.searchsorted(owner[order], [q0, q1])
+        at = order[a:b]
+        if at.size:
+            ids = (torch.from_numpy(x[at].astype(np.int64)) for x in (owner - q0, h, r, t))
+            edge = EdgeMatcher(index, part).match_ids(*ids).numpy()
+            out[at] = np.where(edge >= 0, edge + bounds[q0], -1)
+    return out
 
 
 def _first_answers(first: np.ndarray, owner: np.ndarray, rank: np.ndarray) -> None:

@@ -231,7 +231,7 @@
       if (f.facts) html += "<div>facts (encoder / LLM verifier):</div><ul class=\"facts\">" + f.facts.map((x) => `<li>${mark(x.encoder_supported)} ${mark(x.llm_supported)} ${esc(x.fact)}</li>`).join("") + "</ul>";
       if (f.geval) html += Object.entries(f.geval).map(([c, g]) => `<div>G-Eval ${esc(c)}: <b>${fmt(g.rating)}</b> <span class="muted">${esc(g.reason || "")}</span></div>`).join("");
       if (f.evidence) html += `<details><summary>evidence shown</summary><pre>${esc(f.evidence)}</pre></details>`;
-      if (f.chains) html += "<div>chains:</div><ul class=\"chains\">" + f.chains.map((c) => `<li>${esc(c.topic)}: ${esc([].concat(c.chain).join(" > "))} <span class="muted">${fmt(c.score)}</span></li>`).join("") + "</ul>";
+      if (f.chains) html += `<div>chains:</div><ul class="chains" data-view="${i}">` + f.chains.map((c) => `<li>${esc(c.topic)}: ${esc([].concat(c.chain).join(" > "))} <span class="muted">${fmt(c.score)}</span></li>`).join("") + "</ul>";
       if (f.beams) html += "<div>beams:</div><ul>" + f.beams.map((b) => `<li>${esc([].concat(b.chain).join(" > "))} <span class="muted">${fmt(b.score)}${b.valid === false ? ", no walk in the graph" : ""}</span></li>`).join("") + "</ul>";
       if (f.paths) html += "<div>paths:</div><ul>" + f.paths.map((p) => `<li>${esc(typeof p === "string" ? p : JSON.stringify(p))}</li>`).join("") + "</ul>";
     });
@@ -307,7 +307,7 @@
 
   // ------------------------------------------------------------------ wiring
   function controls(st) {
-    $("#metric").innerHTML = metricNames.map((m) => `<option${m === st.metric ? " selected" : ""}>${esc(m)}</option>`).join("");
+    $("#metric").innerHTML = metricNames.map((m) => `<option value="${esc(m)}"${m === st.metric ? " selected" : ""}>${esc(m)}</option>`).join("");
     for (const id of ["focus", "other"]) $("#" + id).innerHTML = V.map((v, i) => `<option value="${i}"${String(i) === st[id] ? " selected" : ""}>${esc(v.label)}</option>`).join("");
     for (const id of ["filter", "hops"]) $("#" + id).value = st[id];
     for (const id of ["relation", "text"]) if (document.activeElement !== $("#" + id)) $("#" + id).value = st[id];
