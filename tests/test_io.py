@@ -118,3 +118,30 @@ def test_a_full_disk_named_by_no_file_is_blamed_on_the_folder_whose_disk_is_full
     assert errors.user_error_message(err, cache_dirs=[cache], run_dirs=[run]).startswith(
         f"cannot write the cache into {cache}: no space left on its disk"
     )
+
+
+def test_a_run_failing_on_a_full_disk_still_says_failed(tmp_path, monkeypatch):
+    """run.json's atomic write needs room for a second copy; on a full disk (issue 49, probe 1) the
+    file is rewritten in place, so the run reads failed, not running, and keeps its attempts."""
+    import errno
+    import json
+
+    from gsr_train.runtime import run_folder
+
+    run_folder.mark(tmp_path, "running", "quickstart")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(run_folder, "write_json", full)
+    run_folder.mark(tmp_path, "failed", "quickstart", error="OSError: [Errno 28] No space left on device" * 20)
+    state = json.loads((tmp_path / "run.json").read_text())
+    assert state["status"] == "failed" and state["attempts"] == 1 and len(state["error"]) == 300
+    assert run_folder.run_status(tmp_path) == "failed"
+
+    def other(*args, **kwargs):
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(run_folder, "write_json", other)
+    with pytest.raises(OSError, match="Permission denied"):  # only a full disk is worked around
+        run_folder.mark(tmp_path, "failed", "quickstart")

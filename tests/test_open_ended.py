@@ -68,12 +68,14 @@ def _config(tmp_path, url, *extra):
     return compose_config([o for o in base if o.split("=", 1)[0] not in keys] + list(extra))
 
 
-def test_open_ended_run_gives_exact_figures_and_resumes_from_the_cache(tmp_path):
+def test_open_ended_run_gives_exact_figures_and_resumes_from_the_cache(tmp_path, caplog):
     from gsr_train.runs.experiment import run_experiment
 
     with serve_in_thread(ScriptedBackend(judge), "scripted") as srv:
         cfg = _config(tmp_path, srv.base_url)
-        details = run_experiment(cfg)
+        with caplog.at_level("INFO", logger="gsr_train.runs.open_ended"):
+            details = run_experiment(cfg)
+        assert f"open_ended.questions={tmp_path / 'questions.jsonl'}: 2 of 2 questions used" in caplog.messages
         asked = srv.stats.received
         out = tmp_path / "run"
         cond = details["conditions"]

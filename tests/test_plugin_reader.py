@@ -106,7 +106,9 @@ def test_sigterm_mid_training_then_resume_matches_the_uninterrupted_run(readme_r
 def test_a_mistake_is_one_line(readme_run, option, says):
     root, env = readme_run
     args = ["+experiment=reader_quickstart", "qa.reading.method=candidate-ranker", option]
+    before = sorted(p for p in (root / "outputs").rglob("*") if p.is_dir())
     proc = _run([sys.executable, "train.py", *args], root, env)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith(says), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+    assert sorted(p for p in (root / "outputs").rglob("*") if p.is_dir()) == before  # no refused run folder left

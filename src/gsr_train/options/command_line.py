@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from gsr_train.data.errors import USER_ERROR_EXIT
 from gsr_train.options.check import RecipeError, check_recipe, config_errors
 from gsr_train.options.help import help_template
+from gsr_train.options.sweep_points import check_sweep_points
 from gsr_train.runtime import quiet
 
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
@@ -89,6 +90,14 @@ class OptionErrors(Callback):
             return
         try:
             check_recipe(config)
+        except RecipeError as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(USER_ERROR_EXIT) from None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A grid's every point checked before the first runs (:mod:`gsr_train.options.sweep_points`)."""
+        try:
+            check_sweep_points(config)
         except RecipeError as err:
             print(f"error: {err}", file=sys.stderr)
             raise SystemExit(USER_ERROR_EXIT) from None

@@ -114,15 +114,10 @@ def _load_questions(cfg: DictConfig, split_name: str, known: set[str] | None) ->
         raise OpenEndedOptionError(
             f"open_ended.questions={oe.questions} against {_data_name(cfg)} [{split_name}]: {e}"
         ) from None
-    for key, what in (
-        ("skipped_no_entity", "rows listing no entity"),
-        ("skipped_unknown_graph", "questions about graphs not in the data"),
-    ):
-        if counts.get(key) and known is not None:
-            log.info(
-                "open_ended.questions=%s: %d %s skipped (counted in metrics.json)", oe.questions, counts[key], what
-            )
+    skipped = {k: int(counts.get(k) or 0) for k in ("skipped_no_entity", "skipped_unknown_graph")}
+    rows = len(questions) + sum(skipped.values())
     if oe.get("max_questions"):
+        skipped["beyond_max_questions"] = max(0, len(questions) - int(oe.max_questions))
         questions = questions[: int(oe.max_questions)]
     if own_graphs and known is not None:  # data.skip_invalid left out those whose entities the KG lacks
         kept = [q for q in questions if q.graph_id in known]
@@ -130,7 +125,16 @@ def _load_questions(cfg: DictConfig, split_name: str, known: set[str] | None) ->
         questions = kept
     if not questions:
         raise OpenEndedOptionError(f"open_ended.questions={oe.questions}: no question about a graph of {split_name}")
+    if known is not None:
+        _log_used(str(oe.questions), len(questions), rows, {**skipped, "not_in_kg": counts.get("skipped_not_in_kg")})
     return questions, dict(counts)
+
+
+def _log_used(questions: str, used: int, rows: int, counts: dict) -> None:
+    """``open_ended.questions=F: 788 of 794 questions used (6 no entity)``: what became of every row."""
+    why = ", ".join(f"{n} {k.removeprefix('skipped_').replace('_', ' ')}" for k, n in counts.items() if n)
+    said = f" ({why}; counted in metrics.json)" if why else ""
+    log.info("open_ended.questions=%s: %d of %d questions used%s", questions, used, rows, said)
 
 
 def _questions_are_data(cfg: DictConfig) -> bool:

@@ -104,9 +104,10 @@ def run(cfg: DictConfig) -> float:
     """Check the options, gather the evidence, read (training the reader when it trains), report;
     the macro F1 of the best variant."""
     r = _start(cfg)
+    reader = _build_reader(r)  # the reader's own options refused before the run folder holds evidence
     _gather_evidence(r)
     _answer_from_retrieval(r)
-    if not _read(r, _build_reader(r)):
+    if not _read(r, reader):
         return 0.0  # DDP (subprocess launch): rank 0 alone scores and writes
     return _report(r)
 

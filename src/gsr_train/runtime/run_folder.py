@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -280,7 +282,25 @@ def mark(folder: str | Path, status: str, experiment: Any = None, **extra: Any) 
     else:
         state["stopped_at"] = now
     state.update({"status": status, **({"experiment": experiment} if experiment is not None else {}), **extra})
-    write_json(path / MARKER, state)
+    try:
+        write_json(path / MARKER, state)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not (path / MARKER).is_file():
+            raise
+        _rewrite_in_place(path / MARKER, state)
+
+
+def _rewrite_in_place(file: Path, state: dict) -> None:
+    """``run.json`` on a full disk: the atomic way needs room for a second copy, but truncating the
+    file frees its blocks for the new text, so a failed run still says so (not ``running``)."""
+    text = json.dumps({k: (v[:300] if isinstance(v, str) else v) for k, v in state.items()}).encode()
+    fd = os.open(file, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, text)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def mark_finished(folder: str | Path, experiment: Any) -> None:
