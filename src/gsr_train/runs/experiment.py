@@ -22,7 +22,7 @@ from gsr_train.data.errors import report_user_errors as report
 from gsr_train.options.check import check_recipe
 from gsr_train.runs.runners import runner_of
 from gsr_train.runtime.device import check_device, place_encoder, set_matmul_precision
-from gsr_train.runtime.interrupts import INTERRUPTS, RunInterrupted, requeue_slurm_job
+from gsr_train.runtime.interrupts import INTERRUPTS, RunInterrupted, leave_stopped_run, requeue_slurm_job
 from gsr_train.runtime.run_data import _LOADED_DATA, output_dir
 from gsr_train.runtime.run_folder import claim, discard_refused, launching_process, mark, release_folder, run_state
 from gsr_train.runtime.summary import run_summary
@@ -104,7 +104,9 @@ def _run_and_mark(runner: Any, cfg: DictConfig, out: Path, experiment: Any) -> A
         requeued = requeue_slurm_job(stop.signum, slurm_job_tag())
         if requeued:
             mark(out, "interrupted", experiment, requeue=requeued)
-        raise SystemExit(stop.exit_code) from None
+        stopped = SystemExit(stop.exit_code)
+        stopped.stopped_run = True  # type: ignore[attr-defined]  # report_user_errors leaves at once
+        raise stopped from None
     except BaseException as e:
         if is_rank_zero():
             mark(out, "failed", experiment, error=f"{type(e).__name__}: {e}"[:500])
@@ -158,6 +160,8 @@ def report_user_errors(fn, *args: Any) -> Any:
     except SystemExit as stop:
         if stop.code == USER_ERROR_EXIT:
             discard_refused()  # a refused command leaves no run folder behind
+        if getattr(stop, "stopped_run", False) and isinstance(stop.code, int):
+            leave_stopped_run(stop.code)  # threads still in native code: exit now, with 128 + signal
         raise
 
 

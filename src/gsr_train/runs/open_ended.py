@@ -132,9 +132,17 @@ def _load_questions(cfg: DictConfig, split_name: str, known: set[str] | None) ->
 
 def _log_used(questions: str, used: int, rows: int, counts: dict) -> None:
     """``open_ended.questions=F: 788 of 794 questions used (6 no entity)``: what became of every row."""
+    beyond = counts.pop("beyond_max_questions", 0)
     why = ", ".join(f"{n} {k.removeprefix('skipped_').replace('_', ' ')}" for k, n in counts.items() if n)
-    said = f" ({why}; counted in metrics.json)" if why else ""
-    log.info("open_ended.questions=%s: %d of %d questions used%s", questions, used, rows, said)
+    said = [f"{why} skipped, counted in metrics.json"] if why else []
+    said += [f"{beyond} beyond open_ended.max_questions"] if beyond else []
+    log.info(
+        "open_ended.questions=%s: %d of %d questions used%s",
+        questions,
+        used,
+        rows,
+        f" ({'; '.join(said)})" if said else "",
+    )
 
 
 def _questions_are_data(cfg: DictConfig) -> bool:

@@ -15,10 +15,12 @@ of whatever the process was doing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -122,3 +124,20 @@ def requeue_slurm_job(signum: int, job: str | None) -> str | None:
         return f"requeue failed: {done.stderr.strip() or done.returncode}"
     log.info("requeued SLURM job %s: it continues in the same run folder", job)
     return "requeued"
+
+
+def leave_stopped_run(code: int) -> None:
+    """End a stopped run's process now when threads of its own still run (a local LLM server
+    answering, its batching worker): letting the interpreter tear them down in the middle of native
+    code aborts the process ("terminate called without an active exception", exit status 134), and
+    the scheduler would no longer read 128 + the signal. The run is marked and its files are written
+    by then; with no other thread alive this returns and the usual ``SystemExit`` ends the process."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()]
+    if not others:
+        return
+    log.info("leaving with %d thread(s) still running: %s", len(others), ", ".join(t.name for t in others[:5]))
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
