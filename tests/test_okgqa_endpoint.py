@@ -161,7 +161,9 @@ def test_okgqa_questions_run_end_to_end_against_an_endpoint(dbpedia, tmp_path):
     assert triplets["geval"]["correctness"] == pytest.approx(4.2)
     assert details["questions"]["skipped_no_entity"] == 1 and details["questions"]["studied"] == 3
     log = (tmp_path / "run" / "train.log").read_text()  # what became of every row, in one line
-    assert f"open_ended.questions={questions}: 3 of 5 questions used (1 no entity, 1 not in kg skipped, counted in" in log
+    assert (
+        f"open_ended.questions={questions}: 3 of 5 questions used (1 no entity, 1 not in kg skipped, counted in" in log
+    )
     (extracted,) = [f for f in (tmp_path / "cache" / "extracted").iterdir() if not f.name.startswith(".")]
     graphs = {r["id"]: r for r in pq.read_table(extracted / "test.parquet").to_pylist()}
     assert sorted(graphs) == ["0", "1", "2"]
