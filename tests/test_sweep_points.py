@@ -55,7 +55,8 @@ def test_a_search_spaces_edges_are_its_choices_and_interval_ends():
         "model.dropout=0.1, the interval's lower end",  # the command line's space wins over the file's
         "model.dropout=0.4, its upper end",
     ]
-    assert edges[1][1] == ["+experiment=subgraphrag_quickstart", "model.hidden=128", "model.dropout=0.1"]
+    assert edges[1][1] == ["+experiment=subgraphrag_quickstart", "model.hidden=128"]
+    assert edges[2][1] == ["+experiment=subgraphrag_quickstart", "model.dropout=0.1"]
 
 
 @pytest.mark.integration

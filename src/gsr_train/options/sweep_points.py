@@ -46,18 +46,14 @@ def sweep_points(task_overrides: Sequence[str]) -> list[list[str]]:
 
 def search_edges(params: dict, task_overrides: Sequence[str]) -> list[tuple[str, list[str]]]:
     """For each value at an edge of an Optuna search space: ``(what, the overrides of a trial there)``;
-    the other parameters stay at their first choice or lower bound."""
+    the other parameters keep the experiment's own values, so a refusal names the edge that caused it."""
     parser = OverridesParser.create()
     fixed = [o for o in task_overrides if not parser.parse_override(o).is_sweep_override()]
     spaces = [*(f"{k}={v}" for k, v in params.items()), *(o for o in task_overrides if o not in fixed)]
     by_key = {o.get_key_element(): o for o in parser.parse_overrides(spaces)}  # the command line's win
-    edges = [(key, _edges(o)) for key, o in by_key.items()]
-    base = [f"{key}={values[0][1]}" for key, values in edges]
-    out = []
-    for i, (key, values) in enumerate(edges):
-        for what, value in values:
-            out.append((f"{key}={value}, {what}", [*fixed, *base[:i], f"{key}={value}", *base[i + 1 :]]))
-    return out
+    return [
+        (f"{key}={value}, {what}", [*fixed, f"{key}={value}"]) for key, o in by_key.items() for what, value in _edges(o)
+    ]
 
 
 def _edges(override: Override) -> list[tuple[str, str]]:
