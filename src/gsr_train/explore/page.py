@@ -4,7 +4,6 @@ when it is viewed, so it can be copied home from a cluster and opened offline)."
 from __future__ import annotations
 
 import html
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -16,7 +15,6 @@ from gsr_train.io import atomic_write
 from gsr_train.kg.paths import get_supervision
 from gsr_train.runtime.run_data import cache_dir, load_kg_index
 
-log = logging.getLogger(__name__)
 TOP = 50  # triples kept per question and view
 
 

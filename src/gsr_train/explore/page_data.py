@@ -22,7 +22,7 @@ import numpy as np
 from gsr_train.eval.compare import compare_runs
 from gsr_train.eval.intervals import QuestionValues
 from gsr_train.eval.tail import MetricsFileError
-from gsr_train.explore.ranked import ExploreError, RankedTriples, read_ranked
+from gsr_train.explore.ranked import ExploreError, RankedTriples, masked_nodes, read_ranked
 from gsr_train.explore.sources import ExploredRun, View, row_labels
 from gsr_train.io import iter_jsonl
 from gsr_train.kg.index import KGIndex, SplitGraphs
@@ -246,10 +246,9 @@ def _run_line(run: ExploredRun) -> dict[str, Any]:
 
 
 def _names_per_question(index: KGIndex, graphs: SplitGraphs, mask: np.ndarray) -> list[list[str]]:
-    """The names of the masked nodes of each question (topic entities), vectorised but the split."""
-    nodes = np.flatnonzero(mask)
-    owner = np.searchsorted(graphs.ent_ptr.numpy(), nodes, side="right") - 1
-    names = index.entities.take(graphs.entity_ids.numpy()[nodes]) if nodes.size else []
+    """The names of the masked nodes of each question (its topic entities)."""
+    owner, ids = masked_nodes(graphs, mask)
+    names = index.entities.take(ids) if ids.size else []
     bounds = np.searchsorted(owner, np.arange(len(graphs) + 1))
     return [names[bounds[q] : bounds[q + 1]] for q in range(len(graphs))]
 
@@ -321,12 +320,6 @@ def union_edges(inputs: PageInputs, views: Sequence[ViewData]) -> UnionEdges:
     return UnionEdges(edge, owner, hrt, flags, ranks, scores)
 
 
-def _nodes_of(graphs: SplitGraphs, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Owner question and global id of every masked node, question-major."""
-    nodes = np.flatnonzero(mask)
-    return np.searchsorted(graphs.ent_ptr.numpy(), nodes, side="right") - 1, graphs.entity_ids.numpy()[nodes]
-
-
 def _ptr(owner: np.ndarray, q0: int, q1: int) -> np.ndarray:
     return np.searchsorted(owner, np.arange(q0, q1 + 1))
 
@@ -335,8 +328,8 @@ def detail_chunks(inputs: PageInputs, views: Sequence[ViewData]) -> list[str]:
     """Every question's detail, ``CHUNK`` questions per encoded chunk."""
     graphs = inputs.index[inputs.split]
     u = union_edges(inputs, views)
-    topic = _nodes_of(graphs, graphs.topic_mask.numpy())
-    answer = _nodes_of(graphs, graphs.answer_mask.numpy())
+    topic = masked_nodes(graphs, graphs.topic_mask.numpy())
+    answer = masked_nodes(graphs, graphs.answer_mask.numpy())
     n = len(inputs.position)
     return [_chunk(inputs, views, u, topic, answer, q0, min(q0 + CHUNK, n)) for q0 in range(0, n, CHUNK)]
 

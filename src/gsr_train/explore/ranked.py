@@ -67,13 +67,16 @@ def _batches(path: Path):
         raise ExploreError(f"{path}: not a readable results file ({first})") from None
 
 
+def masked_nodes(graphs: SplitGraphs, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Owner question and global entity id of every masked node (topic, answer), question-major."""
+    nodes = np.flatnonzero(mask)
+    return np.searchsorted(graphs.ent_ptr.numpy(), nodes, side="right") - 1, graphs.entity_ids.numpy()[nodes]
+
+
 def _answer_keys(graphs: SplitGraphs) -> np.ndarray:
-    """Sorted ``question * E + entity`` keys of every (question, answer entity in its graph) pair."""
-    answer = graphs.answer_mask.numpy()
-    nodes = np.flatnonzero(answer)
-    owner = np.searchsorted(graphs.ent_ptr.numpy(), nodes, side="right") - 1
-    ent = graphs.entity_ids.numpy()[nodes].astype(np.int64)
-    return np.unique(owner.astype(np.int64) * (1 << 32) + ent)
+    """Sorted ``question * 2**32 + entity`` keys of every (question, answer entity in its graph) pair."""
+    owner, ent = masked_nodes(graphs, graphs.answer_mask.numpy())
+    return np.unique(owner.astype(np.int64) * (1 << 32) + ent.astype(np.int64))
 
 
 def _triple_ids(index: KGIndex, triples: pa.ListArray, path: Path, ids: pa.Array) -> tuple[np.ndarray, ...]:
