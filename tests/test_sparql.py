@@ -108,6 +108,20 @@ def test_a_5xx_is_retried_and_a_429_waits_as_asked(scripted):
     assert time.perf_counter() - t0 >= 0.3 and server.asked == 3 and client.stats.retries == 2
 
 
+def test_the_wait_is_what_the_server_asked_up_to_retry_after_max(scripted, monkeypatch):
+    """The retry policy (tenacity) reads ``retry-after-ms`` and ``Retry-After`` and caps them; the client
+    sleeps through ``time.sleep``, so the waits can be recorded here."""
+    slept, main = [], threading.current_thread()
+    real_sleep = time.sleep
+    monkeypatch.setattr(
+        time, "sleep", lambda s: slept.append(s) if threading.current_thread() is main else real_sleep(s)
+    )
+    server = scripted((429, {"retry-after-ms": "200"}, b"", 0), (503, {"Retry-After": "999"}, b"", 0), (200, {}, OK, 0))
+    client = client_for(server.endpoint, retry_after_max=0.3)
+    assert client.select("SELECT ?a {}") == [{"a": "http://ex.org/A"}]
+    assert slept == [0.2, 0.3] and client.stats.retries == 2  # backoff alone would wait at most 0.05 s
+
+
 @pytest.mark.parametrize(
     "reply, says",
     [

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tenacity import Retrying
 
 from gsr_train.data.errors import UserError
-from gsr_train.http_retry import RETRY_STATUS, backoff, retry_after
+from gsr_train.http_retry import Retryable, retry_policy, retryable
 from gsr_train.kg.sparql_options import SparqlOptions, is_endpoint
 from gsr_train.response_cache import ResponseCache
 
@@ -172,39 +173,43 @@ class SparqlClient:
         return {v: [_value(row[v], where) if v in row else None for row in bindings] for v in names}
 
     def _post(self, query: str) -> Any:
-        """POST the query with retries; the parsed JSON body, or :class:`SparqlError`."""
+        """POST the query with retries (the shared policy of :mod:`gsr_train.http_retry`); the parsed JSON
+        body, or :class:`SparqlError`."""
         o = self.options
         data = {"query": query, **({"default-graph-uri": o.graph} if o.graph else {})}
-        last = "no attempt made"
-        for attempt in range(o.retries + 1):
-            wait = None
-            t0 = time.perf_counter()
-            try:
-                resp = self._http.post(self.endpoint, data=data)
-            except httpx.TransportError as e:  # unreachable, refused, timed out
-                last = f"no answer ({type(e).__name__}: {e or 'connection failed'})"
-            else:
-                if resp.status_code == 200:
-                    self.stats.queries += 1
-                    self.stats.seconds += time.perf_counter() - t0
-                    try:
-                        return resp.json()
-                    except ValueError:
-                        raise SparqlError(
-                            f"SPARQL endpoint {self.endpoint}: answered 200 with no JSON: {resp.text[:200]!r}"
-                        ) from None
-                last = f"HTTP {resp.status_code}: {' '.join(resp.text[:300].split())}"
-                if resp.status_code not in RETRY_STATUS and resp.status_code < 500:
-                    raise SparqlError(f"SPARQL endpoint {self.endpoint}: {last} (not retried)")
-                asked = retry_after(resp.headers)
-                wait = None if asked is None else min(asked, o.retry_after_max)
-            if attempt == o.retries:
-                break
+
+        def on_retry(last: str, retry: int, delay: float) -> None:
             self.stats.retries += 1
-            delay = wait if wait is not None else backoff(attempt, o.backoff_base, o.backoff_max)
-            log.info("SPARQL %s: %s; retry %d/%d in %.2fs", self.endpoint, last[:200], attempt + 1, o.retries, delay)
-            time.sleep(delay)
-        raise SparqlError(f"SPARQL endpoint {self.endpoint}: failed after {o.retries + 1} tries; last error: {last}")
+            log.info("SPARQL %s: %s; retry %d/%d in %.2fs", self.endpoint, last[:200], retry, o.retries, delay)
+
+        def give_up(last: str) -> SparqlError:
+            return SparqlError(
+                f"SPARQL endpoint {self.endpoint}: failed after {o.retries + 1} tries; last error: {last}"
+            )
+
+        policy = retry_policy(o.retries, o.backoff_base, o.backoff_max, o.retry_after_max, on_retry, give_up)
+        return Retrying(sleep=lambda s: time.sleep(s), **policy)(self._attempt, data)
+
+    def _attempt(self, data: dict[str, str]) -> Any:
+        """One POST: the parsed body, :class:`Retryable` (worth another try), or :class:`SparqlError`."""
+        t0 = time.perf_counter()
+        try:
+            resp = self._http.post(self.endpoint, data=data)
+        except httpx.TransportError as e:  # unreachable, refused, timed out
+            raise Retryable(f"no answer ({type(e).__name__}: {e or 'connection failed'})") from None
+        if resp.status_code != 200:
+            last = f"HTTP {resp.status_code}: {' '.join(resp.text[:300].split())}"
+            if not retryable(resp.status_code):
+                raise SparqlError(f"SPARQL endpoint {self.endpoint}: {last} (not retried)")
+            raise Retryable(last, resp.headers)
+        self.stats.queries += 1
+        self.stats.seconds += time.perf_counter() - t0
+        try:
+            return resp.json()
+        except ValueError:
+            raise SparqlError(
+                f"SPARQL endpoint {self.endpoint}: answered 200 with no JSON: {resp.text[:200]!r}"
+            ) from None
 
 
 def iri(term: str) -> str:

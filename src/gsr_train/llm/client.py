@@ -30,10 +30,11 @@ from typing import Any, Literal
 
 import httpx
 from omegaconf import DictConfig
+from tenacity import AsyncRetrying
 
 from gsr_train.config import as_dict, default_cache_dir, option
 from gsr_train.data.errors import UserError
-from gsr_train.http_retry import RETRY_STATUS, backoff, retry_after
+from gsr_train.http_retry import Retryable, retry_policy, retryable
 from gsr_train.llm.cache import ResponseCache, normalise_base_url, request_key
 from gsr_train.llm.usage import UsageStats
 
@@ -197,56 +198,53 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {self.__key}"
         return headers
 
-    def _backoff(self, attempt: int) -> float:
-        return backoff(attempt, self.config.backoff_base, self.config.backoff_max)
-
     # ------------------------------------------------------------------ one request
     async def _post(self, http: httpx.AsyncClient, request: ChatRequest, payload: dict) -> dict:
-        """POST with retries; returns the parsed body or raises :class:`LLMRequestError`."""
+        """POST with retries (the shared policy of :mod:`gsr_train.http_retry`); returns the parsed body
+        or raises :class:`LLMRequestError`."""
         cfg = self.config
-        last = "no attempt made"
-        for attempt in range(cfg.max_retries + 1):
-            if attempt:
-                self.stats.count("retries")
-            wait = None
-            try:
-                resp = await http.post(f"{self.send_url}/chat/completions", json=payload, headers=self._headers())
-            except httpx.TransportError as e:
-                last = f"{_TRANSPORT}{type(e).__name__}: {self._scrub(str(e)) or 'connection failed'}"
-            else:
-                if resp.status_code == 200:
-                    try:
-                        body = resp.json()
-                        text = body["choices"][0]["message"]["content"]
-                    except (ValueError, KeyError, IndexError, TypeError) as e:
-                        raise LLMRequestError(
-                            request.id,
-                            f"{self.base_url} answered 200 with an unexpected body "
-                            f"({type(e).__name__}): {self._scrub(resp.text[:300])!r}",
-                        ) from None
-                    if not isinstance(text, str):
-                        raise LLMRequestError(
-                            request.id,
-                            f"{self.base_url} returned no message content "
-                            f"(finish_reason={body['choices'][0].get('finish_reason')})",
-                        )
-                    return body
-                detail = self._scrub(resp.text[:500])
-                last = f"HTTP {resp.status_code} from {self.base_url}: {detail}"
-                if resp.status_code not in RETRY_STATUS and resp.status_code < 500:
-                    raise LLMRequestError(request.id, last + " (not retried)")
-                wait = retry_after(resp.headers)
-                if wait is not None:
-                    wait = min(wait, cfg.retry_after_max)
-            if attempt == cfg.max_retries:
-                break
-            delay = wait if wait is not None else self._backoff(attempt)
-            log.info(
-                "request %s: %s; retry %d/%d in %.2fs", request.id, last[:200], attempt + 1, cfg.max_retries, delay
+
+        def on_retry(last: str, retry: int, delay: float) -> None:
+            self.stats.count("retries")
+            log.info("request %s: %s; retry %d/%d in %.2fs", request.id, last[:200], retry, cfg.max_retries, delay)
+
+        def give_up(last: str) -> LLMRequestError:
+            hint = f"; {self.send_url} did not answer: {UNREACHABLE_HINT}" if last.startswith(_TRANSPORT) else ""
+            return LLMRequestError(request.id, f"failed after {cfg.max_retries + 1} attempts; last error: {last}{hint}")
+
+        policy = retry_policy(
+            cfg.max_retries, cfg.backoff_base, cfg.backoff_max, cfg.retry_after_max, on_retry, give_up
+        )
+        retrying = AsyncRetrying(sleep=lambda s: asyncio.sleep(s), **policy)
+        return await retrying(self._attempt, http, request, payload)
+
+    async def _attempt(self, http: httpx.AsyncClient, request: ChatRequest, payload: dict) -> dict:
+        """One POST: the body, :class:`Retryable` (worth another try), or :class:`LLMRequestError`."""
+        try:
+            resp = await http.post(f"{self.send_url}/chat/completions", json=payload, headers=self._headers())
+        except httpx.TransportError as e:
+            raise Retryable(f"{_TRANSPORT}{type(e).__name__}: {self._scrub(str(e)) or 'connection failed'}") from None
+        if resp.status_code != 200:
+            last = f"HTTP {resp.status_code} from {self.base_url}: {self._scrub(resp.text[:500])}"
+            if not retryable(resp.status_code):
+                raise LLMRequestError(request.id, last + " (not retried)")
+            raise Retryable(last, resp.headers)
+        try:
+            body = resp.json()
+            text = body["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise LLMRequestError(
+                request.id,
+                f"{self.base_url} answered 200 with an unexpected body "
+                f"({type(e).__name__}): {self._scrub(resp.text[:300])!r}",
+            ) from None
+        if not isinstance(text, str):
+            raise LLMRequestError(
+                request.id,
+                f"{self.base_url} returned no message content "
+                f"(finish_reason={body['choices'][0].get('finish_reason')})",
             )
-            await asyncio.sleep(delay)
-        hint = f"; {self.send_url} did not answer: {UNREACHABLE_HINT}" if last.startswith(_TRANSPORT) else ""
-        raise LLMRequestError(request.id, f"failed after {cfg.max_retries + 1} attempts; last error: {last}{hint}")
+        return body
 
     async def _one(
         self, http: httpx.AsyncClient, sem: asyncio.Semaphore, request: ChatRequest, key: str, stop: asyncio.Event
