@@ -1,4 +1,5 @@
-"""Start-up of the commands that answer before any work: a refused option, ``--help``, ``gsr-train options``.
+"""Start-up of the commands that answer before any work: a refused option, ``--help`` (of train.py and
+of every ``gsr-train`` verb), ``gsr-train options``.
 
 Each command is a fresh process (``python train.py ...`` or ``python -m gsr_train.cli ...``) in an
 empty folder with an empty cache; per command: the fastest wall time of ``--repeat`` runs, the
@@ -47,6 +48,14 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("gsr-train options NAME", ["-m", "gsr_train.cli", "options", "subgraphrag_quickstart"]),
     ("reference: import torch", ["-c", "import torch"]),
 ]
+
+
+def verb_helps() -> list[tuple[str, list[str]]]:
+    """``gsr-train VERB --help`` for every verb (issue 49: each under a second)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from gsr_train.cli import VERBS
+
+    return [(f"{verb} --help", ["-m", "gsr_train.cli", verb, "--help"]) for verb in VERBS]
 
 
 def _argv(tree: Path, args: list[str], flags: tuple[str, ...] = ()) -> list[str]:
@@ -116,7 +125,7 @@ def main() -> None:
         trees = {"baseline": Path(args.baseline).resolve(), **trees}
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
-        for n, (label, command) in enumerate(COMMANDS):
+        for n, (label, command) in enumerate(COMMANDS + verb_helps()):
             row: dict = {"command": label, "argv": command}
             for name, tree in trees.items():
                 row[name] = measure(tree, command, args.repeat, Path(tmp) / f"{n}_{name}")

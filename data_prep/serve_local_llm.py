@@ -4,10 +4,10 @@
     python data_prep/serve_local_llm.py --model /path/to/hf_folder --name my-model --port 8001
 
 Then run the LLM data steps with llm=local (base_url http://127.0.0.1:8000/v1). Non-streaming;
-one generation at a time. See gsr_train.llm.serve for the options.
+one generation at a time. See gsr-train serve-llm --help for the options.
 """
 
-from gsr_train.llm.serve import main
+from gsr_train.commands.serve_llm import main
 
 if __name__ == "__main__":
     main()

@@ -80,7 +80,7 @@ def test_bad_row_is_named_or_counted(tmp_path, fmt, kind):
 
 
 def test_evaluate_command_names_the_bad_row(tmp_path, capsys):
-    from gsr_train.eval import evaluate as evaluate_mod
+    from gsr_train.commands import recall as evaluate_mod
 
     _write(tmp_path / "d", _rows("missing_a_entity"), "jsonl.gz")
     results = tmp_path / "r.jsonl"

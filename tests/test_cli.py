@@ -31,6 +31,32 @@ def test_top_level_help_lists_every_verb_once_and_imports_no_torch():
     assert listed == list(VERBS)  # each verb once, in order
 
 
+HEAVY = ("torch", "transformers", "lightning", "pyarrow", "datasets", "sklearn")
+
+
+def test_every_verb_prints_its_help_and_refuses_a_wrong_option_without_heavy_imports():
+    """Issue 49: ``gsr-train VERB --help`` (and a refused option) under a second: nothing heavy is
+    imported to print text. One process goes through every verb and names the first that imports
+    torch & co. (the times themselves: bench/bench_startup.py)."""
+    code = f"""
+import contextlib, io, sys
+from gsr_train.cli import VERBS, main
+heavy = {HEAVY!r}
+for words in [[v] for v in VERBS] + [["reader", "score"]]:
+    tries = [[*words, "--help"]]
+    if VERBS[words[0]].config is None:  # a typer verb refuses an unknown option itself
+        tries.append([*words, "--no_such_option"])
+    for argv in tries:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            status = main(argv)
+        assert status in (0, 2), (argv, status)
+        loaded = [m for m in heavy if m in sys.modules]
+        assert not loaded, f"gsr-train {{' '.join(argv)}} imported {{loaded}}"
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_every_verb_has_its_own_usage_line(capsys):
     for words in [[v] for v in VERBS] + [["reader", "score"]]:
         assert main([*words, "--help"]) == 0, words

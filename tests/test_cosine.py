@@ -149,7 +149,7 @@ def test_cli_end_to_end(small, capsys):
     pytest.importorskip("gsr_train.eval.retrieval")
     pytest.importorskip("gsr_train.eval.results")
     pytest.importorskip("gsr_train.kg.paths")
-    from gsr_train.retrievers.cosine import main
+    from gsr_train.commands.cosine import main
 
     _, _, _, tmp_path = small
     labels = tmp_path / "labels.jsonl.gz"

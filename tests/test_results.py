@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from gsr_train.eval import evaluate as evaluate_mod
+from gsr_train.commands import recall as evaluate_mod
 from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.results import (
     EdgeMatcher,

@@ -333,7 +333,7 @@ def test_hop_table_prints_each_group_interval():
 def test_compare_patterns_table_prints_each_recall_interval(tmp_path):
     """gsr-train compare-patterns' rows (SimGRAG / SAFE beside the triple retrievers) carry the 95%
     interval of each answer recall, and its table prints them."""
-    from gsr_train.commands.compare_patterns import _recall, markdown
+    from gsr_train.runs.compare_patterns import _recall, markdown
 
     split = tiny_index(tmp_path)["test"]
     rec, bounds = _recall(split, TINY_SCORES, [1, 3], None)

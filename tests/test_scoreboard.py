@@ -167,7 +167,8 @@ def test_gsr_train_score_command_one_table_json_and_one_line_errors(tmp_path):
 def test_the_screen_says_what_was_not_scored_as_it_is(tmp_path, webqsp_mini, capsys, monkeypatch):
     """Repeated ids, skipped rows and ids not in the split are counted on the screen, in one line per
     file, not only in the JSON; a clean file prints no such line."""
-    from gsr_train.eval.scoreboard import main, split_ids
+    from gsr_train.commands.score import main
+    from gsr_train.eval.scoreboard import split_ids
 
     monkeypatch.chdir(tmp_path)
     ids = split_ids(str(webqsp_mini), "test")

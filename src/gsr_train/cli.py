@@ -8,8 +8,11 @@ runs or prints its help: ``gsr-train --help`` imports neither torch nor any verb
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import sys
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import typer
@@ -52,14 +55,14 @@ VERBS = {
     "llm-open-questions": Verb(
         "gsr_train.commands.llm_open_questions", "LLM open-ended questions", config="prep/llm_open_questions"
     ),
-    "serve-llm": Verb("gsr_train.llm.serve", "serve a local model behind an OpenAI-compatible API"),
-    "score": Verb("gsr_train.eval.scoreboard", "QA scoreboard of prediction files of any system"),
-    "recall": Verb("gsr_train.eval.evaluate", "triple and answer recall@K of a retrieval results file"),
-    "cosine": Verb("gsr_train.retrievers.cosine", "the cosine baseline on any data, outside a run folder"),
+    "serve-llm": Verb("gsr_train.commands.serve_llm", "serve a local model behind an OpenAI-compatible API"),
+    "score": Verb("gsr_train.commands.score", "QA scoreboard of prediction files of any system"),
+    "recall": Verb("gsr_train.commands.recall", "triple and answer recall@K of a retrieval results file"),
+    "cosine": Verb("gsr_train.commands.cosine", "the cosine baseline on any data, outside a run folder"),
     "reader": Verb("gsr_train.commands.reader_score", "re-score a reader run's predictions (reader score FILE)", "app"),
     "compare-patterns": Verb("gsr_train.commands.compare_patterns", "SimGRAG / SAFE pattern sources side by side"),
     "robustness": Verb("gsr_train.commands.robustness", "the robustness study outside train.py", config="config"),
-    "robustness-render": Verb("gsr_train.robustness.run", "redraw a robustness run's tables and plots"),
+    "robustness-render": Verb("gsr_train.commands.robustness_render", "redraw a robustness run's tables and plots"),
     "gsr-table": Verb("gsr_train.commands.gsr_table", "one GSR table over run folders (a multirun)"),
     "compare": Verb("gsr_train.commands.compare", "two runs on their shared questions: differences, intervals, p"),
     "explore": Verb("gsr_train.commands.explore", "a run's questions one by one in the browser (one HTML page)"),
@@ -89,16 +92,24 @@ def hydra_command(name: str, verb: Verb) -> Any:
 
     def run() -> Any:
         args = list(get_current_context().args)
-        module = importlib.import_module(verb.module)
         if {"-h", "--help"} & set(args):
             from gsr_train.options.help import hydra_verb_help
 
-            print(hydra_verb_help(f"gsr-train {name}", module.__doc__ or verb.about, str(verb.config)))
+            print(hydra_verb_help(f"gsr-train {name}", module_docstring(verb.module) or verb.about, str(verb.config)))
             return 0
-        return module.main(args)
+        return importlib.import_module(verb.module).main(args)
 
     settings = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
     return TyperCommand(name, callback=run, help=verb.about, context_settings=settings, add_help_option=False)
+
+
+def module_docstring(module: str) -> str | None:
+    """A module's docstring read from its source, without importing it (a verb's module may import
+    torch; its help must not wait for that)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return None
+    return ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8")))
 
 
 class Verbs(TyperGroup):

@@ -34,6 +34,7 @@ def default_cache_dir() -> Path:
 
 
 RUN_MARKER = "run.json"
+DEFAULT_MAX_CHAINS = 64  # distinct shortest-path relation chains kept per question (kg.paths)
 
 
 def run_state(folder: str | Path) -> dict | None:

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from gsr_train.data.errors import report_user_errors
-from gsr_train.llm.client import LLMRequestError
 
 
 def workers_count(text: str) -> int:
@@ -40,6 +39,19 @@ Workers = Annotated[
 ]
 SkipInvalid = Annotated[bool, typer.Option("--skip_invalid", help="skip (and count) malformed rows")]
 SPLITS = "train,validation,test"
+DEFAULT_KS = "10,20,50,100,200"  # the recall cut-offs of the papers' tables
+Ks = Annotated[str, typer.Option("--ks", help="recall cut-offs, comma separated")]
+
+
+def cut_offs(text: str) -> list[int]:
+    """``--ks 10,50,100`` as numbers >= 1 (anything else is the user's mistake, exit 2)."""
+    try:
+        ks = [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        ks = []
+    if not ks or min(ks) < 1:
+        raise typer.BadParameter(f"{text!r}: expected cut-offs >= 1, comma separated (10,50,100)", param_hint="--ks")
+    return ks
 
 
 def run_llm_step(step: str, cfg) -> None:
@@ -48,6 +60,8 @@ def run_llm_step(step: str, cfg) -> None:
     endpoint or an unwritable cache: one ``error: ...`` line and exit 2, as in train.py."""
     # lazy: the steps import the KG index and torch (2-5 s), after Hydra has refused any mistake in the options
     run = importlib.import_module(f"gsr_train.llm.steps.{step}").run
+    from gsr_train.llm.client import LLMRequestError
+
     logging.getLogger("httpx").setLevel(logging.WARNING)
     report_user_errors(
         run,

@@ -8,14 +8,14 @@ from typing import Annotated
 
 import typer
 
-from gsr_train.eval.aggregate import aggregate
-
 
 def command(
     root: Annotated[str, typer.Argument(metavar="SWEEP_DIR", help="multirun folder (or any folder of run folders)")],
     no_write: Annotated[bool, typer.Option("--no_write", help="print only (no aggregate.csv / .md)")] = False,
 ) -> int:
     """One results table (CSV + Markdown) across the runs of a sweep."""
+    from gsr_train.eval.aggregate import aggregate  # lazy: torch (help needs none)
+
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if not Path(root).is_dir():
         raise FileNotFoundError(f"{root}: no such folder (give a multirun folder or a folder of run folders)")

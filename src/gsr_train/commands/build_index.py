@@ -22,22 +22,24 @@ one line on stderr (``error: ...``) and exit status 2, as in train.py.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import resource
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from gsr_train.clikit import run as run_verb
 from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers
+from gsr_train.config import default_cache_dir
 from gsr_train.data.errors import folder_write_error, report_user_errors
-from gsr_train.data.rog_corpus import CorpusSpec, write_corpus
 from gsr_train.eval.markdown import markdown_table
 from gsr_train.io import write_json
-from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
+
+if TYPE_CHECKING:
+    from gsr_train.kg.index import KGIndex
 
 log = logging.getLogger("build_index")
 
@@ -53,6 +55,23 @@ def parse_rows(text: str) -> int:
     if value < 1:
         raise typer.BadParameter(f"row count must be positive, got {text!r}")
     return int(value)
+
+
+@dataclass(frozen=True)
+class Build:
+    """One build-index call's choices, checked: what :func:`run` needs."""
+
+    data: str | None
+    generate: int | None
+    shape: str
+    out: str | None
+    splits: tuple[str, ...]
+    cache: Path
+    skip_invalid: bool
+    allow_overlap: bool
+    batch_rows: int
+    workers: int | None
+    json: str | None
 
 
 def peak_rss_mb() -> float:
@@ -100,7 +119,7 @@ def command(
     chosen = tuple(s for s in splits.split(",") if s)
     if not chosen:
         raise typer.BadParameter("no split given", param_hint="--splits")
-    args = argparse.Namespace(
+    args = Build(
         data=data,
         generate=generate,
         shape=shape,
@@ -122,8 +141,11 @@ def main(argv: list[str] | None = None) -> dict:
     return run_verb(command, argv, "gsr-train build-index")
 
 
-def generate(args: argparse.Namespace) -> dict:
+def generate(args: Build) -> dict:
+    """Write the generated corpus of ``--generate`` into ``--out``."""
+    from gsr_train.data.rog_corpus import CorpusSpec, write_corpus  # lazy: pyarrow (help needs none)
 
+    assert args.generate is not None and args.out is not None  # checked by command()
     spec = CorpusSpec.from_rows(args.generate, shape=args.shape)
     t0 = time.perf_counter()
     try:
@@ -138,10 +160,13 @@ def generate(args: argparse.Namespace) -> dict:
     return generated
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: Build) -> dict:
+    """Build or verify the index, print its table and write the summary JSON."""
+    from gsr_train.kg.index import get_index  # lazy: torch (help needs none)
+
     t_start = time.perf_counter()
     generated = generate(args) if args.generate is not None else None
-    data = str(Path(args.out) / "data") if generated is not None else args.data
+    data = str(Path(str(args.out)) / "data") if generated is not None else str(args.data)
     t0 = time.perf_counter()
     index = get_index(
         data,

@@ -15,9 +15,7 @@ from typing import Annotated
 import typer
 
 from gsr_train.clikit import run
-from gsr_train.eval.compare import compare_runs, compare_table
-from gsr_train.eval.intervals import RESAMPLES, SEED
-from gsr_train.eval.tail import QUESTIONS_FILE
+from gsr_train.eval.schema import QUESTIONS_FILE, RESAMPLES, SEED
 from gsr_train.io import write_json
 from gsr_train.runtime.run_folder import run_status
 
@@ -55,6 +53,8 @@ def command(
 ) -> int:
     """Two runs on the questions they share: A's and B's figures, A - B with its 95% paired-bootstrap
     interval and a paired permutation p-value, one table and a JSON file."""
+    from gsr_train.eval.compare import compare_runs, compare_table  # lazy: torch (help needs none)
+
     a, b = _run_folder(run_a), _run_folder(run_b)
     doc = compare_runs(a, b, resamples, seed)
     print(compare_table(doc))

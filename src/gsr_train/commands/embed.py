@@ -11,21 +11,20 @@ here and an unwritable cache are one ``error: ...`` line and exit 2.
 
 from __future__ import annotations
 
-import argparse
+import functools
 import logging
 import time
+from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 
 from gsr_train.clikit import run as run_verb
 from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers
+from gsr_train.config import default_cache_dir
 from gsr_train.data.errors import report_user_errors
 from gsr_train.eval.markdown import markdown_table
 from gsr_train.io import write_json
-from gsr_train.kg.index import default_cache_dir, get_index
-from gsr_train.text.embeddings import get_embeddings
-from gsr_train.text.encoders import EncoderUnavailable, load_encoder
 
 
 def command(
@@ -51,57 +50,62 @@ def command(
 ) -> dict:
     """Embed a dataset's entity names, relation names and questions once (resumable), through the
     cache that training and the cosine baseline read."""
-    args = argparse.Namespace(
-        data=data,
-        splits=splits,
-        encoder=encoder,
-        path=path,
-        pooling=pooling,
-        device=device,
-        batch_size=batch_size,
-        max_length=max_length,
-        relation_text=relation_text,
-        skip_invalid=skip_invalid,
-        workers=workers,
-        json=json,
-    )
+    from gsr_train.text.encoders import EncoderUnavailable  # lazy: torch (help needs none)
+
+    chosen = tuple(s for s in splits.split(",") if s)
+    if not chosen:
+        raise typer.BadParameter("no split given", param_hint="--splits")
+    encoder_options = {
+        "name": encoder,
+        "path": path,
+        "pooling": pooling,
+        "device": device,
+        "batch_size": batch_size,
+        "max_length": max_length,
+    }
+    job = functools.partial(run, relation_text=relation_text, skip_invalid=skip_invalid, workers=workers, json=json)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     cache_dir = cache or default_cache_dir()
     # bad rows, a model not available here, an unwritable cache: one line and exit 2, as in train.py
-    return report_user_errors(run, args, cache_dir, extra=(EncoderUnavailable,), cache_dirs=[cache_dir])
+    return report_user_errors(
+        job, data, chosen, encoder_options, cache_dir, extra=(EncoderUnavailable,), cache_dirs=[cache_dir]
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
     return run_verb(command, argv, "gsr-train embed")
 
 
-def run(args: argparse.Namespace, cache_dir) -> dict:
+def run(
+    data: str,
+    splits: tuple[str, ...],
+    encoder_options: dict,
+    cache_dir: str | Path,
+    *,
+    relation_text: str,
+    skip_invalid: bool,
+    workers: int | None,
+    json: str | None,
+) -> dict:
+    """Open (or build) the index, embed what is not cached yet, print the table and the rate."""
+    from gsr_train.kg.index import get_index  # lazy: torch (help needs none)
+    from gsr_train.text.embeddings import get_embeddings
+    from gsr_train.text.encoders import load_encoder
+
     t0 = time.perf_counter()
-    index = get_index(
-        args.data,
-        splits=tuple(s for s in args.splits.split(",") if s),
-        cache_dir=cache_dir,
-        skip_invalid=args.skip_invalid,
-        workers=args.workers,
-    )
+    index = get_index(data, splits=splits, cache_dir=cache_dir, skip_invalid=skip_invalid, workers=workers)
     t_index = time.perf_counter() - t0
-    encoder = load_encoder(
-        args.encoder,
-        path=args.path,
-        pooling=args.pooling,
-        device=args.device,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-    )
+    options = dict(encoder_options)
+    encoder = load_encoder(options.pop("name"), **options)
     t0 = time.perf_counter()
-    emb = get_embeddings(index, encoder, cache_dir, relation_text=args.relation_text, workers=args.workers)
+    emb = get_embeddings(index, encoder, cache_dir, relation_text=relation_text, workers=workers)
     t_embed = time.perf_counter() - t0
 
     texts = int(emb.entity_has_text.sum()) + len(index.relations) + sum(len(index[s]) for s in index.splits)
     summary = {
-        "data": str(args.data),
+        "data": str(data),
         "encoder": encoder.describe(),
-        "relation_text": args.relation_text,
+        "relation_text": relation_text,
         "entities": len(index.entities),
         "entities_with_text": int(emb.entity_has_text.sum()),
         "relations": len(index.relations),
@@ -112,13 +116,13 @@ def run(args: argparse.Namespace, cache_dir) -> dict:
         "tables": emb.meta["tables"],
     }
     rows = [(kind, f"{info['rows']:,}", info["path"]) for kind, info in emb.meta["tables"].items()]
-    print(markdown_table(("table", "rows", "path"), rows, title=f"{encoder.name} embeddings of {args.data}") + "\n")
+    print(markdown_table(("table", "rows", "path"), rows, title=f"{encoder.name} embeddings of {data}") + "\n")
     print(
         f"{texts} texts ({summary['entities_with_text']} entity names with text) in {t_embed:.2f}s "
         f"(~{texts / max(t_embed, 1e-9):.0f} texts/s when nothing was cached); index {t_index:.2f}s"
     )
-    if args.json:
-        write_json(args.json, summary)
+    if json:
+        write_json(json, summary)
     return summary
 
 

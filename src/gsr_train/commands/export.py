@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from gsr_train.data.errors import folder_write_error
-from gsr_train.export.publish import publish as publish_folder
 
 
 def command(
@@ -54,6 +53,8 @@ def publish(
     message: Annotated[str | None, typer.Option("--message", help="commit message")] = None,
 ) -> int:
     """Upload an exported folder to the Hugging Face Hub."""
+    from gsr_train.export.publish import publish as publish_folder  # lazy: the export package imports torch
+
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     publish_folder(folder, repo_id, private=private, dry_run=dry_run, token_env=token_env, commit_message=message)
     return 0

@@ -20,10 +20,8 @@ import typer
 from omegaconf import OmegaConf
 
 from gsr_train.clikit import run
-from gsr_train.eval.chains import ChainReport
-from gsr_train.eval.intervals import format_cell
-from gsr_train.eval.markdown import markdown_table
-from gsr_train.eval.tail import INTERVALS
+from gsr_train.eval.markdown import format_cell, markdown_table
+from gsr_train.eval.schema import INTERVALS
 from gsr_train.io import write_json
 
 TABLE_COLUMNS = (
@@ -114,6 +112,8 @@ def _mode_row(m: Mapping, mode: str, settings: dict) -> dict:
     """One decoding mode of one run: its settings, flat chain figures and their intervals
     (``intervals``: the mode's own, else those of the mode's metrics.json row, for runs that kept only
     the row's)."""
+    from gsr_train.eval.chains import ChainReport  # lazy: torch (help needs none)
+
     r = m[mode]
     rep = ChainReport(
         r.get("split", ""),

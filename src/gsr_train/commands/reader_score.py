@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from gsr_train.clikit import SETTINGS, Command, run
-from gsr_train.eval.qa import QAExample, qa_metrics
 from gsr_train.io import iter_jsonl, write_json
 
 app = typer.Typer(
@@ -26,6 +25,8 @@ def score(
     out: Annotated[str | None, typer.Option("--out", help="also write the figures as JSON here")] = None,
 ) -> int:
     """Re-score a reader run's predictions_<variant>.jsonl with the QA metrics (hit, F1, ...)."""
+    from gsr_train.eval.qa import QAExample, qa_metrics  # lazy: torch (help needs none)
+
     rows = []
     for lineno, rec in iter_jsonl(predictions):
         if not isinstance(rec, dict) or "prediction" not in rec or "answers" not in rec:

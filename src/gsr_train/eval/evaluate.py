@@ -1,4 +1,4 @@
-"""Evaluate a retrieval-results file: ``python -m gsr_train.eval.evaluate --results F --data D``.
+"""Evaluate a retrieval-results file: ``gsr-train recall --results F --data D`` (:mod:`gsr_train.commands.recall`).
 
 Loads (or builds) the cached KG index and shortest-path supervision of the dataset, maps
 the results file onto the split's edges, computes recall at every K (overall, by hop count,
@@ -11,20 +11,15 @@ any system wrote, in the project's results format.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
 
-import typer
-
-from gsr_train.clikit import run
 from gsr_train.data.rows import find_split_file
 from gsr_train.eval.labels import load_labelled_triples
-from gsr_train.eval.results import MatchStats, TripleFileError, read_results
+from gsr_train.eval.results import MatchStats, read_results
 from gsr_train.eval.retrieval import RetrievalReport, retrieval_metrics
-from gsr_train.io import file_digest, write_json
+from gsr_train.io import file_digest
 from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
 from gsr_train.kg.paths import get_supervision
 
@@ -124,67 +119,3 @@ def counts_lines(report: RetrievalReport) -> list[str]:
             if line:
                 lines.append(line)
     return lines
-
-
-def cut_offs(text: str) -> list[int]:
-    """``--ks 10,50,100`` as numbers >= 1 (anything else is the user's mistake, exit 2)."""
-    try:
-        ks = [int(k) for k in text.split(",") if k.strip()]
-    except ValueError:
-        ks = []
-    if not ks or min(ks) < 1:
-        raise typer.BadParameter(f"{text!r}: expected cut-offs >= 1, comma separated (10,50,100)", param_hint="--ks")
-    return ks
-
-
-def command(
-    results: Annotated[str, typer.Option("--results", help="retrieval results JSONL(.gz), one row per question")],
-    data: Annotated[str, typer.Option("--data", help="dataset folder of RoG-format splits (or a hub name)")],
-    split: Annotated[str, typer.Option("--split", help="the split the results are of")] = "test",
-    labels: Annotated[
-        str | None, typer.Option("--labels", help="relevance labels JSONL(.gz) {id, triples} (e.g. gpt_triples_test)")
-    ] = None,
-    ks: Annotated[str, typer.Option("--ks", help="recall cut-offs, comma separated")] = ",".join(map(str, DEFAULT_KS)),
-    out: Annotated[str | None, typer.Option("--out", help="write the metrics JSON here")] = None,
-    cache: Annotated[
-        str | None, typer.Option("--cache", help="cache folder (default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train)")
-    ] = None,
-    skip_unknown: Annotated[
-        bool,
-        typer.Option("--skip_unknown", help="count and skip unknown ids / triples not in the graph instead of failing"),
-    ] = False,
-    device: Annotated[str | None, typer.Option("--device", help="torch device for the metrics (default cpu)")] = None,
-) -> int:
-    """Triple and answer recall@K of a retrieval results file (any retriever's, JSONL, one row per
-    question) on a dataset split, with the labelled-triple recall when --labels is given."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        report = evaluate_results(
-            results,
-            data,
-            split,
-            labels,
-            cut_offs(ks),
-            cache,
-            skip_unknown=skip_unknown,
-            device=device,
-            skip_option="--skip_unknown",
-        )
-    except (TripleFileError, FileNotFoundError, KeyError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(report.table(f"{Path(results).name} on {split}", breakdowns=True))
-    for line in counts_lines(report):
-        print(line)
-    if out:
-        write_json(out, report.to_dict())
-        print(f"\nmetrics written to {out}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run(command, argv, "gsr-train recall")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-RESAMPLES = 2000  # bootstrap resamples (and permutations) per figure
-SEED = 0
-LEVEL = 0.95
+from gsr_train.eval.markdown import format_cell, format_estimate  # noqa: F401  (re-exported)
+from gsr_train.eval.schema import LEVEL, RESAMPLES, SEED
+
 MAX_CELLS = 1 << 22  # resample-by-question counts drawn at a time (bounds memory on 35k questions)
 
 # the parts each kind of metric keeps per question, and how a (weighted) sum of them is the metric
@@ -92,33 +92,6 @@ class Estimate:
     def text(self, digits: int = 3, scale: float = 1.0) -> str:
         """``0.766 (0.72-0.81)``: the value with ``digits`` decimals, the bounds with one fewer."""
         return format_estimate(self.value, self.low, self.high, digits, scale)
-
-
-def format_estimate(
-    value: float | None, low: float | None, high: float | None, digits: int = 3, scale: float = 1.0
-) -> str:
-    """``0.766 (0.72-0.81)`` (``-`` for no value; the value alone without bounds); bounds that can be
-    negative are written ``(-0.05 to 0.02)``."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    text = f"{scale * value:.{digits}f}"
-    if low is None or high is None or math.isnan(low) or math.isnan(high):
-        return text
-    d = max(digits - 1, 0)
-    sep = " to " if min(low, high) < 0 else "-"
-    return f"{text} ({scale * low:.{d}f}{sep}{scale * high:.{d}f})"
-
-
-def format_cell(value: Any, bounds: Sequence[float] | None = None, digits: int = 3, scale: float = 1.0) -> str:
-    """A table cell: a figure with its interval ``bounds`` (``[low, high]`` as metrics.json keeps it, or
-    None) as :func:`format_estimate` writes it; an integer or a string as it is, ``-`` for none. Every
-    table of figures writes its cells with it."""
-    if value is None or isinstance(value, bool):
-        return "-" if value is None else str(value)
-    if isinstance(value, int) or not isinstance(value, float):
-        return str(value)
-    low, high = (float(bounds[0]), float(bounds[1])) if bounds is not None and len(bounds) == 2 else (None, None)
-    return format_estimate(value, low, high, digits, scale)
 
 
 def _column(values: Any) -> torch.Tensor:

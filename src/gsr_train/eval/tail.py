@@ -30,14 +30,11 @@ from typing import Any
 
 from gsr_train.eval.intervals import QuestionValues, format_estimate
 from gsr_train.eval.retrieval import COMPARE_KS as RETRIEVAL_COMPARE_KS
+from gsr_train.eval.schema import INTERVALS, METRICS_FILE, QUESTIONS_FILE, SCHEMA
 from gsr_train.io import iter_jsonl, write_json, write_jsonl
 
-SCHEMA = "gsr-train/metrics/1"
-METRICS_FILE = "metrics.json"
-QUESTIONS_FILE = "questions.jsonl"  # the per-question values behind each row's intervals
 HEADER = ("schema", "experiment", "dataset", "rows")
 ROW_KEYS = ("method", "split", "k", "checkpoint", "results", "metrics")
-INTERVALS = "intervals"  # a row's {metric: [low, high]}
 _VALUES = "_per_question"  # a row's QuestionValues until write_metrics keeps them in QUESTIONS_FILE
 
 

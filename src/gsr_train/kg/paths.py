@@ -34,7 +34,7 @@ import hashlib
 import json
 import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from gsr_train.arrays import segment_sum
+from gsr_train.config import DEFAULT_MAX_CHAINS
 from gsr_train.io import atomic_write, file_digest, stable_hash, write_json
 from gsr_train.kg.bfs import Adjacency, batched_bfs, dag_sweep, instance_shift
 from gsr_train.kg.chains import Chain, merge_chains, walk_chains
@@ -54,7 +55,6 @@ from gsr_train.progress import progress
 log = logging.getLogger(__name__)
 
 SUPERVISION_FORMAT = 1
-DEFAULT_MAX_CHAINS = 64
 # BFS states per chunk: 1-2 MB of working arrays, which stay in cache (at 20M rows, 8M-state
 # chunks took 2.5x as long); a chunk is still hundreds of questions' levels in one numpy pass
 DEFAULT_CHUNK_STATES = 1 << 17
@@ -80,6 +80,38 @@ class Supervision:
 
     def to_state(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def summary(self, split: SplitGraphs) -> dict:
+        """The figures of this supervision of ``split`` (``gsr-train supervision``'s table), JSON-ready."""
+        positives = self.num_positives(split).float()
+        with_path = self.hops > 0
+        raw = torch.tensor([len(c) for c in self.chains_raw], dtype=torch.float)
+        filtered = torch.tensor([len(c) for c in self.chains_filtered], dtype=torch.float)
+
+        def stats(x: torch.Tensor) -> dict:
+            if x.numel() == 0:
+                return {"mean": 0.0, "median": 0.0, "max": 0}
+            return {"mean": round(float(x.mean()), 3), "median": float(x.median()), "max": int(x.max())}
+
+        return {
+            "questions": len(split),
+            "with_path": int(with_path.sum()),
+            "topic_is_answer_only": int((self.hops == 0).sum()),
+            "without_path": self.num_no_path,
+            "no_positive_triple": int((positives == 0).sum()),
+            "hops": {str(k): v for k, v in sorted(Counter(self.hops.tolist()).items())},
+            "triples": int(split.edge_ptr[-1]),
+            "positives": int(self.triple_label.sum()),
+            "positives_per_question": stats(positives),
+            "positives_per_question_with_path": stats(positives[with_path]),
+            "chains_raw": int(raw.sum()),
+            "chains_filtered": int(filtered.sum()),
+            "chains_raw_per_question": stats(raw),
+            "chains_filtered_per_question": stats(filtered),
+            "questions_with_filtered_chain": int((filtered > 0).sum()),
+            "chain_cap": self.max_chains,
+            "questions_at_chain_cap": self.num_chains_capped,
+        }
 
 
 def _check(split: SplitGraphs) -> None:

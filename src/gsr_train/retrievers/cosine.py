@@ -13,7 +13,7 @@ Scoring is vectorised over the whole split: question-entity and question-relatio
 similarities are blocked matmuls over the distinct items of a block of questions
 (:func:`segment_cosine`), then gathered per edge.
 
-CLI: ``python -m gsr_train.retrievers.cosine --data DIR --split test --labels FILE``.
+CLI: ``gsr-train cosine --data DIR --split test --labels FILE`` (:mod:`gsr_train.commands.cosine`).
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
-import typer
 from rich.console import Console
 
-from gsr_train.clikit import run
-from gsr_train.eval.evaluate import cut_offs, index_splits
+from gsr_train.eval.evaluate import index_splits
 from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.results import write_results
 from gsr_train.eval.retrieval import retrieval_metrics
@@ -254,7 +252,7 @@ def run_cosine(
     data_name: str | None = None,
 ) -> dict[str, Any]:
     """Index, embed, score one split, write the top-``k`` results and return the metrics
-    (``python -m gsr_train.retrievers.cosine``; ``train.py +experiment=cosine_baseline`` opens the
+    (``gsr-train cosine``; ``train.py +experiment=cosine_baseline`` opens the
     index through the runs' shared data path instead and calls :func:`cosine_report`).
 
     Writes ``out_dir/results_<split>.jsonl`` (project result format) and
@@ -292,51 +290,3 @@ def run_cosine(
         )
         print(report.table(f"{result['method']} on {split}", breakdowns=True))
     return result
-
-
-def command(
-    data: Annotated[str, typer.Option("--data", help="folder of RoG-format splits (or a hub dataset name)")],
-    split: Annotated[str, typer.Option("--split", help="the split to retrieve for")] = "test",
-    encoder: Annotated[
-        str, typer.Option("--encoder", help="minilm | gte-large | hashing | local model folder")
-    ] = "minilm",
-    device: Annotated[str | None, typer.Option("--device", help="encoder device (cpu / cuda)")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch_size", min=1, help="encoder batch size")] = None,
-    labels: Annotated[
-        str | None, typer.Option("--labels", help="GPT-labelled triples JSONL for labelled-triple recall")
-    ] = None,
-    top_k: Annotated[int, typer.Option("--top_k", min=1, help="triples kept per question in the result file")] = 500,
-    ks: Annotated[str, typer.Option("--ks", help="recall cut-offs, comma separated")] = ",".join(map(str, DEFAULT_KS)),
-    mode: Annotated[Mode, typer.Option("--mode", help="how a triple is scored against the question")] = "parts",
-    relation_text: Annotated[
-        RelationText, typer.Option("--relation_text", help="relation names as written or as words")
-    ] = "raw",
-    cache_dir: Annotated[
-        str | None, typer.Option("--cache_dir", help="default: $GSR_TRAIN_CACHE or ~/.cache/gsr_train")
-    ] = None,
-    out: Annotated[str | None, typer.Option("--out", help="folder for results_<split>.jsonl")] = None,
-) -> dict[str, Any]:
-    """The cosine baseline on any data, outside a run folder: every triple scored by its cosine to
-    the question (no training); results file, recall table and metrics.json."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    encoder_options = {"name": encoder, "device": device, "batch_size": batch_size}
-    return run_cosine(
-        data,
-        split,
-        encoder_options,
-        cache_dir,
-        top_k,
-        labels,
-        out,
-        mode,
-        ks=cut_offs(ks),
-        relation_text=relation_text,
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    return run(command, argv, "gsr-train cosine")
-
-
-if __name__ == "__main__":
-    main()

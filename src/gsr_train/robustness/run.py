@@ -29,12 +29,10 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import torch
-import typer
 
-from gsr_train.clikit import run
 from gsr_train.eval.intervals import QuestionValues, format_cell
 from gsr_train.eval.markdown import markdown_table
 from gsr_train.eval.retrieval import retrieval_metrics
@@ -290,22 +288,3 @@ def render(folder: str | Path, report_k: int = 100) -> str:
     for m in ("answer_recall", "sp_recall"):
         plot(figures, folder / f"robustness_{m}.png", m, report_k, title)
     return tables
-
-
-def command(
-    folder: Annotated[str, typer.Argument(metavar="FOLDER", help="a robustness run folder")],
-    top_k: Annotated[int, typer.Option("--top_k", min=1, help="the K of the tables (recall@K)")] = 100,
-) -> int:
-    """Redraw a robustness run's tables and plots from its saved figures."""
-    if not Path(folder).is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder")
-    print(render(folder, top_k))
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run(command, argv, "gsr-train robustness-render")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""``python -m gsr_train.llm.serve`` (or ``python data_prep/serve_local_llm.py``): serve a local causal
+"""``gsr-train serve-llm`` (or ``python data_prep/serve_local_llm.py``): serve a local causal
 LM (or a scripted test backend) behind the OpenAI-compatible API of :mod:`gsr_train.llm.server`."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Annotated
 import typer
 
 from gsr_train.clikit import run
-from gsr_train.llm.local_model import BatchingBackend, TransformersBackend
 from gsr_train.llm.server import Backend, ScriptedBackend, make_server
 
 log = logging.getLogger(__name__)
@@ -65,6 +64,8 @@ def command(
         backend: Backend = ScriptedBackend(scripted, faults=statuses)
         served = name or "scripted"
     else:
+        from gsr_train.llm.local_model import BatchingBackend, TransformersBackend  # lazy: torch, transformers
+
         loaded = TransformersBackend.load(model, cache_dir=cache_dir, dtype=dtype, threads=threads, device=device)
         backend = BatchingBackend(loaded, batch) if batch > 1 else loaded
         served = name or loaded.name
