@@ -1,10 +1,10 @@
-"""``gsr-train llm-select-chains`` (:mod:`gsr_train.commands.llm_select_chains`): this script keeps the old
+"""``gsr-train llm-select-chains`` (:mod:`gsr_train.commands.llm_step`): this script keeps the old
 command line working."""
 
 import sys
 
-from gsr_train.commands.llm_select_chains import main
+from gsr_train.commands.llm_step import main
 
 if __name__ == "__main__":
-    result = main()  # the figures (a dict) or an exit status
+    result = main(config="prep/llm_select_chains")  # the figures (a dict) or an exit status
     sys.exit(result if isinstance(result, int) else 0)

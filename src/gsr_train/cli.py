@@ -30,6 +30,12 @@ class Verb(NamedTuple):
     about: str  # the one line of ``gsr-train --help``
     function: str = "command"  # the typed function (or a typer.Typer of sub-verbs)
     config: str | None = None  # a Hydra verb: its config under conf/; its arguments are overrides
+    doc: str | None = None  # a Hydra verb: the module whose docstring is its help (default: ``module``)
+
+
+def llm_step(step: str, about: str) -> Verb:
+    """An LLM data step: one entry (:mod:`gsr_train.commands.llm_step`), its own config and help."""
+    return Verb("gsr_train.commands.llm_step", about, config=f"prep/llm_{step}", doc=f"gsr_train.llm.steps.{step}")
 
 
 VERBS = {
@@ -41,20 +47,10 @@ VERBS = {
     "link": Verb("gsr_train.commands.link", "link questions to a KG store's entities; topic-entity recall@1 / @5"),
     "import-kg": Verb("gsr_train.commands.import_kg", "import a KG file (TSV, CSV, N-Triples, parquet) into a store"),
     "serve-kg": Verb("gsr_train.commands.serve_kg", "serve RDF files from a local Virtuoso over SPARQL (data.kg=URL)"),
-    "llm-label-triples": Verb(
-        "gsr_train.commands.llm_label_triples",
-        "LLM relevance labels of retrieved triples",
-        config="prep/llm_label_triples",
-    ),
-    "llm-pseudo-questions": Verb(
-        "gsr_train.commands.llm_pseudo_questions", "LLM pseudo questions for chains", config="prep/llm_pseudo_questions"
-    ),
-    "llm-select-chains": Verb(
-        "gsr_train.commands.llm_select_chains", "LLM-filtered relation chains", config="prep/llm_select_chains"
-    ),
-    "llm-open-questions": Verb(
-        "gsr_train.commands.llm_open_questions", "LLM open-ended questions", config="prep/llm_open_questions"
-    ),
+    "llm-label-triples": llm_step("label_triples", "LLM relevance labels of retrieved triples"),
+    "llm-pseudo-questions": llm_step("pseudo_questions", "LLM pseudo questions for chains"),
+    "llm-select-chains": llm_step("select_chains", "LLM-filtered relation chains"),
+    "llm-open-questions": llm_step("open_questions", "LLM open-ended questions"),
     "serve-llm": Verb("gsr_train.commands.serve_llm", "serve a local model behind an OpenAI-compatible API"),
     "score": Verb("gsr_train.commands.score", "QA scoreboard of prediction files of any system"),
     "recall": Verb("gsr_train.commands.recall", "triple and answer recall@K of a retrieval results file"),
@@ -95,9 +91,10 @@ def hydra_command(name: str, verb: Verb) -> Any:
         if {"-h", "--help"} & set(args):
             from gsr_train.options.help import hydra_verb_help
 
-            print(hydra_verb_help(f"gsr-train {name}", module_docstring(verb.module) or verb.about, str(verb.config)))
+            doc = module_docstring(verb.doc or verb.module) or verb.about
+            print(hydra_verb_help(f"gsr-train {name}", doc, str(verb.config)))
             return 0
-        return importlib.import_module(verb.module).main(args)
+        return importlib.import_module(verb.module).main(args, config=verb.config)
 
     settings = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
     return TyperCommand(name, callback=run, help=verb.about, context_settings=settings, add_help_option=False)

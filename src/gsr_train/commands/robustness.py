@@ -20,13 +20,13 @@ def task(cfg: DictConfig) -> Any:
     return report_user_errors(run_experiment, cfg)
 
 
-def main(argv: Sequence[str] | None = None) -> Any:
-    """Hydra overrides of conf/config.yaml; ``+experiment=`` defaults to :data:`DEFAULT_EXPERIMENT`."""
+def main(argv: Sequence[str] | None = None, *, config: str = "config") -> Any:
+    """Hydra overrides of conf/``config``.yaml; ``+experiment=`` defaults to :data:`DEFAULT_EXPERIMENT`."""
     register_resolvers()
     given = list(sys.argv[1:] if argv is None else argv)
     if not any(a.startswith("+experiment=") for a in given):
         given = [f"+experiment={DEFAULT_EXPERIMENT}", *given]
-    return run_hydra_app(task, "config", given)
+    return run_hydra_app(task, config, given)
 
 
 if __name__ == "__main__":

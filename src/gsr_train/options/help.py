@@ -90,7 +90,8 @@ def hydra_verb_help(app: str, doc: str, config: str) -> str:
     """The ``--help`` of a Hydra verb (``gsr-train llm-*``): what it does and its options with their
     values and comments, read from its config file (no Hydra, no torch). A verb on the experiments'
     config (``config``: ``gsr-train robustness``) names where its experiment's options are."""
-    text = re.sub(r"`+", "", doc).strip()
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)  # :mod:`x` / :func:`~x.y` read as x / x.y
+    text = re.sub(r"`+", "", text).strip()
     lines = [f"Usage: {app} [KEY=VALUE ...]", "", *("  " + x if x else "" for x in text.splitlines()), ""]
     if config == "config":
         lines += [

@@ -1,5 +1,10 @@
 """Relevance labels: up to 20 triples per question that an LLM judges relevant (SubgraphRAG app. D).
 
+    gsr-train llm-label-triples data.dir=../shared/data/webqsp_mini split=test limit=20
+    gsr-train llm-label-triples data.dir=rmanluo/RoG-webqsp retrieval=path/to/results_test.jsonl llm=openai
+
+Hydra app (config: conf/prep/llm_label_triples.yaml; the endpoint: conf/llm/*.yaml; resumable).
+
 The model sees the question and candidate triples (the top of a retrieval-result file, or the
 question's graph triples cut to ``num_candidates``) and answers with ``evidence:`` lines.
 Only offered triples can be labelled: any other triple is rejected and counted. Rows are

@@ -1,5 +1,10 @@
 """Open-ended questions (OKGQA) about the topic entities of a RoG dataset's graphs, written by an LLM.
 
+    gsr-train llm-open-questions data.dir=../shared/data/webqsp_mini split=test limit=20
+    gsr-train llm-open-questions data.dir=rmanluo/RoG-webqsp per_graph=5 llm=openai
+
+Hydra app (config: conf/prep/llm_open_questions.yaml; the endpoint: conf/llm/*.yaml; resumable).
+
 Per graph the model sees its named topic entities, entities of the same kind (for
 comparisons) and a few facts of the graph, and writes one question for each category it is
 asked (``per_graph`` of ``types``, in turn across graphs, as the template set does), one

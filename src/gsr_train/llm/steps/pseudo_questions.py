@@ -1,5 +1,11 @@
 """Pseudo questions per relation (GSR's indexing data: question -> relation token).
 
+    gsr-train llm-pseudo-questions data.dir=../shared/data/webqsp_mini limit=20
+    gsr-train llm-pseudo-questions data.dir=rmanluo/RoG-webqsp relations=file \\
+        relation_file=../shared/data/freebase_relations.txt llm=openai
+
+Hydra app (config: conf/prep/llm_pseudo_questions.yaml; the endpoint: conf/llm/*.yaml; resumable).
+
 For every relation the model writes ~10 question templates with one ``[SUBJECT]`` slot.
 Templates are validated (slot exactly once, some question text, no duplicate after
 normalisation; rejects are counted by reason) and filled with real subject entities: heads

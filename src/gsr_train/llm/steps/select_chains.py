@@ -1,5 +1,10 @@
 """LLM-selected relation chains (GSR's "GPT-selected" retrieval data).
 
+    gsr-train llm-select-chains input=../shared/data/webqsp_paths/train.jsonl.gz limit=30
+    gsr-train llm-select-chains data.dir=rmanluo/RoG-webqsp split=train llm=openai llm.model=gpt-4o
+
+Hydra app (config: conf/prep/llm_select_chains.yaml; the endpoint: conf/llm/*.yaml; resumable).
+
 For every training question the model sees its candidate shortest-path chains, numbered,
 and names the relevant ones. Only candidates can be selected: a chain the model writes that
 was not offered (or a number out of range) is rejected and counted, never accepted. The rows
