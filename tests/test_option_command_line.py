@@ -301,3 +301,23 @@ def test_an_experiment_file_saved_with_a_byte_order_mark_is_one_line(tmp_path, c
     )
     run_hydra(lambda: called.append(1), tmp_path, "config", ["+experiment=plain"])
     assert called == [1]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["+experiment=subgraphrag_quickstart", "model.hidden=64"],
+        ["-m", "+experiment=x", "seed=1,2", "--cfg", "job", "-p", "model"],
+        ["--config-name", "other", "a=1", "b=2", "-cd", "/tmp/conf", "--info"],
+        ["--info", "defaults", "--resolve", "-cp", "conf", "c=3", "hydra.run.dir=out"],
+        ["--experimental-rerun", "f.pickle", "d=4", "--hydra-help"],
+    ],
+)
+def test_overrides_are_read_from_a_command_line_as_hydras_own_parser_reads_them(argv):
+    """Issue 49: no private Hydra import in src/; the overrides our refusals name are those Hydra's
+    own parser finds (read here from Hydra's internals, so an upgrade that changes its flags fails here)."""
+    from hydra._internal.utils import get_args_parser
+
+    from gsr_train.options.command_line import command_line_overrides
+
+    assert command_line_overrides(argv) == get_args_parser().parse_args(argv).overrides

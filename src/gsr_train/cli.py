@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import typer
-from typer._click import exceptions as click_errors  # typer's own click (vendored, pinned)
-from typer._click.globals import get_current_context
 from typer.core import TyperCommand, TyperGroup
 
 from gsr_train.clikit import SETTINGS, USAGE_EXIT, command, one_line
@@ -85,19 +83,26 @@ def load(name: str) -> Any:
 
 def hydra_command(name: str, verb: Verb) -> Any:
     """A Hydra verb: its arguments go to Hydra unchanged; ``--help`` is its own short help."""
+    settings = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+    return HydraVerb(name, verb, help=verb.about, context_settings=settings, add_help_option=False)
 
-    def run() -> Any:
-        args = list(get_current_context().args)
+
+class HydraVerb(TyperCommand):
+    """A verb whose arguments are Hydra overrides (``key=value``, ``-m``, ``--cfg job``), passed on as typed."""
+
+    def __init__(self, name: str, verb: Verb, **settings: Any):
+        super().__init__(name, **settings)
+        self.verb = verb
+
+    def invoke(self, ctx: Any) -> Any:
+        args = list(ctx.args)
         if {"-h", "--help"} & set(args):
             from gsr_train.options.help import hydra_verb_help
 
-            doc = module_docstring(verb.doc or verb.module) or verb.about
-            print(hydra_verb_help(f"gsr-train {name}", doc, str(verb.config)))
+            doc = module_docstring(self.verb.doc or self.verb.module) or self.verb.about
+            print(hydra_verb_help(f"gsr-train {self.name}", doc, str(self.verb.config)))
             return 0
-        return importlib.import_module(verb.module).main(args, config=verb.config)
-
-    settings = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
-    return TyperCommand(name, callback=run, help=verb.about, context_settings=settings, add_help_option=False)
+        return importlib.import_module(self.verb.module).main(args, config=self.verb.config)
 
 
 def module_docstring(module: str) -> str | None:
@@ -134,7 +139,6 @@ def app() -> Any:
         ),
         context_settings=SETTINGS,
         rich_markup_mode=None,
-        no_args_is_help=True,
     )
 
 
@@ -177,17 +181,14 @@ def reference() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run a verb; a user's error is one line, ``error: gsr-train VERB: ...``, and exit status 2
     (the format of train.py's errors: :mod:`gsr_train.data.errors`)."""
-    args = sys.argv[1:] if argv is None else list(argv)
+    args = (sys.argv[1:] if argv is None else list(argv)) or ["--help"]  # no verb: the list of verbs
     quiet.install()  # no third-party tips, deprecations or progress bars in the output
     verb = next((a for a in args if not a.startswith("-")), "")
     try:
         result = app().main(args, prog_name="gsr-train", standalone_mode=False)
     except typer.Exit as e:  # --help
         return int(e.exit_code)
-    except click_errors.NoArgsIsHelpError as e:
-        print(e.format_message())
-        return 0 if not args else USAGE_EXIT
-    except click_errors.ClickException as e:
+    except typer.TyperException as e:  # a refused command line (click's usage errors)
         print(f"error: gsr-train{' ' + verb if verb in VERBS else ''}: {one_line(e)}", file=sys.stderr)
         return USAGE_EXIT
     except Exception as e:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
-from typer._click import exceptions as click_errors  # typer's own click (vendored, pinned)
 from typer.core import TyperCommand
 
 USAGE_EXIT = 2  # a command line the verb refuses (as argparse and gsr_train.data.errors.USER_ERROR_EXIT)
@@ -57,7 +56,7 @@ def run(fn: Callable[..., Any], argv: Sequence[str] | None, prog: str) -> Any:
         return command(fn, prog.split()[-1]).main(args, prog_name=prog, standalone_mode=False)
     except typer.Exit as e:  # --help
         raise SystemExit(e.exit_code) from None
-    except click_errors.ClickException as e:
+    except typer.TyperException as e:  # click's usage errors (BadParameter, NoSuchOption...)
         print(f"error: {prog}: {one_line(e)}", file=sys.stderr)
         raise SystemExit(USAGE_EXIT) from None
 

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import hydra
 from hydra import compose, initialize_config_dir
-from hydra._internal.utils import get_args_parser  # Hydra's own parser of its command line (pinned 1.3)
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
@@ -119,23 +119,47 @@ def _options_help(*, _root_: DictConfig) -> str:
 
 def run_hydra_app(task: Callable[[DictConfig], Any], config_name: str, argv: Sequence[str]) -> Any:
     """``task`` as a Hydra app of ``conf/<config_name>.yaml`` on the command line ``argv`` (overrides
-    and Hydra's flags: ``-m``, ``--cfg job``...), given, not read from ``sys.argv``: a gsr-train verb."""
-    from hydra import version
-    from hydra._internal.utils import _run_hydra  # what @hydra.main calls (pinned 1.3)
-
+    and Hydra's flags: ``-m``, ``--cfg job``...), given, not read from ``sys.argv``: a gsr-train verb.
+    ``@hydra.main`` reads ``sys.argv``; it sees ``argv`` there while it runs."""
     from gsr_train.config import project_root
 
-    version.setbase("1.3")
-    parser = get_args_parser()
-    args = parser.parse_args(list(argv))
     conf = project_root() / "conf"
+    app = hydra.main(config_path=str(conf), config_name=config_name, version_base="1.3")(task)
 
     def go() -> Any:
-        return _run_hydra(
-            args=args, args_parser=parser, task_function=task, config_path=str(conf), config_name=config_name
-        )
+        saved = sys.argv
+        sys.argv = [saved[0] if saved else config_name, *argv]
+        try:
+            return app()
+        finally:
+            sys.argv = saved
 
-    return run_hydra(go, conf, config_name, overrides=args.overrides)
+    return run_hydra(go, conf, config_name, overrides=command_line_overrides(argv))
+
+
+# Hydra's flags that take a value (``-cn NAME``; ``--info`` takes one of INFO_TOPICS, or none)
+VALUE_FLAGS = frozenset({"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "-c", "--cfg"})
+VALUE_FLAGS |= {"-p", "--package", "--experimental-rerun"}
+INFO_TOPICS = frozenset({"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"})
+
+
+def command_line_overrides(argv: Sequence[str]) -> list[str]:
+    """The overrides among a Hydra command line's words (what its parser keeps as ``overrides``): every
+    word that is neither a flag nor a flag's value. Only the refusal messages read them; Hydra parses
+    the command line itself."""
+    words, found, i = list(argv), [], 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("-") and "=" not in word:
+            takes = word in VALUE_FLAGS or (
+                word in ("-i", "--info") and i + 1 < len(words) and words[i + 1] in INFO_TOPICS
+            )
+            i += 2 if takes else 1
+            continue
+        if not word.startswith("-"):
+            found.append(word)
+        i += 1
+    return found
 
 
 def byte_order_marked(overrides: Sequence[str], config_dir: Path) -> Path | None:
@@ -157,8 +181,7 @@ def byte_order_marked(overrides: Sequence[str], config_dir: Path) -> Path | None
 
 def _overrides() -> list[str]:
     """The overrides of this process's command line, as Hydra reads them."""
-    args, _ = get_args_parser().parse_known_args(sys.argv[1:])
-    return list(args.overrides)
+    return command_line_overrides(sys.argv[1:])
 
 
 # ------------------------------------------------------------------ one line per mistake
