@@ -10,10 +10,10 @@ from gsr_train.eval.retrieval import (
     RetrievalReport,
     comparison_table,
     edge_ranks,
-    reference_metrics,
     retrieval_metrics,
 )
 from gsr_train.kg.index import get_index
+from tests.oracles.retrieval_reference import reference_metrics
 
 INF = float("-inf")
 KS = [1, 2, 3, 10]
