@@ -1,10 +1,10 @@
 """Arrays on disk: append-only binary files while building, memory maps when reading.
 
 Caches that hold one number per triple (the KG index, supervision labels) are written in
-chunks as they are produced (:class:`AppendFile`) and read back as memory maps
-(:func:`open_array`): opening costs no copy, the pages come from the OS page cache, and
+chunks as they are produced (`AppendFile`) and read back as memory maps
+(`open_array`): opening costs no copy, the pages come from the OS page cache, and
 processes that map the same file (DDP ranks on one node) share those pages.
-:func:`string_buffers` gives the numpy views of an Arrow string array that the compiled
+`string_buffers` gives the numpy views of an Arrow string array that the compiled
 kernels read.
 """
 

@@ -1,7 +1,7 @@
 """``gsr-train VERB``: one command line (typer) for everything but training and evaluating runs
 (``python train.py``, ``python eval.py``, the two Hydra entry points).
 
-Each verb is a typed function in its own module (:mod:`gsr_train.clikit`), loaded only when it
+Each verb is a typed function in its own module (`gsr_train.clikit`), loaded only when it
 runs or prints its help: ``gsr-train --help`` imports neither torch nor any verb. The Hydra verbs
 (``llm-*``, ``robustness``) take ``key=value`` overrides of their config, as train.py does.
 """
@@ -32,7 +32,7 @@ class Verb(NamedTuple):
 
 
 def llm_step(step: str, about: str) -> Verb:
-    """An LLM data step: one entry (:mod:`gsr_train.commands.llm_step`), its own config and help."""
+    """An LLM data step: one entry (`gsr_train.commands.llm_step`), its own config and help."""
     return Verb("gsr_train.commands.llm_step", about, config=f"prep/llm_{step}", doc=f"gsr_train.llm.steps.{step}")
 
 
@@ -115,7 +115,7 @@ def module_docstring(module: str) -> str | None:
 
 
 class Verbs(TyperGroup):
-    """The verbs, listed from :data:`VERBS` without importing them; one is loaded when it runs."""
+    """The verbs, listed from `VERBS` without importing them; one is loaded when it runs."""
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(VERBS)
@@ -180,7 +180,7 @@ def reference() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a verb; a user's error is one line, ``error: gsr-train VERB: ...``, and exit status 2
-    (the format of train.py's errors: :mod:`gsr_train.data.errors`)."""
+    (the format of train.py's errors: `gsr_train.data.errors`)."""
     args = (sys.argv[1:] if argv is None else list(argv)) or ["--help"]  # no verb: the list of verbs
     quiet.install()  # no third-party tips, deprecations or progress bars in the output
     verb = next((a for a in args if not a.startswith("-")), "")

@@ -1,7 +1,7 @@
-"""The typer glue of the ``gsr-train`` verbs (:mod:`gsr_train.cli`): each verb is a typed function
+"""The typer glue of the ``gsr-train`` verbs (`gsr_train.cli`): each verb is a typed function
 (its options as ``--snake_case``, spelled as the Hydra configs spell their keys: ``--top_k``,
-``--cache_dir``), turned into a click command by :func:`command`; a module's ``main(argv)`` runs
-its verb through :func:`run`, so ``python -m MODULE``, the ``data_prep/`` scripts and the tests run
+``--cache_dir``), turned into a click command by `command`; a module's ``main(argv)`` runs
+its verb through `run`, so ``python -m MODULE``, the ``data_prep/`` scripts and the tests run
 the very command ``gsr-train VERB`` runs.
 
 An old ``--kebab-case`` spelling (and ``--k`` for ``--top_k``) still works, with one deprecation

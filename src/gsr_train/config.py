@@ -59,7 +59,7 @@ def slurm_job_tag() -> str | None:
 
 
 def _candidates(base: str):
-    """The folder names a run of ``base`` may take, in order (see :func:`claim_run_dir`)."""
+    """The folder names a run of ``base`` may take, in order (see `claim_run_dir`)."""
     path = Path(base)
     job = slurm_job_tag()
     if job is not None:
@@ -74,7 +74,7 @@ def claim_run_dir(base: str) -> str:
 
     ``os.mkdir`` either creates the folder or fails, so two runs started in the same second
     (the folder names carry seconds) never share one. Called once per run, when its work starts
-    (:class:`gsr_train.runtime.run_folder.RunFolderGuard`, after the option checks).
+    (`gsr_train.runtime.run_folder.RunFolderGuard`, after the option checks).
 
     In a SLURM batch job the folder is ``slurm-<job id>`` next to ``base`` instead: every task of
     the job (one per GPU) and every requeued attempt of it compute the same folder, so a job
@@ -101,7 +101,7 @@ PROPOSED_RUN_DIRS: dict[str, str] = {}  # the ${new_run_dir:...} names of this p
 
 
 def propose_run_dir(base: str) -> str:
-    """The ``${new_run_dir:base}`` resolver: the folder :func:`claim_run_dir` would take now, made
+    """The ``${new_run_dir:base}`` resolver: the folder `claim_run_dir` would take now, made
     nowhere. Resolving a config (composing it again for a message, --help, eval.py reading a run's
     saved config) creates no folder; the run claims its folder once, when its work starts."""
     for name, known in PROPOSED_RUN_DIRS.items():

@@ -1,6 +1,6 @@
 """How every HTTP client of the project waits before it asks again (LLM endpoints, SPARQL endpoints):
 which answers are worth a retry, what the server asked for (``Retry-After``), exponential backoff with
-jitter otherwise. Written once, as a tenacity policy (:func:`retry_policy`), so both clients retry alike."""
+jitter otherwise. Written once, as a tenacity policy (`retry_policy`), so both clients retry alike."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def retry_policy(
     give_up: Callable[[str], Exception],
 ) -> dict[str, Any]:
     """Keyword arguments of ``tenacity.Retrying`` / ``AsyncRetrying``: ``retries + 1`` attempts, retrying
-    only :class:`Retryable`; ``on_retry(last, retry, seconds)`` before each wait; when the attempts are
+    only `Retryable`; ``on_retry(last, retry, seconds)`` before each wait; when the attempts are
     spent, ``give_up(last)`` is raised (any other exception passes through at once)."""
 
     def before_sleep(state: RetryCallState) -> None:

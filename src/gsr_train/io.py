@@ -175,8 +175,8 @@ class BadLine(json.JSONDecodeError):
 def iter_jsonl(path: str | os.PathLike, skip_lines: int = 0) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, record)`` of a (gzipped) JSONL file, skipping blank lines.
 
-    A line that is not valid JSON or not UTF-8 is yielded as a :class:`BadLine` (a
-    :class:`json.JSONDecodeError`) instead of raising, and so is the end of a truncated or
+    A line that is not valid JSON or not UTF-8 is yielded as a `BadLine` (a
+    `json.JSONDecodeError`) instead of raising, and so is the end of a truncated or
     damaged gzip stream (once, as the last item), so each caller decides whether it is an
     error (naming the line) or a counted skip. ``skip_lines``: lines to pass over unparsed
     (resuming a partly read file).

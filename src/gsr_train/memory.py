@@ -1,9 +1,9 @@
 """Resident memory of this process, and glibc's policy for freed memory.
 
 glibc keeps freed blocks below its mmap threshold on its heaps for reuse. That is what a
-loop of same-sized allocations wants (the SubgraphRAG scorer: :func:`keep_freed_memory`),
+loop of same-sized allocations wants (the SubgraphRAG scorer: `keep_freed_memory`),
 and the opposite of what training with batches of varying shapes wants: blocks of every size
-pile up on the heaps and resident memory climbs step after step (:func:`return_freed_memory`
+pile up on the heaps and resident memory climbs step after step (`return_freed_memory`
 sends every large block back to the OS when freed). Both are process-wide settings.
 """
 

@@ -5,8 +5,8 @@ Two things move the last bits of a CPU computation without changing its config:
 * **the thread count.** MKL's matrix products on some CPUs (AVX-512 / AMX Xeons) split a product's
   inner dimension across threads, so 1 and 2 threads round differently. MKL's conditional numerical
   reproducibility mode ``MKL_CBWR=AUTO,STRICT`` makes them independent of the thread count at the
-  same speed, and :func:`pin_cpu_numerics` sets it whenever the process has not. The text encoders
-  go further: they compute on exactly one intra-op thread (:func:`intra_op_threads`) and spread
+  same speed, and `pin_cpu_numerics` sets it whenever the process has not. The text encoders
+  go further: they compute on exactly one intra-op thread (`intra_op_threads`) and spread
   work over forked processes, so their vectors are the same bytes for any worker count on any CPU.
   (torch's own full reductions, such as a loss's mean, still sum in one chunk per thread: a logged
   loss may differ in its last bit with the thread count; its gradients and the figures do not.)

@@ -4,7 +4,7 @@ The index build, the embeddings and the shortest-path supervision each take a ``
 option (``data.workers`` in a run, ``--workers`` on the ``gsr-train`` data verbs). ``None``
 means the cores this process may run on (``os.sched_getaffinity``, which honours ``taskset``
 and cgroup CPU sets, unlike ``os.cpu_count``). A run sets the process default once, when it
-opens its data (:func:`set_default_workers` from ``load_kg_index``), so every stage that
+opens its data (`set_default_workers` from ``load_kg_index``), so every stage that
 prepares data later in the run (embeddings, supervision, in whichever module asks for them)
 uses the same count without each call site passing it along.
 
@@ -48,7 +48,7 @@ def available_cores() -> int:
 
 def check_workers(value: Any, option: str = "workers") -> int | None:
     """``value`` as a worker count (``None`` stays ``None``: the cores available); a
-    :class:`WorkersError` naming ``option`` for anything but an integer >= 1."""
+    `WorkersError` naming ``option`` for anything but an integer >= 1."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -70,7 +70,7 @@ PER_CORE = 4  # more workers than this a core only adds overhead (and processes,
 
 def resolve_workers(workers: int | None = None) -> int:
     """The worker count to use: ``workers``, else the process default, else the cores available; at most
-    :data:`PER_CORE` a core available, said once when a count asked for more (``--workers 1000``)."""
+    `PER_CORE` a core available, said once when a count asked for more (``--workers 1000``)."""
     chosen = check_workers(workers)
     if chosen is None:
         chosen = _default
@@ -96,7 +96,7 @@ def _say_capped(chosen: int, cap: int) -> None:
 
 @contextlib.contextmanager
 def thread_pool(threads: int) -> Iterator[Executor | None]:
-    """A pool of ``threads`` threads for :func:`ordered_map`, or ``None`` (work inline) for none."""
+    """A pool of ``threads`` threads for `ordered_map`, or ``None`` (work inline) for none."""
     if threads < 1:
         yield None
         return
@@ -111,7 +111,7 @@ _shared: Any = None
 def fork_pool(processes: int, data: Any, initializer: Callable[[], Any] | None = None) -> Iterator[Executor | None]:
     """A pool of ``processes`` processes forked from this one, for work that holds the GIL too
     much for threads (per-level Python of the batched BFS). The tasks read ``data`` with
-    :func:`shared`: forked children see this process's memory (memory-mapped arrays included)
+    `shared`: forked children see this process's memory (memory-mapped arrays included)
     without any copy, so only the tasks' arguments and results cross between processes (one pool
     at a time in a process: ``data`` is a module global while it is open). Where
     ``fork`` is not the safe default (not Linux) the pool is threads; ``None`` for no process.
@@ -147,7 +147,7 @@ def _start_child(initializer: Callable[[], Any] | None) -> None:
 
 
 def shared() -> Any:
-    """The ``data`` of the :func:`fork_pool` this task runs under (in a child or in the parent)."""
+    """The ``data`` of the `fork_pool` this task runs under (in a child or in the parent)."""
     return _shared
 
 

@@ -4,8 +4,8 @@ row per answer.
 Paid calls must never be made twice and a killed job must lose nothing, so every completed
 response is committed on its own as soon as it arrives (WAL journal: a crash leaves the
 database consistent and several processes can share it). The key is the caller's hash of what
-decides the answer (:func:`gsr_train.llm.cache.request_key`: endpoint, model, messages, sampling;
-:mod:`gsr_train.kg.sparql`: endpoint, graph, query); secrets are never part of it.
+decides the answer (`gsr_train.llm.cache.request_key`: endpoint, model, messages, sampling;
+`gsr_train.kg.sparql`: endpoint, graph, query); secrets are never part of it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``gsr-train`` verbs (:mod:`gsr_train.cli`): one module each, with the verb as a typed function
+"""The ``gsr-train`` verbs (`gsr_train.cli`): one module each, with the verb as a typed function
 (``command``) and a ``main(argv)`` that runs it. The scripts in ``data_prep/`` call these, so their
 old command lines keep working."""
 

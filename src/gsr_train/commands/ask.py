@@ -10,7 +10,7 @@ The topic entity comes from the linker unless ``--entity`` names it (an endpoint
 question's graph is cut from the KG as ``data.kg`` cuts it and every triple scored by the run;
 ``--reader`` gives the best triples (as many as that run's ``top_k``) to a trained reader run's reader,
 which answers. The first call embeds a store's names through the cache; from Python,
-``Pipeline.from_run(RUN, kg=DIR).ask(question)`` (:mod:`gsr_train.runs.pipeline`) keeps everything
+``Pipeline.from_run(RUN, kg=DIR).ask(question)`` (`gsr_train.runs.pipeline`) keeps everything
 loaded between questions.
 """
 

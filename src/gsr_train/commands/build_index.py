@@ -59,7 +59,7 @@ def parse_rows(text: str) -> int:
 
 @dataclass(frozen=True)
 class Build:
-    """One build-index call's choices, checked: what :func:`run` needs."""
+    """One build-index call's choices, checked: what `run` needs."""
 
     data: str | None
     generate: int | None

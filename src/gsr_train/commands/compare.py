@@ -1,6 +1,6 @@
 """``gsr-train compare RUN_A RUN_B``: the paired difference of two runs on the questions they share.
 
-For every row the two runs have in common (same split and kind, :mod:`gsr_train.eval.compare`) and
+For every row the two runs have in common (same split and kind, `gsr_train.eval.compare`) and
 every metric both measure: A's and B's figure, ``A - B`` with its 95% paired-bootstrap interval and a
 paired permutation p-value, printed as one table and written as JSON (``--out``, default
 ``RUN_A/compare_<RUN_B's parent>_<RUN_B's folder>.json``: two B runs of one time stamp do not share it).

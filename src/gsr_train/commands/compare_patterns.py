@@ -1,5 +1,5 @@
 """``gsr-train compare-patterns``: SimGRAG / SAFE pattern sources side by side with GSR and
-SubgraphRAG (the work is :mod:`gsr_train.runs.compare_patterns`)."""
+SubgraphRAG (the work is `gsr_train.runs.compare_patterns`)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
     gsr-train link --data ../shared/data/webqsp_mini --kg my_kg_store --splits test
 
-For every question of the splits: the entities it names, best first (:mod:`gsr_train.kg.linking`).
+For every question of the splits: the entities it names, best first (`gsr_train.kg.linking`).
 Where a row has ``q_entity``, its topic-entity recall@1 and @5 (a linked entity among the row's), a
 measure of the data before ``data.link=true`` fills the rows that have none. ``--out FILE``: every
 question's linked entities and scores as JSONL.

@@ -1,7 +1,7 @@
 """``gsr-train llm-label-triples | llm-pseudo-questions | llm-select-chains | llm-open-questions``: the
 four LLM data steps, one entry. Each is a Hydra app on ``conf/prep/llm_<step>.yaml`` running
 ``gsr_train.llm.steps.<step>`` (whose docstring is the verb's help); a mistake in the overrides is
-one line and exit 2 (:func:`gsr_train.options.command_line.run_hydra_app`)."""
+one line and exit 2 (`gsr_train.options.command_line.run_hydra_app`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``gsr-train reader score PREDICTIONS.jsonl [--out metrics.json]``: re-score a reader run's
-``predictions_<variant>.jsonl`` with the QA metrics of :mod:`gsr_train.eval.qa` (the table printed,
+``predictions_<variant>.jsonl`` with the QA metrics of `gsr_train.eval.qa` (the table printed,
 the figures written as JSON with ``--out``)."""
 
 from __future__ import annotations

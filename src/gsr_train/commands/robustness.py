@@ -21,7 +21,7 @@ def task(cfg: DictConfig) -> Any:
 
 
 def main(argv: Sequence[str] | None = None, *, config: str = "config") -> Any:
-    """Hydra overrides of conf/``config``.yaml; ``+experiment=`` defaults to :data:`DEFAULT_EXPERIMENT`."""
+    """Hydra overrides of conf/``config``.yaml; ``+experiment=`` defaults to `DEFAULT_EXPERIMENT`."""
     register_resolvers()
     given = list(sys.argv[1:] if argv is None else argv)
     if not any(a.startswith("+experiment=") for a in given):

@@ -5,7 +5,7 @@
     gsr-train serve-kg --db kgdb --stop
 
 Needs Debian's ``virtuoso-opensource`` (``virtuoso-t``, ``isql-vt``). The database lives in ``--db``
-(:mod:`gsr_train.kg.virtuoso`): its own ini, ports (``--port`` for SPARQL over HTTP, ``--sql_port``
+(`gsr_train.kg.virtuoso`): its own ini, ports (``--port`` for SPARQL over HTTP, ``--sql_port``
 for its SQL client; fixed when the folder is made), and the RDF files bulk-loaded into ``--graph``,
 each once. It prints the endpoint's URL.
 """

@@ -1,5 +1,5 @@
 """``gsr-train serve-llm`` (or ``python data_prep/serve_local_llm.py``): serve a local causal
-LM (or a scripted test backend) behind the OpenAI-compatible API of :mod:`gsr_train.llm.server`."""
+LM (or a scripted test backend) behind the OpenAI-compatible API of `gsr_train.llm.server`."""
 
 from __future__ import annotations
 

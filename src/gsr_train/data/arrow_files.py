@@ -1,5 +1,5 @@
 """Open parquet and Arrow (IPC file or stream) split files; a file that cannot be read is a
-:class:`~gsr_train.data.errors.DataFileError` naming it."""
+`gsr_train.data.errors.DataFileError` naming it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gsr_train.data.errors import DataFileError
 
 
 def open_parquet(path: str | Path):
-    """A ``pyarrow.parquet.ParquetFile``; :class:`DataFileError` naming the file when it
+    """A ``pyarrow.parquet.ParquetFile``; `DataFileError` naming the file when it
     cannot be opened (truncated download, not parquet)."""
     try:
         return pq.ParquetFile(path, memory_map=True)

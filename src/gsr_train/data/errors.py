@@ -1,7 +1,7 @@
 """Errors that are the user's to fix, and the one way every command reports them.
 
 Bad rows, unreadable or missing split files and an unwritable cache folder are raised as
-subclasses of :class:`UserError` by the lower layers (data, kg). Commands (``train.py``,
+subclasses of `UserError` by the lower layers (data, kg). Commands (``train.py``,
 ``eval.py``, ``data_prep/*``, ``gsr-train``) print them as one line, ``error: <message>``, on
 stderr and exit with status 2: a traceback would bury the file, row and field the message
 names. This module sits at the bottom of the package so every layer can use it.
@@ -73,7 +73,7 @@ def _inside(path: Any, folder: Path) -> bool:
 
 
 def folder_write_error(err: BaseException, folder: str | os.PathLike, what: str, fix: str) -> CacheWriteError | None:
-    """``err`` as a :class:`CacheWriteError` when it is a failed write into ``folder`` (read-only
+    """``err`` as a `CacheWriteError` when it is a failed write into ``folder`` (read-only
     file system, full disk or quota, permission denied there), else None (a real bug stays one)."""
     if not isinstance(err, OSError) or isinstance(err, UserError):
         return None
@@ -96,14 +96,14 @@ def folder_write_error(err: BaseException, folder: str | os.PathLike, what: str,
 def cache_write_error(
     err: BaseException, cache_dir: str | os.PathLike, what: str = "the cache"
 ) -> CacheWriteError | None:
-    """:func:`folder_write_error` for the cache folder: the fix is another ``GSR_TRAIN_CACHE``."""
+    """`folder_write_error` for the cache folder: the fix is another ``GSR_TRAIN_CACHE``."""
     return folder_write_error(
         err, cache_dir, what, "set GSR_TRAIN_CACHE (or the command's cache option) to a writable folder"
     )
 
 
 def run_write_error(err: BaseException, run_dir: str | os.PathLike) -> CacheWriteError | None:
-    """:func:`folder_write_error` for a run's own folder: the fix is a run folder on another disk."""
+    """`folder_write_error` for a run's own folder: the fix is a run folder on another disk."""
     return folder_write_error(err, run_dir, "the run's files", "give hydra.run.dir a folder")
 
 
@@ -124,7 +124,7 @@ def user_error_message(
     cache_dirs: Iterable[str | os.PathLike | None] = (),
     run_dirs: Iterable[str | os.PathLike | None] = (),
 ) -> str | None:
-    """The one-line message of a user's error (a :class:`UserError`, one of ``extra``, or a failed
+    """The one-line message of a user's error (a `UserError`, one of ``extra``, or a failed
     write into one of the ``cache_dirs`` or ``run_dirs``), or None for anything else (a bug keeps its
     traceback). A full disk named by no file is blamed on the folder whose disk is full."""
     if isinstance(err, UserError) or (extra and isinstance(err, tuple(extra))):
@@ -168,7 +168,7 @@ def report_user_errors(
     run_dirs: Iterable[str | os.PathLike | None] = (),
     **kwargs: Any,
 ) -> Any:
-    """``fn(*args, **kwargs)`` inside :func:`user_error_exit` (what every command's ``main`` runs)."""
+    """``fn(*args, **kwargs)`` inside `user_error_exit` (what every command's ``main`` runs)."""
     with user_error_exit(extra, list(cache_dirs), list(run_dirs)):
         return fn(*args, **kwargs)
 

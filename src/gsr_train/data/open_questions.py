@@ -2,7 +2,7 @@
 
 OKGQA (Sui et al., 2024) asks questions that are answered in a paragraph, not by one fact,
 about the entities of a small KG, in five categories (each with two sub-types, paper Table 1).
-Here a question is an :class:`OpenQuestion` row that names the RoG-format row whose graph it
+Here a question is an `OpenQuestion` row that names the RoG-format row whose graph it
 is about (``graph_id``). Rows come from three sources: templates filled with a graph's topic
 entities, an LLM (``gsr-train llm-open-questions``) and OKGQA's published CSV
 (``OKG/filtered_questions_v3.csv``). This module reads and checks them (an error names the
@@ -130,7 +130,7 @@ class OpenQuestion:
 
     @classmethod
     def from_row(cls, row: Any, where: str) -> OpenQuestion:
-        """A checked question from a row; every wrong field is an :class:`OpenQuestionError` at ``where``.
+        """A checked question from a row; every wrong field is an `OpenQuestionError` at ``where``.
         Other keys (an LLM step's ``raw_response``) are ignored."""
         if not isinstance(row, dict):
             raise OpenQuestionError(where, None, f"expected a JSON object, got {type(row).__name__}")
@@ -266,7 +266,7 @@ def load_okgqa_csv(
     """OKGQA's question CSV (``filtered_questions_v3.csv``: ``question``, ``type``, ``naturalness``,
     ``difficulty``, ``dbpedia_entities_re``, ``id``, ...) as questions with source ``okgqa``.
 
-    Entities: the first column of :data:`ENTITY_COLUMNS` present. ``graph_id`` (and the question
+    Entities: the first column of `ENTITY_COLUMNS` present. ``graph_id`` (and the question
     id): the ``id`` column, else ``qid``, else the 0-based row number, which is how OKGQA numbers
     its subgraphs; name the RoG-format rows of its DBpedia graphs that way. A missing column is
     one error listing it with the columns found; a bad row is an error naming its line.
@@ -389,7 +389,7 @@ def assign_types(position: int, per_graph: int, types: Sequence[str], can_compar
 
 
 def fill_template(category: str, entity: str, other: str | None = None) -> str:
-    """:data:`TEMPLATES` ``[category]`` about ``entity`` (and ``other``, for a comparison)."""
+    """`TEMPLATES` ``[category]`` about ``entity`` (and ``other``, for a comparison)."""
     if category == "comparative" and not other:
         raise ValueError("a comparative question needs a second entity")
     return TEMPLATES[category].format(entity=entity, other=other or "")
@@ -399,7 +399,7 @@ def template_questions(
     graphs: Iterable[GraphEntities], per_graph: int = 1, types: Sequence[str] = QUESTION_TYPES
 ) -> tuple[list[OpenQuestion], Counter]:
     """Template questions (source ``template``), ``per_graph`` per graph in the categories of
-    :func:`assign_types`, with ids ``<graph_id>/<category>``. Deterministic: no sampling.
+    `assign_types`, with ids ``<graph_id>/<category>``. Deterministic: no sampling.
 
     Counts: ``graphs``, ``questions``, ``graphs_without_named_entity`` (no question),
     ``comparative_passed_over`` and ``type_<category>``.

@@ -1,7 +1,7 @@
 """Generated RoG-format corpora of any size, for measuring the data path at real scale.
 
 The fixtures hold a few thousand questions; RoG-WebQSP has 20M triple rows and RoG-CWQ
-80-150M. :func:`write_corpus` writes a corpus shaped like them, in the hub layout the
+80-150M. `write_corpus` writes a corpus shaped like them, in the hub layout the
 loaders read (``data/{split}-00000-of-000NN.parquet``), streaming: one row group of
 questions at a time is generated and written, so the generator's memory does not grow
 with the corpus (the bench needs 100M rows on a 24 GiB machine).

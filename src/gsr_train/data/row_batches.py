@@ -1,7 +1,7 @@
 """RoG rows as a stream of validated columnar batches (Arrow), never the whole split at once.
 
 The index builder reads full RoG-CWQ (2 GB of parquet, 11 GB as Arrow) through this module,
-a few dozen questions at a time. Each :class:`RowBatch` holds the batch's valid rows as
+a few dozen questions at a time. Each `RowBatch` holds the batch's valid rows as
 columns: question metadata as small Python lists, and every name of the graph, the topic
 entities and the answer entities as flat Arrow string arrays with CSR row pointers, which the
 compiled interner reads without making a Python string per name.
@@ -9,11 +9,11 @@ compiled interner reads without making a Python string per name.
 Sources: local parquet files and hub-style shards (``pyarrow.parquet`` record batches),
 Arrow IPC files (``datasets`` caches), a Hugging Face dataset name (``datasets`` Arrow
 table), and JSONL / JSONL.gz (parsed line by line). Validation is the one of
-:func:`gsr_train.data.rows.validate_row`, vectorised for Arrow input: a bad row raises
-:class:`~gsr_train.data.rows.RowError` naming the file (the shard), the row id and the
+`gsr_train.data.rows.validate_row`, vectorised for Arrow input: a bad row raises
+`gsr_train.data.rows.RowError` naming the file (the shard), the row id and the
 field, or, with ``skip_invalid``, is dropped and counted per reason in a
-:class:`~gsr_train.data.rows.SkipReport`. A file that cannot be read at all (a truncated
-parquet shard) raises :class:`~gsr_train.data.rows.DataFileError` naming it; a truncated
+`gsr_train.data.rows.SkipReport`. A file that cannot be read at all (a truncated
+parquet shard) raises `gsr_train.data.rows.DataFileError` naming it; a truncated
 JSONL.gz is an error at the line where it ends, or (``skip_invalid``) recorded as a truncated
 file in the report: its rows up to the cut are kept, the rest is lost, never "1 skipped row".
 """
@@ -99,7 +99,7 @@ def _np(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 class _Checker:
     """Per-row problems of one Arrow batch: the first failing field of each row, in the
-    order :func:`validate_row` checks them (so both readers report the same error)."""
+    order `validate_row` checks them (so both readers report the same error)."""
 
     def __init__(self, batch: pa.RecordBatch, source: str, position0: int) -> None:
         self.batch, self.source, self.position0 = batch, source, position0

@@ -1,9 +1,9 @@
 """KGQA rows in the RoG format, loaded from local files or a Hugging Face dataset name.
 
 A row is ``id, question, answer, q_entity, a_entity, graph, choices``. Every row is
-validated on load: a malformed row raises :class:`RowError` naming the file, the row id
+validated on load: a malformed row raises `RowError` naming the file, the row id
 and the field, unless the caller asked to skip bad rows, in which case the skips are
-counted per reason in a :class:`SkipReport`.
+counted per reason in a `SkipReport`.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def string_list(value: Any, source: str, row_id: str, name: str, allow_empty: bo
 
 
 def validate_row(raw: Any, source: str, position: int) -> Row:
-    """Turn one raw record into a :class:`Row` or raise :class:`RowError`."""
+    """Turn one raw record into a `Row` or raise `RowError`."""
     if not isinstance(raw, dict):
         raise RowError(source, f"#{position}", "<row>", f"expected a JSON object, got {type(raw).__name__}")
     row_id = raw.get("id")
@@ -228,7 +228,7 @@ def split_files(folder: str | Path, split: str) -> list[Path]:
 
 
 def find_split_file(folder: str | Path, split: str) -> Path:
-    """The (first) file of ``split`` in a local folder (see :func:`split_files`)."""
+    """The (first) file of ``split`` in a local folder (see `split_files`)."""
     return split_files(folder, split)[0]
 
 

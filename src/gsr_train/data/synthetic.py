@@ -10,7 +10,7 @@ about other entities, two-topic questions and answers missing from the graph.
 ``{train,validation,test}.jsonl.gz`` (byte-identical for the same config) plus
 ``question_meta.jsonl.gz`` (family, hops and gold relation chains per question) and
 ``meta.json``; ``ensure_synthetic`` keeps one generated copy per config in a cache folder.
-The world is built in :mod:`synthetic_world`, the questions in :mod:`synthetic_questions`;
+The world is built in `synthetic_world`, the questions in `synthetic_questions`;
 this module cuts each question's graph out of the world and writes the files.
 """
 

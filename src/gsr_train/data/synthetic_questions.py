@@ -1,6 +1,6 @@
 """Questions of the synthetic benchmark: candidates per question family, then a seeded draw.
 
-Every family of :data:`synthetic_schema.FAMILIES` is a relation chain read from a topic
+Every family of `synthetic_schema.FAMILIES` is a relation chain read from a topic
 entity; its candidates are all topics for which the chain reaches between 1 and
 ``max_answers`` answers. Three special kinds need more than a chain: "who played {c} in
 {x}" (the character pins one performance mediator) and the two-topic questions whose

@@ -4,7 +4,7 @@ and the natural-language question families.
 Kept apart from the generator so that the world's *content* (what a city is called, how a
 spouse question is phrased) can be read and extended without touching the sampling code.
 Everything here is plain data; changing it changes the generated files, so bump
-``GENERATOR_VERSION`` in :mod:`gsr_train.data.synthetic_config` when you do.
+``GENERATOR_VERSION`` in `gsr_train.data.synthetic_config` when you do.
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ def build_world(cfg: SyntheticConfig) -> World:
 
 
 class _WorldBuilder:
-    """Fills a :class:`World` stage by stage; the stages share places, hubs and people."""
+    """Fills a `World` stage by stage; the stages share places, hubs and people."""
 
     def __init__(self, cfg: SyntheticConfig) -> None:
         self.cfg = cfg

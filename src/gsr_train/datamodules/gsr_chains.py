@@ -1,6 +1,6 @@
 """GSR retrieval data, question -> relation chains: chain-supervision rows (``webqsp_paths``),
 LLM-selected chains, the ``filtered`` heuristic, and the per-question chains of RoG datasets
-(from the KG supervision). See :mod:`gsr_train.datamodules.gsr_data` for the variants."""
+(from the KG supervision). See `gsr_train.datamodules.gsr_data` for the variants."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
   For RoG datasets ``raw`` / ``filtered`` are the KG supervision's ``chains_raw`` /
   ``chains_filtered`` (filtered = paths that run forward from the topic entity). For
   ``webqsp_paths`` rows (no graph, no direction information) ``filtered`` is a heuristic
-  (:func:`filter_chains`): drop chains that repeat a relation back to back (the
+  (`filter_chains`): drop chains that repeat a relation back to back (the
   ``gender -> gender`` loops through a hub; also CVT round trips such as ``spouse_s ->
   spouse_s``, which the paper's direction rule drops too) and chains through Freebase
   meta relations (``common.*``, ``freebase.*``, ``type.*``...). On webqsp_paths train this
@@ -14,10 +14,10 @@
 * **Indexing** examples ``[Index] pseudo question -> r``: questions about a relation
   written from templates with a ``[SUBJECT]`` slot filled with real subject entities
   (heads of that relation in the KG index). Without an LLM the templates come from the
-  relation's name (:func:`default_templates`); an LLM template file (rows with
+  relation's name (`default_templates`); an LLM template file (rows with
   ``templates``, ``template`` or ready-made ``question``) replaces them per relation.
 * **Walks** (optional, ``gsr.walks``): random walks of 2-4 relations over the training
-  graphs told as composed pseudo questions (:mod:`gsr_walks`), ``walks.ratio`` of them per
+  graphs told as composed pseudo questions (`gsr_walks`), ``walks.ratio`` of them per
   retrieval question in every retrieval or joint epoch.
 * The DataModule draws each epoch's examples according to the schedule: ``joint``
   (retrieval + a share of indexing examples every epoch), ``retrieval`` (no indexing),
@@ -119,7 +119,7 @@ def retrieval_items(
 
 
 def walk_items(examples, relations, prefix: str = RETRIEVAL_PREFIX) -> tuple[list[Seq2SeqItem], int]:
-    """Random-walk examples (:mod:`gsr_walks`) as items; walks through a relation outside the
+    """Random-walk examples (`gsr_walks`) as items; walks through a relation outside the
     vocabulary are dropped and counted."""
     items, dropped = [], 0
     for e in examples:
@@ -265,7 +265,7 @@ class GSRDataModule:
         return max(1, -(-len(self.epoch_items(epoch)) // self.batch_size))
 
     def train_loader(self, epoch: int, skip_batches: int = 0, resume=None):
-        """``resume``: a :class:`~gsr_train.datamodules.triple_datamodule.ResumeSkip` read when the first
+        """``resume``: a `gsr_train.datamodules.triple_datamodule.ResumeSkip` read when the first
         pass starts."""
         items = self.epoch_items(epoch)  # already shuffled per epoch; sharded by rank under DDP
         sampler = RankSampler(len(items), shuffle=False)
@@ -339,11 +339,11 @@ def __getattr__(name: str):
 
 
 def make_lightning_datamodule(owner: GSRDataModule):
-    """The Lightning side of :class:`GSRDataModule`.
+    """The Lightning side of `GSRDataModule`.
 
     Under DDP the training items of an epoch are sharded by rank (rank ``r`` takes items
     ``r, r + W, ...`` of the epoch's order), so W ranks with batch B see the same items per
     optimiser step as one process with batch ``W * B``; validation is sharded by Lightning
-    and merged by :class:`~gsr_train.models.gsr.module.GSRModule`.
+    and merged by `gsr_train.models.gsr.module.GSRModule`.
     """
     return sys.modules[__name__].LightningGSRData(owner)

@@ -1,6 +1,6 @@
-"""A GSR run's training data for its model: :class:`~gsr_train.datamodules.gsr_prepare.GSRData` and the
+"""A GSR run's training data for its model: `gsr_train.datamodules.gsr_prepare.GSRData` and the
 model's relation vocabulary -> the retrieval, validation, indexing and walk items of a
-:class:`~gsr_train.datamodules.gsr_data.GSRDataModule` (``gsr.schedule``, ``gsr.index``, ``gsr.walks``).
+`gsr_train.datamodules.gsr_data.GSRDataModule` (``gsr.schedule``, ``gsr.index``, ``gsr.walks``).
 The figures of each pool go into the data summary (``metrics.json``'s ``data``)."""
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
-"""The data of a GSR run (:class:`GSRData`): questions with their chains, the evaluation graphs, the
+"""The data of a GSR run (`GSRData`): questions with their chains, the evaluation graphs, the
 KG's relations, indexing subjects and random walks. Two layouts:
 
-* RoG datasets (graphs in the rows, :func:`prepare_rog_data`): chains from the shortest-path
-  supervision (:mod:`gsr_train.kg.paths`), graphs for execution from the KG index, ground chains
+* RoG datasets (graphs in the rows, `prepare_rog_data`): chains from the shortest-path
+  supervision (`gsr_train.kg.paths`), graphs for execution from the KG index, ground chains
   for evaluation = the split's raw chains.
-* chain-supervision files (``data.format: paths``, e.g. webqsp_paths, :func:`prepare_paths_data`):
+* chain-supervision files (``data.format: paths``, e.g. webqsp_paths, `prepare_paths_data`):
   chains from the rows, graphs from a RoG dataset that shares question ids (``data.graphs``,
   webqsp_mini), the evaluation questions' graphs gathered from whichever of its splits holds them.
 
-Leave-relations-out (``gsr.holdout``, :func:`apply_holdout`), random walks (``gsr.walks``,
-:func:`random_walks`) and the model's relation vocabulary (``gsr.relations``,
-:func:`relation_vocab`) are worked out here too. The runner (:mod:`gsr_train.runs.gsr`) opens the KG
+Leave-relations-out (``gsr.holdout``, `apply_holdout`), random walks (``gsr.walks``,
+`random_walks`) and the model's relation vocabulary (``gsr.relations``,
+`relation_vocab`) are worked out here too. The runner (`gsr_train.runs.gsr`) opens the KG
 indexes and reads the walk options, and hands them in; a mistake found here is a
-:class:`GSRDataError`, which the runner reports as its PreflightError.
+`GSRDataError`, which the runner reports as its PreflightError.
 """
 
 from __future__ import annotations

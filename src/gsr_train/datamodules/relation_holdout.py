@@ -1,11 +1,11 @@
 """Transfer to relations a model never saw in a training chain: which test questions need them,
 and a "leave relations out" split that makes many of them.
 
-* :func:`vocabulary_groups`: a question with ground chains is *seen* when one of its ground chains
+* `vocabulary_groups`: a question with ground chains is *seen* when one of its ground chains
   uses only relations of the training chains (a closed-vocabulary model can match it), *unseen*
   otherwise (it cannot).
-* :func:`held_out_relations` picks a fixed share of relation names by a hash of the name (the same
-  relations on every machine and run), and :func:`drop_questions_using` removes every training or
+* `held_out_relations` picks a fixed share of relation names by a hash of the name (the same
+  relations on every machine and run), and `drop_questions_using` removes every training or
   validation question whose ground or LLM chains use one, so the test questions that need them
   measure transfer.
 """

@@ -2,18 +2,18 @@
 
 A batch is ``graphs_per_batch`` question graphs (the paper trains on one graph per step;
 more make each step amortise entity projections over graphs that share entities) in the
-layout of :class:`~gsr_train.features.triple_batch.TripleBatch`. Structural features
+layout of `gsr_train.features.triple_batch.TripleBatch`. Structural features
 (DDE) are parameter-free, so they are computed once per split, for all graphs at once,
-in :meth:`TripleDataModule.setup` (and stored as distinct rows: DDE vectors repeat).
+in `TripleDataModule.setup` (and stored as distinct rows: DDE vectors repeat).
 
 Training graphs that cannot teach anything are skipped and counted (``skipped``): graphs
 without edges and graphs without a positive: a triple on a shortest path between a topic and
 an answer entity for triple scorers (``targets="triples"``), an answer entity in the graph for
 node scorers (``targets="nodes"``). Validation keeps every question so its recall is comparable.
 
-Shuffling is a pure function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`, whose
+Shuffling is a pure function of ``(seed, epoch)`` (`EpochShuffleSampler`, whose
 epoch Lightning sets), so a run resumed from ``last.ckpt`` sees the same order as an
-uninterrupted one. Under DDP the same order is sharded by rank (:class:`RankSampler`):
+uninterrupted one. Under DDP the same order is sharded by rank (`RankSampler`):
 W processes with ``graphs_per_batch`` B take the same graphs per step as one with W * B.
 """
 
@@ -48,7 +48,7 @@ class RankSampler(DistributedSampler):
     """A fixed order of ``range(n)`` (identity, or a permutation of ``(seed, epoch)``) sharded by rank.
 
     Rank ``r`` of ``W`` takes positions ``r, r + W, ...`` of the order (padded with its first
-    items to a multiple of W, like :class:`DistributedSampler`), so one optimiser step of W
+    items to a multiple of W, like `DistributedSampler`), so one optimiser step of W
     ranks with batch B covers the same items as one step of a single process with batch
     ``W * B``. Being a ``DistributedSampler``, Lightning uses it as is instead of wrapping it
     in its own (which would shuffle again); in a single process it is the plain order.
@@ -139,7 +139,7 @@ class EpochShuffleSampler(RankSampler):
 
 
 class GraphCollate:
-    """Turns a list of question positions into one :class:`TripleBatch` of a split."""
+    """Turns a list of question positions into one `TripleBatch` of a split."""
 
     def __init__(
         self,
@@ -192,9 +192,9 @@ def trainable_questions(
 class TripleDataModule(pl.LightningDataModule):
     """Train / validation batches of whole graphs with shortest-path triple labels.
 
-    ``embeddings`` is a :class:`~gsr_train.text.embeddings.KGEmbeddings` (memory-mapped
+    ``embeddings`` is a `gsr_train.text.embeddings.KGEmbeddings` (memory-mapped
     tables; batches gather only the rows they use); ``supervision`` maps split names to
-    :class:`~gsr_train.kg.paths.Supervision`.
+    `gsr_train.kg.paths.Supervision`.
     """
 
     def __init__(

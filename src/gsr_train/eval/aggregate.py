@@ -1,14 +1,14 @@
 """One results table across the runs of a sweep (Hydra multirun folder or any folder of runs).
 
 Every run folder holds one ``metrics.json`` in the schema every method shares
-(:mod:`gsr_train.eval.tail`): its ``rows`` (method, split, K, checkpoint, labels, metrics at K)
+(`gsr_train.eval.tail`): its ``rows`` (method, split, K, checkpoint, labels, metrics at K)
 become the table's rows, and the run's ``.hydra/overrides.yaml`` (when it came from Hydra)
 supplies the swept values as leading columns. Nothing else is read, so a new method needs no
 entry here. A figures file that is not in the schema is named in a warning and skipped.
 
 ``aggregate(root)`` writes ``aggregate.csv`` and ``aggregate.md`` into ``root`` (atomically)
 and returns the rows. Hydra calls it at the end of every multirun through
-:class:`AggregateCallback` (registered in ``conf/config.yaml``); by hand:
+`AggregateCallback` (registered in ``conf/config.yaml``); by hand:
 ``gsr-train aggregate multirun/<experiment>/<time>``.
 """
 

@@ -63,8 +63,8 @@ def chain_match_values(
     equivalent: Sequence[Sequence[bool]] | None = None,
 ) -> QuestionValues:
     """Per question, ``match@n`` (and with ``equivalent``, ``end_match@n``): 1 / 0, NaN for a question
-    without a ground chain (not counted), for the bootstrap intervals of :func:`chain_match` /
-    :func:`end_match`."""
+    without a ground chain (not counted), for the bootstrap intervals of `chain_match` /
+    `end_match`."""
     grounds = [{tuple(c) for c in g} for g in ground]
     flags = [[c is not None and tuple(c) in gset for c in per_q] for per_q, gset in zip(beams, grounds)]
     out = QuestionValues([str(q) for q in ids])
@@ -98,7 +98,7 @@ def coverage_values(
     ends: Sequence[Iterable[str]],
     answers: Sequence[Iterable[str]],
 ) -> QuestionValues:
-    """The per-question parts of :func:`answer_coverage` (``cov_*``) and :func:`paper_coverage`
+    """The per-question parts of `answer_coverage` (``cov_*``) and `paper_coverage`
     (``paper_*``) added to ``values``: question ``positions[j]`` has ``retrieved[j]`` / ``ends[j]`` and
     gold ``answers[j]``; the rest are not counted. ``paper_macro_f1`` is the F1 of the mean precision
     and mean recall (an ``f1`` of per-question precisions over ones and recalls over ones)."""
@@ -219,13 +219,13 @@ class ChainReport:
     groups: dict = field(default_factory=dict)  # name -> chain match over a subset of the questions
     ends: dict = field(default_factory=dict)  # end-equivalent match (when the graphs were there)
     extra: dict = field(default_factory=dict)
-    questions: QuestionValues | None = None  # per-question chain match (:func:`chain_match_values`)
+    questions: QuestionValues | None = None  # per-question chain match (`chain_match_values`)
     _intervals: dict[str, list[float]] | None = field(default=None, repr=False)
 
     @property
     def intervals(self) -> dict[str, list[float]]:
-        """95% bootstrap interval over questions of every figure :attr:`questions` measures, by its
-        :meth:`flat` name (``match@1``, ``seen_match@1``, ``cov_f1``, ``paper_f1``...); computed once."""
+        """95% bootstrap interval over questions of every figure `questions` measures, by its
+        `flat` name (``match@1``, ``seen_match@1``, ``cov_f1``, ``paper_f1``...); computed once."""
         if self._intervals is None:
             bounds = self.questions.intervals() if self.questions is not None else {}
             self._intervals = {name: list(b) for name, b in bounds.items() if b is not None}
@@ -266,7 +266,7 @@ class ChainReport:
 
 
 def match_table(figures: Mapping[str, Any], modes: Sequence[str]) -> str:
-    """Chain match per decoding mode (``figures[mode]``: a :meth:`ChainReport.to_dict`), each with its
+    """Chain match per decoding mode (``figures[mode]``: a `ChainReport.to_dict`), each with its
     95% interval: all questions, those a closed vocabulary can match (a ground chain of relations seen in
     training chains) and those it cannot (they need an unseen relation)."""
     head = ["decoding", "questions", "match@1", "match@3", "seen", "seen match@1", "seen match@3", "unseen"]

@@ -1,10 +1,10 @@
 """Two runs on the questions they share: each metric's paired difference, its interval and p-value.
 
-Every run folder keeps its rows' per-question values in ``questions.jsonl`` (:mod:`gsr_train.eval.tail`).
+Every run folder keeps its rows' per-question values in ``questions.jsonl`` (`gsr_train.eval.tail`).
 A row of run A is paired with the first row of run B of the same split and kind (the labels ``mode``,
 ``variant``, ``perturbation``, ``level``: GSR's decoding mode, a reader's variant); the methods may
 differ (that is usually the point). For each pair, every metric both rows measure is compared on the
-questions both have (:func:`gsr_train.eval.intervals.paired_difference`).
+questions both have (`gsr_train.eval.intervals.paired_difference`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Evaluate a retrieval-results file: ``gsr-train recall --results F --data D`` (:mod:`gsr_train.commands.recall`).
+"""Evaluate a retrieval-results file: ``gsr-train recall --results F --data D`` (`gsr_train.commands.recall`).
 
 Loads (or builds) the cached KG index and shortest-path supervision of the dataset, maps
 the results file onto the split's edges, computes recall at every K (overall, by hop count,
 by number of topic entities), prints the tables and writes the metrics as JSON. Training and
 retrieval runs score their in-memory scores with the same metrics
-(:func:`gsr_train.eval.retrieval.retrieval_metrics`); this command scores a results file that
+(`gsr_train.eval.retrieval.retrieval_metrics`); this command scores a results file that
 any system wrote, in the project's results format.
 """
 

@@ -3,15 +3,15 @@ the figures of OKGQA's hallucination study (FActScore with its length penalty, t
 ratio, a verifier's AUC and accuracy).
 
 Two verbalisations on purpose: the knowledge source is the question's graph as triple lines
-``(h, r, t)`` (:func:`triple_line`, what readers see), while a fact is a sentence
-(:func:`fact_sentence`, the way an answer states it), so a true fact matches its triple closely
+``(h, r, t)`` (`triple_line`, what readers see), while a fact is a sentence
+(`fact_sentence`, the way an answer states it), so a true fact matches its triple closely
 but never verbatim, as an atomic fact split from a long-form answer would.
 
-The calibration set (:func:`calibration_facts`): per question, ``per_question`` triples between
+The calibration set (`calibration_facts`): per question, ``per_question`` triples between
 named entities (not Freebase's bookkeeping relations), each as a true fact and two false ones:
 the relation swapped for another relation of the same graph, and the tail replaced by another
 named entity of the graph (neither of which is a triple of the graph). A verifier's support
-scores on it give its AUC and the threshold with the best accuracy (:func:`calibrate`), so a user
+scores on it give its AUC and the threshold with the best accuracy (`calibrate`), so a user
 sees how far to trust a judge before using it.
 """
 
@@ -73,7 +73,7 @@ def graph_lines(
 
 
 def _names(vocab, ids: torch.Tensor) -> list[str]:
-    """Names of ``ids`` in one call (a memory-mapped :class:`~gsr_train.kg.vocab.StringVocab` takes
+    """Names of ``ids`` in one call (a memory-mapped `gsr_train.kg.vocab.StringVocab` takes
     them through Arrow) or from a plain list."""
     if hasattr(vocab, "take"):
         return vocab.take(ids.numpy())
@@ -166,7 +166,7 @@ def closest_lines(fact: str, lines: Sequence[str] | Knowledge, n: int) -> list[s
 
 class EncoderVerifier:
     """Support of a fact = its highest cosine similarity to a line of its knowledge source, with a
-    frozen text encoder (any :class:`~gsr_train.text.encoders.TextEncoder`), over the ``candidates``
+    frozen text encoder (any `gsr_train.text.encoders.TextEncoder`), over the ``candidates``
     lines that share most words with it; every distinct text is encoded once."""
 
     name = "encoder"

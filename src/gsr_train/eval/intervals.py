@@ -2,7 +2,7 @@
 
 Every figure a run reports is a statistic of per-question values: a mean (hit, recall@K, chain
 match@n, macro F1; a question that has nothing to find is left out), a ratio of sums (Score_h) or the
-F1 of summed counts (Micro-F1). :class:`QuestionValues` holds those per-question parts of every metric
+F1 of summed counts (Micro-F1). `QuestionValues` holds those per-question parts of every metric
 of one table row, keyed by question id; the interval of each metric is the 2.5th and 97.5th
 percentile of the statistic over ``resamples`` bootstrap resamples of the questions (percentile
 bootstrap), seeded, so a run's interval is the same every time it is computed.
@@ -12,7 +12,7 @@ and one ``bincount`` for a block of resamples), and the weighted sums of every m
 from one matrix product, so a row of 20 metrics over 35k questions takes about a second for 2000
 resamples on a CPU (``bench/bench_intervals.py``).
 
-:func:`paired_difference` compares two runs on the questions they share: the difference of each
+`paired_difference` compares two runs on the questions they share: the difference of each
 metric, its paired-bootstrap 95% interval (the same resampled questions for both runs) and a two-sided
 p-value from a paired permutation test (each question's two values swapped at random).
 """
@@ -201,7 +201,7 @@ class QuestionValues:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> QuestionValues:
-        """What :meth:`to_json` wrote; a malformed document raises ValueError naming the metric."""
+        """What `to_json` wrote; a malformed document raises ValueError naming the metric."""
         out = cls([str(q) for q in doc["ids"]])
         for name, spec in (doc.get("metrics") or {}).items():
             kind = spec.get("kind") if isinstance(spec, Mapping) else None

@@ -3,7 +3,7 @@
 Rows are ``{"id": qid, "triples": [[h, r, t], ...]}`` (JSONL, optionally gzipped). A row with
 an empty list means "no label": that question is left out of labelled-triple recall, and so
 is a split question without a row. Triples are matched to edges with the same vectorised
-matcher as retrieval results (:class:`gsr_train.eval.results.EdgeMatcher`).
+matcher as retrieval results (`gsr_train.eval.results.EdgeMatcher`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def load_labelled_triples(
     """``(labelled BoolTensor[sum E], labelled_questions BoolTensor[Q], stats)``.
 
     An id that is not in the split or a labelled triple that is not in the question's graph
-    raises :class:`~gsr_train.eval.results.TripleFileError` naming file, line, id and triple;
+    raises `gsr_train.eval.results.TripleFileError` naming file, line, id and triple;
     with ``skip_unknown`` they are counted in ``stats`` and dropped (a question whose labels
     were all dropped is then not labelled, counted as ``questions_without_matched_labels``).
     """

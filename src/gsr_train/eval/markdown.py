@@ -36,7 +36,7 @@ def format_estimate(
 
 def format_cell(value: Any, bounds: Sequence[float] | None = None, digits: int = 3, scale: float = 1.0) -> str:
     """A table cell: a figure with its interval ``bounds`` (``[low, high]`` as metrics.json keeps it, or
-    None) as :func:`format_estimate` writes it; an integer or a string as it is, ``-`` for none. Every
+    None) as `format_estimate` writes it; an integer or a string as it is, ``-`` for none. Every
     table of figures writes its cells with it."""
     if value is None or isinstance(value, bool):
         return "-" if value is None else str(value)

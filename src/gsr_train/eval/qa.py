@@ -1,6 +1,6 @@
 """QA metrics of KG-RAG readers: Hit, Hit@1, Macro-/Micro-F1, precision, recall, Score_h.
 
-Answer normalisation lives here and only here (:func:`normalize_answer`): the reader's
+Answer normalisation lives here and only here (`normalize_answer`): the reader's
 answer parsing and every metric use it, so "The Beatles." and "beatles" always agree.
 
 Definitions (per question, then averaged; see REFERENCE.md and SubgraphRAG app. C):

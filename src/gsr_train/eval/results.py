@@ -6,7 +6,7 @@ Every retriever writes it and every reader / metric reads it, so any retriever c
 reader. Rows hold strings, not ids, so a file stays valid across index rebuilds.
 
 Mapping string triples back onto the edges of a split is shared with the label loader
-(:class:`EdgeMatcher`): strings become global ids (one dict lookup each); packed int64
+(`EdgeMatcher`): strings become global ids (one dict lookup each); packed int64
 (question, entity) keys find the question's local nodes, then packed (head node, relation,
 tail node) keys find the edge, both with one sort + searchsorted over the whole split.
 """
@@ -90,7 +90,7 @@ class EdgeMatcher:
         return self.match_ids(question, h, r, t)
 
     def match_ids(self, question: torch.Tensor, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        """:meth:`match` of triples already given as global (head, relation, tail) ids (-1: unknown)."""
+        """`match` of triples already given as global (head, relation, tail) ids (-1: unknown)."""
         sp = self.split
         question, h, r, t = (torch.as_tensor(x, dtype=torch.long) for x in (question, h, r, t))
         m = h.numel()
@@ -393,7 +393,7 @@ def read_results(
     ``-inf``) and ``chains`` (per question, ``[]`` if none). A row's triples rank by their
     ``scores`` (highest first; equal scores: the earlier line first) when the row has scores,
     else in file order; a non-finite score (NaN, inf) is an error naming the question.
-    Unknown ids or triples not in the question's graph raise :class:`TripleFileError` naming
+    Unknown ids or triples not in the question's graph raise `TripleFileError` naming
     file, line, id and triple, or are counted in ``stats`` with ``skip_unknown``. Questions
     missing from the file retrieve nothing (counted, logged).
     """

@@ -1,7 +1,7 @@
 """Batched retrieval metrics: triple recall and answer-entity recall at many K at once.
 
 Every retriever is judged on the same per-edge scores (``FloatTensor[sum E]`` aligned with a
-:class:`~gsr_train.kg.index.SplitGraphs`; higher is better, ``-inf`` means "not retrieved").
+`gsr_train.kg.index.SplitGraphs`; higher is better, ``-inf`` means "not retrieved").
 Ranking is done per question on padded ``[questions, max edges]`` blocks, with one ``topk``
 per block on a tie-free key (float32) or one stable sort, so ties are broken by edge order
 and every number is deterministic. Recall at all K comes from one histogram per question:
@@ -176,7 +176,7 @@ def _top_ranks(
     max_cells: int,
     max_rank: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``ranks`` (as :func:`edge_ranks`) and the ids of the ranked edges."""
+    """``ranks`` (as `edge_ranks`) and the ids of the ranked edges."""
     num_e = scores.numel()
     ranks = torch.full((num_e,), NOT_RETRIEVED, dtype=torch.long, device=dev)
     if num_e == 0:
@@ -251,7 +251,7 @@ Bounds = dict[str, dict[int, tuple[float, float] | None]]  # metric -> K -> 95% 
 @dataclass
 class GroupMetrics:
     """Metrics of one breakdown group (e.g. 2-hop questions) and their 95% intervals (filled by
-    :attr:`RetrievalReport.intervals`)."""
+    `RetrievalReport.intervals`)."""
 
     questions: int
     overall: dict[str, dict[int, float | None]]
@@ -295,7 +295,7 @@ class RetrievalReport:
     @property
     def intervals(self) -> Bounds:
         """95% bootstrap interval over questions of each metric at every K, overall; each breakdown
-        group's go on the group (:attr:`GroupMetrics.intervals`). All of them come from one resampling
+        group's go on the group (`GroupMetrics.intervals`). All of them come from one resampling
         (a group's metric is the mean over its questions, the others not counted), computed once, on
         first use (validation during training never asks); a report read back from a dict keeps the
         intervals it was written with."""
@@ -329,7 +329,7 @@ class RetrievalReport:
 
     def question_values(self, k: int, up_to: int | None = None) -> QuestionValues | None:
         """Each metric's per-question values at ``k`` (named by the metric; when ``k`` is one of ours) and
-        at every compared K up to ``up_to`` (``<metric>@<K>``, :data:`COMPARE_KS`); None without them."""
+        at every compared K up to ``up_to`` (``<metric>@<K>``, `COMPARE_KS`); None without them."""
         if not self.per_question or len(self.ids) != self.questions:
             return None
         out = QuestionValues(list(self.ids))
@@ -483,7 +483,7 @@ def _check_mask(name: str, mask: torch.Tensor | None, size: int, what: str) -> N
 
 
 def hop_groups(hops: torch.Tensor) -> torch.Tensor:
-    """Group id into :data:`HOP_GROUPS`: 0, 1, 2, >=3 hops, or no path (negative)."""
+    """Group id into `HOP_GROUPS`: 0, 1, 2, >=3 hops, or no path (negative)."""
     return torch.where(hops < 0, torch.full_like(hops, 4), hops.clamp(max=3))
 
 

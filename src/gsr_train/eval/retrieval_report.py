@@ -1,6 +1,6 @@
 """What every retriever run reports: recall at the run's K and the Ks people compare (shortest-path
 and, where the data has them, labelled triples), the figures of metrics.json, and a node scorer's own
-answer ranking. :func:`gsr_train.runs.retrieval_report.report_retrieval` writes them."""
+answer ranking. `gsr_train.runs.retrieval_report.report_retrieval` writes them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The names a run folder's figures go by, and how their intervals are drawn: torch-free, so that
 the verbs reading run folders (``compare``, ``gsr-table``, ``explore``) print their help at once.
-:mod:`gsr_train.eval.tail` and :mod:`gsr_train.eval.intervals` re-export them."""
+`gsr_train.eval.tail` and `gsr_train.eval.intervals` re-export them."""
 
 SCHEMA = "gsr-train/metrics/1"
 METRICS_FILE = "metrics.json"

@@ -11,7 +11,7 @@ Papers count the same predictions differently, so this scores every file every w
   RoG's paper reports as "Hit@1" (any predicted answer counts).
 * ``hit@1_first``: some gold answer is a substring of the *first* predicted answer (GNN-RAG's
   "Hit1"); ``hit@1``: the first predicted answer *equals* a gold answer (exact, after
-  gsr-train's normalisation, :func:`gsr_train.eval.qa.normalize_answer`): the strict one.
+  gsr-train's normalisation, `gsr_train.eval.qa.normalize_answer`): the strict one.
 * ``macro_f1``, ``precision``, ``recall``: per question with exact matches (de-duplicated
   answers), then averaged; ``f1_of_means``: the F1 of the mean precision and mean recall.
 * ``rog_f1`` / ``rog_precision`` / ``rog_recall``: RoG's evaluator: gold answers found as
@@ -20,7 +20,7 @@ Papers count the same predictions differently, so this scores every file every w
   one predicted line holding two gold answers is precision 2.0, so ``rog_precision`` can exceed
   100; ``precision`` is the bounded one.
 * ``intervals``: each figure's 95% bootstrap interval over the file's questions
-  (:mod:`gsr_train.eval.intervals`; the table prints ``75.00 (25.0-100.0)``).
+  (`gsr_train.eval.intervals`; the table prints ``75.00 (25.0-100.0)``).
 * ``scored``, ``missing`` (ids of ``--data``'s split without a prediction), ``duplicates``.
 """
 
@@ -189,7 +189,7 @@ def score_rows(rows: Sequence[Prediction]) -> dict[str, float]:
 
 
 def score_values(rows: Sequence[Prediction]) -> QuestionValues:
-    """The per-question parts of every figure of :func:`score_rows` (``f1_of_means``: the F1 of the
+    """The per-question parts of every figure of `score_rows` (``f1_of_means``: the F1 of the
     per-question precisions and recalls over ones), for their 95% bootstrap intervals."""
     per = [question_figures(r) for r in rows]
     out = QuestionValues([r.id for r in rows])

@@ -1,4 +1,4 @@
-"""The Hydra callback that writes a sweep's table (:func:`gsr_train.eval.aggregate.aggregate`) when a
+"""The Hydra callback that writes a sweep's table (`gsr_train.eval.aggregate.aggregate`) when a
 multirun ends (``hydra.callbacks.aggregate`` in conf/config.yaml). Hydra makes every callback of
 conf/config.yaml on every run, a refused option included, so this module imports nothing heavy."""
 

@@ -1,18 +1,18 @@
 """The one evaluation tail of every method: results -> metrics -> ``metrics.json`` -> table.
 
 Every run folder holds its retrieval results as ``results_<split>.jsonl.gz`` (the project result
-format, :mod:`gsr_train.eval.results`, compressed; folders of older runs hold ``.jsonl``, read the
+format, `gsr_train.eval.results`, compressed; folders of older runs hold ``.jsonl``, read the
 same) and one ``metrics.json`` whose header is the same for every method, so a sweep's table
 (``eval/aggregate.py``) reads nothing else. Paths in ``metrics.json`` that lie inside the run
-folder are written relative to it (:func:`in_run` reads them back), so a moved folder still reads:
+folder are written relative to it (`in_run` reads them back), so a moved folder still reads:
 
-* ``schema``: :data:`SCHEMA`;
+* ``schema``: `SCHEMA`;
 * ``experiment``, ``dataset: {name, fingerprint}`` (the fingerprint of the data the figures come from);
 * ``rows``: one per evaluated method / variant, each ``{method, split, k, checkpoint, results,
   metrics: {name: value}}`` plus optional string labels (``mode``, ``variant``, ``perturbation``...).
   ``metrics`` are the figures at ``k`` (the method's cut-off: triples, chains or evidence lines);
   ``intervals: {name: [low, high]}`` their 95% bootstrap intervals over questions
-  (:mod:`gsr_train.eval.intervals`), for the figures measured on questions.
+  (`gsr_train.eval.intervals`), for the figures measured on questions.
 
 The per-question values the intervals come from are kept in ``questions.jsonl`` (one line per row:
 ``{"row": i, "method", "split", "k", labels, "ids", "metrics"}``) for ``gsr-train compare``.
@@ -39,7 +39,7 @@ _VALUES = "_per_question"  # a row's QuestionValues until write_metrics keeps th
 
 
 class MetricsFileError(ValueError):
-    """A ``metrics.json`` that does not follow :data:`SCHEMA`."""
+    """A ``metrics.json`` that does not follow `SCHEMA`."""
 
 
 RESULTS_SUFFIXES = (".jsonl.gz", ".jsonl")  # what runs write now, what older runs wrote
@@ -139,7 +139,7 @@ def retrieval_row(
     results: str | Path | None = None,
     **labels: Any,
 ) -> dict:
-    """A row from a :class:`~gsr_train.eval.retrieval.RetrievalReport`: each recall at ``k``, or at
+    """A row from a `gsr_train.eval.retrieval.RetrievalReport`: each recall at ``k``, or at
     the largest evaluated K below it (the row's ``k`` says which), plus each recall at the Ks
     methods are compared at (``COMPARE_KS``, as ``<metric>@<K>``, the ones the report has): a run
     keeping 500 triples of a 100-triple graph scores 1.0 at its own K, not at 10."""
@@ -222,7 +222,7 @@ def read_question_values(folder: str | Path) -> list[tuple[dict, QuestionValues]
 
 
 def read_metrics(path: str | Path) -> dict:
-    """A ``metrics.json``, checked against :data:`SCHEMA`; a file that is not one is named with why."""
+    """A ``metrics.json``, checked against `SCHEMA`; a file that is not one is named with why."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())

@@ -3,7 +3,7 @@
 One exporter per model kind (``EXPORTERS``; a new kind is one more entry), each with
 ``detect(path)`` and ``export(path, folder) -> info``:
 
-* ``subgraphrag``: Lightning ``.ckpt`` -> :class:`SubgraphRAGScorer` ``config.json`` +
+* ``subgraphrag``: Lightning ``.ckpt`` -> `SubgraphRAGScorer` ``config.json`` +
   ``model.safetensors`` (``SubgraphRAGScorer.from_pretrained``);
 * ``gsr``: ``GSRModel.save_pretrained`` folder (model, tokenizer with the relation tokens,
   ``relations.txt``, ``gsr_config.json``; ``GSRModel.from_pretrained``);

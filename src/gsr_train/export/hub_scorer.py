@@ -1,8 +1,8 @@
 """The SubgraphRAG triple scorer as a Hugging Face Hub model (``config.json`` + ``model.safetensors``).
 
-``SubgraphRAGScorer`` is a :class:`TripleScorer` with ``huggingface_hub``'s
+``SubgraphRAGScorer`` is a `TripleScorer` with ``huggingface_hub``'s
 ``PyTorchModelHubMixin``: ``save_pretrained(folder)`` writes the architecture (``scorer``:
-the :class:`ScorerConfig` fields) and what the weights must meet again (``meta``: encoder
+the `ScorerConfig` fields) and what the weights must meet again (``meta``: encoder
 name, embedding size, vocabulary hashes) to ``config.json`` and the weights (including the
 learned no-text entity embedding) to ``model.safetensors``;
 ``SubgraphRAGScorer.from_pretrained(folder_or_repo_id)`` rebuilds it in one call. It is a

@@ -10,7 +10,7 @@ the next. The start vector and every round are concatenated, so an entity gets
 Means are over triples (a pair of entities joined by two relations counts twice) and an
 entity with no incoming edge in a direction gets zeros for that round. Everything is one
 ``torch_geometric.utils.scatter`` call per round over the edges of *all* graphs at once:
-the graphs of a :class:`~gsr_train.kg.index.SplitGraphs` are already concatenated, so
+the graphs of a `gsr_train.kg.index.SplitGraphs` are already concatenated, so
 shifting local ids by ``ent_ptr`` makes them one disjoint graph.
 """
 
@@ -71,7 +71,7 @@ def dde(
 
 
 class DDE(nn.Module):
-    """:func:`dde` as a (parameter-free) module, for use inside models."""
+    """`dde` as a (parameter-free) module, for use inside models."""
 
     def __init__(self, forward_rounds: int = 2, reverse_rounds: int = 2) -> None:
         super().__init__()
@@ -128,7 +128,7 @@ def graph_structure(
 def structure_features(
     split: SplitGraphs, structure: str = "dde", forward_rounds: int = 2, reverse_rounds: int = 2
 ) -> torch.Tensor:
-    """``[sum N, C]`` :func:`graph_structure` of every local entity of a split (all graphs at once)."""
+    """``[sum N, C]`` `graph_structure` of every local entity of a split (all graphs at once)."""
     return graph_structure(batched_edge_index(split), split.topic_mask, structure, forward_rounds, reverse_rounds)
 
 
@@ -165,7 +165,7 @@ def node_features(
     reverse_rounds: int = 2,
     max_edges: int = 2_000_000,
 ) -> NodeFeatures:
-    """:func:`structure_features` of a split, stored as distinct rows (:class:`NodeFeatures`).
+    """`structure_features` of a split, stored as distinct rows (`NodeFeatures`).
 
     Graphs are disjoint, so the features are computed over runs of whole graphs of at most
     ``max_edges`` edges and only each run's distinct rows are kept: peak memory follows the

@@ -1,7 +1,7 @@
 """One training / scoring batch of several question graphs, in the layout the scorer wants.
 
 The scorer's first layer is linear over ``[z_q || z_h || z_r || z_t || ...]``, so it is
-computed part by part (see :mod:`gsr_train.models.subgraphrag.scorer`): every *distinct* entity, relation, question
+computed part by part (see `gsr_train.models.subgraphrag.scorer`): every *distinct* entity, relation, question
 and (question, relation) pair of the batch is projected once and the projections are
 gathered per triple. The batch therefore carries the distinct rows, plus index tensors
 that say which row each node / triple uses:
@@ -95,7 +95,7 @@ def make_batch(
     """Batch the graphs of ``questions`` (positions in ``split``).
 
     ``node_features``: structural features of the whole split (see
-    :func:`~gsr_train.features.structure.node_features`; a dense ``[sum N, C]`` tensor
+    `gsr_train.features.structure.node_features`; a dense ``[sum N, C]`` tensor
     is deduplicated on the fly); ``labels``: ``[sum E]``
     bool/float for the whole split (optional).
 
@@ -167,7 +167,7 @@ def question_batch(
 ) -> TripleBatch:
     """A *global-id* batch of one question graph (the serving path), without deduplication.
 
-    ``graph``: a :class:`~gsr_train.kg.index.QuestionGraph`; ``structure_rows [N, C]``: its
+    ``graph``: a `gsr_train.kg.index.QuestionGraph`; ``structure_rows [N, C]``: its
     nodes' structural features (each node keeps its own row: for one graph, projecting
     ``N`` rows of ``C`` channels is cheaper than finding the distinct ones).
     """

@@ -5,11 +5,11 @@ them one by one in Python (or with networkx) costs milliseconds per source; here
 sources ("instances") advance together, one vectorised frontier expansion per BFS level.
 
 * The graphs of a split are concatenated: node ``g`` is ``ent_ptr[q] + local id``.
-  :class:`Adjacency` is a CSR over those global ids, in one edge direction.
+  `Adjacency` is a CSR over those global ids, in one edge direction.
 * Every instance owns a private copy of its question's node range in one flat state
   array: ``state = g + shift[instance]``. So instances never see each other's visits,
   and a level costs only the edges leaving the current frontier.
-* :func:`dag_sweep` walks back from target nodes through the BFS layers to find every
+* `dag_sweep` walks back from target nodes through the BFS layers to find every
   edge on a shortest source->target path (the per-pair test
   ``dist_s[h] + 1 + dist_to_t[t] == d`` evaluated for all targets of an instance at once).
 """
@@ -101,7 +101,7 @@ def dag_sweep(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Edges on shortest paths from each instance's BFS source to its targets.
 
-    ``dist`` comes from :func:`batched_bfs` over the opposite adjacency of ``back`` (so
+    ``dist`` comes from `batched_bfs` over the opposite adjacency of ``back`` (so
     ``back`` leads from a node to its BFS predecessors' side). Starting at the targets,
     layer by layer from the deepest, every edge into a marked node from the previous layer
     is on a shortest path and its far end gets marked. Returns ``(instance, edge id)``

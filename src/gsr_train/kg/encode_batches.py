@@ -3,7 +3,7 @@
 Every name gets a global id in order of first appearance over the whole split (per row: heads,
 tails, topic entities, answer entities; relations in triple order), so the ids do not depend
 on how the rows were batched; each row then becomes its local graph and fingerprint
-(:mod:`gsr_train.kg.encode_kernels`). Only the ids are sequential: a name's id depends on every
+(`gsr_train.kg.encode_kernels`). Only the ids are sequential: a name's id depends on every
 batch before it. So a batch goes through three steps:
 
 1. ``local_names`` (a helper thread): the batch's distinct names, in order of first appearance
@@ -104,7 +104,7 @@ def local_names(batch: RowBatch) -> LocalNames:
     """Step 1 (any thread): the batch's distinct names, in the order one pass meets them.
 
     One Arrow ``dictionary_encode`` over all of the batch's strings (its hashing is much faster
-    than interning name by name), then :func:`~gsr_train.kg.encode_kernels.first_appearance`
+    than interning name by name), then `gsr_train.kg.encode_kernels.first_appearance`
     numbers entities and relations apart, in one pass's order."""
     n_trip, n_top, n_ans = batch.num_triples, int(batch.topic_ptr[-1]), int(batch.answer_ptr[-1])
     kind = batch.triples.type
@@ -257,7 +257,7 @@ def encode_stream(
     ``workers`` threads work: this one (reading the batches, step 2 and whatever the caller does
     with each batch: writing it) and ``workers - 1`` helpers running steps 1 and 3 of the batches
     around the current one; from 3 workers on, one of them reads the batches ahead
-    (:func:`~gsr_train.parallel.prefetch`), so this thread keeps only step 2 and the writing.
+    (`gsr_train.parallel.prefetch`), so this thread keeps only step 2 and the writing.
     ``ents`` / ``rels`` may then hold the names of a batch or two beyond the last one yielded
     (their ids are final, given in split order), hence ``vocab_at``.
     """

@@ -2,16 +2,16 @@
 
 They run over Arrow buffers directly (offsets + UTF-8 bytes), so no Python string object is
 made per triple: at RoG-CWQ size that is 300M names. All release the GIL, so the build runs
-them in worker threads (:mod:`gsr_train.kg.encode_batches`).
+them in worker threads (`gsr_train.kg.encode_batches`).
 
-* :func:`first_appearance` numbers a batch's distinct names (codes of Arrow's
+* `first_appearance` numbers a batch's distinct names (codes of Arrow's
   ``dictionary_encode``) in order of first appearance: per row heads, tails, topic entities,
   answer entities; relations separately, in triple order;
-* :func:`intern_hashed` gives those names global ids, batch after batch: an open-addressing
+* `intern_hashed` gives those names global ids, batch after batch: an open-addressing
   hash table over the bytes of the vocabulary seen so far, new names appended. The vocabulary
   itself is kept as Arrow-style ``offsets`` / ``data`` arrays, which is also its file format;
-  :func:`intern_strings` does the same for plain string arrays (building a vocabulary from a list);
-* :func:`encode_rows` turns one row's global ids into its local graph: the sorted distinct
+  `intern_strings` does the same for plain string arrays (building a vocabulary from a list);
+* `encode_rows` turns one row's global ids into its local graph: the sorted distinct
   entities of the row (topics, answers, heads, tails), local head / tail ids, topic and
   answer masks, and the triples with exact duplicates dropped (first occurrence kept).
 
@@ -64,7 +64,7 @@ def _intern_one(offs, data, i, table, id_hash, v_off, v_data, state):
 
 @njit(cache=True, inline="always")
 def _intern_known(offs, data, i, h, table, id_hash, v_off, v_data, state):
-    """:func:`_intern_one` of a string whose hash ``h`` is already known."""
+    """`_intern_one` of a string whose hash ``h`` is already known."""
     s, e = offs[i], offs[i + 1]
     n = e - s
     mask = np.uint64(table.size - 1)

@@ -1,4 +1,4 @@
-"""Execute relation chains on the per-question graphs of a :class:`SplitGraphs`.
+"""Execute relation chains on the per-question graphs of a `SplitGraphs`.
 
 A GSR subgraph id is ``(topic entity, relation chain)``: starting from the topic entities,
 each relation is followed in *both* edge directions (as the paper's evaluation does; the

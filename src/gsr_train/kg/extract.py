@@ -21,7 +21,7 @@ from gsr_train.kg.store import KGStore
 
 @dataclass
 class EdgeArrays:
-    """A graph as the extractor reads it (what a :class:`KGStore` holds): triples' ends and the edges at
+    """A graph as the extractor reads it (what a `KGStore` holds): triples' ends and the edges at
     each node both ways, edge ids ascending within a node (the store's counting-sort order)."""
 
     heads: np.ndarray
@@ -52,7 +52,7 @@ class EdgeArrays:
 
 
 class Extractor:
-    """Cuts graphs from one store, or any :class:`EdgeArrays` (scratch arrays of its size, reused by
+    """Cuts graphs from one store, or any `EdgeArrays` (scratch arrays of its size, reused by
     every question)."""
 
     def __init__(self, store: KGStore | EdgeArrays, options: ExtractOptions | None = None) -> None:

@@ -1,8 +1,8 @@
 """Questions without graphs + a whole KG -> a dataset folder every method reads (``data.kg``).
 
 A RoG row with no ``graph`` gets the graph cut around its topic entities from the KG, a store folder
-(:mod:`gsr_train.kg.extract`) or a SPARQL endpoint (:mod:`gsr_train.kg.sparql_extract`), through
-:mod:`gsr_train.kg.graph_sources`; a row with a graph keeps it. The topic and answer entities are
+(`gsr_train.kg.extract`) or a SPARQL endpoint (`gsr_train.kg.sparql_extract`), through
+`gsr_train.kg.graph_sources`; a row with a graph keeps it. The topic and answer entities are
 written as the KG names them (an entity's label, else its id), so they match the graph's
 names. The folder, one parquet file per split in the RoG schema, is cached under
 ``<cache>/extracted/`` by the rows' files, the store and the options, written atomically and
@@ -11,8 +11,8 @@ resumed runs read it like any dataset.
 
 A topic entity the store does not know is counted; a question none of whose topic entities it
 knows is an error naming the question, or (``skip_invalid``) left out and counted. With ``link``, a
-row without ``q_entity`` gets the entity its question names (a store: :mod:`gsr_train.kg.linking`; an
-endpoint: :mod:`gsr_train.kg.label_linking`).
+row without ``q_entity`` gets the entity its question names (a store: `gsr_train.kg.linking`; an
+endpoint: `gsr_train.kg.label_linking`).
 """
 
 from __future__ import annotations

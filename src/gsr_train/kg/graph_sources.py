@@ -1,9 +1,9 @@
 """Where ``data.kg`` cuts question graphs from: a whole-KG store folder or a SPARQL endpoint, behind one
-interface, so :mod:`gsr_train.kg.extracted_data` writes the same rows from either.
+interface, so `gsr_train.kg.extracted_data` writes the same rows from either.
 
 A source finds a topic entity by name (an id or IRI, else a label), links a question to the entity it
 names (``links``: whether it was asked to), lists the entities the question's phrases label
-(:mod:`gsr_train.kg.label_linking`: the same candidates from a store and an endpoint), cuts the question's
+(`gsr_train.kg.label_linking`: the same candidates from a store and an endpoint), cuts the question's
 graph around topic entities, names entities as the graph names them (a label, else the id), and says
 what it is (``where``) and what identifies its content (``key``, part of the cached folder's key).
 """
@@ -75,7 +75,7 @@ class StoreGraphs:
         return int(found[0]) if found.size else None
 
     def link(self, question: str) -> int | None:
-        """The store's own linker's best entity (:mod:`gsr_train.kg.linking`)."""
+        """The store's own linker's best entity (`gsr_train.kg.linking`)."""
         linked = self.linker.link(question, 1) if self.linker is not None else []
         return linked[0][0] if linked else None
 
@@ -127,7 +127,7 @@ class SparqlGraphs:
         return rows[0]["e"] if rows and "e" in rows[0] else None
 
     def link(self, question: str) -> str | None:
-        """The best of :meth:`candidates` (the endpoint has no fuzzy index; its labels are looked up)."""
+        """The best of `candidates` (the endpoint has no fuzzy index; its labels are looked up)."""
         found = self.candidates(question)
         return found[0][0] if found else None
 

@@ -3,18 +3,18 @@
 Raw rows carry string triples; every later stage wants integers. The index holds
 
 * ``entities`` / ``relations``: the global vocabularies (shared across splits, so a model
-  trained on one split can score another), as memory-mapped :class:`StringVocab`;
-* per split, a :class:`SplitGraphs`: the local graphs of all questions concatenated in CSR
+  trained on one split can score another), as memory-mapped `StringVocab`;
+* per split, a `SplitGraphs`: the local graphs of all questions concatenated in CSR
   form (``ent_ptr`` / ``edge_ptr`` offsets), with local ``edge_index``, global relation ids,
   and topic / answer masks over the local entities, in the narrowest dtypes (int32 ids,
   bool masks, int64 offsets).
 
-:func:`get_index` builds it with the streaming builder (:mod:`gsr_train.kg.index_build`)
+`get_index` builds it with the streaming builder (`gsr_train.kg.index_build`)
 into a cache folder keyed by the input files' contents and the options, and opens it as
 memory maps: opening costs no copy whatever the size, and DDP ranks on one node share the
 pages. A folder that is stale, truncated or altered (sizes + checksums in ``meta.json``)
 is rebuilt, never trusted. Stages that must not hold a whole split work on
-:meth:`SplitGraphs.chunks` (question ranges, zero-copy views).
+`SplitGraphs.chunks` (question ranges, zero-copy views).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def has_text(name: str) -> bool:
 
 
 def names_have_text(names: StringVocab | Sequence[str]) -> np.ndarray:
-    """:func:`has_text` of every name, vectorised (Arrow regex over the vocabulary)."""
+    """`has_text` of every name, vectorised (Arrow regex over the vocabulary)."""
     arr = names.to_arrow() if isinstance(names, StringVocab) else pa.array(list(names), pa.large_string())
     if len(arr) == 0:
         return np.zeros(0, dtype=bool)
@@ -67,7 +67,7 @@ def names_have_text(names: StringVocab | Sequence[str]) -> np.ndarray:
 
 @dataclass
 class QuestionGraph:
-    """One question's local graph (a view into :class:`SplitGraphs`)."""
+    """One question's local graph (a view into `SplitGraphs`)."""
 
     id: str
     question: str
@@ -181,7 +181,7 @@ class SplitGraphs:
         return torch.stack([heads.long(), self.edge_rel.long(), tails.long()], dim=1)
 
     def global_edge_chunks(self, max_edges: int = DEFAULT_CHUNK_EDGES) -> Iterator[torch.Tensor]:
-        """:meth:`global_edges` run by run (at most ``max_edges`` rows each, in edge order)."""
+        """`global_edges` run by run (at most ``max_edges`` rows each, in edge order)."""
         for _q0, _q1, part in self.chunks(max_edges):
             yield part.global_edges()
 
@@ -255,7 +255,7 @@ def _concat(parts: list[QuestionGraph]) -> SplitGraphs:
 class KGIndex:
     """Global vocabularies plus the local graphs of every split.
 
-    ``action``: what :func:`get_index` did to produce it (``opened``, ``built``, ``resumed``,
+    ``action``: what `get_index` did to produce it (``opened``, ``built``, ``resumed``,
     ``rebuilt damaged cache``, ``waited for another builder``), for logs and summaries.
     """
 
@@ -351,7 +351,7 @@ def _read_questions(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
 
 
 def open_index(folder: str | Path, key: str | None = None, verify: bool = True) -> KGIndex:
-    """Open a built index folder as memory maps; :class:`StaleCache` if it is missing,
+    """Open a built index folder as memory maps; `StaleCache` if it is missing,
     stale or damaged (sizes always checked; checksums when ``verify``)."""
     folder = Path(folder)
     meta_path = folder / "meta.json"
@@ -445,13 +445,13 @@ def get_index(
 ) -> KGIndex:
     """The cached index of ``source``: opened when valid, (re)built and saved otherwise.
 
-    ``workers``: threads of a build (``None``: the process default, :mod:`gsr_train.parallel`);
+    ``workers``: threads of a build (``None``: the process default, `gsr_train.parallel`);
     not part of the cache key, since the files are the same bytes whatever the count.
 
     A question id or a whole row (question, answers, triples) found in two splits is
-    train/test leakage: :class:`SplitOverlapError` naming them, unless ``allow_overlap``.
+    train/test leakage: `SplitOverlapError` naming them, unless ``allow_overlap``.
     A cache folder that cannot be written (read-only, full disk) is a
-    :class:`~gsr_train.data.errors.CacheWriteError` saying so. ``index.action`` says what was done.
+    `gsr_train.data.errors.CacheWriteError` saying so. ``index.action`` says what was done.
     """
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key = index_key(source, splits, skip_invalid)
@@ -519,7 +519,7 @@ class SplitOverlapError(UserError, ValueError):
 
 
 def check_overlap(index: KGIndex, source: Any, allow: bool = False) -> None:
-    """Raise :class:`SplitOverlapError` (or log a warning when ``allow``) for leaked examples."""
+    """Raise `SplitOverlapError` (or log a warning when ``allow``) for leaked examples."""
     overlap = index.meta.get("overlap") or {}
     if not overlap:
         return

@@ -1,8 +1,8 @@
 """Streaming build of the KG index folder: record batches in, CSR arrays on disk out.
 
 Memory stays flat whatever the corpus size: rows are read a batch at a time
-(:mod:`gsr_train.data.row_batches`), names are interned by compiled kernels over the Arrow
-buffers (:mod:`gsr_train.kg.encode_kernels`), and every array is appended to its file as it
+(`gsr_train.data.row_batches`), names are interned by compiled kernels over the Arrow
+buffers (`gsr_train.kg.encode_kernels`), and every array is appended to its file as it
 is produced, in the narrowest dtype that holds it (int32 ids, bool masks, int64 offsets).
 What stays in memory is the vocabulary (bytes of the distinct names + its hash table) and
 one batch.
@@ -27,7 +27,7 @@ Folder layout (every array a raw little-endian file; dtypes and shapes in ``meta
     <split>/questions.jsonl         [id, question, answers] per question
 
 ``meta.json`` also records train/test leakage found while building (``overlap``: question
-ids, or whole rows, present in two splits); :func:`gsr_train.kg.index.get_index` refuses
+ids, or whole rows, present in two splits); `gsr_train.kg.index.get_index` refuses
 such an index unless ``allow_overlap`` is set.
 """
 
@@ -93,7 +93,7 @@ def _crc(values: np.ndarray, crc: int = 0) -> int:
 
 
 def _prefix_crc(path: Path, nbytes: int) -> int:
-    """CRC-32 of the first ``nbytes`` of ``path``; :class:`DamagedBuild` when it is shorter."""
+    """CRC-32 of the first ``nbytes`` of ``path``; `DamagedBuild` when it is shorter."""
     crc, left = 0, nbytes
     try:
         with open(path, "rb") as f:
@@ -189,7 +189,7 @@ class _SplitWriter:
 
 
 def _check_current(partial: Path, cur: dict) -> None:
-    """:class:`DamagedBuild` unless the current split's files begin with the bytes checkpointed."""
+    """`DamagedBuild` unless the current split's files begin with the bytes checkpointed."""
     folder, counts = partial / cur["split"], cur["counts"]
     for name, dtype in _GROWING.items():
         if _prefix_crc(folder / f"{name}.part", counts[name] * np.dtype(dtype).itemsize) != counts["crc"][name]:
@@ -289,7 +289,7 @@ def build_index_folder(
     Returns the build summary (also in ``meta.json``; its ``build`` entry says whether the build
     resumed and which splits it verified, reused or rebuilt). ``stop_after_batches`` ends the
     build early after a checkpoint (tests use it to simulate a kill). ``workers``: threads that
-    encode batches side by side (:mod:`gsr_train.kg.encode_batches`; ``None``: the cores
+    encode batches side by side (`gsr_train.kg.encode_batches`; ``None``: the cores
     available); the files are the same bytes whatever the count, and a build killed with one
     count resumes with any other.
     """
@@ -658,7 +658,7 @@ def _question_ids(path: Path) -> Iterator[str]:
 
 def _read_progress(partial: Path, key: str, splits: list[str]) -> dict | None:
     """The progress record of an interrupted build of the same inputs, or None (its files are
-    checked against it by :func:`_start`)."""
+    checked against it by `_start`)."""
     try:
         saved = json.loads((partial / PROGRESS_FILE).read_text())
     except FileNotFoundError:

@@ -6,7 +6,7 @@ A question's phrases are its word n-grams (up to ``max_words`` words, not all st
 of them is a candidate; candidates rank by the length of the phrase that names them (longer first:
 "justin bieber" before "justin"), then by degree (the better connected of two entities named alike),
 then by name. The store's own linker
-(:mod:`gsr_train.kg.linking`) is fuzzier and better; this is what an endpoint offers, and the parity test
+(`gsr_train.kg.linking`) is fuzzier and better; this is what an endpoint offers, and the parity test
 holds both sources to it.
 """
 

@@ -10,7 +10,7 @@ labels are per triple id, so every parallel relation on a shortest path is a pos
 How it is computed (no per-pair or per-path Python loops for the labels):
 
 1. one forward BFS (along head->tail) and one backward BFS (along tail->head) from every
-   topic entity of every question, all advancing together (:mod:`gsr_train.kg.bfs`);
+   topic entity of every question, all advancing together (`gsr_train.kg.bfs`);
 2. per (q, a) pair, ``dist_from_q[a]`` and ``dist_to_q[a]`` decide which direction is kept;
 3. a sweep back from the kept answers through the BFS layers marks every edge
    ``(h, t)`` with ``dist_from_q[h] + 1 + dist_to_a[t] == dist_from_q[a]`` for some kept
@@ -20,7 +20,7 @@ GSR needs relation chains read from the topic entity: a forward path gives its r
 in order, a backward path ``a -> ... -> q`` its relations in the order met walking from
 ``q`` (reversed). ``chains_raw`` holds the chains of all kept paths, ``chains_filtered``
 only those of kept forward paths (run in one direction from the topic to the answer).
-Chains are enumerated over the labelled DAG with :func:`gsr_train.kg.chains.walk_chains`,
+Chains are enumerated over the labelled DAG with `gsr_train.kg.chains.walk_chains`,
 capped at ``max_chains`` per question.
 
 ``hops[i]``: the length of the kept shortest paths (minimum over pairs); 0 when the only
@@ -116,7 +116,7 @@ class Supervision:
 
 def _check(split: SplitGraphs) -> None:
     """Shapes must be consistent, else the BFS would read other questions (local ids are
-    checked chunk by chunk, by the workers: :func:`_outside_graph`)."""
+    checked chunk by chunk, by the workers: `_outside_graph`)."""
     n, e = int(split.ent_ptr[-1]), int(split.edge_ptr[-1])
     if split.edge_index.shape != (2, e) or split.edge_rel.numel() != e:
         raise ValueError(f"supervision: edge arrays do not match edge_ptr (sum E = {e})")
@@ -174,8 +174,8 @@ def build_supervision(
 
     Questions are processed in chunks of about ``chunk_states`` BFS states (local entities
     x topic entities) to bound memory (~24 bytes per state); the results do not depend on it.
-    Questions are independent, so ``workers`` (``None``: :func:`~gsr_train.parallel.
-    resolve_workers`) take chunks side by side: this process and ``workers - 1`` forked from it,
+    Questions are independent, so ``workers`` (``None``:
+    `gsr_train.parallel.resolve_workers`) take chunks side by side: this process and ``workers - 1`` forked from it,
     which read the split's (memory-mapped) arrays in place; the chunks' results come back in
     question order, so the output is the same for any count. (Threads would not do: the BFS
     advances level by level in Python, and the GIL held two threads to 1.3x.)
@@ -235,13 +235,13 @@ def build_supervision(
 
 
 def _supervise_task(bounds: tuple[int, int]) -> tuple | _OutsideGraph:
-    """:func:`_supervise_range` of one chunk, on the arrays of the :func:`fork_pool` it runs under."""
+    """`_supervise_range` of one chunk, on the arrays of the `fork_pool` it runs under."""
     ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains = shared()
     return _supervise_range(*bounds, ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains)
 
 
 def _supervise_range(q0, q1, ent_ptr, edge_ptr, edge_index, rel, topic_mask, answer_mask, max_chains):
-    """:func:`_supervise` of questions ``[q0, q1)`` (local ids, the chunk's edges widened to int64),
+    """`_supervise` of questions ``[q0, q1)`` (local ids, the chunk's edges widened to int64),
     or the chunk's first edge outside its graph."""
     n0, n1, e0, e1 = ent_ptr[q0], ent_ptr[q1], edge_ptr[q0], edge_ptr[q1]
     c_ent_ptr, c_edge_ptr = ent_ptr[q0 : q1 + 1] - n0, edge_ptr[q0 : q1 + 1] - e0
@@ -427,7 +427,7 @@ def save_supervision(sup: Supervision, path: str | Path, key: str) -> None:
 
 
 def load_supervision(path: str | Path, key: str | None = None, split: SplitGraphs | None = None) -> Supervision:
-    """Load a saved supervision; raise :class:`StaleSupervision` if stale, truncated or damaged."""
+    """Load a saved supervision; raise `StaleSupervision` if stale, truncated or damaged."""
     path = Path(path)
     meta_path = path.with_suffix(".json")
     try:
@@ -460,7 +460,7 @@ def get_supervision(
     workers: int | None = None,
 ) -> Supervision:
     """The cached supervision of ``index[split]``: loaded when valid, else built and saved
-    (``workers``: see :func:`build_supervision`; not in the cache key, the output is the same)."""
+    (``workers``: see `build_supervision`; not in the cache key, the output is the same)."""
     graphs = index[split]
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key = supervision_key(index, split, max_chains)

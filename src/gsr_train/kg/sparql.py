@@ -2,14 +2,14 @@
 
 What extraction needs from a database that serves the KG, and what this client does:
 
-* never ask twice: every answered query goes to a persistent :class:`~gsr_train.response_cache.
-  ResponseCache` (SQLite, committed per answer) keyed by the endpoint, the named graph and the query,
+* never ask twice: every answered query goes to a persistent `gsr_train.response_cache.ResponseCache`
+  (SQLite, committed per answer) keyed by the endpoint, the named graph and the query,
   so a rerun or a run resumed after kill -9 asks only what was not answered yet;
 * be polite: queries of many entities at once (``batch`` per query), ``concurrency`` queries in flight
   at most, a ``timeout`` per query, retries with exponential backoff on 5xx / 429 / connection errors,
-  honouring ``Retry-After`` (:mod:`gsr_train.http_retry`);
+  honouring ``Retry-After`` (`gsr_train.http_retry`);
 * say what went wrong: a query that fails for good, or an answer that is no SPARQL JSON result, is one
-  line naming the endpoint and the last error (:class:`SparqlError`);
+  line naming the endpoint and the last error (`SparqlError`);
 * keep hubs small: a ``limit`` of edges per entity and direction, counted where it cuts.
 """
 
@@ -126,7 +126,7 @@ class SparqlClient:
         return rows_of(self.columns(query))
 
     def columns_many(self, queries: Sequence[str], keep: bool = True) -> list[Columns]:
-        """:meth:`columns` of each query, ``concurrency`` at a time, in order; a query given twice is
+        """`columns` of each query, ``concurrency`` at a time, in order; a query given twice is
         asked once, and what the cache answers is read here, without a thread."""
         found = dict(self.columns_iter(queries, keep))
         return [found[q] for q in queries]
@@ -151,7 +151,7 @@ class SparqlClient:
         yield from zip(missing, self._pool.map(ask, missing))
 
     def select_many(self, queries: Sequence[str]) -> list[list[dict[str, str]]]:
-        """:meth:`select` of each query (as :meth:`columns_many` asks them)."""
+        """`select` of each query (as `columns_many` asks them)."""
         return [rows_of(c) for c in self.columns_many(queries)]
 
     def _columns(self, body: Any) -> Columns:
@@ -173,8 +173,8 @@ class SparqlClient:
         return {v: [_value(row[v], where) if v in row else None for row in bindings] for v in names}
 
     def _post(self, query: str) -> Any:
-        """POST the query with retries (the shared policy of :mod:`gsr_train.http_retry`); the parsed JSON
-        body, or :class:`SparqlError`."""
+        """POST the query with retries (the shared policy of `gsr_train.http_retry`); the parsed JSON
+        body, or `SparqlError`."""
         o = self.options
         data = {"query": query, **({"default-graph-uri": o.graph} if o.graph else {})}
 
@@ -191,7 +191,7 @@ class SparqlClient:
         return Retrying(sleep=lambda s: time.sleep(s), **policy)(self._attempt, data)
 
     def _attempt(self, data: dict[str, str]) -> Any:
-        """One POST: the parsed body, :class:`Retryable` (worth another try), or :class:`SparqlError`."""
+        """One POST: the parsed body, `Retryable` (worth another try), or `SparqlError`."""
         t0 = time.perf_counter()
         try:
             resp = self._http.post(self.endpoint, data=data)
@@ -306,7 +306,7 @@ def is_iri(name: str) -> bool:
 
 
 def probe(endpoint: str, options: SparqlOptions | None = None) -> None:
-    """Ask the endpoint for one triple before any work (one retry, at most 10 s): :class:`SparqlError`
+    """Ask the endpoint for one triple before any work (one retry, at most 10 s): `SparqlError`
     naming it when it does not answer, or answers no SPARQL."""
     o = options or SparqlOptions()
     quick = SparqlOptions(graph=o.graph, timeout=min(o.timeout, 10.0), retries=min(o.retries, 1), backoff_base=0.2)

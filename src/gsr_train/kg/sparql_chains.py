@@ -2,8 +2,8 @@
 
 A chain ``r1, r2, ...`` from topic entities is one query: the database joins the hops (each either way,
 literals left out) and answers the complete walks, so a walk that stops early never leaves it. The
-triples on those walks and the entities they end at are what :class:`~gsr_train.kg.store_walk.
-StoreWalker` gives on a store imported from the same KG (the backward sweep is the join). At most
+triples on those walks and the entities they end at are what `gsr_train.kg.store_walk.StoreWalker`
+gives on a store imported from the same KG (the backward sweep is the join). At most
 ``max_walks`` walks are read; a chain with more is marked truncated, as the store's edge budget marks
 it. Answers are cached by the client like every query.
 """

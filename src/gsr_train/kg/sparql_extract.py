@@ -1,4 +1,4 @@
-"""A question's graph cut from a SPARQL endpoint exactly as :mod:`gsr_train.kg.extract` cuts it from a store.
+"""A question's graph cut from a SPARQL endpoint exactly as `gsr_train.kg.extract` cuts it from a store.
 
 The k-hop neighbourhood is fetched hop by hop (every edge at each frontier entity, both directions,
 ``batch`` entities a query, ``limit`` edges per entity and direction), so every entity closer than

@@ -1,9 +1,9 @@
 """The whole-KG store: a user's knowledge graph as memory-mapped columns and adjacency both ways.
 
-Where the KG index (:mod:`gsr_train.kg.index`) holds one small graph per question, the store holds
+Where the KG index (`gsr_train.kg.index`) holds one small graph per question, the store holds
 one graph for everything: every triple once, so a question's graph can be cut from it
-(:mod:`gsr_train.kg.extract`). ``gsr-train import-kg`` writes it (:mod:`gsr_train.kg.store_build`);
-:func:`open_store` opens it in well under a second whatever its size: every array is a memory map
+(`gsr_train.kg.extract`). ``gsr-train import-kg`` writes it (`gsr_train.kg.store_build`);
+`open_store` opens it in well under a second whatever its size: every array is a memory map
 (pages shared by the processes that open it, DDP ranks included), the vocabularies keep their
 lookup tables on disk.
 

@@ -1,7 +1,7 @@
-"""``gsr-train import-kg``: KG files in, a whole-KG store (:mod:`gsr_train.kg.store`) out.
+"""``gsr-train import-kg``: KG files in, a whole-KG store (`gsr_train.kg.store`) out.
 
-Streaming: files are read a batch at a time (:mod:`gsr_train.kg.triple_sources`), names interned by
-the compiled kernels of the KG index (:class:`~gsr_train.kg.index_build.VocabWriter`) and each
+Streaming: files are read a batch at a time (`gsr_train.kg.triple_sources`), names interned by
+the compiled kernels of the KG index (`gsr_train.kg.index_build.VocabWriter`) and each
 batch's ids appended to their files in int32. What stays in memory is the vocabularies and one
 batch; the adjacency is a counting sort over the memory-mapped columns at the end.
 

@@ -1,6 +1,6 @@
 """Walks on the whole-KG store: relation chains executed from topic entities (GSR on the whole KG) and
 the region a pattern search needs (SimGRAG on the whole KG). Both follow edges in both directions, as
-the per-question chain execution (:mod:`gsr_train.kg.execution`) and pattern search do, and both
+the per-question chain execution (`gsr_train.kg.execution`) and pattern search do, and both
 stop at an edge budget (the walk is then marked truncated) so a hub cannot pull in millions of edges.
 The loops are compiled; no Python runs per triple.
 """

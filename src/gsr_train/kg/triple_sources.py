@@ -289,7 +289,7 @@ def read_names(path: Path, bad: BadLines, chunks: Chunks) -> Iterator[Batch]:
 
 
 def read_triples(path: Path, fmt: str, bad: BadLines, language: str, chunks: Chunks) -> Iterator[Batch]:
-    """The batches of one KG file of format ``fmt`` (see :data:`FORMATS`), cut as ``chunks`` says."""
+    """The batches of one KG file of format ``fmt`` (see `FORMATS`), cut as ``chunks`` says."""
     if fmt in ("tsv", "csv"):
         return read_delimited(path, fmt, bad, chunks)
     if fmt == "parquet":

@@ -6,10 +6,10 @@ vocabulary is two flat arrays (``offsets`` int64, ``data`` UTF-8 bytes) plus an
 open-addressing hash table (``table`` int32, ``hashes`` uint64), all memory-mapped from the
 index folder, so DDP ranks share one copy and lookups cost no load time.
 
-:class:`StringVocab` is a read-only ``Sequence[str]`` (``vocab[i]``, ``len``, iteration,
+`StringVocab` is a read-only ``Sequence[str]`` (``vocab[i]``, ``len``, iteration,
 ``in``, ``==`` against a list) with vectorised ``lookup`` (names -> ids, -1 unknown) and
 ``take`` (ids -> names), and ``to_arrow()`` for zero-copy Arrow compute.
-:class:`StringInterner` builds one (see :mod:`gsr_train.kg.encode_kernels`).
+`StringInterner` builds one (see `gsr_train.kg.encode_kernels`).
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ class StringVocab(Sequence):
 
 
 class NameIds(Mapping):
-    """``name -> id`` view of a :class:`StringVocab` (what ``{name: i for ...}`` dicts were)."""
+    """``name -> id`` view of a `StringVocab` (what ``{name: i for ...}`` dicts were)."""
 
     def __init__(self, vocab: StringVocab) -> None:
         self.vocab = vocab

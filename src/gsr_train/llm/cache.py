@@ -1,4 +1,4 @@
-"""The chat-completion cache key; the cache itself is :class:`gsr_train.response_cache.ResponseCache`
+"""The chat-completion cache key; the cache itself is `gsr_train.response_cache.ResponseCache`
 (shared with the SPARQL client). The key is a hash of what decides the answer: the endpoint's base URL,
 the model, the messages and the sampling parameters. The API key is not part of it and is never stored.
 """

@@ -2,7 +2,7 @@
 
 What a data-building job needs from a client, and what this one does:
 
-* never pay twice: every answer goes to a persistent :class:`~gsr_train.llm.cache.ResponseCache`
+* never pay twice: every answer goes to a persistent `gsr_train.llm.cache.ResponseCache`
   keyed by (endpoint, model, messages, sampling parameters), committed as soon as it arrives,
   so a re-run or a resumed job only asks what has not been answered yet;
 * be polite and robust: bounded concurrency (asyncio semaphore over one ``httpx.AsyncClient``),
@@ -13,7 +13,7 @@ What a data-building job needs from a client, and what this one does:
 * keep the key secret: it is read from the environment variable named by ``api_key_env``,
   sent only in the ``Authorization`` header, scrubbed from error texts and never part of a
   cache key, a log line or a file;
-* count tokens and cost (:class:`~gsr_train.llm.usage.UsageStats`).
+* count tokens and cost (`gsr_train.llm.usage.UsageStats`).
 """
 
 from __future__ import annotations
@@ -200,8 +200,8 @@ class ChatClient:
 
     # ------------------------------------------------------------------ one request
     async def _post(self, http: httpx.AsyncClient, request: ChatRequest, payload: dict) -> dict:
-        """POST with retries (the shared policy of :mod:`gsr_train.http_retry`); returns the parsed body
-        or raises :class:`LLMRequestError`."""
+        """POST with retries (the shared policy of `gsr_train.http_retry`); returns the parsed body
+        or raises `LLMRequestError`."""
         cfg = self.config
 
         def on_retry(last: str, retry: int, delay: float) -> None:
@@ -219,7 +219,7 @@ class ChatClient:
         return await retrying(self._attempt, http, request, payload)
 
     async def _attempt(self, http: httpx.AsyncClient, request: ChatRequest, payload: dict) -> dict:
-        """One POST: the body, :class:`Retryable` (worth another try), or :class:`LLMRequestError`."""
+        """One POST: the body, `Retryable` (worth another try), or `LLMRequestError`."""
         try:
             resp = await http.post(f"{self.send_url}/chat/completions", json=payload, headers=self._headers())
         except httpx.TransportError as e:
@@ -358,7 +358,7 @@ class ChatClient:
         on_result: Callable[[ChatResult], None] | None = None,
         reuse: Mapping[str, str] | None = None,
     ) -> list[ChatResult]:
-        """Synchronous :meth:`arun`."""
+        """Synchronous `arun`."""
         return asyncio.run(self.arun(list(requests), on_result, reuse))
 
     def complete(self, messages: list[dict], request_id: str = "request", **params) -> ChatResult:

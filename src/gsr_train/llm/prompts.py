@@ -1,6 +1,6 @@
 """Prompt files: package data under ``gsr_train/prompts``, or any file the user points to.
 
-Prompts are plain text with ``$name`` placeholders (:class:`string.Template`), kept out of the
+Prompts are plain text with ``$name`` placeholders (`string.Template`), kept out of the
 code so they can be read, reviewed and changed without touching Python. Their text is part of
 every request, so changing a prompt changes the cache keys: old answers are not reused for
 the new prompt.

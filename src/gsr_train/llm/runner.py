@@ -1,7 +1,7 @@
 """Shared machinery of the LLM data steps: ask, reuse, write atomically, summarise.
 
-A step turns its inputs into :class:`~gsr_train.llm.client.ChatRequest` s, lets
-:class:`StepRun` answer them and writes its rows. What every step gets from here:
+A step turns its inputs into `gsr_train.llm.client.ChatRequest` s, lets
+`StepRun` answer them and writes its rows. What every step gets from here:
 
 * resumability: answers come from the response cache, or from the ``raw_response`` of rows
   in a previous output whose ``request_key`` matches (same endpoint, model, prompt and

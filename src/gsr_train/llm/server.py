@@ -5,8 +5,8 @@ exercise the real client path (HTTP, JSON, retries, cache) over loopback. Non-st
 ``stream: true`` is answered with a clear 400. Generation is serialised (one at a time) since a
 CPU model gains nothing from parallel calls.
 
-Backends: :class:`~gsr_train.llm.local_model.TransformersBackend` (a real causal LM with its
-chat template) and :class:`ScriptedBackend` (canned answers and injected faults such as 429 then
+Backends: `gsr_train.llm.local_model.TransformersBackend` (a real causal LM with its
+chat template) and `ScriptedBackend` (canned answers and injected faults such as 429 then
 500 before success, for tests; the HTTP and JSON path stays real).
 
     python data_prep/serve_local_llm.py --port 8000                  # SmolLM2-135M-Instruct, offline
@@ -62,7 +62,7 @@ class ScriptedBackend:
 
     ``faults`` is consumed one per request before answering normally: an int status (429,
     500, ...) or ``(status, headers)``. ``block_after=n`` makes request ``n+1`` onward wait on
-    :attr:`gate` (to kill a client mid-job); :meth:`release` lets them through.
+    `gate` (to kill a client mid-job); `release` lets them through.
     """
 
     def __init__(

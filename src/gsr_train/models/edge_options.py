@@ -1,5 +1,5 @@
-"""The loss options of a trainable triple scorer (:class:`~gsr_train.models.edge_scorer.EdgeScorerModule`),
-apart from the module so that the option checks (:mod:`gsr_train.options`) read them without torch."""
+"""The loss options of a trainable triple scorer (`gsr_train.models.edge_scorer.EdgeScorerModule`),
+apart from the module so that the option checks (`gsr_train.options`) read them without torch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one interface of a trainable triple scorer: subclass :class:`EdgeScorerModule`, write ``forward``.
+"""The one interface of a trainable triple scorer: subclass `EdgeScorerModule`, write ``forward``.
 
 Like PyTorch Geometric's ``MessagePassing``, the base class holds everything a scorer of
 question graphs shares, so a new method is its model and nothing else:
@@ -7,7 +7,7 @@ question graphs shares, so a new method is its model and nothing else:
   subclass's own code). A batch carries several whole question graphs: the question
   embeddings, the distinct entity / relation embeddings with index tensors into them, the
   node features the class asks for (``structure``: ``"dde"``, ``"topic"`` or ``"none"``) and
-  the shortest-path triple labels (:mod:`gsr_train.features.triple_batch`).
+  the shortest-path triple labels (`gsr_train.features.triple_batch`).
 * training: BCE over every triple (optional ``pos_weight``) plus an optional listwise term;
   each step reseeds the RNG from ``(seed, global_step)`` so a resumed run ends where an
   uninterrupted one does;
@@ -17,8 +17,8 @@ question graphs shares, so a new method is its model and nothing else:
 * an Adam optimiser at ``lr`` (override ``configure_optimizers`` for another).
 
 The training recipe (``val_k``, ``seed``, the loss terms) is set by the runner through
-:meth:`EdgeScorerModule.train_with`. Checkpoints carry the class path and the constructor's
-arguments (:data:`CHECKPOINT_KEY`), so :func:`load_edge_scorer` rebuilds any subclass without
+`EdgeScorerModule.train_with`. Checkpoints carry the class path and the constructor's
+arguments (`CHECKPOINT_KEY`), so `load_edge_scorer` rebuilds any subclass without
 the run's config.
 """
 
@@ -94,7 +94,7 @@ class NodeCandidates:
 
 
 class EdgeScorerModule(pl.LightningModule):
-    """Base of every trainable triple scorer; subclasses implement :meth:`forward`."""
+    """Base of every trainable triple scorer; subclasses implement `forward`."""
 
     structure: ClassVar[str] = "none"  # node features the batches carry: "dde" | "topic" | "none"
     dde_rounds: ClassVar[tuple[int, int]] = (2, 2)  # (forward, reverse) rounds when structure is "dde"
@@ -191,7 +191,7 @@ class EdgeScorerModule(pl.LightningModule):
         self._val_hits = torch.zeros(len(split)) if self.targets == "nodes" else None
 
     def _epoch_val_scores(self) -> torch.Tensor:
-        """The validation epoch's score table (set by :meth:`on_validation_epoch_start`)."""
+        """The validation epoch's score table (set by `on_validation_epoch_start`)."""
         if self._val_scores is None:
             raise RuntimeError("no validation epoch is running")
         return self._val_scores
@@ -245,7 +245,7 @@ class EdgeScorerModule(pl.LightningModule):
 
     def init_arguments(self) -> dict[str, Any]:
         """The constructor's arguments, to rebuild the module from a checkpoint: those given to
-        :meth:`create`, else those ``save_hyperparameters`` recorded."""
+        `create`, else those ``save_hyperparameters`` recorded."""
         return dict(self._init_arguments) if self._init_arguments is not None else dict(self.hparams)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -263,7 +263,7 @@ class CheckpointError(ValueError):
 
 
 def load_edge_scorer(path: str | Path, map_location: str | torch.device = "cpu") -> EdgeScorerModule:
-    """Rebuild the scorer saved in ``path`` (any :class:`EdgeScorerModule` subclass), in eval mode."""
+    """Rebuild the scorer saved in ``path`` (any `EdgeScorerModule` subclass), in eval mode."""
     try:
         checkpoint = torch.load(str(path), map_location=map_location, weights_only=False)
     except (OSError, RuntimeError, EOFError) as e:

@@ -4,19 +4,19 @@ the shortest paths from the topic entities to the likeliest answers.
 Reasoning (in the spirit of ReaRev): nodes start from their text embedding plus their
 directional distance encoding (DDE: where they sit relative to the topic entities); each of
 ``rounds`` rounds passes messages along every triple in both directions
-(:class:`QuestionRelationConv`, a ``torch_geometric`` ``MessagePassing``), each message the
+(`QuestionRelationConv`, a ``torch_geometric`` ``MessagePassing``), each message the
 sender's state gated by its relation's embedding multiplied with that round's instruction (its
 own projection of the question), and a node scorer reads ``[h * q, h]``. Answer candidates are
 the nodes with a name (not a topic entity, not a nameless CVT node). Training is node-level: BCE
 on the answer entities plus the listwise term (softmax cross-entropy of each graph's answer nodes
 against all of its nodes); graphs without a usable answer are skipped by the shared datamodule and counted there.
 
-Evidence (:func:`shortest_path_scores`): a breadth-first pass from the topic nodes gives every
+Evidence (`shortest_path_scores`): a breadth-first pass from the topic nodes gives every
 node its hop distance; the edges from distance d to d + 1 form the shortest-path DAG; each node
 takes the best answer probability below it in that DAG, and a triple on the DAG scores that
 value (deeper edges first among equals), so the top triples are the shortest paths to the most
 probable answers. Triples off every shortest path rank after all of them. Each candidate's path
-(:func:`trace_paths`) follows one DAG edge per hop back to a topic entity. All of it is tensor
+(`trace_paths`) follows one DAG edge per hop back to a topic entity. All of it is tensor
 work over the whole batch of graphs, on CPU or CUDA.
 """
 
@@ -43,9 +43,9 @@ class QuestionRelationConv(MessagePassing):
     The relation gates are projected per (question, relation) pair (``rel_pair [P, hidden]``) and
     gathered per triple through ``triple_pair [T]``: the same rows as projecting every triple's copy
     of its pair, without a ``[T, hidden]`` matrix product per direction. Without gradients (serving,
-    validation) and with ``into`` (each direction's :class:`~gsr_train.models.gnn_rag_kernels.Incoming`)
+    validation) and with ``into`` (each direction's `gsr_train.models.gnn_rag_kernels.Incoming`)
     the means are summed straight into one ``[N, 2 * hidden]`` buffer
-    (:func:`~gsr_train.models.gnn_rag_kernels.relation_means`: the same numbers as ``propagate``)."""
+    (`gsr_train.models.gnn_rag_kernels.relation_means`: the same numbers as ``propagate``)."""
 
     def __init__(self, hidden: int) -> None:
         super().__init__(aggr="mean")
@@ -153,7 +153,7 @@ def trace_paths(
     """``[M, max_hops]`` one shortest path from a topic node to each of ``nodes``: triple positions
     from the topic outwards, ``-1`` padding; a node no topic reaches gets an empty row.
 
-    Every reached node keeps one incoming edge of the shortest-path DAG (:func:`parent_edges`),
+    Every reached node keeps one incoming edge of the shortest-path DAG (`parent_edges`),
     so a path is ``dist[node]`` lookups, done for all candidates at once (``parent``: those edges,
     when the caller has them already)."""
     parent = parent_edges(head, tail, dist, weight) if parent is None else parent
@@ -183,10 +183,10 @@ def path_tree_scores(
     parent: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``[T]`` evidence scores that spend the budget on one path per answer first: every reached
-    node's one DAG edge in (:func:`parent_edges`, the edges :func:`trace_paths` writes) forms a
+    node's one DAG edge in (`parent_edges`, the edges `trace_paths` writes) forms a
     tree from the topic entities; a tree edge scores ``bonus +`` the best answer probability below
     it in the tree, any other shortest-path edge the best probability below it in the DAG (as
-    :func:`shortest_path_scores`), the rest after all of them. ``bonus = 1``: the one paths to
+    `shortest_path_scores`), the rest after all of them. ``bonus = 1``: the one paths to
     the most probable answers before any other path; smaller: an alternative path to a likely
     answer may come before the one path to an unlikely one (more shortest-path triples, fewer
     answers covered)."""
@@ -224,7 +224,7 @@ def _scorer_input(x: torch.Tensor, q: torch.Tensor, reached: list[torch.Tensor],
 
 class Reasoner(nn.Module):
     """One question-conditioned GNN: ``rounds`` instruction-following message-passing rounds over
-    the question graphs, then a node scorer (the whole reasoning of a :class:`GNNRAG` member).
+    the question graphs, then a node scorer (the whole reasoning of a `GNNRAG` member).
 
     ``passes > 1`` is ReaRev's adaptive reasoning: after a pass, each question's node states pooled
     under that pass's answer distribution (a softmax of its node logits over the question's graph)
@@ -310,7 +310,7 @@ class Reasoner(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One reasoning pass from the node states ``x`` (not changed: a later pass starts from them
         again): logits, follows, the final node states. ``into``: the no-gradient message passing's
-        incoming triples (None with gradients); ``sims``: :func:`text_similarities` or None."""
+        incoming triples (None with gradients); ``sims``: `text_similarities` or None."""
         reach = topic.to(x.dtype)
         reached, follows = [], []
         for i, (conv, norm) in enumerate(zip(self.rounds, self.norms)):
@@ -377,14 +377,14 @@ class GNNRAG(EdgeScorerModule):
     with adaptive instructions (ReaRev; 1: none); ``members``: independently initialised GNNs trained
     side by side, each on its own loss, whose answer probabilities are averaged (a seed ensemble in
     one checkpoint; 1: a single GNN); ``path_bonus``: how far ahead of the other shortest-path
-    triples each node's one path from a topic entity ranks (:func:`path_tree_scores`; 0: every
-    shortest-path triple by the best answer probability below it, :func:`shortest_path_scores`;
+    triples each node's one path from a topic entity ranks (`path_tree_scores`; 0: every
+    shortest-path triple by the best answer probability below it, `shortest_path_scores`;
     1: every node's one path before any other); ``relation_init``: every node's initial state also
     reads the mean text embedding of the relations it is the tail of and of those it is the head of
     (NSM / ReaRev's relation-based entity initialisation); ``similarity``: the frozen encoder's
     question-relation cosine joins every round's follow gate and the question-entity cosine the
-    node scorer's input (:func:`text_similarities`); ``path_supervision``: the weight of NSM's
-    intermediate supervision (:meth:`step_loss`: each round's follow gates against the shortest-path
+    node scorer's input (`text_similarities`); ``path_supervision``: the weight of NSM's
+    intermediate supervision (`step_loss`: each round's follow gates against the shortest-path
     triples of its hop; 0: none)."""
 
     structure = "dde"  # column 0 is the topic flag; the rest says where a node sits relative to it
@@ -490,7 +490,7 @@ class GNNRAG(EdgeScorerModule):
 
     def training_step(self, batch: TripleBatch, batch_idx: int) -> torch.Tensor:
         """The answer loss (the base class's, per member); with ``path_supervision``, plus that times
-        :meth:`step_loss`, from the same forward pass."""
+        `step_loss`, from the same forward pass."""
         if not self.path_supervision:
             return super().training_step(batch, batch_idx)
         if batch.node_answer is None or batch.labels is None:
@@ -526,7 +526,7 @@ class GNNRAG(EdgeScorerModule):
     def training_targets(self, batch: TripleBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Node-level: every node's answer logit against its answer flag, grouped by question; with
         several members, each member's logits in turn (the labels and groups repeated), so that
-        :meth:`loss_on` trains each on its own loss."""
+        `loss_on` trains each on its own loss."""
         if batch.node_answer is None:
             raise ValueError("GNN-RAG trains on answer nodes: batches need node_answer")
         if len(self.members) == 1:

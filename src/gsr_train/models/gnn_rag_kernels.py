@@ -1,11 +1,11 @@
-"""Message passing of :class:`~gsr_train.models.gnn_rag.QuestionRelationConv` without per-triple temporaries.
+"""Message passing of `gsr_train.models.gnn_rag.QuestionRelationConv` without per-triple temporaries.
 
 Each reasoning round averages ``x[sender] * rel[pair]`` over every node's incoming triples, in both
 directions. Written as ``MessagePassing.propagate`` that is three ``[T, hidden]`` tensors per
 direction (the gathered senders, the gathered relation rows, their product) before the scatter: at
 WebQSP size (~280k triples per batch of 64 graphs) each is ~140 MB, written and read back once per
 round and direction, and allocated anew each time (page faults). Serving needs no gradients, so
-:func:`relation_means` sums the products of every direction straight into its block of one
+`relation_means` sums the products of every direction straight into its block of one
 ``[N, directions * hidden]`` output:
 
 * on CPU, a compiled kernel walks each node's incoming triples (triple order kept, so every sum is
@@ -16,7 +16,7 @@ round and direction, and allocated anew each time (page faults). Serving needs n
 * on any other device (or dtype), ``index_select`` + ``mul_`` + ``index_add_`` into the output
   view (one ``[T, hidden]`` temporary per direction instead of five).
 
-:func:`incoming` (each node's incoming triples, in triple order, and their count) depends only on
+`incoming` (each node's incoming triples, in triple order, and their count) depends only on
 the graph, so a batch computes it once per direction and every round reuses it.
 """
 
@@ -45,7 +45,7 @@ class Incoming:
 
 
 def incoming(receiver: torch.Tensor, num_nodes: int, dtype: torch.dtype = torch.float32) -> Incoming:
-    """:class:`Incoming` of the triples whose receiving node is ``receiver [T]`` (on its device)."""
+    """`Incoming` of the triples whose receiving node is ``receiver [T]`` (on its device)."""
     order = torch.argsort(receiver, stable=True)
     degree = torch.bincount(receiver, minlength=num_nodes)
     ptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=receiver.device)

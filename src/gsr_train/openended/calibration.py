@@ -1,7 +1,7 @@
 """Judge calibration: how far to trust a verifier before using it (issue item 6).
 
 A fixed set of true facts (verbalised KG triples) and false ones (the same triples with the
-relation swapped or the tail entity replaced, :func:`gsr_train.eval.fact_check.calibration_facts`)
+relation swapped or the tail entity replaced, `gsr_train.eval.fact_check.calibration_facts`)
 is judged by each verifier against the same knowledge source answers are judged against (the
 question's whole graph, through the same lexical first stage). Each verifier gets its AUC, its
 accuracy at the threshold that maximises it (the encoder verifier's threshold for the run), its

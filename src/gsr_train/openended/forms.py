@@ -7,7 +7,7 @@
   and an edge table), so the reader sees one connected graph rather than a list;
 * ``none``: closed book.
 
-Scores come from :func:`gsr_train.retrievers.classic.classic_scores` (``-inf``: not retrieved), or
+Scores come from `gsr_train.retrievers.classic.classic_scores` (``-inf``: not retrieved), or
 from any retriever's results file (its ranked triples, as ``triplets`` lines).
 """
 
@@ -26,7 +26,7 @@ CLASSIC_METHOD = {"triplets": "triplets", "paths": "paths", "subgraphs": "pcst"}
 
 
 def check_forms(forms: Sequence[str], results: Mapping[str, Any] | None = None) -> None:
-    """A form that is neither one of :data:`FORMS` nor a label of ``results`` is one clear error."""
+    """A form that is neither one of `FORMS` nor a label of ``results`` is one clear error."""
     known = set(FORMS) | set(results or {})
     bad = [f for f in forms if f not in known]
     if bad:

@@ -4,7 +4,7 @@ OKGQA asks about DBpedia entities and fetches each question's subgraph from DBpe
 them; its question file names no RoG row. With ``data.kg`` (an endpoint's URL or a store folder) and a
 question file, each question becomes a row without a graph: its topic entities are the entities it
 names, as IRIs (``open_ended.entity_prefix`` + the resource name: ``Marie_Curie`` ->
-``http://dbpedia.org/resource/Marie_Curie``), and :mod:`gsr_train.kg.extracted_data` cuts its graph
+``http://dbpedia.org/resource/Marie_Curie``), and `gsr_train.kg.extracted_data` cuts its graph
 from the KG as for any question without one (k-hop, per-entity limit, PageRank down to
 ``data.extract.max_triples``). The rows are written once, keyed by their content, under
 ``<cache>/open_questions/``.

@@ -7,7 +7,7 @@ OKGQA-P grid); every condition's answers are judged against the same knowledge s
 default the question's *original* graph verbalised (``knowledge: graph``), else the evidence the
 reader saw (``evidence``) or the lines of a user's text file. The encoder verifier calls a fact
 supported when its support reaches the threshold calibrated on true and perturbed KG facts
-(:mod:`gsr_train.openended.calibration`); the LLM judge when its probability of "True" is at least
+(`gsr_train.openended.calibration`); the LLM judge when its probability of "True" is at least
 0.5. Facts a judge could not read are counted and left out of that judge's figures.
 """
 
@@ -254,7 +254,7 @@ def case_values(
     ratings: Mapping[tuple[str, str], Any],
     opts: JudgeOptions,
 ) -> QuestionValues:
-    """The per-answer parts of a condition's headline figures (named as :func:`report.values` names
+    """The per-answer parts of a condition's headline figures (named as `report.values` names
     them), for their 95% bootstrap intervals over the condition's questions: FActScore with and without
     the length penalty (means over the answered cases with a readable fact), the hallucination ratio and
     the verifiers' agreement (ratios of fact counts) and each G-Eval criterion's mean rating."""

@@ -1,8 +1,8 @@
 """The open-ended questions an OKGQA-style run asks: the embedded set, a JSONL file or OKGQA's CSV.
 
-The row format, OKGQA's categories and the templates live in :mod:`gsr_train.data.open_questions`
+The row format, OKGQA's categories and the templates live in `gsr_train.data.open_questions`
 (the LLM step writes the same rows); this module adds what needs a KG index (template questions
-over a split's graphs) and :func:`load_questions`, the one way a run reads its questions.
+over a split's graphs) and `load_questions`, the one way a run reads its questions.
 
 The embedded set (``load_questions("embedded")``, ``data/webqsp_mini_open.jsonl``) is one
 template question per test graph of ``../shared/data/webqsp_mini`` with a named topic entity,
@@ -44,8 +44,8 @@ def questions_from_index(
 ) -> tuple[list[OpenQuestion], Counter]:
     """Template questions about the graphs of ``index[split]`` (all, or those at ``positions``):
     their named topic entities, and for comparisons an entity of the same kind
-    (:func:`~gsr_train.llm.steps.open_questions.graph_entities`). Counts as
-    :func:`~gsr_train.data.open_questions.template_questions`."""
+    (`gsr_train.llm.steps.open_questions.graph_entities`). Counts as
+    `gsr_train.data.open_questions.template_questions`."""
     todo = range(len(index[split])) if positions is None else positions
     return template_questions(
         (graph_entities(index, split, i, max_related) for i in todo), per_graph=per_graph, types=types

@@ -34,7 +34,7 @@ def values(f: Mapping[str, Any]) -> dict[str, float | None]:
 def condition_rows(
     figures: Mapping[str, Any], split: str, k: int, labels: Mapping[str, Mapping[str, Any]]
 ) -> list[dict]:
-    """The tail's rows (:mod:`gsr_train.eval.tail`): one per condition, labelled by form (and
+    """The tail's rows (`gsr_train.eval.tail`): one per condition, labelled by form (and
     perturbation and level in the grid)."""
     rows = []
     for label, f in figures.items():

@@ -1,7 +1,7 @@
 """The LLM stages of the open-ended evaluation, each one batch of chat requests through the cached
 client: long-form answers, atomic facts, the LLM fact verifier and G-Eval.
 
-Every stage returns its values keyed like its inputs, plus a :class:`collections.Counter` keyed
+Every stage returns its values keyed like its inputs, plus a `collections.Counter` keyed
 ``(condition, reason)`` of what could not be scored and why (``request_failed`` when the client skipped a request under
 ``on_error: skip``, and the parsers' reasons), so nothing unreadable is scored as 0 or 1. All
 answers go through the response cache, so a killed run asks again only what was not answered.
@@ -142,7 +142,7 @@ def verify_llm(
     client: ChatClient, pairs: Sequence[tuple[str, str, Sequence[str]]], max_tokens: int = 3
 ) -> tuple[list[Parsed], Counter]:
     """The LLM judge on ``(request id, fact, knowledge lines)``: ``Parsed.value`` is the probability
-    that the fact is supported (see :func:`~gsr_train.openended.parsing.parse_verdict`)."""
+    that the fact is supported (see `gsr_train.openended.parsing.parse_verdict`)."""
     system, user = load_prompt("verify_fact_system"), load_prompt("verify_fact_user")
     params = {"max_tokens": max_tokens, "logprobs": True, "top_logprobs": 20}
     requests = [

@@ -1,7 +1,7 @@
 """A composed config checked against its runner's recipe by pydantic, before any work.
 
 Every option dataclass becomes a strict pydantic model (no unknown keys, no type coercion, the
-ranges of its fields), the sections of a runner's :class:`~gsr_train.options.recipes.Recipe` become
+ranges of its fields), the sections of a runner's `gsr_train.options.recipes.Recipe` become
 one model of the whole config, and pydantic's errors become one line each: the key, the value and
 what it should be, the file that defines it, and for an unknown key the closest option.
 """
@@ -378,7 +378,7 @@ def config_errors(cfg: Any) -> list[str]:
 
 
 def check_recipe(cfg: Any) -> None:
-    """Raise one :class:`RecipeError` naming every mistake of a composed config: one line for one
+    """Raise one `RecipeError` naming every mistake of a composed config: one line for one
     mistake (the key, what it should be, the file, the closest option), a list for several."""
     errors = config_errors(cfg)
     if len(errors) == 1:

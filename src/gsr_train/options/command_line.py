@@ -3,12 +3,12 @@
 Hydra composes the config before any of our code runs and refuses three mistakes there, each in
 several lines and exit 1: a key the config lacks typed without ``+`` (``model.hiden=64``: "Key
 'hiden' is not in struct"), a group option that does not exist (``data=nosuch``) and an override
-it cannot parse. :func:`run_hydra` runs a ``@hydra.main`` function (train.py, eval.py, gsr-train
+it cannot parse. `run_hydra` runs a ``@hydra.main`` function (train.py, eval.py, gsr-train
 robustness) so that these errors reach it instead (``HYDRA_FULL_ERROR`` while Hydra composes;
-:class:`OptionErrors` checks the composed config before Hydra makes the run folder
+`OptionErrors` checks the composed config before Hydra makes the run folder
 and gives Hydra its own report back once the job starts), and prints each as one
 line: a missing key is composed once more as ``+key=value`` and named by the recipe check
-(:mod:`gsr_train.options.check`: the section's file, the closest option), a missing group option
+(`gsr_train.options.check`: the section's file, the closest option), a missing group option
 with the group's choices.
 """
 
@@ -95,7 +95,7 @@ class OptionErrors(Callback):
             raise SystemExit(USER_ERROR_EXIT) from None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A grid's every point checked before the first runs (:mod:`gsr_train.options.sweep_points`)."""
+        """A grid's every point checked before the first runs (`gsr_train.options.sweep_points`)."""
         try:
             check_sweep_points(config)
         except RecipeError as err:

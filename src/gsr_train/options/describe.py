@@ -1,9 +1,9 @@
 """Options printed and written from their dataclasses, the one source of their defaults.
 
-* :func:`describe`: every option of a composed config's runner, its value (and default when they
+* `describe`: every option of a composed config's runner, its value (and default when they
   differ), its type and range, its one-line description (``gsr-train options NAME``, and
-  ``python train.py +experiment=NAME --help`` through :func:`gsr_train.options.help.help_template`);
-* :data:`DEFAULTS_FILES` and :func:`render`: the ``conf/recipes/*_defaults.yaml`` files every
+  ``python train.py +experiment=NAME --help`` through `gsr_train.options.help.help_template`);
+* `DEFAULTS_FILES` and `render`: the ``conf/recipes/*_defaults.yaml`` files every
   experiment of a runner starts from, generated from the dataclasses with each description as a
   comment (``gsr-train options --write_defaults`` writes them; a test keeps them current).
 """

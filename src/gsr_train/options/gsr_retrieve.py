@@ -1,5 +1,5 @@
 """``+experiment=retrieve retriever=gsr``: the GSR run behind it, as options. Its ``gsr`` section is
-``retriever.options`` over :class:`~gsr_train.options.recipes.GSRRun`'s defaults; what the retrieve
+``retriever.options`` over `gsr_train.options.recipes.GSRRun`'s defaults; what the retrieve
 experiment names its own way (``split``, ``eval_only``, one decoding mode) is refused under GSR's
 names, in one line."""
 
@@ -31,7 +31,7 @@ def trains_first(cfg: DictConfig) -> bool:
 
 def retriever_run_config(cfg: DictConfig) -> DictConfig:
     """The GSR run behind ``retriever=gsr``: its ``gsr`` section is ``retriever.options`` over
-    :class:`~gsr_train.options.recipes.GSRRun`'s defaults, with the experiment's ``split``,
+    `gsr_train.options.recipes.GSRRun`'s defaults, with the experiment's ``split``,
     ``eval_only`` and ``decode.constrained`` for ``gsr.eval_split``, ``gsr.eval_only`` and
     ``gsr.eval_modes``; its epochs are ``model.epochs``."""
     options = as_dict(cfg.retriever.options) if cfg.retriever.get("options") else {}

@@ -1,7 +1,7 @@
 """The checks of a run's options and inputs that need more than the option classes: files that must
 exist, splits the data must have, an encoder that must load, one value for one thing, the options a
 runner reads its own way. Each runner calls its check first, before the index, embeddings or
-training; every problem is a :class:`PreflightError` (one line, or one list of every problem)."""
+training; every problem is a `PreflightError` (one line, or one list of every problem)."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def subgraphrag_settings(cfg: DictConfig) -> tuple[dict, dict, dict]:
 
 
 def check_subgraphrag(cfg: DictConfig) -> tuple[dict, dict, dict]:
-    """Every option and input a SubgraphRAG run needs; its :func:`subgraphrag_settings`."""
+    """Every option and input a SubgraphRAG run needs; its `subgraphrag_settings`."""
     run_cfg, model_opts, train = subgraphrag_settings(cfg)
     require_family(cfg, ["subgraphrag"], "subgraphrag")
     one_setting(cfg, "model.train.epochs")
@@ -193,7 +193,7 @@ def check_subgraphrag(cfg: DictConfig) -> tuple[dict, dict, dict]:
 
 # ---------------------------------------------------------------------- GSR
 def gsr_walks(cfg: DictConfig) -> GSRWalks:
-    """``gsr.walks`` through its recipe (:class:`~gsr_train.options.recipes.GSRWalks`: one place for defaults)."""
+    """``gsr.walks`` through its recipe (`gsr_train.options.recipes.GSRWalks`: one place for defaults)."""
     return GSRWalks(**(_container(cfg.gsr.get("walks")) or {}))
 
 

@@ -1,7 +1,7 @@
 """Typed recipes: every runner's options as dataclasses, each option with its default, a one-line
-description and its range (:func:`gsr_train.config.option`).
+description and its range (`gsr_train.config.option`).
 
-A :class:`Recipe` names a runner's top-level keys (a dataclass of their types) and one dataclass
+A `Recipe` names a runner's top-level keys (a dataclass of their types) and one dataclass
 per section of the composed config (nested dataclasses for nested sections). Where the code
 already reads a section through a dataclass of a lower layer (``DecodeConfig``, ``LLMConfig``,
 ``KGEConfig``, ``SimGRAGConfig``, ``SAFEConfig``, ``ClassicRun``, ``SubgraphRAGModel``) that
@@ -10,7 +10,7 @@ class is the recipe; those classes live in torch-free option modules of their fl
 ``gsr-train options`` import no torch and answer in well under a second. Sections open by design (a
 model's ``config`` passed to transformers, ``robustness.retrievers`` keyed by any registered retriever)
 are typed ``dict``.
-:mod:`gsr_train.options.check` checks a config against them; :mod:`gsr_train.options.describe`
+`gsr_train.options.check` checks a config against them; `gsr_train.options.describe`
 prints them and writes the ``*_defaults.yaml`` files the experiments start from.
 """
 
@@ -601,7 +601,7 @@ class GSRRetrieverOptions(GSRRun):
 
 @dataclass
 class GSRRetrieverSpec:
-    """:class:`RetrieverSpec` of ``retriever=gsr``, its options typed."""
+    """`RetrieverSpec` of ``retriever=gsr``, its options typed."""
 
     name: str = option("gsr", "the GSR retriever (conf/retriever/gsr.yaml)")
     _target_: str | None = option(None, "unused for retriever=gsr (a target makes it another retriever)")

@@ -1,5 +1,5 @@
 """``runner: NAME``: which runner an experiment names, checked with its other options before any
-work. A built-in name (:data:`~gsr_train.options.recipes.RECIPES`), a module ``gsr_train.runs.NAME``
+work. A built-in name (`gsr_train.options.recipes.RECIPES`), a module ``gsr_train.runs.NAME``
 with a ``run`` function (a new built-in experiment kind, with no table to edit), or the dotted path
 of a function of the user's own; anything else is one line naming the built-in runners."""
 
@@ -21,7 +21,7 @@ class UnknownRunner(UserError, ValueError):
 
 def find_runner(value: Any, built_in: Mapping[str, Any]) -> Any:
     """``built_in[NAME]``, ``gsr_train.runs.NAME.run`` or the function at a dotted path; else
-    :class:`UnknownRunner` (a runner module that fails to import raises its own error)."""
+    `UnknownRunner` (a runner module that fails to import raises its own error)."""
     name = runner_name(value)
     if name in built_in:
         return built_in[name]

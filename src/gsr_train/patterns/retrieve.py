@@ -1,7 +1,7 @@
 """Run a pattern retriever over a whole split and turn its subgraphs into the result format.
 
 Both SimGRAG and SAFE reduce to: per question, for each of its patterns, build cost tables
-over the question graph and call :func:`~gsr_train.patterns.search.topk_matches`; merge the
+over the question graph and call `gsr_train.patterns.search.topk_matches`; merge the
 subgraphs of all patterns by distance (ties: round-robin over the patterns, so several
 equally good chains all get their best subgraph in early), drop repeated edge sets, keep ``k``.
 The merged list becomes per-edge scores (``-rank`` of the first subgraph holding the edge,

@@ -8,7 +8,7 @@ injectively to graph nodes and every pattern edge to one graph edge between the 
 nodes (either direction: both papers ignore edge direction); its distance is the sum of
 the mapped node and relation costs (the generalised graph semantic distance, eq. 3).
 
-The exact search (:func:`topk_matches`) orders pattern edges by a DFS from the pattern
+The exact search (`topk_matches`) orders pattern edges by a DFS from the pattern
 node with the fewest candidates, and extends partial matches one edge at a time. With
 ``prune=True`` it adds the paper's two optimisations without losing exactness:
 
@@ -22,7 +22,7 @@ node with the fewest candidates, and extends partial matches one edge at a time.
 Per expansion the candidate costs of all incident edges are computed at once (numpy
 slices of precomputed per-edge cost arrays); only the DFS itself is a Python loop.
 Results are distinct subgraphs (edge sets): two mappings yielding the same edges keep the
-cheaper one. :func:`brute_force_matches` enumerates everything, for tests.
+cheaper one. `brute_force_matches` enumerates everything, for tests.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def _plan(pattern_edges: Sequence[tuple[int, int]], num_nodes: int, start: int):
 
 class _TopK:
     """The k best distinct subgraphs so far, in the total order (distance, sorted edge ids),
-    so ties are cut exactly as :func:`brute_force_matches` cuts them; ``worst`` is the
+    so ties are cut exactly as `brute_force_matches` cuts them; ``worst`` is the
     pruning threshold."""
 
     def __init__(self, k: int):

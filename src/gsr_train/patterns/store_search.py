@@ -2,12 +2,12 @@
 
 A pattern's candidates come from the whole KG (a known node's nearest entities of all the store's,
 a known relation's nearest relations of all), not from a graph cut beforehand. The search itself is
-the per-question one (:func:`~gsr_train.patterns.search.topk_matches`), run on the only part of the
+the per-question one (`gsr_train.patterns.search.topk_matches`), run on the only part of the
 store a match can lie in: a match maps the *anchor* (the pattern node with the fewest candidates) to
 one of its candidates, and every other pattern node within the anchor's eccentricity ``h`` in the
 pattern, along edges whose relation is a candidate of some pattern edge. So the region is the
 ``h``-hop neighbourhood of the anchor's candidates over those relations (edges among the last hop's
-nodes included; :meth:`~gsr_train.kg.store_walk.StoreWalker.region`), and the top k found there are
+nodes included; `gsr_train.kg.store_walk.StoreWalker.region`), and the top k found there are
 the top k of the whole store. A region past the walker's edge budget is searched as cut and counted.
 """
 

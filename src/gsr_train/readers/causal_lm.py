@@ -1,6 +1,6 @@
 """The causal-LM reader (``qa.reading.method=causal-lm``, the default): a local HF model (``reader=...``)
 reads prompts in ``qa.format`` and answers by greedy decoding; a run fine-tunes it with LoRA, QLoRA
-or fully (:mod:`gsr_train.readers.model`), on answer tokens only (:mod:`gsr_train.readers.data`),
+or fully (`gsr_train.readers.model`), on answer tokens only (`gsr_train.readers.data`),
 and saves the adapter folder (``qa.merge``: also the merged model)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Batches are left-padded, so every answer sits at the end of its row and the loss needs the
 LM head (a 49k x 576 matmul per token for SmolLM2) only on the last ``answer_window``
-positions instead of the whole prompt (see :func:`gsr_train.readers.model.answer_loss`).
+positions instead of the whole prompt (see `gsr_train.readers.model.answer_loss`).
 
 The full conversation (prompt messages + the assistant's target) goes through the base
 model's chat template; the prompt part (the template with ``add_generation_prompt``) must be
@@ -123,7 +123,7 @@ class ExampleBatches(pl.LightningDataModule):
     ``collate(positions)``.
 
     The training order is a pure function of ``(seed, epoch)`` sharded by rank
-    (:class:`~gsr_train.datamodules.triple_datamodule.RankSampler`): W DDP processes with batch B
+    (`gsr_train.datamodules.triple_datamodule.RankSampler`): W DDP processes with batch B
     take the same examples per optimiser step as one process with batch ``W * B``, and a run
     resumed from a mid-epoch ``last.ckpt`` skips exactly the batches it had trained on.
     """
@@ -148,7 +148,7 @@ class ExampleBatches(pl.LightningDataModule):
 
 
 class ReaderDataModule(ExampleBatches):
-    """Training (and optional validation) batches of a causal-LM reader (see :class:`ExampleBatches`)."""
+    """Training (and optional validation) batches of a causal-LM reader (see `ExampleBatches`)."""
 
     def __init__(
         self,

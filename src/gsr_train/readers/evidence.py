@@ -4,7 +4,7 @@ Where the rows come from (``qa.retrieval``): given results files (``results.<spl
 SubgraphRAG checkpoint (``checkpoint``) that retrieves the top ``k`` triples once into the cache
 (keyed by checkpoint digest, data, split, K and encoder), any registered retriever (``retriever``
 + ``options``; default ``cosine``), or several of these merged into one prompt (``sources``,
-:mod:`gsr_train.readers.evidence_merge`). :func:`gather` copies (or writes) each split's rows
+`gsr_train.readers.evidence_merge`). `gather` copies (or writes) each split's rows
 into the run folder as ``results_<split>.jsonl`` and says, per split, where they came from.
 """
 
@@ -47,7 +47,7 @@ def _cache(cfg: DictConfig) -> Path:
 
 @dataclass
 class Gathered:
-    """Per split: the questions (:func:`question_table`), the results rows by question id, and
+    """Per split: the questions (`question_table`), the results rows by question id, and
     where they came from (``evidence``: in words; the file, its rows, what was missing)."""
 
     questions: dict[str, list[dict]] = field(default_factory=dict)
@@ -65,7 +65,7 @@ def gather(
 ) -> Gathered:
     """Each split's questions (the first ``qa.limit.<split>``) and evidence, copied into ``out`` as
     ``results_<split>.jsonl`` when ``write`` (global rank 0); merged first when ``sources`` (checked
-    by :func:`evidence_sources`) names several."""
+    by `evidence_sources`) names several."""
     got = Gathered()
     limit = cfg.qa.get("limit") or {}
     for s in splits:
@@ -147,7 +147,7 @@ def read_result_rows(path: str | Path, ids: Sequence[str]) -> tuple[dict[str, di
 
 def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
     """The results file of ``split_name``: configured path, or retrieved once with the checkpoint
-    (or the registered retriever, :func:`registered_results_file`)."""
+    (or the registered retriever, `registered_results_file`)."""
     ret = cfg.qa.retrieval
     given = (ret.get("results") or {}).get(split_name)
     if given:
@@ -241,7 +241,7 @@ def default_splits(cfg: DictConfig) -> list[str]:
 
 def evidence_sources(cfg: DictConfig, splits: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """``qa.retrieval.sources`` checked before any work (for the ``splits`` the run reads; default
-    :func:`default_splits`): each with a distinct label, exactly one of ``checkpoint`` / ``results``
+    `default_splits`): each with a distinct label, exactly one of ``checkpoint`` / ``results``
     / ``retriever``, and nothing set at ``qa.retrieval`` besides."""
     ret = cfg.qa.retrieval
     given = _container(ret.get("sources")) or []
@@ -305,7 +305,7 @@ def _source_view(cfg: DictConfig, src: dict[str, Any]) -> DictConfig:
 def merged_evidence(
     cfg: DictConfig, index: Any, split: str, given: Sequence[dict[str, Any]]
 ) -> tuple[dict[str, dict], dict[str, Any]]:
-    """Every source's rows of ``split``, merged (:mod:`gsr_train.readers.evidence_merge`), and what
+    """Every source's rows of ``split``, merged (`gsr_train.readers.evidence_merge`), and what
     came from where."""
     ids = index[split].ids
     sources, info = [], {}

@@ -1,12 +1,12 @@
 """Evidence from several retrievers in one prompt (GNN-RAG's retrieval augmentation, generalised).
 
 Each source's results rows give their best-first evidence lines in the reader's format (paths or
-triples, as :func:`~gsr_train.readers.prompts.evidence_lines` renders them, at most the source's
+triples, as `gsr_train.readers.prompts.evidence_lines` renders them, at most the source's
 ``top_k``). The merged list takes the sources in turn, rank by rank (the best line of each source
 before the second line of any), and drops a line already shown (the same text from another
 source), so when the token budget cuts the prompt every source keeps its best lines. Every line
 remembers its source; each source's share of the prompt is bounded in tokens (``share``) when
-the prompt is built (:func:`~gsr_train.readers.prompts.within_shares`), and the whole prompt by
+the prompt is built (`gsr_train.readers.prompts.within_shares`), and the whole prompt by
 ``qa.max_prompt_tokens``.
 
 A merged row is a results row: ``evidence`` (``[{"line", "source", "entities"}]``), ``shares``

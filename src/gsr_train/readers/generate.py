@@ -3,7 +3,7 @@
 Local: prompts are chat-templated, sorted by length (so a batch pads little), left-padded,
 and decoded greedily with ``max_new_tokens``; answers come back in the input order.
 Remote: the same messages go to any OpenAI-compatible endpoint through the project's
-:class:`~gsr_train.llm.client.ChatClient` (response cache, retries, cost accounting).
+`gsr_train.llm.client.ChatClient` (response cache, retries, cost accounting).
 """
 
 from __future__ import annotations

@@ -5,27 +5,27 @@ A reader answers questions from retrieved evidence, in two steps:
 * ``prepare(questions, evidence)``: the questions (dicts with ``id``, ``question``, ``answers``,
   ``in_kg``, ``hops`` and ``topics``, the names of the question's topic entities) and their
   retrieval results rows by question id (``None``: closed book) become one
-  :class:`~gsr_train.readers.prompts.ReaderExample` each (a prompt, candidate entities: whatever
+  `gsr_train.readers.prompts.ReaderExample` each (a prompt, candidate entities: whatever
   the reader reads; a reader that needs more per question subclasses it);
-* ``answer(batch)``: one :class:`Reading` per example, the raw response and the answers read from
+* ``answer(batch)``: one `Reading` per example, the raw response and the answers read from
   it. The runner hands every question of a variant over at once; a reader batches inside.
 
-A trainable reader (:class:`TrainableReader`) also gives the LightningModule and DataModule it
+A trainable reader (`TrainableReader`) also gives the LightningModule and DataModule it
 trains with (``training``) and writes what it learnt into a folder (``save``); the reader runner
-(:mod:`gsr_train.runs.reader`) trains it with the run's Trainer, callbacks, DDP, ``resume=auto``
+(`gsr_train.runs.reader`) trains it with the run's Trainer, callbacks, DDP, ``resume=auto``
 and run folder, and a later run loads the folder back (``qa.eval_only=<run>/adapter``, what
-``eval.py ckpt_path=<run>`` sets) through :attr:`ReadingInputs.trained`.
+``eval.py ckpt_path=<run>`` sets) through `ReadingInputs.trained`.
 
 Optional attributes the runner reads: ``variant`` (the prefix of the rows it answers before any
 training here: ``base``, default; ``finetuned`` when loaded trained; ``prompting``), ``figures``
 (a dict kept in ``metrics.json``'s ``train``), and ``__enter__`` / ``__exit__`` (a reader that holds
 something while it reads, e.g. a served model, is entered around the reading).
 
-Built in (:mod:`gsr_train.readers.registered`): ``causal-lm`` (a local causal LM, LoRA / QLoRA /
+Built in (`gsr_train.readers.registered`): ``causal-lm`` (a local causal LM, LoRA / QLoRA /
 full fine-tuning: ``reader=...``), ``prompted`` (an LLM behind an OpenAI-compatible endpoint:
 ``llm=...``) and ``retrieval-answers`` (the evidence's top candidate entity, no reading). A reader
 outside this package needs no registration: ``qa.reading._target_=my_pkg.MyReader`` or an entry
-point in the group ``gsr_train.readers`` (:mod:`gsr_train.readers.registry`). Every one is made as
+point in the group ``gsr_train.readers`` (`gsr_train.readers.registry`). Every one is made as
 ``Reader(inputs=ReadingInputs, **qa.reading.options)``.
 """
 
@@ -98,7 +98,7 @@ class TrainableReader(Reader, Protocol):
     ``batch_size`` is this process's share of ``qa.train.batch_size``) gives the module and data the
     run's Trainer fits (``qa.train``: epochs, max_steps, accumulate, gradient_clip_val); after the fit,
     global rank 0 calls ``save(folder)``, which writes what it learnt (loaded back through
-    :attr:`ReadingInputs.trained`) and returns its training figures."""
+    `ReadingInputs.trained`) and returns its training figures."""
 
     def training(self, questions: Sequence[Question], evidence: Evidence, batch_size: int) -> TrainingParts: ...
 

@@ -5,7 +5,7 @@ QLoRA as in the GSR paper: nf4 4-bit weights with double quantisation and bf16 c
 alpha=16 on every attention and MLP projection, lr 2e-4. ``precision`` picks the base
 weights: ``4bit`` (QLoRA), ``8bit``, ``bf16`` / ``fp16`` (16-bit LoRA) or ``fp32``;
 ``adapter: lora | full | none`` picks what trains. The loss covers only answer tokens
-(prompt labels are -100, see :mod:`gsr_train.readers.data`).
+(prompt labels are -100, see `gsr_train.readers.data`).
 
 Model names: ``smollm2`` (the bundled offline SmolLM2-135M-Instruct, converted once from its
 GGUF into a regular HF folder in the cache), any local HF folder, or a hub name.
@@ -209,7 +209,7 @@ def answer_loss(
     model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, window: int | None = None
 ) -> torch.Tensor:
     """Mean next-token cross-entropy over the labelled (answer) tokens of left-padded rows
-    (same value as ``model(..., labels=labels).loss``; see :func:`answer_token_stats`)."""
+    (same value as ``model(..., labels=labels).loss``; see `answer_token_stats`)."""
     total, count, _ = answer_token_stats(model, input_ids, attention_mask, labels, window)
     return total.sum() / count.sum().clamp(min=1)
 

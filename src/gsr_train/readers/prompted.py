@@ -1,7 +1,7 @@
 """The prompted reader (``qa.reading.method=prompted``, or ``qa.backend=llm``): an unfine-tuned LLM
 behind any OpenAI-compatible endpoint (``llm=...``) answers the run's prompts, through the project's
 chat client (response cache, retries, cost accounting). With ``llm.autostart`` and nothing listening
-at ``llm.base_url`` the run serves that model itself while it reads (:func:`local_endpoint`)."""
+at ``llm.base_url`` the run serves that model itself while it reads (`local_endpoint`)."""
 
 from __future__ import annotations
 

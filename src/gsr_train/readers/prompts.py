@@ -1,16 +1,16 @@
 """Reader prompts built from retrieval results, in registered formats, within a token budget.
 
-A format (``qa.format``) is an object (:class:`PromptFormat`): how an evidence line looks, the
+A format (``qa.format``) is an object (`PromptFormat`): how an evidence line looks, the
 instruction, an optional in-context example, the target the reader is trained to write, and how
-its answers are read back. Registered (:data:`FORMATS`, :func:`register_format`):
+its answers are read back. Registered (`FORMATS`, `register_format`):
 
-* ``paths`` (:class:`PathsFormat`): GSR's "subgraph as reasoning paths" (the RoG prompt style):
+* ``paths`` (`PathsFormat`): GSR's "subgraph as reasoning paths" (the RoG prompt style):
   the evidence is a list of ``e0 -> r1 -> e1 <- r2 <- e2`` paths (the ``paths`` field of a GSR
   results row; rows without paths show each retrieved triple as a one-hop path); the answer is
   one entity per line.
-* ``triples`` (:class:`TriplesFormat`): GSR's "subgraph as triple set": de-duplicated
+* ``triples`` (`TriplesFormat`): GSR's "subgraph as triple set": de-duplicated
   ``(h, r, t)`` lines, one answer per line.
-* ``subgraphrag`` (:class:`SubgraphRAGFormat`): SubgraphRAG's prompt: the scored top-K triples
+* ``subgraphrag`` (`SubgraphRAGFormat`): SubgraphRAG's prompt: the scored top-K triples
   ``(h,r,t)``, one in-context example (user + assistant turn), answers as lines ``ans: ...``.
 
 Evidence is best first (results rows are written that way; rows with ``scores`` are sorted
@@ -100,7 +100,7 @@ class PromptFormat:
     """One prompt format: how evidence lines look, what the reader is asked and trained to write, and
     how its answers are read back. A new format subclasses this (or a format below), sets ``name``,
     ``header`` and ``instruction``, overrides what differs, and is registered with
-    :func:`register_format`; ``qa.format=<name>`` then picks it."""
+    `register_format`; ``qa.format=<name>`` then picks it."""
 
     name: str = ""
     header: str = "Triples"  # the heading of the evidence block
@@ -387,7 +387,7 @@ def parse_response(text: str, fmt: str | PromptFormat) -> list[str]:
     ``subgraphrag``, else one per line).
 
     Lines whose normalised form says "no answer" (``not available``, ``none``...) are dropped;
-    duplicates (after :func:`normalize_answer`) are removed, first occurrence kept.
+    duplicates (after `normalize_answer`) are removed, first occurrence kept.
     """
     out, seen = [], set()
     for item in prompt_format(fmt).items(text):

@@ -1,4 +1,4 @@
-"""The built-in readers behind :mod:`gsr_train.readers.interface`: the causal LM fine-tuned here
+"""The built-in readers behind `gsr_train.readers.interface`: the causal LM fine-tuned here
 (``causal-lm``), an LLM behind an OpenAI-compatible endpoint (``prompted``) and the evidence's own
 top candidate (``retrieval-answers``)."""
 

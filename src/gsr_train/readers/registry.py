@@ -1,5 +1,5 @@
-"""Build a reader by name or by import path: the built-in ones (:mod:`gsr_train.readers.registered`),
-any other registered with :func:`gsr_train.readers.interface.register`, the ``gsr_train.readers``
+"""Build a reader by name or by import path: the built-in ones (`gsr_train.readers.registered`),
+any other registered with `gsr_train.readers.interface.register`, the ``gsr_train.readers``
 entry points of installed packages, and a class or factory outside this package named by
 ``_target_`` (Hydra's convention: ``qa.reading._target_=my_pkg.module.MyReader``), so a new reader
 joins without an edit here. Every one is made as ``factory(inputs=ReadingInputs, **options)``."""

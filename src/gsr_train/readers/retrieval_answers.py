@@ -1,5 +1,5 @@
 """Answering with the retrieval alone (``qa.reading.method=retrieval-answers``): each question's top
-candidate entity from its results row (:func:`~gsr_train.eval.retrieval_answers.candidate_answers`:
+candidate entity from its results row (`gsr_train.eval.retrieval_answers.candidate_answers`:
 the row's own ``answers``, else its paths' ends, else the non-topic entities of its best triples).
 Every reader run also scores it next to its reader (the ``retrieval_answers`` row), so each reader's
 row shows what reading adds over its evidence."""

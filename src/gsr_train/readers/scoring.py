@@ -1,4 +1,4 @@
-"""Scoring a reader's answers: the QA metrics (:mod:`gsr_train.eval.qa`) of its readings and the
+"""Scoring a reader's answers: the QA metrics (`gsr_train.eval.qa`) of its readings and the
 ``predictions_<variant>.jsonl`` rows a run writes (what was asked, shown, answered and expected)."""
 
 from __future__ import annotations

@@ -9,14 +9,14 @@ similarities into prizes, and then retrieve
   high-prize start nodes, avoiding cycles, bounded length and number (best-first search,
   here run as a beam search over all questions at once: at every step each question keeps
   its ``beam`` best partial paths);
-* ``pcst``: one connected prize-collecting Steiner tree (:mod:`gsr_train.retrievers.pcst`).
+* ``pcst``: one connected prize-collecting Steiner tree (`gsr_train.retrievers.pcst`).
 
 Prizes: node text is the entity name (raw Freebase ids have none: prize 0), edge text the
 relation name. ``rank`` prizes are ``max(0, k - rank)`` over a question's nodes / edges
 (OKGQA); ``split`` edge prizes rank the *distinct* relation similarities and share each
 rank's prize among the edges that carry it, strictly decreasing (G-Retriever), so one
 frequent relation cannot flood the prize budget. A tiny multiple of the raw similarity
-breaks ties. Optional personalised PageRank pruning (:mod:`gsr_train.retrievers.ppr`) runs
+breaks ties. Optional personalised PageRank pruning (`gsr_train.retrievers.ppr`) runs
 first. Every method returns per-edge scores (``FloatTensor[sum E]``, ``-inf`` = not
 retrieved) so results go through the common results format and metrics; for ``paths`` and
 ``pcst`` the score is minus the edge's position in the retrieved structure (best path

@@ -11,9 +11,9 @@ embeddings only (no graph structure, no training):
 
 Scoring is vectorised over the whole split: question-entity and question-relation
 similarities are blocked matmuls over the distinct items of a block of questions
-(:func:`segment_cosine`), then gathered per edge.
+(`segment_cosine`), then gathered per edge.
 
-CLI: ``gsr-train cosine --data DIR --split test --labels FILE`` (:mod:`gsr_train.commands.cosine`).
+CLI: ``gsr-train cosine --data DIR --split test --labels FILE`` (`gsr_train.commands.cosine`).
 """
 
 from __future__ import annotations
@@ -253,10 +253,10 @@ def run_cosine(
 ) -> dict[str, Any]:
     """Index, embed, score one split, write the top-``k`` results and return the metrics
     (``gsr-train cosine``; ``train.py +experiment=cosine_baseline`` opens the
-    index through the runs' shared data path instead and calls :func:`cosine_report`).
+    index through the runs' shared data path instead and calls `cosine_report`).
 
     Writes ``out_dir/results_<split>.jsonl`` (project result format) and
-    ``out_dir/metrics.json`` (:mod:`gsr_train.eval.tail`; ``experiment`` and ``data_name`` go
+    ``out_dir/metrics.json`` (`gsr_train.eval.tail`; ``experiment`` and ``data_name`` go
     into its header, the data folder's name by default) when ``out_dir`` is given. The metrics
     include K = ``k``, the number of triples kept.
     """

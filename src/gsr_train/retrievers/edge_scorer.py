@@ -1,6 +1,6 @@
 """Any trained triple scorer as a retriever: ``retriever=trained retriever.options.checkpoint=CKPT``.
 
-The checkpoint names its own class (:data:`gsr_train.models.edge_scorer.CHECKPOINT_KEY`), so a
+The checkpoint names its own class (`gsr_train.models.edge_scorer.CHECKPOINT_KEY`), so a
 scorer trained by ``python train.py +experiment=retrieve retriever._target_=my_pkg.MyScorer``
 is served here without knowing ``my_pkg``'s name: readers (``qa.retrieval.retriever=trained``),
 the robustness study and eval.py reach it through the registry like any built-in retriever.
@@ -98,7 +98,7 @@ def score_split(
 
     Every batch allocates the same few ``[N, hidden]`` and ``[N, 2 * hidden]`` tensors (80-160 MB
     each for 64 WebQSP-size graphs): glibc is told to keep freed blocks up to 1 GB for reuse
-    (:func:`~gsr_train.memory.keep_freed_memory`, as SubgraphRAG's retriever does with smaller
+    (`gsr_train.memory.keep_freed_memory`, as SubgraphRAG's retriever does with smaller
     ones), else each is mapped afresh and page-faulted in (2-3x slower at 20M rows, and no less
     peak memory)."""
     keep_freed_memory(mmap_threshold=1 << 30, trim_threshold=1 << 31)
@@ -127,7 +127,7 @@ def _batch_of(
 ) -> TripleBatch:
     """Questions ``start:stop`` of ``split`` as one batch (positions in the split, as ``make_batch``
     gives them), with the node features ``module`` asks for computed for these graphs alone, one
-    row per node. The same rows as :func:`~gsr_train.features.structure.node_features` over the
+    row per node. The same rows as `gsr_train.features.structure.node_features` over the
     split (graphs are disjoint), without sorting millions of rows to keep the distinct ones: that
     costs more than projecting a batch's few channels for every node."""
     part = split.slice(start, stop)
@@ -266,7 +266,7 @@ def candidate_counts(split: SplitGraphs, found: Candidates) -> dict[str, int]:
 
 
 class TrainedEdgeScorer:
-    """The retriever of a trained :class:`EdgeScorerModule` checkpoint."""
+    """The retriever of a trained `EdgeScorerModule` checkpoint."""
 
     def __init__(
         self, checkpoint: str | Path, inputs: RetrievalInputs, graphs_per_batch: int = 64, device: str = "cpu"

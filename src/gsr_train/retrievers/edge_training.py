@@ -43,7 +43,7 @@ class EdgeRecipe:
 
 @dataclass
 class Trained:
-    """What :func:`fit_edge_scorer` returns: the checkpoint to evaluate (None on DDP ranks > 0),
+    """What `fit_edge_scorer` returns: the checkpoint to evaluate (None on DDP ranks > 0),
     the training figures for metrics.json, the trainer and the datamodule."""
 
     best_path: str | None
@@ -103,7 +103,7 @@ def monitor_of(recipe: EdgeRecipe, targets: str = "triples") -> str | None:
 
 
 def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dict, recipe: EdgeRecipe) -> Trained:
-    """Fit ``module`` (an :class:`~gsr_train.models.edge_scorer.EdgeScorerModule`) with the run's trainer."""
+    """Fit ``module`` (an `gsr_train.models.edge_scorer.EdgeScorerModule`) with the run's trainer."""
     forward, reverse = module.dde_rounds
     dm = TripleDataModule(
         index,

@@ -10,7 +10,7 @@ checked by executing it from the topic entities (both edge directions); the firs
   direction; capped at ``max_paths`` per chain);
 * its end entities (the paper's answer-coverage variant).
 
-Results go to the project's results format (:func:`gsr_train.eval.results.write_results`):
+Results go to the project's results format (`gsr_train.eval.results.write_results`):
 ``triples`` / ``scores`` ranked, ``chains`` (``topic``, ``chain``, ``score``), plus ``paths``
 and ``beams`` (every beam with its score, validity and, given the ground chains, ``same_ends``: it
 reaches exactly a ground chain's end entities) as extra fields.
@@ -64,7 +64,7 @@ class QuestionRetrieval:
 
 
 class GSRRetriever:
-    """Runs a trained :class:`GSRModel` over questions whose graphs live in ``graphs``."""
+    """Runs a trained `GSRModel` over questions whose graphs live in ``graphs``."""
 
     def __init__(self, gsr, decode: DecodeConfig | dict | None = None, max_paths: int = 64) -> None:
         self.gsr = gsr
@@ -236,7 +236,7 @@ def retrieve_and_evaluate(
     gsr, data: GSRData, decode: DecodeConfig, split: str, ns: Sequence[int] = (1, 3, 5, 10), max_paths: int = 64
 ) -> tuple[list[QuestionRetrieval], list[int], ChainReport]:
     """Decode every evaluation question of ``data`` with ``decode`` (constrained or not), execute the
-    chains on the questions' graphs and measure everything (:func:`evaluate`, with chain match over the
+    chains on the questions' graphs and measure everything (`evaluate`, with chain match over the
     questions whose ground chains use only relations of the model's training chains, ``seen``, and the
     others, ``unseen``). Returns the per-question results, each one's row in ``data.graph_index["eval"]``
     (``-1``: no graphs) and the report. An open-vocabulary model first gets every relation of the graphs'

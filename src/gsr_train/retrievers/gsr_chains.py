@@ -1,4 +1,4 @@
-"""GSR as a retriever of the :mod:`gsr_train.retrievers.interface` shape: beam search does not look
+"""GSR as a retriever of the `gsr_train.retrievers.interface` shape: beam search does not look
 at the graph (unconstrained decoding), so the chains are decoded once per question (or read from
 a results file's ``beams``) and only *executed* on the graphs they are scored against (e.g. every
 perturbed version of a split): the first ``top_n`` executable chains give the triples (scored by

@@ -1,8 +1,8 @@
 """GSR's chains executed on the whole-KG store instead of each question's graph: the first ``top_n``
 chains of a question that reach an entity from its topic entities give the triples on their complete
-walks, each scored by its chain's score (as :class:`~gsr_train.retrievers.gsr_chains.GSRChains` scores
+walks, each scored by its chain's score (as `gsr_train.retrievers.gsr_chains.GSRChains` scores
 a question graph's edges). Chains name relations; one the store lacks is not executable. The same runs on
-a SPARQL endpoint (:func:`gsr_endpoint_retrieve`), the endpoint executing each chain."""
+a SPARQL endpoint (`gsr_endpoint_retrieve`), the endpoint executing each chain."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def gsr_store_retrieve(
 def gsr_endpoint_retrieve(
     chains: SparqlChains, topics: Sequence[Sequence[str]], beams: Sequence[Sequence[Beam]], top_n: int = 3
 ) -> StoreChainRun:
-    """The same on a SPARQL endpoint (topics by IRI; one query a chain, :mod:`gsr_train.kg.sparql_chains`):
+    """The same on a SPARQL endpoint (topics by IRI; one query a chain, `gsr_train.kg.sparql_chains`):
     ``edges`` index ``run.triples`` (each triple numbered once), ``answers`` hold IRIs."""
     run_triples: dict[tuple[str, str, str], int] = {}
 

@@ -3,20 +3,20 @@
 A retriever scores the triples of a split's question graphs: ``score(split)`` returns one float
 per edge of the split (``-inf``: not retrieved) and a dict of extra figures (e.g. GSR's chain
 validity); what else it reads (the index, embeddings, the encoder) it takes when it is made, from
-:class:`RetrievalInputs`. Everything downstream (top-K results files, recall tables, readers, the
+`RetrievalInputs`. Everything downstream (top-K results files, recall tables, readers, the
 robustness study) starts from those scores, so any registered retriever plugs into all of them.
 ``fit`` (trainable retrievers) and ``save`` / ``load`` are optional: the ones here are either
 untrained or load a trained artefact named in their options.
 
 Built in: ``cosine``, ``subgraphrag``, ``gsr``, ``classic-triplets|paths|pcst``, ``ppr``, ``simgrag``
-and ``safe`` (:mod:`gsr_train.retrievers.registered`).
+and ``safe`` (`gsr_train.retrievers.registered`).
 
 Add a method: write a class with ``name`` and ``score``, decorate its factory with
-``@register("my-method")``; :func:`gsr_train.retrievers.registry.build` ``("my-method", options,
+``@register("my-method")``; `gsr_train.retrievers.registry.build` ``("my-method", options,
 inputs)`` then makes it, and the robustness command takes it by name
 (``robustness.retrievers.my-method: {...}``). Outside this package, no registration is needed:
 ``train.py +experiment=retrieve retriever._target_=my_pkg.module.MyRetriever`` or an entry point
-(:mod:`gsr_train.retrievers.registry`).
+(`gsr_train.retrievers.registry`).
 """
 
 from __future__ import annotations

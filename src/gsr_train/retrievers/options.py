@@ -1,6 +1,6 @@
 """The options of the built-in untrained retrievers as typed dataclasses: the classic prize-based ones
-(:mod:`.classic`), SimGRAG (:mod:`.simgrag`) and SAFE (:mod:`.safe`). Apart from their code so that the
-option checks (:mod:`gsr_train.options`) read them without torch."""
+(`.classic`), SimGRAG (`.simgrag`) and SAFE (`.safe`). Apart from their code so that the
+option checks (`gsr_train.options`) read them without torch."""
 
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ METHODS = ("simgrag", "safe")
 
 
 class PatternRetriever:
-    """``options``: the method's own settings (:class:`~gsr_train.retrievers.options.SimGRAGConfig` /
-    :class:`~gsr_train.retrievers.options.SAFEConfig`) plus ``patterns`` (the source block, default
+    """``options``: the method's own settings (`gsr_train.retrievers.options.SimGRAGConfig` /
+    `gsr_train.retrievers.options.SAFEConfig`) plus ``patterns`` (the source block, default
     gold chains) and ``llm`` (the endpoint, for ``patterns.source: llm``)."""
 
     def __init__(self, method: str, options: Mapping[str, Any], inputs: RetrievalInputs) -> None:

@@ -1,6 +1,6 @@
 """Prize-collecting Steiner tree subgraph retrieval (G-Retriever's recipe, via ``pcst_fast``).
 
-Per question: node prizes and edge prizes (see :mod:`gsr_train.retrievers.classic`), one
+Per question: node prizes and edge prizes (see `gsr_train.retrievers.classic`), one
 edge cost ``c`` (lowered to just under the largest edge prize, as G-Retriever does, so a
 question whose edge prizes are all small still gets edges). An edge whose prize exceeds
 its cost becomes a virtual node with prize ``prize - c`` joined to both ends by free edges

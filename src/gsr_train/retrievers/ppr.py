@@ -56,7 +56,7 @@ def ppr_keep(split: SplitGraphs, top_nodes: int = 200, alpha: float = 0.15, iter
 
 
 def ppr_edge_scores(split: SplitGraphs, alpha: float = 0.15, iters: int = 30) -> torch.Tensor:
-    """``[sum E]`` scores that rank edges the way :func:`ppr_keep` grows: an edge's rank is the
+    """``[sum E]`` scores that rank edges the way `ppr_keep` grows: an edge's rank is the
     PPR rank of its lower-ranked end, so the top edges at any cut are exactly the edges among the
     highest-PPR entities (the OKGQA PPR subgraph of that size); ties go to the higher PPR mass."""
     p = ppr_scores(split, alpha, iters).double()

@@ -1,4 +1,4 @@
-"""The built-in retrievers behind :mod:`gsr_train.retrievers.interface`: cosine, SubgraphRAG
+"""The built-in retrievers behind `gsr_train.retrievers.interface`: cosine, SubgraphRAG
 (a trained checkpoint), the classic ones (triplets, paths, PCST; PPR pruning as an option), PPR
 on its own, GSR (chains decoded once, executed on any version of the graphs) and the pattern
 retrievers SimGRAG and SAFE (patterns built once, matched on any version of the graphs)."""

@@ -1,6 +1,6 @@
 """Build a retriever by name or by import path: the built-in ones
-(:mod:`gsr_train.retrievers.registered`), any other registered with
-:func:`gsr_train.retrievers.interface.register`, the ``gsr_train.retrievers`` entry points of
+(`gsr_train.retrievers.registered`), any other registered with
+`gsr_train.retrievers.interface.register`, the ``gsr_train.retrievers`` entry points of
 installed packages, and a class or factory outside this package named by ``_target_`` (Hydra's
 convention: ``retriever._target_=my_pkg.module.MyRetriever``), so a new method joins without an
 edit here."""
@@ -72,7 +72,7 @@ def build_target(target: str, options: Mapping[str, Any] | None, inputs: Retriev
 
 def trainable(name: str | None = None, target: str | None = None) -> type[EdgeScorerModule] | None:
     """The trainable scorer class behind a retriever name or ``_target_`` (an
-    :class:`~gsr_train.models.edge_scorer.EdgeScorerModule` subclass), else None."""
+    `gsr_train.models.edge_scorer.EdgeScorerModule` subclass), else None."""
     if target:
         found = _imported(target)
     elif name:

@@ -1,8 +1,8 @@
 """SAFE retrieval (papers/safe.txt): schema-aligned query graphs, then ranked semantic matching.
 
-1. **Typed pseudo query graph**: a :class:`Pattern` whose nodes carry expected types (from
+1. **Typed pseudo query graph**: a `Pattern` whose nodes carry expected types (from
    the LLM, or for chain patterns from the schema's relation domains / ranges,
-   :func:`type_path_pattern`).
+   `type_path_pattern`).
 2. **Candidate schema edges**: for every pseudo edge ``(u, r, u')`` the ``k_schema`` schema
    edges ``(c, r_s, c')`` nearest in L2, either orientation. The composite distance is
    ``sqrt(|t(u)-c|^2 + |r-r_s|^2 + |t(u')-c'|^2)`` over the embedding blocks that are known
@@ -11,14 +11,14 @@
    instead, which on CPU would mean embedding ~100k schema edges (20+ minutes with MiniLM)
    for the same purpose. A node linked to an entity (the GSR / gold topic) keeps only its
    entity's types ("we fix the entity's actual type").
-3. **Distance edge join** (:func:`distance_join`, Algorithm 1): assign one candidate to every
+3. **Distance edge join** (`distance_join`, Algorithm 1): assign one candidate to every
    pseudo edge so that, for every pseudo node shared by two edges, the schema types given to
    it are within ``delta`` hops in the schema graph; keep the ``k_qg`` assignments of smallest
    total distance. We measure the distance between the types of the *shared* pseudo node;
    the paper's D_edge takes the minimum over all four endpoint pairs, which can call two
    edges joinable through endpoints the pattern does not share. Ours is never smaller, so
    every join is bridgeable by at most ``delta`` edges.
-4. **Instantiation** (:func:`instantiate`): every aligned query graph becomes a pattern with
+4. **Instantiation** (`instantiate`): every aligned query graph becomes a pattern with
    KG relations and schema types; a shared node whose two types differ by ``d > 0`` hops is
    split in two, joined by ``d`` edges of unknown relation.
 5. **Ranked semantic subgraph matching** (Algorithm 2 with SimGRAG's pruning, the same
@@ -436,7 +436,7 @@ def safe_retrieve(
     type_chains: bool = True,
 ) -> tuple[PatternRun, AlignStats]:
     """SAFE over a split. ``patterns[q]``: typed pseudo query graphs (chain patterns are typed
-    with :func:`type_path_pattern` when ``type_chains``); the schema is built over
+    with `type_path_pattern` when ``type_chains``); the schema is built over
     ``schema_splits`` (default: every split of the index) unless ``resources`` is given."""
     cfg = SAFEConfig.from_mapping(cfg)
     if resources is None:

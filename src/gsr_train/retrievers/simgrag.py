@@ -4,7 +4,7 @@ For each pattern, SimGRAG's candidate sets are nearest neighbours by L2 embeddin
 restricted to the question's graph: the ``k_node`` closest entities of every known pattern
 node and the ``k_rel`` closest relations of every known pattern relation. UNKNOWN nodes
 and relations match anything at distance 0. The exact search with lower-bound pruning and
-greedy order is :func:`gsr_train.patterns.search.topk_matches`.
+greedy order is `gsr_train.patterns.search.topk_matches`.
 
 Entities without text (Freebase MIDs of CVT nodes, e.g. ``m.02h98gq``) have zero embedding
 rows. They never become candidates of a *known* node (their distance would be meaningless)
@@ -14,7 +14,7 @@ exactly that entity at cost 0.
 
 Pattern texts that are KG names reuse the KG embedding row; other texts (an LLM's
 "UNKNOWN"-free node "Jamaica", relation "languages spoken") are embedded once with the same
-encoder (cached) in :class:`PatternVectors`.
+encoder (cached) in `PatternVectors`.
 """
 
 from __future__ import annotations

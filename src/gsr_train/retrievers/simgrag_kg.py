@@ -1,8 +1,8 @@
 """SimGRAG on the whole KG, as its paper runs it: a known pattern node's candidates are the ``k_node``
 nearest of *all* the store's named entities and a known relation's the ``k_rel`` nearest of all its
-relations (through :class:`~gsr_train.text.store_embeddings.StoreVectors`' vector indexes); then the
-exact pruned search over the store (:mod:`gsr_train.patterns.store_search`). Its per-question form,
-:mod:`gsr_train.retrievers.simgrag`, takes the nearest within each question's graph instead.
+relations (through `gsr_train.text.store_embeddings.StoreVectors`' vector indexes); then the
+exact pruned search over the store (`gsr_train.patterns.store_search`). Its per-question form,
+`gsr_train.retrievers.simgrag`, takes the nearest within each question's graph instead.
 
 Pattern texts are matched to the store by name: a node linked to a KG entity (a GSR chain's or a gold
 chain's topic) is the store entity of that id or label; a KG relation is the store's relation of that
@@ -69,7 +69,7 @@ class StoreTexts:
 
 
 class SimGRAGStoreCosts:
-    """A pattern's candidates over the whole store (callable for :class:`StorePatternSearch`)."""
+    """A pattern's candidates over the whole store (callable for `StorePatternSearch`)."""
 
     def __init__(self, texts: StoreTexts, cfg: SimGRAGConfig) -> None:
         self.texts, self.cfg = texts, cfg

@@ -1,12 +1,12 @@
 """SubgraphRAG inference: score every triple of a split with a trained scorer, keep the top K.
 
-Scoring uses the precomputed-projection path (:meth:`TripleScorer.precompute` /
-:meth:`TripleScorer.forward_projected`): the first-layer projections of every entity and
+Scoring uses the precomputed-projection path (`TripleScorer.precompute` /
+`TripleScorer.forward_projected`): the first-layer projections of every entity and
 relation are computed once per trained model, so per question only the DDE, the
 question / pair / node terms and, per triple, three gathers + ReLU + output layer remain.
 Questions are scored many graphs at a time; the DDE of the whole split is one batched
 scatter pass. Results go to the project's one result format
-(:func:`gsr_train.eval.results.write_results`), and the scores (``FloatTensor[sum E]``)
+(`gsr_train.eval.results.write_results`), and the scores (``FloatTensor[sum E]``)
 are returned for the metrics.
 
 When the projection table of the whole entity vocabulary would exceed
@@ -14,7 +14,7 @@ When the projection table of the whole entity vocabulary would exceed
 1.8 GB, CWQ's several times that), only the entities of the split being scored are projected.
 
 On CPU, models of the paper's MLP shape are served by compiled kernels
-(:class:`~gsr_train.models.subgraphrag.serving.CompiledQuestionScorer`: one question at a
+(`gsr_train.models.subgraphrag.serving.CompiledQuestionScorer`: one question at a
 time, a fraction of a millisecond each; a split is spread over ``workers`` threads, with
 the same numbers as one thread); ``serving="torch"`` forces the batched torch path (the
 only one on CUDA).
@@ -77,7 +77,7 @@ def check_compatible(hparams: Mapping[str, Any], emb) -> None:
 
 
 class SubgraphRAGRetriever:
-    """Scores splits with a trained :class:`TripleScorer` (eval mode, no gradients)."""
+    """Scores splits with a trained `TripleScorer` (eval mode, no gradients)."""
 
     hparams: dict[str, Any]  # the checkpoint's hyper-parameters: set by from_checkpoint
 

@@ -1,5 +1,5 @@
-"""The options of the KG-embedding plausibility scorer (:mod:`.kge`), apart from it so that the
-option checks (:mod:`gsr_train.options`) read them without torch."""
+"""The options of the KG-embedding plausibility scorer (`.kge`), apart from it so that the
+option checks (`gsr_train.options`) read them without torch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OKGQA-P perturbations of the per-question graphs of a :class:`SplitGraphs`.
+"""OKGQA-P perturbations of the per-question graphs of a `SplitGraphs`.
 
 OKGQA-P (papers/okgqa.txt, sec. 3.2, after Raman et al. 2020) asks whether a KG-based
 system stays trustworthy when its KG is wrong. A perturbation level is the fraction of a
@@ -11,7 +11,7 @@ question's edges that is perturbed (``round(level * E_q)`` per question). Four m
   chosen edges (then some must; they count as touched but not changed).
 * ``replace`` (relation replacement): each chosen edge ``(h, r, t)`` gets the relation
   ``r' != r`` that a triple plausibility scorer trained on the unperturbed graph finds
-  least plausible for ``(h, ., t)`` (:class:`gsr_train.robustness.kge.PlausibilityScorer`).
+  least plausible for ``(h, ., t)`` (`gsr_train.robustness.kge.PlausibilityScorer`).
 * ``rewire`` (edge rewiring): ``(h, r, t) -> (h, r, t')`` with ``t'`` an entity of the same
   question's graph outside the 1-hop neighbourhood of ``h`` (and not ``h``); edges whose head
   is adjacent to every entity cannot be rewired and are never chosen.

@@ -1,4 +1,4 @@
-"""The retrievers of the robustness study, built by name through :mod:`gsr_train.retrievers.registry`:
+"""The retrievers of the robustness study, built by name through `gsr_train.retrievers.registry`:
 each maps a (perturbed) split to per-edge scores plus extra figures. Nothing is trained here."""
 
 from __future__ import annotations

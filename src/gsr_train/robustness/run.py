@@ -6,7 +6,7 @@ Nothing is trained except the triple plausibility scorer (cached; ATS and relati
 replacement need it). For every perturbation method and level (plus the unperturbed
 graph, level 0) it
 
-1. perturbs the split (:func:`gsr_train.robustness.perturb.perturb`, one seed);
+1. perturbs the split (`gsr_train.robustness.perturb.perturb`, one seed);
 2. measures SC2D / SD2 / ATS against the original;
 3. scores the perturbed graphs with every configured retriever and computes answer recall
    and shortest-path triple recall at every K.

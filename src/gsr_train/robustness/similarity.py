@@ -13,7 +13,7 @@ questions:
 * ``SC2D = 1 - ||c_o - c_p|| / (||c_o - c_p|| + 1)``, ``SD2`` likewise with ``d``; both 1
   for an unchanged graph;
 * ``ATS`` = mean of ``s_G(h, r, t)`` over the perturbed graph's triples, ``s_G`` a link
-  predictor trained on the original graph (:mod:`gsr_train.robustness.kge`).
+  predictor trained on the original graph (`gsr_train.robustness.kge`).
 
 Triangles of all ``(question, relation)`` subgraphs are counted at once with the
 degree-ordered "forward" algorithm: every edge is oriented from its lower- to its

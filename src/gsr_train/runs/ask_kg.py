@@ -1,8 +1,8 @@
 """Where ``gsr-train ask`` takes a question's graph from: a whole-KG store or a SPARQL endpoint, behind one
-interface, so :class:`~gsr_train.runs.pipeline.Pipeline` scores either the same way.
+interface, so `gsr_train.runs.pipeline.Pipeline` scores either the same way.
 
 A KG gives a question's topic entities (named, or linked from the question), and the graph cut around
-them as a :class:`~gsr_train.kg.index.QuestionGraph` with local ids, the text embeddings of its entities
+them as a `gsr_train.kg.index.QuestionGraph` with local ids, the text embeddings of its entities
 and relations (what the run's scorer reads) and a way to name its triples. A store's names are embedded
 once for the whole store through the embedding cache; an endpoint's graph is embedded as it arrives, each
 name once per pipeline.

@@ -1,10 +1,10 @@
 """Runner for the classic retrievers (``+experiment=classic_triplets|classic_paths|classic_pcst``).
 
-Scores the evaluation split with :func:`gsr_train.retrievers.classic.classic_scores` and reports it
-through :func:`gsr_train.runs.retrieval_report.report_retrieval`, which writes the
+Scores the evaluation split with `gsr_train.retrievers.classic.classic_scores` and reports it
+through `gsr_train.runs.retrieval_report.report_retrieval`, which writes the
 top-``top_k`` triples per question in the common results format (``results_<split>.jsonl``),
 prints the recall table (shortest-path, labelled and answer recall at ``eval_ks``, by hops)
-and writes the figures to ``metrics.json`` (:mod:`gsr_train.eval.tail`) in the run folder.
+and writes the figures to ``metrics.json`` (`gsr_train.eval.tail`) in the run folder.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from gsr_train.text.embeddings import get_embeddings
 
 def run(cfg: DictConfig) -> dict:
     """Score the split with the classic method and report it through the one retrieval path
-    (:func:`gsr_train.runs.retrieval_report.report_retrieval`)."""
+    (`gsr_train.runs.retrieval_report.report_retrieval`)."""
     split = cfg.get("split", "test")
     options = as_dict(cfg.classic)
     method = options.pop("method")

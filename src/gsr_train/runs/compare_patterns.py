@@ -1,5 +1,5 @@
 """One table for pattern retrievers and triple retrievers on the same split and metrics (the work of
-``gsr-train compare-patterns``, :mod:`gsr_train.commands.compare_patterns`).
+``gsr-train compare-patterns``, `gsr_train.commands.compare_patterns`).
 
     gsr-train compare-patterns --data ../shared/data/webqsp_mini --split test \
         --gsr-results RUN/results_test.jsonl --gsr-metrics RUN/metrics.json \

@@ -13,7 +13,7 @@ from gsr_train.runtime.run_data import cache_dir, load_kg_index
 
 def run(cfg: DictConfig) -> dict:
     """Open the data through the runs' shared path (its options and checks), score the split and
-    report it through the one retrieval path (:func:`gsr_train.runs.retrieval_report.report_retrieval`:
+    report it through the one retrieval path (`gsr_train.runs.retrieval_report.report_retrieval`:
     the top-``top_k`` results file, recall at ``top_k``, ``eval_ks`` and 10 / 20 / 50 / 100)."""
     split, mode = cfg.get("split", "test"), str(cfg.get("cosine_mode", "parts"))
     preflight(cfg, splits=[split], label_splits=[split], encoder=cfg.encoder)

@@ -1,5 +1,5 @@
 """One run from start to end: check the options, claim the run folder, seed, call the experiment's
-runner (a name in :data:`gsr_train.runs.runners.RUNNERS`), mark the folder with the outcome, and
+runner (a name in `gsr_train.runs.runners.RUNNERS`), mark the folder with the outcome, and
 turn a stop signal into an interrupted, resumable run; user errors become one line."""
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ log = logging.getLogger(__name__)
 
 def run_experiment(cfg: DictConfig) -> Any:
     """Check the options, claim the run folder, seed, call the experiment's runner (``cfg.runner``,
-    a name in :data:`gsr_train.runs.runners.RUNNERS`) and mark the folder with the outcome
-    (:mod:`gsr_train.runtime.run_folder`).
+    a name in `gsr_train.runs.runners.RUNNERS`) and mark the folder with the outcome
+    (`gsr_train.runtime.run_folder`).
 
-    A stop signal (:mod:`gsr_train.runtime.interrupts`) marks the folder interrupted, requeues a SLURM
+    A stop signal (`gsr_train.runtime.interrupts`) marks the folder interrupted, requeues a SLURM
     job on its requeue signal and exits with ``128 + signal``; ``resume=auto`` continues the run.
     """
     check_recipe(cfg)  # unknown or misspelled options: one message before any work
@@ -142,13 +142,13 @@ def _resume_command(cfg: DictConfig, out: Path) -> str:
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix (a wrong option, a missing file or model, bad rows, a taken
-    folder): one message, no traceback. Every such error derives from :class:`UserError`."""
+    folder): one message, no traceback. Every such error derives from `UserError`."""
     return (UserError,)
 
 
 def report_user_errors(fn, *args: Any) -> Any:
     """``fn(*args)``; a user error (or a failed write into the run's cache: read-only, full) becomes
-    ``error: ...`` on stderr and exit status 2 (:func:`gsr_train.data.errors.report_user_errors`)."""
+    ``error: ...`` on stderr and exit status 2 (`gsr_train.data.errors.report_user_errors`)."""
     cfg = next((a for a in args if isinstance(a, DictConfig)), None)
     cache = OmegaConf.select(cfg, "paths.cache_dir", default=None) if cfg is not None else None
     try:

@@ -4,17 +4,17 @@
 ``+experiment=gsr_webqsp_paths`` (webqsp_paths chains, webqsp_mini graphs, gsr_minilm) and
 ``+experiment=gsr_base`` (RoG-WebQSP, T5-base, paper settings). This module only composes the parts:
 
-* the data (:mod:`gsr_train.datamodules.gsr_prepare`: questions, graphs, holdout, walks, relation
+* the data (`gsr_train.datamodules.gsr_prepare`: questions, graphs, holdout, walks, relation
   vocabulary, in either layout: RoG datasets, or chain-supervision files with the graphs of a RoG
-  dataset sharing the ids) and the training items (:mod:`gsr_train.datamodules.gsr_datamodule`);
-* the model (:mod:`gsr_train.models.gsr.modeling`) and its LightningModule
-  (:mod:`gsr_train.models.gsr.module`), trained by the run's Trainer
-  (:func:`gsr_train.runtime.training.make_trainer`: loggers, ``last.ckpt``, DDP, resume);
-* decoding and the chain metrics (:func:`gsr_train.retrievers.gsr.retrieve_and_evaluate`).
+  dataset sharing the ids) and the training items (`gsr_train.datamodules.gsr_datamodule`);
+* the model (`gsr_train.models.gsr.modeling`) and its LightningModule
+  (`gsr_train.models.gsr.module`), trained by the run's Trainer
+  (`gsr_train.runtime.training.make_trainer`: loggers, ``last.ckpt``, DDP, resume);
+* decoding and the chain metrics (`gsr_train.retrievers.gsr.retrieve_and_evaluate`).
 
-The same parts serve ``+experiment=retrieve retriever=gsr`` (:func:`run_retriever`): GSR trained and
+The same parts serve ``+experiment=retrieve retriever=gsr`` (`run_retriever`): GSR trained and
 scored on the one retriever path, ending as every retriever run does
-(:func:`gsr_train.runs.retrieval_report.report_retrieval`).
+(`gsr_train.runs.retrieval_report.report_retrieval`).
 
 Every run writes into its Hydra folder: ``checkpoints/*.ckpt`` (best on ``gsr.monitor``; with
 ``gsr.patience`` training stops after that many validations without a better one),
@@ -67,8 +67,8 @@ def _container(node) -> Any:
 
 @contextmanager
 def _preflight_errors() -> Iterator[None]:
-    """The data preparation's mistakes (:class:`GSRDataError`) reported as the runner's
-    :class:`PreflightError`, message unchanged."""
+    """The data preparation's mistakes (`GSRDataError`) reported as the runner's
+    `PreflightError`, message unchanged."""
     try:
         yield
     except GSRDataError as e:
@@ -77,7 +77,7 @@ def _preflight_errors() -> Iterator[None]:
 
 def prepare_paths_data(cfg: DictConfig) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids
-    (:func:`gsr_prepare.prepare_paths_data`), the graphs opened as every runner opens its data."""
+    (`gsr_prepare.prepare_paths_data`), the graphs opened as every runner opens its data."""
 
     def load_graphs(source: Any, splits: tuple[str, ...]) -> Any:
         return load_kg_index(cfg, source=source, splits=splits)
@@ -87,14 +87,14 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
 
 
 def prepare_rog_data(cfg: DictConfig, index: Any = None) -> GSRData:
-    """A RoG-format dataset (:func:`gsr_prepare.prepare_rog_data`) from the run's KG index."""
+    """A RoG-format dataset (`gsr_prepare.prepare_rog_data`) from the run's KG index."""
     index = index if index is not None else load_kg_index(cfg, evaluate=[cfg.gsr.eval_split])
     with _preflight_errors():
         return gsr_prepare.prepare_rog_data(cfg, index, cache_dir(cfg), gsr_walks(cfg))
 
 
 def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
-    """The model's relations by ``gsr.relations.source`` (:func:`gsr_prepare.relation_vocab`)."""
+    """The model's relations by ``gsr.relations.source`` (`gsr_prepare.relation_vocab`)."""
     with _preflight_errors():
         return gsr_prepare.relation_vocab(cfg.gsr.relations, data)
 
@@ -163,7 +163,7 @@ def _module(cfg: DictConfig, gsr) -> GSRModule:
 def evaluate_gsr(
     cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True
 ) -> tuple[dict, QuestionValues | None]:
-    """One decoding mode scored (:func:`retrieve_and_evaluate`) and, when ``write``, its results file
+    """One decoding mode scored (`retrieve_and_evaluate`) and, when ``write``, its results file
     (``results_<split>[_constrained].jsonl.gz``); the report as a dict, and its per-question chain match."""
     decode = DecodeConfig.from_any({**_container(cfg.gsr.decode), "top_n": int(cfg.top_k), "constrained": constrained})
     g = cfg.gsr
@@ -320,7 +320,7 @@ def run_retriever(cfg: DictConfig) -> dict[str, Any]:
     """``+experiment=retrieve retriever=gsr``: train GSR as the GSR experiments do (the model group,
     ``retriever.options`` as their ``gsr`` section, the run's Trainer: callbacks, DDP, ``resume=auto``)
     or load ``eval_only`` / ``retriever.options.model``; decode ``split`` and end as every retriever
-    run does (:func:`report_retrieval`), its chain figures beside recall."""
+    run does (`report_retrieval`), its chain figures beside recall."""
     gcfg = retriever_run_config(cfg)
     check_gsr(gcfg, "eval_only" if cfg.get("eval_only") else "retriever.options.model", [str(cfg.split)])
     torch.set_num_threads(int(gcfg.gsr.get("threads") or torch.get_num_threads()))

@@ -1,4 +1,4 @@
-"""Runners of OKGQA's open-ended evaluation (:mod:`gsr_train.openended`):
+"""Runners of OKGQA's open-ended evaluation (`gsr_train.openended`):
 
 * ``open_ended`` (``+experiment=okgqa_open_ended``): questions -> long-form answers in every
   ``open_ended.forms`` (``none``: closed book) -> FActScore against the KG with two verifiers,
@@ -157,8 +157,8 @@ def _data_name(cfg: DictConfig) -> str:
 
 
 def _open_index(cfg: DictConfig, split_name: str):
-    """The graphs asked about: the data's rows, or (:func:`_questions_are_data`) the questions' own rows
-    with the graphs cut from ``data.kg`` (:mod:`gsr_train.openended.kg_questions`)."""
+    """The graphs asked about: the data's rows, or (`_questions_are_data`) the questions' own rows
+    with the graphs cut from ``data.kg`` (`gsr_train.openended.kg_questions`)."""
     if not _questions_are_data(cfg):
         return load_kg_index(cfg, evaluate=[split_name])
     questions, _ = _load_questions(cfg, split_name, None)
@@ -274,7 +274,7 @@ def _write(cfg: DictConfig, s: _Setup, rows: list, details: dict, md_name: str, 
 
 
 def _judge_all(s: _Setup, conditions: list) -> tuple[dict, list[dict]]:
-    """Every condition answered and judged together (:func:`gsr_train.openended.pipeline.judge_conditions`)."""
+    """Every condition answered and judged together (`gsr_train.openended.pipeline.judge_conditions`)."""
     t0 = time.perf_counter()
     groups = {c.label: make_cases(s.qs, c, s.index, s.emb, s.opts, s.classic, s.results) for c in conditions}
     figures, rows = judge_conditions(groups, knowledge_sources(s.opts.knowledge, s.graphs), s.judges, s.opts)

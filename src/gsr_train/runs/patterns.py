@@ -1,7 +1,7 @@
 """Hydra runners of the pattern retrievers (``+experiment=simgrag`` / ``+experiment=safe``).
 
 Each run builds the registered ``simgrag`` / ``safe`` retriever (patterns from
-``patterns=gold|gsr|llm``, see :mod:`gsr_train.patterns.build`), retrieves, writes
+``patterns=gold|gsr|llm``, see `gsr_train.patterns.build`), retrieves, writes
 ``results_<split>.jsonl`` in the project result format (plus the subgraphs and patterns),
 prints the recall table and saves ``metrics.json`` with the metrics, the retrieval time per
 question and the pattern / search statistics.

@@ -5,9 +5,9 @@
     answer = pipeline.ask("what is the nationality of justin bieber")
     answer.entities, answer.evidence[:5]
 
-The KG is a store folder or a SPARQL endpoint's URL (:mod:`gsr_train.runs.ask_kg`). The question's topic
-entities come from the linker unless given (a store's fuzzy linker, :mod:`gsr_train.kg.linking`; an
-endpoint's label lookups, :mod:`gsr_train.kg.label_linking`), its graph is cut as ``data.kg`` cuts it
+The KG is a store folder or a SPARQL endpoint's URL (`gsr_train.runs.ask_kg`). The question's topic
+entities come from the linker unless given (a store's fuzzy linker, `gsr_train.kg.linking`; an
+endpoint's label lookups, `gsr_train.kg.label_linking`), its graph is cut as ``data.kg`` cuts it
 (the run's ``data.extract``), and the run's SubgraphRAG scorer ranks every triple of it. A store's
 names are embedded once with the run's encoder, through the embedding cache, so every call after the
 first costs the cut and the scoring only; an endpoint's graph is embedded as it arrives. The scorer
@@ -48,7 +48,7 @@ class Evidence:
 
 @dataclass
 class Answer:
-    """What :meth:`Pipeline.ask` found: the topic entities (with the linker's scores), the graph's size
+    """What `Pipeline.ask` found: the topic entities (with the linker's scores), the graph's size
     and its best triples, and where the time went."""
 
     question: str

@@ -2,9 +2,9 @@
 
 ``python train.py +experiment=reader_webqsp_mini`` (see ``conf/experiment/reader_*.yaml``) composes:
 
-1. the evidence of the train and eval splits (:mod:`gsr_train.readers.evidence`: results files, a
+1. the evidence of the train and eval splits (`gsr_train.readers.evidence`: results files, a
    SubgraphRAG checkpoint, any registered retriever, or several merged), copied into the run folder;
-2. the reader ``qa.reading.method`` (:mod:`gsr_train.readers.registry`: ``causal-lm``, the default
+2. the reader ``qa.reading.method`` (`gsr_train.readers.registry`: ``causal-lm``, the default
    with ``qa.backend=local``; ``prompted`` with ``qa.backend=llm``; ``retrieval-answers``; a
    plugin's name, or ``qa.reading._target_``), made with ``qa.reading.options``;
 3. its readings before training (``qa.eval.variants.base``: with and without evidence), its
@@ -14,12 +14,12 @@
 4. ``predictions_<variant>.jsonl``, ``metrics.json`` (every variant: all / sub / per hop, timings,
    step times) and the reader x evidence x metric table.
 
-Scale-out (as every runner, see :mod:`gsr_train.runtime.training`): ``trainer=...`` picks the
+Scale-out (as every runner, see `gsr_train.runtime.training`): ``trainer=...`` picks the
 Trainer (DDP included: each rank trains on its shard of the same global batch); ``resume=auto``
 continues the training from ``<run folder>/checkpoints/last.ckpt``; only global rank 0 scores and
 writes files (predictions, ``metrics.json``, the adapter). ``qa.eval_only=<adapter folder>`` skips
 training and scores a trained reader. ``gsr-train reader score PREDICTIONS`` re-scores a
-predictions file (:mod:`gsr_train.commands.reader_score`).
+predictions file (`gsr_train.commands.reader_score`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The one ending of every retriever run: the results file, recall at the run's K and at the Ks
-people compare, the printed table and metrics.json (:func:`report_retrieval`)."""
+people compare, the printed table and metrics.json (`report_retrieval`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """``+experiment=retrieve``: any retriever through one path. Built by name (the registry, entry
 points of installed packages) or by ``retriever._target_``; scored by ``score(split)``; written,
-measured and reported by :func:`report_retrieval`, which every retriever run can share. Trainable
-ones train first: a triple scorer (:mod:`gsr_train.runs.train_retriever`) and GSR
-(:func:`gsr_train.runs.gsr.run_retriever`)."""
+measured and reported by `report_retrieval`, which every retriever run can share. Trainable
+ones train first: a triple scorer (`gsr_train.runs.train_retriever`) and GSR
+(`gsr_train.runs.gsr.run_retriever`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Runner of the OKGQA-P robustness study (``runner: robustness``; ``gsr-train robustness`` runs it
-without train.py, :mod:`gsr_train.commands.robustness`).
-The study itself (perturbations, scoring, tables, plots) lives in :mod:`gsr_train.robustness`.
+without train.py, `gsr_train.commands.robustness`).
+The study itself (perturbations, scoring, tables, plots) lives in `gsr_train.robustness`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The table is code, so the route from ``python train.py +experiment=X`` to the function that
 does the work is one lookup a reader can follow (and a type checker can check). A name not in
 the table is the ``run`` function of ``gsr_train.runs.NAME``: a new built-in experiment kind is
-its runner module, its options (:data:`gsr_train.options.recipes.RECIPES`) and its experiment
+its runner module, its options (`gsr_train.options.recipes.RECIPES`) and its experiment
 file, with no edit here. Run folders written before the names existed saved a dotted path
 (``gsr_train.runs.gsr.run``); those still resolve. A runner of the user's own, outside
 gsr-train, is named by its dotted path.
@@ -39,6 +39,6 @@ RUNNERS: dict[str, Runner] = {
 
 
 def runner_of(cfg: DictConfig) -> Runner:
-    """The function that runs ``cfg``'s experiment (:func:`~gsr_train.options.runners.find_runner`)."""
+    """The function that runs ``cfg``'s experiment (`gsr_train.options.runners.find_runner`)."""
     runner: Runner = find_runner(cfg.get("runner"), RUNNERS)
     return runner

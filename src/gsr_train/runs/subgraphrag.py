@@ -5,7 +5,7 @@ triple recall@K) -> reload the best checkpoint -> score the evaluation split wit
 precomputed-projection path -> write the top-K results (project JSONL format) and the
 recall table at ``eval_ks`` (answer / shortest-path / labelled recall, overall and by hop
 count) next to the cosine baseline scored in the same run. Everything lands in the run
-folder: ``checkpoints/{best-*,last}.ckpt``, ``results_<split>.jsonl``, ``metrics.json`` (:mod:`gsr_train.eval.tail`).
+folder: ``checkpoints/{best-*,last}.ckpt``, ``results_<split>.jsonl``, ``metrics.json`` (`gsr_train.eval.tail`).
 
 Settings come from ``cfg.model`` (architecture, plus its training recipe under
 ``model.train``) and ``cfg.subgraphrag`` (splits, K, threads, resume / eval-only).
@@ -75,7 +75,7 @@ def run(cfg: DictConfig) -> dict:
 
 
 def _check_options(cfg: DictConfig) -> _Run:
-    """Every option and input the run needs, before any work (:func:`check_subgraphrag`)."""
+    """Every option and input the run needs, before any work (`check_subgraphrag`)."""
     t_start = time.perf_counter()
     run_cfg, model_opts, train = check_subgraphrag(cfg)
     keep_freed_memory()

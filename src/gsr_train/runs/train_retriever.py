@@ -1,11 +1,11 @@
 """``+experiment=retrieve`` with a trainable retriever: train it, then score it like any other.
 
 A retriever whose name or ``_target_`` is an
-:class:`~gsr_train.models.edge_scorer.EdgeScorerModule` subclass (a plugin outside gsr-train
+`gsr_train.models.edge_scorer.EdgeScorerModule` subclass (a plugin outside gsr-train
 included) is made from ``retriever.options`` (plus ``dim``, the text embedding size, when its
-constructor takes it), trained on the shared pipeline by :func:`~gsr_train.retrievers.edge_training.fit_edge_scorer`
+constructor takes it), trained on the shared pipeline by `gsr_train.retrievers.edge_training.fit_edge_scorer`
 (the run's trainer, callbacks, DDP, ``resume=auto``, run folder) with ``retriever.train``, and its
-best checkpoint scores the split through :func:`~gsr_train.runs.retrieval_report.report_retrieval`.
+best checkpoint scores the split through `gsr_train.runs.retrieval_report.report_retrieval`.
 ``eval_only=<checkpoint>`` (what eval.py sets) skips training.
 """
 

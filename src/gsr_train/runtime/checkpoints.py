@@ -3,7 +3,7 @@
 Lightning's ``ModelCheckpoint(save_last=True)`` rewrites ``last.ckpt`` only when it also saved
 a top-k checkpoint (a monitored metric that improved) or on its own schedule, and a checkpoint
 written at the end of validation holds an epoch whose epoch-end hooks have not run: resumed,
-Lightning skips them and early stopping finds no metric. :class:`LastCheckpoint` writes
+Lightning skips them and early stopping finds no metric. `LastCheckpoint` writes
 ``last.ckpt`` only at states Lightning resumes exactly:
 
 - every ``every_n_train_steps`` optimiser steps, at a step boundary inside an epoch (the last
@@ -15,9 +15,9 @@ Lightning skips them and early stopping finds no metric. :class:`LastCheckpoint`
   checkpoint. A run that reached its epoch budget is left to Lightning: resumed with the same
   budget it does not train again, with a larger one (``model.train.epochs``) it trains on.
 
-It also honours stop signals (:mod:`gsr_train.runtime.interrupts`): a signal received during
+It also honours stop signals (`gsr_train.runtime.interrupts`): a signal received during
 training stops it at the next of those states, after writing ``last.ckpt`` there.
-:func:`gsr_train.runtime.training.make_trainer` adds one to every Trainer (``callbacks.step_checkpoint``).
+`gsr_train.runtime.training.make_trainer` adds one to every Trainer (``callbacks.step_checkpoint``).
 """
 
 from __future__ import annotations

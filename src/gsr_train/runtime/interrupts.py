@@ -1,11 +1,11 @@
 """Stop signals (Ctrl-C, ``kill``, a cluster's preemption or time-limit warning) end a run cleanly.
 
 A signal never stops training in the middle of a step. While Lightning trains, the handler only
-records it; :class:`gsr_train.runtime.checkpoints.LastCheckpoint` then writes ``last.ckpt`` at the
+records it; `gsr_train.runtime.checkpoints.LastCheckpoint` then writes ``last.ckpt`` at the
 next state a resumed run can continue from exactly (a step boundary, or the end of the epoch
-after validation) and raises :class:`RunInterrupted`. Outside training (index, embeddings,
+after validation) and raises `RunInterrupted`. Outside training (index, embeddings,
 scoring) there is no state to save, every cache being written atomically, so the run stops at
-once. :func:`gsr_train.runs.experiment.run_experiment` marks the folder interrupted, requeues a
+once. `gsr_train.runs.experiment.run_experiment` marks the folder interrupted, requeues a
 SLURM job on its requeue signal, and exits with ``128 + signal``. A second Ctrl-C stops at once.
 
 Lightning's own handlers are not used for this: its SIGTERM handling ends the process with

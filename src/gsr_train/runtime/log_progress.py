@@ -1,7 +1,7 @@
 """Training progress in a log file: a Lightning callback that logs optimiser steps done / total,
 rate, elapsed time and ETA every ``every_seconds`` (a live progress bar writes nothing useful
-into a cluster job's log). :func:`gsr_train.runtime.training.make_trainer` adds it when stderr is
-not a terminal. :class:`EpochBar` is the live bar, counting epochs as the log lines do (from 1)."""
+into a cluster job's log). `gsr_train.runtime.training.make_trainer` adds it when stderr is
+not a terminal. `EpochBar` is the live bar, counting epochs as the log lines do (from 1)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ RESULTS_FILE = OPTUNA_FILE  # read by the sweep table (gsr_train.eval.aggregate)
 
 
 class OptunaSweep(OptunaSweeperImpl):
-    """:class:`OptunaSweeperImpl` scored from ``metrics.json`` and resumable (see the module)."""
+    """`OptunaSweeperImpl` scored from ``metrics.json`` and resumable (see the module)."""
 
     def __init__(self, objective: str, **options: Any) -> None:
         super().__init__(**options)

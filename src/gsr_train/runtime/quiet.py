@@ -1,6 +1,6 @@
 """The one place that keeps third-party noise out of a run's output and log files.
 
-:func:`install` runs once at the start of every command (``train.py``, ``eval.py``, ``gsr-train``)
+`install` runs once at the start of every command (``train.py``, ``eval.py``, ``gsr-train``)
 before the libraries it silences are imported:
 
 - Lightning's advertising tips (``💡 Tip: ... litlogger`` / ``litmodels``) are dropped from its

@@ -1,6 +1,6 @@
 """What a run reads and writes: its folders, its data (the KG index, opened one way for every
 runner, and the checks that it gives the run something to do) and its ``metrics.json``. The checks of
-the options before any work are :mod:`gsr_train.options.preflight`'s."""
+the options before any work are `gsr_train.options.preflight`'s."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ _LOADED_DATA: dict[str, dict] = {}
 
 def set_run_workers(cfg: DictConfig) -> int:
     """``data.workers`` (null or absent: the cores available) as the process's worker count for
-    data preparation; a value that is not an integer >= 1 is a :class:`PreflightError` naming it."""
+    data preparation; a value that is not an integer >= 1 is a `PreflightError` naming it."""
     try:
         set_default_workers(cfg.data.get("workers"))
     except WorkersError as e:
@@ -91,12 +91,12 @@ def load_kg_index(
 ):
     """The run's KG index, the one way every runner opens its data: ``data.skip_invalid`` and
     ``data.allow_overlap`` honoured, the rows each split skipped logged (and written into the
-    run's metrics.json by :func:`save_metrics`), and each ``evaluate`` split checked to give the
-    run something to score (:func:`require_split`). ``source`` / ``splits``: another folder of
+    run's metrics.json by `save_metrics`), and each ``evaluate`` split checked to give the
+    run something to score (`require_split`). ``source`` / ``splits``: another folder of
     the run (GSR's graphs folder), default ``data.dir`` / ``data.splits``.
 
     ``data.workers`` becomes this process's worker count for preparing data
-    (:func:`~gsr_train.parallel.set_default_workers`): the index build here, and the embeddings
+    (`gsr_train.parallel.set_default_workers`): the index build here, and the embeddings
     and supervision the run asks for later, wherever it asks."""
     set_run_workers(cfg)
     folder = resolve_data_dir(cfg) if source is None else str(source)
@@ -119,7 +119,7 @@ def load_kg_index(
 
 
 def loaded_data() -> dict[str, dict]:
-    """What :func:`load_kg_index` opened in this process: per folder, the index key, what was
+    """What `load_kg_index` opened in this process: per folder, the index key, what was
     done to get it (built, opened, ...) and the rows each split loaded and skipped."""
     return dict(_LOADED_DATA)
 
@@ -164,7 +164,7 @@ def require_split(index: Any, split: str, role: str, data: str, labels: Any = No
     """The ``role`` split (train / validation / evaluation) must give the run something to do:
     questions, answers present in their graphs, and (``labels``: per-edge positives, e.g. the
     shortest-path labels) at least one question with a positive edge. Raised before training,
-    as a :class:`PreflightError` naming the split, the data and the fix."""
+    as a `PreflightError` naming the split, the data and the fix."""
     graphs = index[split]
     where = f"the {role} split {split!r} of {data}"
     if len(graphs) == 0:
@@ -190,7 +190,7 @@ def save_metrics(
     details: Mapping[str, Any],
     dataset: str | None = None,
 ) -> Path:
-    """The run's ``metrics.json`` (:mod:`gsr_train.eval.tail`: the header every method shares, then
+    """The run's ``metrics.json`` (`gsr_train.eval.tail`: the header every method shares, then
     ``details``), atomically, rank 0 only; ``dataset``: the data's name when not ``data.name``."""
     path = output_dir(cfg) / METRICS_FILE
     if not is_rank_zero():

@@ -1,11 +1,11 @@
 """One run per folder, however the folder was named, and every folder says what its run did.
 
 - A default folder (``${new_run_dir:...}``) is only a name until the run's options have been checked;
-  :class:`RunFolderGuard` then claims it atomically (:func:`gsr_train.config.claim_run_dir`), once.
+  `RunFolderGuard` then claims it atomically (`gsr_train.config.claim_run_dir`), once.
   A run refused after that (a missing file found by a runner's preflight, an eval.py mistake) takes
-  its folder back (:func:`discard_refused`): a refused command leaves no folder. A folder named
+  its folder back (`discard_refused`): a refused command leaves no folder. A folder named
   on the command line (``hydra.run.dir=``, ``hydra.sweep.dir=``, interpolated or not) is checked
-  by :class:`RunFolderGuard` (a Hydra callback) before Hydra writes anything into it.
+  by `RunFolderGuard` (a Hydra callback) before Hydra writes anything into it.
 - A run holds an exclusive lock on its folder (``.lock``, ``flock``) while it runs, so a second run
   started at the same time on the same folder is refused instead of mixing its files with the
   first's. The run removes ``.lock`` when it ends (finished, failed, stopped by a signal); after a
@@ -84,7 +84,7 @@ def _holder(folder: Path) -> str:
 
 
 def lock_folder(folder: str | Path, kind: str = "run") -> None:
-    """Hold ``folder``'s lock until :func:`release_folder` (or the end of this process);
+    """Hold ``folder``'s lock until `release_folder` (or the end of this process);
     RunFolderError if another process holds it."""
     path = Path(folder)
     key = str(path.resolve())
@@ -135,7 +135,7 @@ KEPT_BY_REFUSAL = {".hydra", LOCK, MARKER, "eval.json"}  # what a run writes bef
 
 
 def claim_new(base: str) -> str:
-    """Make the run folder proposed for ``base`` (:func:`gsr_train.config.claim_run_dir`), remembering
+    """Make the run folder proposed for ``base`` (`gsr_train.config.claim_run_dir`), remembering
     what was made so that a refused run can remove it again."""
     path = Path(base).resolve()
     top = path  # the highest folder this claim makes

@@ -13,7 +13,7 @@ MAX_TABLE_LINES = 24
 
 def _table(folder: Path) -> str | None:
     """The run's main table: the one its runner printed (SubgraphRAG's comparison, the readers' and
-    the robustness study's tables), else the rows of its ``metrics.json`` (:mod:`gsr_train.eval.tail`)."""
+    the robustness study's tables), else the rows of its ``metrics.json`` (`gsr_train.eval.tail`)."""
     try:
         doc = read_metrics(folder / METRICS_FILE) if (folder / METRICS_FILE).is_file() else None
     except MetricsFileError:

@@ -1,8 +1,8 @@
 """The Trainer every runner trains with, and the scale-out rules it follows: rank 0 alone writes
-(:func:`is_rank_zero`), a batch is global or per device (:func:`rank_batch`), checkpoints are
-written atomically (:class:`AtomicCheckpointIO`: a kill mid-write leaves the previous
+(`is_rank_zero`), a batch is global or per device (`rank_batch`), checkpoints are
+written atomically (`AtomicCheckpointIO`: a kill mid-write leaves the previous
 ``last.ckpt`` intact), ``resume: auto`` continues from ``checkpoints/last.ckpt``
-(:func:`resume_path`), and the loggers get the config and the final figures."""
+(`resume_path`), and the loggers get the config and the final figures."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def check_readable_checkpoint(path: str | Path) -> None:
 
 
 def check_resume_target(cfg: DictConfig) -> None:
-    """``resume=<file>`` must be an existing checkpoint of this run's folder (see :func:`resume_path`)."""
+    """``resume=<file>`` must be an existing checkpoint of this run's folder (see `resume_path`)."""
     want = cfg.get("resume")
     if not want or str(want) == "auto":
         return

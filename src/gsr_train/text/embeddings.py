@@ -131,7 +131,7 @@ def relation_texts(relations: Sequence[str], mode: str = "raw") -> list[str]:
 def texts_hash(texts: Sequence[str], encode_mask: np.ndarray | None = None) -> str:
     """Stable key of a text list and of which rows get encoded (NUL-separated SHA-256).
 
-    A :class:`~gsr_train.kg.vocab.StringVocab` is hashed from its byte buffers in chunks
+    A `gsr_train.kg.vocab.StringVocab` is hashed from its byte buffers in chunks
     (same key as the equal list of strings, without building millions of Python strings).
     """
     h = hashlib.sha256(f"texts:{len(texts)}\0".encode())
@@ -212,7 +212,7 @@ class EmbeddingTable:
         }
 
     def load(self) -> torch.Tensor:
-        """The cached matrix as a copy-on-write memory map; :class:`StaleEmbeddings` if unusable."""
+        """The cached matrix as a copy-on-write memory map; `StaleEmbeddings` if unusable."""
         meta_path = self.folder / META_FILE
         try:
             meta = json.loads(meta_path.read_text())
@@ -315,11 +315,11 @@ class EmbeddingTable:
     def build(self, chunk_rows: int | None = None, progress: bool | None = None, workers: int | None = None) -> None:
         """Encode the distinct texts chunk by chunk into the partial matrix, then swap it in.
 
-        ``workers`` (``None``: :func:`~gsr_train.parallel.resolve_workers`) as the encoder says
-        (:attr:`TextEncoder.parallel`): chunks in ``workers`` processes forked from this one, the
+        ``workers`` (``None``: `gsr_train.parallel.resolve_workers`) as the encoder says
+        (`TextEncoder.parallel`): chunks in ``workers`` processes forked from this one, the
         model loaded once before the fork and shared, or one chunk at a time. Chunks are the same
         whatever the count, each encoded alike (a torch encoder on one intra-op thread, see
-        :mod:`gsr_train.numerics`), and checkpointed in order, so the matrix is the same bytes
+        `gsr_train.numerics`), and checkpointed in order, so the matrix is the same bytes
         for any count and a killed build resumes after its last checkpointed chunk with any count."""
         t0 = time.perf_counter()
         workers = resolve_workers(workers)
@@ -412,7 +412,7 @@ def reserve_space(path: Path) -> None:
 
 
 def _encode_task(span: tuple[int, int]) -> tuple[int, ...]:
-    """Texts ``span`` of the table being built (the :func:`fork_pool` data) encoded into its rows of
+    """Texts ``span`` of the table being built (the `fork_pool` data) encoded into its rows of
     the partial matrix (a shared file mapping: a forked process writes its rows in place, nothing
     comes back but the shape, checked before anything is written)."""
     encoder, texts, rows, matrix = shared()
@@ -430,7 +430,7 @@ def _one_torch_thread() -> None:
 
 
 class TextChunks(Protocol):
-    """Texts to encode, read by length and by slices (a list of str, or :class:`_Rows`)."""
+    """Texts to encode, read by length and by slices (a list of str, or `_Rows`)."""
 
     def __len__(self) -> int: ...
 
@@ -482,11 +482,11 @@ def get_embeddings(
 ) -> KGEmbeddings:
     """Entity, relation and question embeddings of ``index`` (built once, then memory-mapped).
 
-    ``encoder`` is a :class:`TextEncoder`, a name (``minilm``) or a config mapping
+    ``encoder`` is a `TextEncoder`, a name (``minilm``) or a config mapping
     (``{name: minilm, batch_size: 256, device: cpu}``). ``relation_text`` picks ``raw``
     Freebase ids (as SubgraphRAG embeds them) or ``words``. ``splits`` defaults to every
     split of the index. ``relation_text=None`` takes the encoder config's ``relation_text``,
-    else ``raw``. ``workers``: see :meth:`EmbeddingTable.build` (not part of any cache key: the
+    else ``raw``. ``workers``: see `EmbeddingTable.build` (not part of any cache key: the
     tables are the same bytes whatever the count).
     """
     t0 = time.perf_counter()

@@ -1,7 +1,7 @@
 """Frozen text encoders: one small interface, a few implementations.
 
 Every stage that needs text vectors (SubgraphRAG features, the cosine baseline, SimGRAG
-matching) goes through :class:`TextEncoder`, so the embedding cache can key its tables by
+matching) goes through `TextEncoder`, so the embedding cache can key its tables by
 ``encoder.key`` and never care which model produced them.
 
 * ``minilm`` (default, offline): sentence-transformers/all-MiniLM-L6-v2 shipped inside the
@@ -13,7 +13,7 @@ matching) goes through :class:`TextEncoder`, so the embedding cache can key its 
   instant, but it knows nothing about meaning beyond shared spelling.
 
 Construction is cheap (it resolves files and works out the dimension); model weights load
-on the first :meth:`TextEncoder.encode`, so a warm embedding cache never loads a model.
+on the first `TextEncoder.encode`, so a warm embedding cache never loads a model.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class TextEncoder(ABC):
     parallel: str = "serial"
 
     def prepare(self) -> None:  # noqa: B027 (most encoders have nothing to load)
-        """Load what :meth:`encode` needs (before the store forks its workers, which then share it)."""
+        """Load what `encode` needs (before the store forks its workers, which then share it)."""
 
     @property
     def key(self) -> str:
@@ -192,7 +192,7 @@ class HFEncoder(TextEncoder):
     def encode(self, texts: Sequence[str], batch_size: int | None = None, progress: bool | None = None) -> torch.Tensor:
         """Vectors of ``texts``, on the CPU computed on exactly one intra-op thread: the same bytes
         whatever the process's thread count or the store's worker count (MKL splits a product
-        across threads differently on some CPUs; see :mod:`gsr_train.numerics`)."""
+        across threads differently on some CPUs; see `gsr_train.numerics`)."""
         with intra_op_threads(None if self.device.startswith("cuda") else 1):
             return self._encode(list(texts), batch_size, progress)
 
@@ -334,7 +334,7 @@ def load_encoder(name: str | Mapping | TextEncoder = "minilm", **options: Any) -
     Options: ``path``, ``pooling`` (mean|cls), ``max_length``, ``device``, ``batch_size``,
     ``normalize``, ``dim`` (hashing), ``trust_remote_code``, ``revision``. A mapping (the
     Hydra form ``{name: minilm, batch_size: 256, device: cpu}``) is unpacked the same way
-    (its store keys, e.g. ``relation_text``, are left to :func:`get_embeddings`).
+    (its store keys, e.g. ``relation_text``, are left to `get_embeddings`).
     """
     if isinstance(name, TextEncoder):
         return name

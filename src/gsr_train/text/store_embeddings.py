@@ -1,5 +1,5 @@
 """The whole-KG store's names embedded: every entity (its label, else its id; mediators get none) and
-every relation, once through the embedding cache, plus a vector index of each (:mod:`.vector_index`)
+every relation, once through the embedding cache, plus a vector index of each (`.vector_index`)
 for the nearest entities and relations of the whole KG."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ against the exact index on the MiniLM vectors of webqsp_mini's 13,520 entity nam
 128 gives 0.97). Either way ``oversample``
 times ``k`` candidates are fetched and their distances recomputed exactly (float32, no matmul shortcut,
 as the per-question search computes them), and the ``k`` kept are the nearest by (distance, row): the
-same costs and the same tie order as :func:`gsr_train.retrievers.simgrag.nearest_costs` over a graph.
+same costs and the same tie order as `gsr_train.retrievers.simgrag.nearest_costs` over a graph.
 
 The index is written once beside the embedding table it indexes (atomically, keyed by its settings)
 and read back memory-mapped, so DDP ranks and later runs share it.

@@ -1,5 +1,5 @@
 """Hydra finds sweepers only in the ``hydra_plugins`` namespace: gsr-train's Optuna sweeper
-(:mod:`gsr_train.runtime.optuna_sweep`), named by ``conf/hydra/sweeper/gsr_optuna.yaml``.
+(`gsr_train.runtime.optuna_sweep`), named by ``conf/hydra/sweeper/gsr_optuna.yaml``.
 
 Hydra imports every module of that namespace on every run, a refused option included, so this one
 imports no Optuna (which brings torch: seconds) until the sweeper is made, as Hydra's own Optuna
@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 
 class GSROptunaSweeper(Sweeper):
-    """:class:`gsr_train.runtime.optuna_sweep.OptunaSweep`, where Hydra looks for plugins."""
+    """`gsr_train.runtime.optuna_sweep.OptunaSweep`, where Hydra looks for plugins."""
 
     def __init__(self, objective: str, **options: Any) -> None:
         # lazy: Optuna imports torch (about 5 s) and this module is imported by every Hydra run

@@ -1,7 +1,7 @@
 """Stages the three LLM data steps share, written once.
 
 Every step windows its inputs (``offset`` / ``limit``), builds one chat request per item
-from a system and a user prompt, asks them through a :class:`~gsr_train.llm.runner.StepRun`
+from a system and a user prompt, asks them through a `gsr_train.llm.runner.StepRun`
 (response cache, reuse of a previous output, ``on_error`` policy), turns the answers into
 rows and writes a summary whose counts come in a fixed reading order. The step-specific
 parts (inputs, row building, which counts) stay in the step modules.
@@ -62,7 +62,7 @@ def ask_answers(
 
     The error policy is the client's (``on_error``): with ``raise`` a failure stops the run
     here, with ``skip`` the request comes back without text and the step leaves it out of its
-    rows and lists it in the summary (see :func:`note_skipped`). Both lists keep request order.
+    rows and lists it in the summary (see `note_skipped`). Both lists keep request order.
     """
     answered, skipped = [], []
     for key, res in zip(keys, step.ask(requests)):

@@ -9,7 +9,7 @@ The model sees the question and candidate triples (the top of a retrieval-result
 question's graph triples cut to ``num_candidates``) and answers with ``evidence:`` lines.
 Only offered triples can be labelled: any other triple is rejected and counted. Rows are
 ``{"id", "triples": [[h, r, t], ...], "raw_response", ...}`` in the format of
-``webqsp_mini/gpt_triples_*.jsonl.gz``, which :mod:`gsr_train.eval.labels` reads for
+``webqsp_mini/gpt_triples_*.jsonl.gz``, which `gsr_train.eval.labels` reads for
 labelled-triple recall. A row with no triple means "no label" (skipped by that metric).
 """
 

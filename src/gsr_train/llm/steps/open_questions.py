@@ -12,8 +12,8 @@ asked (``per_graph`` of ``types``, in turn across graphs, as the template set do
 category, ends with "?" and names a topic entity; every other line is rejected and counted
 by reason, never kept. Graphs without a named topic entity are counted and not asked.
 
-Outputs: :class:`~gsr_train.data.open_questions.OpenQuestion` rows (source ``llm``, with
-``raw_response`` and ``request_key``), read by :func:`~gsr_train.data.open_questions.read_questions`,
+Outputs: `gsr_train.data.open_questions.OpenQuestion` rows (source ``llm``, with
+``raw_response`` and ``request_key``), read by `gsr_train.data.open_questions.read_questions`,
 and ``<output>.responses.jsonl.gz`` (every answer with its kept and rejected lines, also of the
 graphs that got no question), from which a re-run takes its answers.
 """
@@ -132,7 +132,7 @@ def parse_questions(
     require_entity: bool = True,
 ) -> tuple[dict[str, str], list[dict[str, str]]]:
     """The kept ``{category: question}`` (one per requested category, first wins) and the rejected
-    lines ``{"line", "reason"}`` (reasons: :data:`REJECT_REASONS`) of an answer. Blank lines and
+    lines ``{"line", "reason"}`` (reasons: `REJECT_REASONS`) of an answer. Blank lines and
     list markers (``1.``, ``-``) and ``**`` emphasis are ignored."""
     kept: dict[str, str] = {}
     seen: set[str] = set()

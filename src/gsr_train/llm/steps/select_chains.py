@@ -13,7 +13,7 @@ selection under ``llm_paths`` in the same layout as the fixtures' ``gpt_paths`` 
 relation lists) so the GSR trainer reads either.
 
 Candidates come from a JSONL with a chains field (``ground_paths`` of ``webqsp_paths``), or
-from the shortest-path supervision of a RoG dataset (:func:`gsr_train.kg.paths.get_supervision`).
+from the shortest-path supervision of a RoG dataset (`gsr_train.kg.paths.get_supervision`).
 """
 
 from __future__ import annotations

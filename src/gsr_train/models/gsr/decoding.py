@@ -3,7 +3,7 @@
 ``beam_chains`` runs Hugging Face beam search and returns, per question, the top-B chains
 with their scores (length-normalised log-probabilities, ``length_penalty`` as in HF).
 
-One :class:`ChainLogitsProcessor` shapes every step:
+One `ChainLogitsProcessor` shapes every step:
 
 * vocabulary restriction (``restrict_vocab``, default on): only relation tokens and EOS
   can be emitted, EOS not as the first token (an empty chain retrieves nothing) and
@@ -12,7 +12,7 @@ One :class:`ChainLogitsProcessor` shapes every step:
 * KG constraint (``constrained``): a beam may continue only with relations that have at
   least one edge (either direction) at the entities its prefix has reached from the topic
   entities, so every finished chain is executable. The "allowed next relations" of a
-  prefix come from :class:`gsr_train.kg.execution.ChainExecutor` (memoised per prefix).
+  prefix come from `gsr_train.kg.execution.ChainExecutor` (memoised per prefix).
   With ``shortest`` (default on) each hop must also move one hop farther from the topic
   entities, so the finished chains are shortest-path chains, as ground chains are: beams are
   not spent on chains that walk back to where they started.

@@ -378,7 +378,7 @@ class GSRModel(torch.nn.Module):
 
     @classmethod
     def from_checkpoint_state(cls, state: Mapping[str, Any]) -> GSRModel:
-        """Rebuild the architecture (random weights) from :meth:`checkpoint_state`; load weights after."""
+        """Rebuild the architecture (random weights) from `checkpoint_state`; load weights after."""
 
         # lazy: transformers takes seconds to import; only the model paths need it
         from transformers import (
@@ -637,7 +637,7 @@ def _freeze(encoder, cfg: Mapping[str, Any]) -> None:
 
 
 def load_gsr(path: str | os.PathLike) -> GSRModel:
-    """A saved GSR model folder, or a Lightning ``.ckpt`` written by :class:`GSRModule`."""
+    """A saved GSR model folder, or a Lightning ``.ckpt`` written by `GSRModule`."""
     path = Path(path)
     if path.is_dir():
         return GSRModel.from_pretrained(path)

@@ -4,24 +4,24 @@ A batch holds B source sequences and T >= B target chains (``owner[t]`` = source
 ``t``): the encoder runs once per source and its states are gathered per target, so a
 question with ten raw chains costs one encoder pass, not ten. With ``length_groups=G`` the
 encoder runs on groups of G sources of similar length, each padded only to its own longest
-(:func:`encode_grouped`): the same states as one pass over the batch padded to its longest
+(`encode_grouped`): the same states as one pass over the batch padded to its longest
 source (to float rounding), at about half the encoder's cost on WebQSP questions; and the
 decoder's cross-attention projects each source's keys and values once, gathering them per target
-(:func:`cross_kv_modules`), instead of projecting a copy of the states per target. With ``pack=True``
+(`cross_kv_modules`), instead of projecting a copy of the states per target. With ``pack=True``
 (a BERT-family encoder: MiniLM) the encoder reads the batch's sources end to end in rows as wide as
 the longest source, each attending only to itself and counting its positions from 0
-(:func:`encode_packed`): the same states again, with no padding and one pass (length groups are
+(`encode_packed`): the same states again, with no padding and one pass (length groups are
 then not used; a T5 encoder, with relative positions, keeps them).
 
 Validation logs ``val/loss`` and the ground-chain match of beam search at 1 and at n
 (``val/match@1``, ``val/match@n``; share of validation questions with a ground chain whose
 top-1 / top-n beams, before validity filtering, contain one of them). Checkpoints carry the
 architecture, the relation list and the tokenizer files (``checkpoint["gsr"]``), so a
-``.ckpt`` alone rebuilds the model: :func:`gsr_train.models.gsr.modeling.load_gsr`.
+``.ckpt`` alone rebuilds the model: `gsr_train.models.gsr.modeling.load_gsr`.
 
 Each validation also logs the 95% bootstrap interval of both match figures over the validation
-questions (``val/match@1_low`` / ``_high``, :mod:`gsr_train.eval.intervals`) and appends the epoch's
-figures to :attr:`GSRModule.curve` (the run writes it to ``val_curve.json``: the learning curve).
+questions (``val/match@1_low`` / ``_high``, `gsr_train.eval.intervals`) and appends the epoch's
+figures to `GSRModule.curve` (the run writes it to ``val_curve.json``: the learning curve).
 
 Distributed (DDP): each rank decodes its share of the validation questions and keeps one
 ``(match@1, match@n)`` pair per question id; the pairs are gathered from all ranks and
@@ -294,7 +294,7 @@ def encode_grouped(encoder, input_ids: torch.Tensor, attention_mask: torch.Tenso
 
 
 def can_pack(encoder) -> bool:
-    """Whether :func:`encode_packed` can run ``encoder``: absolute positions given as ``position_ids``
+    """Whether `encode_packed` can run ``encoder``: absolute positions given as ``position_ids``
     (BERT family) and an attention that takes a per-row ``[rows, 1, W, W]`` mask (sdpa or eager)."""
     takes_positions = "position_ids" in inspect.signature(encoder.forward).parameters
     absolute = getattr(encoder.config, "position_embedding_type", "absolute") == "absolute"
@@ -317,7 +317,7 @@ def pack_rows(lengths: list[int], width: int) -> tuple[list[int], list[int], int
 
 def encode_packed(encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """The encoder's ``[B, L, H]`` states of a right-padded batch, computed with the sources packed end
-    to end into rows as wide as the longest (:func:`pack_rows`): a block-diagonal attention mask keeps
+    to end into rows as wide as the longest (`pack_rows`): a block-diagonal attention mask keeps
     each source to itself and its positions count from 0, so at every real token these are the states
     of one padded pass (to float rounding), with no padding; zeros at the padding positions."""
     n, width = input_ids.shape

@@ -7,13 +7,13 @@ relation's *text*: the frozen sentence-encoder embedding of its name split into 
 (``people person place of birth``), through a learned projection, plus an optional learned
 per-relation residual for the relations seen in training. The same table is the decoder's input
 embedding and its output layer (tied, as in the token model), so any relation of any KG can be
-scored and decoded: :meth:`OpenRelationTable.set_relations` swaps in a new relation list (the
+scored and decoded: `OpenRelationTable.set_relations` swaps in a new relation list (the
 residuals of known names are kept, new names get none) without retraining.
 
 MiniLM ids follow the compact layout: ``0 pad, 1 start, 2 eos``, relation ``k`` is ``3 + k``
 (the table's three special rows). A T5 keeps its word vocabulary (``base`` ids, its own
 embedding and output rows: the encoder reads words, the decoder emits EOS) and relation ``k`` is
-id ``base + k``, read from a table without special rows (:func:`install_t5`).
+id ``base + k``, read from a table without special rows (`install_t5`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """LightningModule that trains the SubgraphRAG triple scorer: an
-:class:`~gsr_train.models.edge_scorer.EdgeScorerModule` (the shared training and validation of
+`gsr_train.models.edge_scorer.EdgeScorerModule` (the shared training and validation of
 every trainable triple scorer: BCE plus an optional listwise term, validation triple
 recall@``val_k`` as the monitor, DDP-merged validation scores, a reseed per step so resumed runs
 match uninterrupted ones) with the SubgraphRAG scorer and its optimiser recipe.
@@ -32,10 +32,10 @@ DEFAULT_OPTIM = {**defaults_of(SubgraphRAGOptim), "fused": True}
 
 
 class SubgraphRAGModule(EdgeScorerModule):
-    """``model``: scorer options (see :class:`ScorerConfig.from_options`); ``dim``: text embedding size.
+    """``model``: scorer options (see `ScorerConfig.from_options`); ``dim``: text embedding size.
 
     Training, validation and checkpoints are the shared ones of
-    :class:`~gsr_train.models.edge_scorer.EdgeScorerModule`; this class adds the scorer, its
+    `gsr_train.models.edge_scorer.EdgeScorerModule`; this class adds the scorer, its
     optimiser recipe (fused Adam, optional cosine schedule) and the reference forward of the benchmarks.
     """
 

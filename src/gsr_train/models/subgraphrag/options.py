@@ -2,7 +2,7 @@
 
 The defaults are the paper's (``conf/model/subgraphrag_paper.yaml`` restates them); the other
 model files override them. ``gsr_train.options`` checks a composed ``model`` section against
-:class:`SubgraphRAGModel` (unknown keys, types, ranges) before any work; the module and the runner
+`SubgraphRAGModel` (unknown keys, types, ranges) before any work; the module and the runner
 fill what a config leaves out from these classes.
 """
 

@@ -3,19 +3,19 @@
 The first layer is linear over a concatenation, so ``W x = W_q z_q + W_h z_h + W_r z_r +
 W_t z_t + ...``: each part can be projected on its own and the projections summed. A
 WebQSP graph has ~4,300 triples but only ~1,500 entities and a few dozen relations, and
-entities recur across graphs, so :meth:`TripleScorer.forward` projects every *distinct*
+entities recur across graphs, so `TripleScorer.forward` projects every *distinct*
 entity / relation / question / (question, relation) pair of a batch once and gathers the
-sums per triple (training uses this path too). :meth:`TripleScorer.forward_reference` is
+sums per triple (training uses this path too). `TripleScorer.forward_reference` is
 the straightforward concatenate-then-Linear pass; both use the same parameters and agree
-to float rounding. For inference, :meth:`TripleScorer.precompute` projects every entity
-and relation of the KG once per trained model (:class:`Projections`), after which scoring
+to float rounding. For inference, `TripleScorer.precompute` projects every entity
+and relation of the KG once per trained model (`Projections`), after which scoring
 a question is gathers + one ReLU + a dot product per triple.
 
 Per triple, the first layer's pre-activation is then a sum of rows: two from the entity
 projections (head side of the head, tail side of the tail), one per (question, relation)
 pair, one per distinct structural (DDE) row of head and tail, plus the cosine features
 times their weight columns. That per-triple stage runs as one cache-blocked autograd op
-(:mod:`.triple_mlp`) for the paper's MLP shape, or as ``embedding_bag`` sums + autograd.
+(`.triple_mlp`) for the paper's MLP shape, or as ``embedding_bag`` sums + autograd.
 
 Parts of the input (the ``layout``), all optional except the four embeddings:
 
@@ -164,7 +164,7 @@ class TripleScorer(nn.Module):
     def weight(self, *names: str) -> torch.Tensor:
         """First-layer weight columns of the named parts, side by side (``[H, width]``).
 
-        Inside a pass the weight is split once (:meth:`_split_weight`): every slice taken
+        Inside a pass the weight is split once (`_split_weight`): every slice taken
         separately would add a full-size gradient buffer in the backward pass.
         """
         parts = (
@@ -295,7 +295,7 @@ class TripleScorer(nn.Module):
 
         This is the only part whose cost scales with the number of triples. The paper's
         shape (one hidden layer, no dropout while training) runs as one cache-blocked op
-        (:mod:`.triple_mlp`); other shapes as two ``embedding_bag`` sums + autograd, or, with
+        (`.triple_mlp`); other shapes as two ``embedding_bag`` sums + autograd, or, with
         ``fused=True``, through ``torch.compile``.
         """
         r_rows = small[list(rank1_rows)] if rank1_rows else None
@@ -400,7 +400,7 @@ class TripleScorer(nn.Module):
         return Projections(ent=ent, row_of=row_of, rel=rel, unit=unit)
 
     def _projected_cosines(self, proj: Projections, batch: TripleBatch, rows: torch.Tensor) -> torch.Tensor:
-        """``cos(z_q, z_e)`` per node from the unit-length table of :class:`Projections`."""
+        """``cos(z_q, z_e)`` per node from the unit-length table of `Projections`."""
         unit = proj.unit
         assert unit is not None, "unit-length table missing: built only with the cos_h channel"
         q_unit = F.normalize(batch.q_emb.float(), dim=-1)
@@ -437,10 +437,10 @@ class TripleScorer(nn.Module):
 
     @torch.no_grad()
     def forward_projected(self, proj: Projections, batch: TripleBatch, chunk_triples: int = 512) -> torch.Tensor:
-        """Logits ``[T]`` from :class:`Projections` for a *global* batch (``global_ids=True``).
+        """Logits ``[T]`` from `Projections` for a *global* batch (``global_ids=True``).
 
         Only per-question work is left: the question part and pair interactions, the node
-        terms (:meth:`node_terms`; for one question) or per-node cosines and the distinct
+        terms (`node_terms`; for one question) or per-node cosines and the distinct
         structural rows (many questions), and per triple a few row gathers, a ReLU and the
         output layer in cache-sized blocks. A single graph is small enough for its per-node
         table to stay in cache; a batch of many graphs is not, and then each triple gathers
@@ -482,6 +482,6 @@ class TripleScorer(nn.Module):
         return out
 
     def _global_parts(self, proj: Projections, batch: TripleBatch, rows: torch.Tensor, pair: torch.Tensor) -> tuple:
-        """Per-triple bags over the global entity table (see :meth:`_triple_parts`)."""
+        """Per-triple bags over the global entity table (see `_triple_parts`)."""
         cos = self._projected_cosines(proj, batch, rows) if self.has("cos_h") else None
         return self._triple_parts(batch, proj.ent.reshape(-1, self.config.hidden), rows, pair, cos)

@@ -1,15 +1,15 @@
 """Serving one question on CPU: the precomputed-projection path as two compiled kernels.
 
-:meth:`TripleScorer.forward_projected` is the general path (CPU and CUDA, one graph or
-many). For the common case of one question on CPU, :class:`CompiledQuestionScorer` does
-the same arithmetic with the numba kernels of :mod:`.serving_kernels` plus one torch
+`TripleScorer.forward_projected` is the general path (CPU and CUDA, one graph or
+many). For the common case of one question on CPU, `CompiledQuestionScorer` does
+the same arithmetic with the numba kernels of `.serving_kernels` plus one torch
 matmul for the question-relation product (small, and MKL does it best), so serving a
 question costs a fraction of a millisecond instead of a few. Results agree with the
 straightforward forward pass to float rounding (tests check < 1e-4).
 
 Supported: the paper's MLP shape (one hidden layer), any structure (DDE / topic / none),
 cosine features and the question-relation product. Other shapes (more hidden layers, the
-per-entity question product) use the torch path; :meth:`CompiledQuestionScorer.unsupported`
+per-entity question product) use the torch path; `CompiledQuestionScorer.unsupported`
 says why.
 """
 
@@ -55,7 +55,7 @@ def _kernels():
 
 
 class CompiledQuestionScorer:
-    """Scores the triples of one question graph with a trained scorer's :class:`Projections` (CPU)."""
+    """Scores the triples of one question graph with a trained scorer's `Projections` (CPU)."""
 
     def __init__(self, scorer: TripleScorer, proj: Projections, relation_emb: torch.Tensor) -> None:
         reason = self.unsupported(scorer)
@@ -111,7 +111,7 @@ class CompiledQuestionScorer:
         return None
 
     def score(self, graph, question_emb: torch.Tensor) -> torch.Tensor:
-        """``FloatTensor[E]`` logits of ``graph``'s triples (a :class:`~gsr_train.kg.index.QuestionGraph`)."""
+        """``FloatTensor[E]`` logits of ``graph``'s triples (a `gsr_train.kg.index.QuestionGraph`)."""
         edge_index = _numpy(graph.edge_index)
         out = np.empty(edge_index.shape[1], np.float32)
         where = self.score_arrays(
@@ -136,7 +136,7 @@ class CompiledQuestionScorer:
         questions: range | None = None,
         workers: int = 1,
     ) -> torch.Tensor:
-        """Logits of every triple of a :class:`~gsr_train.kg.index.SplitGraphs` (``out [sum E]``,
+        """Logits of every triple of a `gsr_train.kg.index.SplitGraphs` (``out [sum E]``,
         written in place for the ``questions`` given, default all), one question at a time.
 
         ``workers > 1`` scores contiguous runs of questions on that many threads (the kernels

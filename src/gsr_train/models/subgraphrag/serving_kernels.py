@@ -1,4 +1,4 @@
-"""Compiled (numba) CPU kernels behind :mod:`.serving`: one question's graph in two calls.
+"""Compiled (numba) CPU kernels behind `.serving`: one question's graph in two calls.
 
 Scoring one WebQSP question is ~1,000 triples and ~900 entities: a few hundred kilobytes
 of arithmetic. Written as torch ops it is dozens of small kernels, each with microseconds
@@ -6,10 +6,10 @@ of dispatch cost and each writing an ``[N, 2H]`` or ``[T, H]`` temporary to memo
 question costs milliseconds. These kernels do the per-node and per-triple work in one pass
 each, with every temporary a row in registers or L1:
 
-* :func:`prepare_graph`: validates the ids, maps nodes to projection rows, computes the
-  DDE (same means as :func:`gsr_train.features.structure.dde`), keeps one copy of each
+* `prepare_graph`: validates the ids, maps nodes to projection rows, computes the
+  DDE (same means as `gsr_train.features.structure.dde`), keeps one copy of each
   distinct DDE row and numbers the graph's distinct relations;
-* :func:`score_triples`: per node the question cosine, per distinct DDE row its
+* `score_triples`: per node the question cosine, per distinct DDE row its
   projection, per triple ``w . relu(head row + tail row + pair row + ...) + b``.
 
 ``nogil=True``: several questions can be scored by Python threads at once.
