@@ -17,7 +17,7 @@ and reading continues at the recorded row. Only a finished, checksummed folder i
 into place. A file lock keeps two processes from building the same index at once (the
 second waits and then reuses the result).
 
-Folder layout (every array a raw little-endian file; dtypes and shapes in ``meta.json``)::
+Folder layout (every array a raw little-endian file; dtypes and shapes in ``meta.json``):
 
     meta.json                       format, key, files {bytes, dtype, shape, check}, skips, counts,
                                     build (resumed or not; splits reused / rebuilt)

@@ -7,7 +7,7 @@ one graph for everything: every triple once, so a question's graph can be cut fr
 (pages shared by the processes that open it, DDP ranks included), the vocabularies keep their
 lookup tables on disk.
 
-Folder layout (raw little-endian arrays; dtypes and shapes in ``meta.json``)::
+Folder layout (raw little-endian arrays; dtypes and shapes in ``meta.json``):
 
     meta.json                       format, version, key, counts, sources, bad lines, files
     {entities,relations,names}.{offsets,data,table,hashes}.bin   string vocabularies
