@@ -37,7 +37,7 @@ class TopicEdges:
 
 
 @register("topic-edges")
-def topic_edges(options, inputs: RetrievalInputs) -> TopicEdges:
+def topic_edges(inputs: RetrievalInputs, **options) -> TopicEdges:
     return TopicEdges(**options)
 
 

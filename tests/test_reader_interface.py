@@ -117,7 +117,7 @@ def test_entry_points_of_installed_packages_register_their_readers(monkeypatch):
             return FirstTripleTail
 
     def entry_points(group, name=None):  # importlib.metadata's selection by group (and name)
-        return [EntryPoint()] if group == registry.ENTRY_POINTS and name in (None, EntryPoint.name) else []
+        return [EntryPoint()] if group == registry.REGISTRY.group and name in (None, EntryPoint.name) else []
 
     monkeypatch.setattr(plugins, "entry_points", entry_points)
     monkeypatch.delitem(REGISTRY, "from-a-package", raising=False)
@@ -162,12 +162,12 @@ def test_each_prompt_format_is_a_registered_object(name, cls):
 
 
 def test_an_unknown_format_names_the_registered_ones():
-    with pytest.raises(ValueError, match=r"reader format must be one of \('paths', 'triples', 'subgraphrag'"):
+    with pytest.raises(ValueError, match=r"unknown prompt format 'nope'; registered: paths, subgraphrag, triples$"):
         prompt_format("nope")
 
 
 def test_a_new_prompt_format_is_one_registered_class(monkeypatch):
-    monkeypatch.setattr("gsr_train.readers.prompts.FORMATS", dict(FORMATS))
+    monkeypatch.setattr("gsr_train.readers.prompts.FORMATS", FORMATS.copy())
 
     @register_format
     class Numbered(TriplesFormat):

@@ -80,10 +80,10 @@ def test_a_broken_plugin_entry_point_is_named_only_when_asked_for(monkeypatch):
     from gsr_train import plugins
     from gsr_train.retrievers import registry
 
-    ep = EntryPoint(name="broken-one", value="no_such_pkg.mod:Thing", group=registry.ENTRY_POINTS)
+    ep = EntryPoint(name="broken-one", value="no_such_pkg.mod:Thing", group=registry.REGISTRY.group)
 
     def fake(group, name=None):
-        return [e for e in [ep] if group == registry.ENTRY_POINTS and name in (None, e.name)]
+        return [e for e in [ep] if group == registry.REGISTRY.group and name in (None, e.name)]
 
     monkeypatch.setattr(plugins, "entry_points", fake)
     assert "broken-one" in registry.names() and "cosine" in registry.names()

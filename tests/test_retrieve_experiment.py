@@ -82,7 +82,7 @@ def test_entry_points_of_installed_packages_register_their_retrievers(monkeypatc
 
         @staticmethod
         def load():
-            return lambda options, inputs: _Fixed()
+            return lambda inputs, **options: _Fixed()
 
     class _Fixed:
         name = "from-a-package"
@@ -91,7 +91,7 @@ def test_entry_points_of_installed_packages_register_their_retrievers(monkeypatc
             return None, {}
 
     def entry_points(group, name=None):  # importlib.metadata's selection by group (and name)
-        return [EntryPoint()] if group == registry.ENTRY_POINTS and name in (None, EntryPoint.name) else []
+        return [EntryPoint()] if group == registry.REGISTRY.group and name in (None, EntryPoint.name) else []
 
     monkeypatch.setattr(plugins, "entry_points", entry_points)
     monkeypatch.delitem(REGISTRY, "from-a-package", raising=False)

@@ -5,9 +5,9 @@ a broken plugin fails where it is used and is named in one line (``error``: the 
 from __future__ import annotations
 
 import importlib
-from collections.abc import MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeVar
 
 
 def load_entry_point(
@@ -62,3 +62,83 @@ def locate(path: str) -> Any:
 def plugin_names(registry: MutableMapping[str, Any], group: str) -> list[str]:
     """Every registered name, the entry points of installed packages included."""
     return sorted(set(registry) | {ep.name for ep in entry_points(group=group)})
+
+
+T = TypeVar("T")
+
+
+class Registry(dict[str, T]):
+    """One name -> factory table, the same for every plugin family (retrievers, readers, prompt
+    formats, runners, exporters): built-ins added with `register`, the entry points of installed
+    packages (``group``) loaded on first use, and a class or function outside gsr-train named by its
+    import path (``target_option``, Hydra's ``_target_`` convention). Every one is made the same way,
+    ``factory(inputs=..., **options)`` (`build`), and refused in the same words (``error``)."""
+
+    def __init__(
+        self, kind: str, *, error: type[Exception], group: str | None = None, target_option: str | None = None
+    ) -> None:
+        super().__init__()
+        self.kind, self.error, self.group, self.target_option = kind, error, group, target_option
+
+    def copy(self) -> Registry[T]:  # type: ignore[override]
+        """A registry of the same family holding the same entries (a test's scratch copy)."""
+        twin: Registry[T] = Registry(self.kind, error=self.error, group=self.group, target_option=self.target_option)
+        twin.update(self)
+        return twin
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: make ``factory`` buildable as ``name`` (a second, different one is refused)."""
+
+        def add(factory: T) -> T:
+            if name in self and self[name] is not factory:
+                raise ValueError(f"a {self.kind} named {name!r} is already registered")
+            self[name] = factory
+            return factory
+
+        return add
+
+    def find(self, name: str) -> T | None:
+        """``self[name]``, loading that one entry point of `group` first if it is not registered yet."""
+        if self.group is not None and name not in self:
+            load_entry_point(self, self.group, name, self.error, self.kind)
+        return self.get(name)
+
+    def names(self) -> list[str]:
+        """Every registered name, the entry points of installed packages included."""
+        return plugin_names(self, self.group) if self.group is not None else sorted(self)
+
+    def resolve(self, name: str | None = None, target: str | None = None) -> T:
+        """The factory behind ``name`` or the import path ``target`` (the target wins); an unknown name
+        lists the known ones, in one line."""
+        if target:
+            found = import_target(target, self.error, str(self.target_option))
+            if not callable(found):
+                raise self.error(f"{self.target_option}={target} is not a class or a function")
+            return found
+        factory = self.find(str(name))
+        if factory is None:
+            raise self.error(self.unknown(name))
+        return factory
+
+    def unknown(self, name: Any) -> str:
+        """The one line refusing an unknown ``name``."""
+        outside = (
+            f" (or give {self.target_option}=<module.Class> for one outside gsr-train)" if self.target_option else ""
+        )
+        return f"unknown {self.kind} {name!r}; registered: {', '.join(self.names())}{outside}"
+
+    def label(self, name: str | None, target: str | None = None) -> str:
+        """How a refusal names what it refuses: ``retriever._target_=pkg.Cls`` or ``retriever 'cosine'``."""
+        return f"{self.target_option}={target}" if target else f"{self.kind} {name!r}"
+
+    def build(
+        self, name: str | None, options: Mapping[str, Any] | None, target: str | None = None, **inputs: Any
+    ) -> Any:
+        """``factory(**inputs, **options)`` of ``name`` (or ``target``); options it refuses (a ValueError
+        or TypeError raised when it is made) are one line naming it."""
+        factory = self.resolve(name, target)
+        label = self.label(name, target)
+        try:
+            return factory(**inputs, **dict(options or {}))  # type: ignore[operator]
+        except (ValueError, TypeError) as e:  # its options checked when it is made: the user's to fix
+            raise self.error(str(e) if str(e).startswith(label) else f"{label}: {e}") from None

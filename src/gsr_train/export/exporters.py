@@ -34,6 +34,7 @@ from gsr_train.export.card import build_card
 from gsr_train.export.hub_scorer import SubgraphRAGScorer
 from gsr_train.io import atomic_dir, write_json
 from gsr_train.models.gsr.modeling import load_gsr
+from gsr_train.plugins import Registry
 from gsr_train.retrievers.subgraphrag import load_scorer
 
 log = logging.getLogger(__name__)
@@ -244,11 +245,10 @@ class Exporter:
 
 
 # order matters: the first exporter that recognises a path wins
-EXPORTERS: dict[str, Exporter] = {
-    "gsr": Exporter(detect_gsr, export_gsr),
-    "reader": Exporter(detect_reader, export_reader),
-    "subgraphrag": Exporter(detect_subgraphrag, export_subgraphrag),
-}
+EXPORTERS: Registry[Exporter] = Registry("model kind", error=ValueError)
+EXPORTERS.register("gsr")(Exporter(detect_gsr, export_gsr))
+EXPORTERS.register("reader")(Exporter(detect_reader, export_reader))
+EXPORTERS.register("subgraphrag")(Exporter(detect_subgraphrag, export_subgraphrag))
 
 
 def detect_kind(src: str | Path) -> str:
@@ -272,10 +272,9 @@ def export_model(src: str | Path, out: str | Path, kind: str | None = None, repo
     """
     src, out = Path(src), Path(out)
     kind = kind or detect_kind(src)
-    if kind not in EXPORTERS:
-        raise ValueError(f"unknown model kind {kind!r} (known: {sorted(EXPORTERS)})")
+    exporter = EXPORTERS.resolve(kind)
     with atomic_dir(out) as tmp:
-        info = EXPORTERS[kind].export(src, tmp)
+        info = exporter.export(src, tmp)
         info["files"] = sorted([p.name for p in tmp.iterdir() if p.is_file()] + ["README.md", EXPORT_INFO])
         info["files"] = sorted(set(info["files"]))
         card = build_card(info, where=repo_id or str(out))

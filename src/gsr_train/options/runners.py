@@ -9,10 +9,9 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-import hydra.utils
-
 from gsr_train.data.errors import UserError
 from gsr_train.options.recipes import RECIPES, runner_name
+from gsr_train.plugins import import_target
 
 
 class UnknownRunner(UserError, ValueError):
@@ -35,10 +34,10 @@ def find_runner(value: Any, built_in: Mapping[str, Any]) -> Any:
             if callable(getattr(module, "run", None)):
                 return module.run
     if "." in name:  # a runner of the user's own
-        try:
-            return hydra.utils.get_method(name)
-        except Exception as e:  # noqa: BLE001 - any import failure is the user's path to fix
-            raise UnknownRunner(f"runner={name}: cannot import it ({type(e).__name__}: {e})") from None
+        found = import_target(name, UnknownRunner, "runner")
+        if not callable(found):
+            raise UnknownRunner(f"runner={name}: not a function")
+        return found
     raise UnknownRunner(
         f"runner={name}: not a runner; built in: {', '.join(built_in)} (or a dotted path to a function of your own)"
     )

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from gsr_train.data.errors import UserError
+from gsr_train.plugins import Registry
 from gsr_train.readers.prompts import ReaderExample
 
 Question = Mapping[str, Any]  # id, question, answers, in_kg, hops, topics
@@ -105,21 +107,15 @@ class TrainableReader(Reader, Protocol):
     def save(self, folder: Path) -> dict: ...
 
 
-Factory = Callable[..., Reader]
-REGISTRY: dict[str, Factory] = {}
+class ReaderError(UserError, ValueError):
+    """An unknown reader name, a target that is not a reader, or options its factory refuses."""
 
 
-def register(name: str) -> Callable[[Factory], Factory]:
-    """Decorator: make ``factory(inputs=ReadingInputs, **options) -> Reader`` (a reader class, as a
-    rule) buildable as ``qa.reading.method=name``."""
-
-    def add(factory: Factory) -> Factory:
-        if name in REGISTRY and REGISTRY[name] is not factory:
-            raise ValueError(f"a reader named {name!r} is already registered")
-        REGISTRY[name] = factory
-        return factory
-
-    return add
+Factory = Callable[..., Reader]  # factory(inputs=ReadingInputs, **options) -> Reader (a reader class, as a rule)
+REGISTRY: Registry[Factory] = Registry(
+    "reader", error=ReaderError, group="gsr_train.readers", target_option="qa.reading._target_"
+)
+register = REGISTRY.register  # decorator: make a factory buildable as qa.reading.method=NAME
 
 
 def is_trainable(factory: Any) -> bool:

@@ -31,6 +31,7 @@ import numpy as np
 
 from gsr_train.eval.qa import normalize_answer
 from gsr_train.llm.parsing import list_items, prefixed_lines
+from gsr_train.plugins import Registry
 
 CLOSED_BOOK = (
     "Please answer the given question. Please keep the answer as simple as possible and return all the "
@@ -205,16 +206,15 @@ class SubgraphRAGFormat(PromptFormat):
         return prefixed_lines(text, "ans")
 
 
-FORMATS: dict[str, PromptFormat] = {}
+FORMATS: Registry[PromptFormat] = Registry("prompt format", error=ValueError)
 
 
 def register_format(cls: type[PromptFormat]) -> type[PromptFormat]:
-    """Class decorator (or call): make ``qa.format=<cls.name>`` pick this format."""
+    """Class decorator (or call): make ``qa.format=<cls.name>`` pick this format (one instance each)."""
     if not cls.name:
         raise ValueError(f"{cls.__name__}: a prompt format needs a name")
-    if cls.name in FORMATS and type(FORMATS[cls.name]) is not cls:
-        raise ValueError(f"a prompt format named {cls.name!r} is already registered")
-    FORMATS[cls.name] = cls()
+    known = FORMATS.get(cls.name)
+    FORMATS.register(cls.name)(known if type(known) is cls else cls())
     return cls
 
 
@@ -226,10 +226,7 @@ def prompt_format(fmt: str | PromptFormat) -> PromptFormat:
     """The registered format named ``fmt`` (a format object is returned as it is)."""
     if isinstance(fmt, PromptFormat):
         return fmt
-    found = FORMATS.get(str(fmt))
-    if found is None:
-        raise ValueError(f"reader format must be one of {tuple(FORMATS)}, not {fmt!r}")
-    return found
+    return FORMATS.resolve(str(fmt))
 
 
 # --------------------------------------------------------------------------- evidence and prompts

@@ -9,38 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gsr_train.data.errors import UserError
-from gsr_train.plugins import import_target, load_entry_point, plugin_names
 from gsr_train.readers import registered  # noqa: F401  (registers the built-in readers)
-from gsr_train.readers.interface import REGISTRY, Factory, Reader, ReadingInputs, is_trainable
+from gsr_train.readers.interface import REGISTRY, Factory, Reader, ReaderError, ReadingInputs, is_trainable
 
-ENTRY_POINTS = "gsr_train.readers"
-
-
-class ReaderError(UserError, ValueError):
-    """An unknown reader name, a target that is not a reader, or options its factory refuses."""
-
-
-def _lookup(name: str) -> Factory | None:
-    """The factory registered as ``name`` (its entry point loaded on first use)."""
-    return load_entry_point(REGISTRY, ENTRY_POINTS, name, ReaderError, "reader")
+__all__ = ["ReaderError", "build", "names", "resolve", "trainable"]
 
 
 def resolve(name: str | None = None, target: str | None = None) -> Factory:
     """The factory behind ``qa.reading.method=name`` or ``qa.reading._target_=target`` (the target
     wins); an unknown name lists the known ones, in one line."""
-    if target:
-        found = import_target(target, ReaderError, "qa.reading._target_")
-        if not callable(found):
-            raise ReaderError(f"qa.reading._target_={target} is not a class or a function")
-        return found
-    factory = _lookup(str(name))
-    if factory is None:
-        raise ReaderError(
-            f"unknown reader {name!r}; registered: {', '.join(names())} (or give "
-            "qa.reading._target_=<module.Class> for one outside gsr-train)"
-        )
-    return factory
+    return REGISTRY.resolve(name, target)
 
 
 def trainable(name: str | None = None, target: str | None = None) -> bool:
@@ -53,15 +31,10 @@ def build(
 ) -> Reader:
     """``factory(inputs=inputs, **options)`` of the reader named ``name`` (or ``target``), checked to
     be a reader; options it refuses (a ValueError or TypeError) are one line."""
-    factory = resolve(name, target)
-    label = f"qa.reading._target_={target}" if target else f"reader {name!r}"
-    try:
-        made = factory(inputs=inputs, **dict(options or {}))
-    except (ValueError, TypeError) as e:  # its options checked when it is made: the user's to fix
-        raise ReaderError(str(e) if str(e).startswith(label) else f"{label}: {e}") from None
+    made = REGISTRY.build(name, options, target, inputs=inputs)
     if not isinstance(made, Reader):
         raise ReaderError(
-            f"{label} does not follow gsr_train.readers.interface.Reader (a `name`, "
+            f"{REGISTRY.label(name, target)} does not follow gsr_train.readers.interface.Reader (a `name`, "
             "`prepare(questions, evidence) -> examples` and `answer(examples) -> readings`)"
         )
     return made
@@ -69,4 +42,4 @@ def build(
 
 def names() -> list[str]:
     """Every registered reader name (entry points of installed packages included)."""
-    return plugin_names(REGISTRY, ENTRY_POINTS)
+    return REGISTRY.names()

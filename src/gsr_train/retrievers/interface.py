@@ -21,13 +21,15 @@ inputs)`` then makes it, and the robustness command takes it by name
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from gsr_train.data.errors import UserError
 from gsr_train.kg.index import KGIndex, SplitGraphs
+from gsr_train.plugins import Registry
 
 Scores = tuple[torch.Tensor, dict]
 # a key of the extra figures: {field: [value per question]} written into each results row (a node
@@ -59,17 +61,12 @@ class Retriever(Protocol):
     def score(self, split: SplitGraphs) -> Scores: ...
 
 
-Factory = Callable[[Mapping[str, Any], RetrievalInputs], Retriever]
-REGISTRY: dict[str, Factory] = {}
+class RetrieverError(UserError, ValueError):
+    """An unknown retriever name or a target that is not a retriever."""
 
 
-def register(name: str) -> Callable[[Factory], Factory]:
-    """Decorator: make ``factory(options, inputs) -> Retriever`` buildable as ``name``."""
-
-    def add(factory: Factory) -> Factory:
-        if name in REGISTRY and REGISTRY[name] is not factory:
-            raise ValueError(f"a retriever named {name!r} is already registered")
-        REGISTRY[name] = factory
-        return factory
-
-    return add
+Factory = Callable[..., Retriever]  # factory(inputs=RetrievalInputs, **options) -> Retriever
+REGISTRY: Registry[Any] = Registry(
+    "retriever", error=RetrieverError, group="gsr_train.retrievers", target_option="retriever._target_"
+)
+register = REGISTRY.register  # decorator: make factory(inputs=RetrievalInputs, **options) buildable as a name

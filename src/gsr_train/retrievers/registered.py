@@ -14,7 +14,7 @@ from gsr_train.retrievers.classic import classic_scores
 from gsr_train.retrievers.cosine import cosine_scores
 from gsr_train.retrievers.edge_scorer import TrainedEdgeScorer
 from gsr_train.retrievers.gsr_chains import GSRChains
-from gsr_train.retrievers.interface import REGISTRY, RetrievalInputs, Scores, register
+from gsr_train.retrievers.interface import RetrievalInputs, Scores, register
 from gsr_train.retrievers.pattern_retriever import PatternRetriever
 from gsr_train.retrievers.ppr import ppr_edge_scores
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
@@ -76,19 +76,19 @@ class ClassicRetriever:
 
 
 @register("cosine")
-def _cosine(options: Mapping[str, Any], inputs: RetrievalInputs) -> CosineRetriever:
+def _cosine(inputs: RetrievalInputs, **options: Any) -> CosineRetriever:
     return CosineRetriever(inputs)
 
 
 @register("subgraphrag")
-def _subgraphrag(options: Mapping[str, Any], inputs: RetrievalInputs) -> SubgraphRAGScores:
+def _subgraphrag(inputs: RetrievalInputs, **options: Any) -> SubgraphRAGScores:
     if not options.get("checkpoint"):
         raise ValueError("retriever 'subgraphrag' needs options.checkpoint (a trained best-*.ckpt)")
     return SubgraphRAGScores(str(options["checkpoint"]), inputs, str(options.get("serving", "auto")))
 
 
 @register("trained")
-def _trained(options: Mapping[str, Any], inputs: RetrievalInputs):
+def _trained(inputs: RetrievalInputs, **options: Any):
 
     known = {"checkpoint", "graphs_per_batch", "device"}
     unknown = set(options) - known
@@ -111,19 +111,19 @@ def _gnn_rag() -> type:
 
 # trainable: train.py +experiment=gnnrag_webqsp_mini (or retrieve retriever.name=gnn-rag) trains it;
 # its checkpoint is then served as retriever 'trained'
-REGISTRY["gnn-rag"] = _gnn_rag()
+register("gnn-rag")(_gnn_rag())
 
 
 for _method in ("triplets", "paths", "pcst"):
 
-    def _classic(options: Mapping[str, Any], inputs: RetrievalInputs, _m: str = _method) -> ClassicRetriever:
+    def _classic(inputs: RetrievalInputs, _m: str = _method, **options: Any) -> ClassicRetriever:
         return ClassicRetriever(_m, inputs, options)
 
     register(f"classic-{_method}")(_classic)
 
 
 @register("gsr")
-def _gsr(options: Mapping[str, Any], inputs: RetrievalInputs):
+def _gsr(inputs: RetrievalInputs, **options: Any):
 
     if inputs.split is None:
         raise ValueError("retriever 'gsr' needs the split whose questions it decodes (RetrievalInputs.split)")
@@ -164,17 +164,17 @@ class PPRRetriever:
 
 
 @register("ppr")
-def _ppr(options: Mapping[str, Any], inputs: RetrievalInputs) -> PPRRetriever:
+def _ppr(inputs: RetrievalInputs, **options: Any) -> PPRRetriever:
     return PPRRetriever(options)
 
 
 @register("simgrag")
-def _simgrag(options: Mapping[str, Any], inputs: RetrievalInputs):
+def _simgrag(inputs: RetrievalInputs, **options: Any):
 
     return PatternRetriever("simgrag", options, inputs)
 
 
 @register("safe")
-def _safe(options: Mapping[str, Any], inputs: RetrievalInputs):
+def _safe(inputs: RetrievalInputs, **options: Any):
 
     return PatternRetriever("safe", options, inputs)

@@ -17,25 +17,27 @@ from typing import Any
 from omegaconf import DictConfig
 
 from gsr_train.options.runners import UnknownRunner, find_runner
+from gsr_train.plugins import Registry
 from gsr_train.runs import classic, cosine, gsr, open_ended, patterns, reader, retrieve, robustness, subgraphrag
 
 Runner = Callable[[DictConfig], Any]
 __all__ = ["RUNNERS", "Runner", "UnknownRunner", "runner_of"]
 
-RUNNERS: dict[str, Runner] = {
-    "subgraphrag": subgraphrag.run,
-    "gsr": gsr.run,
-    "reader": reader.run,
-    "retrieve": retrieve.run,
-    "cosine": cosine.run,
-    "classic": classic.run,
-    "simgrag": patterns.run_simgrag,
-    "safe": patterns.run_safe,
-    "robustness": robustness.run,
-    "open_ended": open_ended.run_open_ended,
-    "judge_calibration": open_ended.run_calibration,
-    "open_ended_perturbed": open_ended.run_perturbed,
-}
+RUNNERS: Registry[Runner] = Registry("runner", error=UnknownRunner, target_option="runner")
+RUNNERS.update(
+    subgraphrag=subgraphrag.run,
+    gsr=gsr.run,
+    reader=reader.run,
+    retrieve=retrieve.run,
+    cosine=cosine.run,
+    classic=classic.run,
+    simgrag=patterns.run_simgrag,
+    safe=patterns.run_safe,
+    robustness=robustness.run,
+    open_ended=open_ended.run_open_ended,
+    judge_calibration=open_ended.run_calibration,
+    open_ended_perturbed=open_ended.run_perturbed,
+)
 
 
 def runner_of(cfg: DictConfig) -> Runner:
