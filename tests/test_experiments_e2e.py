@@ -321,7 +321,7 @@ def _rows_expected(cfg) -> tuple[str, set]:
     if family == "reader":
         variants = cfg.qa.eval.variants
         alone = {"retrieval_answers"}  # the evidence answering alone, next to every reader
-        if cfg.qa.backend == "llm":
+        if cfg.qa.reading.method == "prompted":
             return "variant", {f"prompting_{e}" for e in variants.base} | alone
         return "variant", {f"base_{e}" for e in variants.base} | {f"finetuned_{e}" for e in variants.finetuned} | alone
     return "split", {cfg.get("split") or cfg.subgraphrag.eval_split}

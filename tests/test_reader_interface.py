@@ -330,3 +330,27 @@ def test_a_trainable_reader_trains_through_the_runner_and_resumes_mid_epoch(tmp_
     run(_toy_run(tmp_path, again, f"qa.eval_only={full / 'adapter'}", "qa.eval.variants.finetuned=[retrieved]"))
     scored = json.loads((again / "metrics.json").read_text())["metrics"]
     assert scored == {"finetuned_retrieved": figures["metrics"]["finetuned_retrieved"]}
+
+
+def test_one_key_chooses_the_reader_and_the_old_backend_spelling_warns_once(caplog):
+    """Issue 49: ``qa.reading`` chooses the reader, read once (`reader_choice`); ``qa.backend``, the old
+    spelling, still chooses when ``qa.reading.method`` is at its default, with one warning a process."""
+    from omegaconf import OmegaConf
+
+    from gsr_train.runs import reader as reader_run
+
+    def choice(**qa):
+        return reader_run.reader_choice(OmegaConf.create({"qa": qa}))
+
+    assert choice(reading={"method": "prompted", "options": {"a": 1}}) == reader_run.ReaderChoice(
+        "prompted", None, {"a": 1}
+    )
+    assert choice(reading={"_target_": "pkg.Reader"}).target == "pkg.Reader"
+    assert choice(reading={"method": None}).name == "causal-lm"  # a run folder written before the default
+    reader_run._spelled_now.cache_clear()
+    with caplog.at_level("WARNING", logger=reader_run.__name__):
+        assert choice(backend="llm", reading={"method": "causal-lm"}).name == "prompted"
+        assert choice(backend="llm", reading={"method": "retrieval-answers"}).name == "retrieval-answers"
+        assert choice(backend="llm").name == "prompted"
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count("qa.backend=llm is spelled qa.reading.method=prompted now; qa.backend will go") == 1

@@ -410,19 +410,19 @@ class QAEval:
 
 @dataclass
 class QAReading:
-    """How the run reads (``gsr_train.readers.registry``): a registered reader's ``method`` (null: the
-    LLM reader ``qa.backend`` names) or a class outside gsr-train (``_target_``), with its options."""
+    """How the run reads (``gsr_train.readers.registry``): the one key that chooses the reader, a
+    registered reader's ``method`` or a class outside gsr-train (``_target_``), with its options."""
 
-    method: str | None = option(
-        None, "a registered reader: causal-lm | prompted | retrieval-answers | a plugin's (null: from qa.backend)"
-    )
+    method: str = option("causal-lm", "the reader: causal-lm | prompted | retrieval-answers | a plugin's")
     _target_: str | None = option(None, "a reader class outside gsr-train (pkg.module.Class)")
     options: dict = option({}, "the reader's own options (its constructor's keyword arguments)")
 
 
 @dataclass
 class QARun:
-    backend: str = option("local", "local (HF model, trainable) | llm (prompting only: the endpoint of llm=...)")
+    backend: str | None = option(
+        None, "deprecated: qa.reading.method chooses the reader (backend=llm was method=prompted); warns once"
+    )
     format: str = option(
         "subgraphrag", "prompt format: subgraphrag (ans: lines + 1 in-context example) | triples | paths"
     )

@@ -4,9 +4,9 @@
 
 1. the evidence of the train and eval splits (`gsr_train.readers.evidence`: results files, a
    SubgraphRAG checkpoint, any registered retriever, or several merged), copied into the run folder;
-2. the reader ``qa.reading.method`` (`gsr_train.readers.registry`: ``causal-lm``, the default
-   with ``qa.backend=local``; ``prompted`` with ``qa.backend=llm``; ``retrieval-answers``; a
-   plugin's name, or ``qa.reading._target_``), made with ``qa.reading.options``;
+2. the reader ``qa.reading.method`` (`gsr_train.readers.registry`: ``causal-lm``, the default;
+   ``prompted``; ``retrieval-answers``; a plugin's name, or ``qa.reading._target_``), made with
+   ``qa.reading.options`` (``qa.backend``, the old spelling, still chooses, with one warning);
 3. its readings before training (``qa.eval.variants.base``: with and without evidence), its
    training when it trains (the run's Trainer, ``qa.train``) and saving into ``adapter/``, and its
    readings after (``qa.eval.variants.finetuned``); the evidence's own top candidate
@@ -25,6 +25,7 @@ predictions file (`gsr_train.commands.reader_score`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 import time
@@ -43,7 +44,7 @@ from gsr_train.io import atomic_write, write_jsonl
 from gsr_train.options.eval_config import find_source
 from gsr_train.options.preflight import one_setting, preflight
 from gsr_train.readers import evidence, registry
-from gsr_train.readers.interface import Reader, ReadingInputs
+from gsr_train.readers.interface import Reader, ReadingInputs, is_trainable
 from gsr_train.readers.retrieval_answers import RetrievalAnswers
 from gsr_train.readers.scoring import score_readings
 from gsr_train.runtime.device import run_device
@@ -51,7 +52,8 @@ from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, sav
 from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
-BY_BACKEND = {"local": "causal-lm", "llm": "prompted"}  # qa.reading.method null: the LLM reader qa.backend names
+DEFAULT_READER = "causal-lm"
+BY_BACKEND = {"local": "causal-lm", "llm": "prompted"}  # qa.backend, the old spelling of qa.reading.method
 
 
 def _container(node: Any) -> Any:
@@ -65,7 +67,7 @@ class _ReaderRun:
     cfg: DictConfig
     t_start: float
     index: Any
-    factory: Any  # what makes the reader (registry.resolve)
+    choice: ReaderChoice  # which reader, read once
     training: bool
     sources: list[dict[str, Any]] = field(default_factory=list)  # qa.retrieval.sources, checked
     timings: dict[str, float] = field(default_factory=dict)
@@ -112,19 +114,42 @@ def run(cfg: DictConfig) -> float:
     return _report(r)
 
 
-def reading_method(cfg: DictConfig) -> tuple[str | None, str | None]:
-    """``(name, _target_)`` of the run's reader: ``qa.reading``, else the LLM reader of ``qa.backend``."""
+@dataclass(frozen=True)
+class ReaderChoice:
+    """The run's reader, read from its config once: a registered ``name`` or an import path ``target``
+    (``qa.reading.method`` / ``qa.reading._target_``), with the options it is made with."""
+
+    name: str | None
+    target: str | None
+    options: dict[str, Any]
+
+
+def reader_choice(cfg: DictConfig) -> ReaderChoice:
+    """``qa.reading``: the one key choosing the reader. ``qa.backend`` (``llm``: ``prompted``), its old
+    spelling, still chooses when ``qa.reading.method`` is left at its default, with one warning."""
     spec = cfg.qa.get("reading") or {}
-    target = spec.get("_target_") or None
-    name = spec.get("method") or BY_BACKEND.get(str(cfg.qa.get("backend", "local")), "causal-lm")
-    return (None if target else str(name)), (str(target) if target else None)
+    target = str(spec.get("_target_")) if spec.get("_target_") else None
+    name = str(spec.get("method") or DEFAULT_READER)
+    backend = cfg.qa.get("backend")
+    if backend is not None and target is None:
+        if name == DEFAULT_READER:
+            name = BY_BACKEND.get(str(backend), DEFAULT_READER)
+        _spelled_now(f"qa.backend={backend} is spelled qa.reading.method={name} now; qa.backend will go")
+    options = _container(spec.get("options")) or {}
+    return ReaderChoice(None if target else name, target, dict(options))
 
 
-def trains(cfg: DictConfig) -> bool:
-    """Does this run train its reader (and so read the train split's evidence)?"""
+@functools.cache
+def _spelled_now(line: str) -> None:
+    """An old spelling's warning, once per process."""
+    log.warning(line)
+
+
+def trains(cfg: DictConfig, factory: Any) -> bool:
+    """Does this run train its reader (made by ``factory``; and so read the train split's evidence)?"""
     qa = cfg.qa
     asked = not qa.get("eval_only") and bool(qa.get("train_split")) and bool(qa.train.get("enabled", True))
-    return asked and registry.trainable(*reading_method(cfg))
+    return asked and is_trainable(factory)
 
 
 def _start(cfg: DictConfig) -> _ReaderRun:
@@ -133,15 +158,16 @@ def _start(cfg: DictConfig) -> _ReaderRun:
     qa = cfg.qa
     if qa.get("threads"):
         torch.set_num_threads(int(qa.threads))
-    factory = registry.resolve(*reading_method(cfg))  # an unknown reader: one line, before any work
-    training = trains(cfg)
+    choice = reader_choice(cfg)
+    factory = registry.resolve(choice.name, choice.target)  # an unknown reader: one line, before any work
+    training = trains(cfg, factory)
     splits = [str(qa.eval_split)] + ([str(qa.train_split)] if training else [])
     sources = evidence.evidence_sources(cfg, splits)
     preflight(
         cfg, splits=[qa.get("train_split"), str(qa.eval_split)], checkpoints={"resume": cfg.get("resume")}
     )  # qa.eval_only may name a hub adapter
     index = load_kg_index(cfg, evaluate=[str(qa.eval_split)])
-    return _ReaderRun(cfg, t_start, index, factory, training, sources)
+    return _ReaderRun(cfg, t_start, index, choice, training, sources)
 
 
 def _gather_evidence(r: _ReaderRun) -> None:
@@ -185,10 +211,9 @@ def reading_inputs(
     )
 
 
-def build_reader(cfg: DictConfig, inputs: ReadingInputs) -> Reader:
-    """The reader of the run configured by ``cfg``, made with its ``qa.reading.options``."""
-    name, target = reading_method(cfg)
-    return registry.build(name, _container(cfg.qa.get("reading", {}).get("options")) or {}, inputs, target)
+def build_reader(choice: ReaderChoice, inputs: ReadingInputs) -> Reader:
+    """The reader ``choice`` names, made with its options."""
+    return registry.build(choice.name, choice.options, inputs, choice.target)
 
 
 def reader_of_run(run: str | Path, cache: Path) -> tuple[Reader, ReadingInputs]:
@@ -197,7 +222,7 @@ def reader_of_run(run: str | Path, cache: Path) -> tuple[Reader, ReadingInputs]:
     if source.method != "reader":
         raise PreflightError(f"{run}: not a reader run (a {source.method} run); give a trained reader_* run")
     inputs = reading_inputs(source.config, source.checkpoint, False, None, cache, torch.device("cpu"))
-    return build_reader(source.config, inputs), inputs
+    return build_reader(reader_choice(source.config), inputs), inputs
 
 
 def _inputs(r: _ReaderRun) -> ReadingInputs:
@@ -209,7 +234,7 @@ def _inputs(r: _ReaderRun) -> ReadingInputs:
 def _build_reader(r: _ReaderRun) -> Reader:
     """The run's reader, made with ``qa.reading.options`` (loading a model is timed)."""
     t0 = time.perf_counter()
-    reader = build_reader(r.cfg, _inputs(r))
+    reader = build_reader(r.choice, _inputs(r))
     r.timings["load_model_s"] = time.perf_counter() - t0
     r.train_info.update(getattr(reader, "figures", None) or {})
     r.method = str(reader.name)
