@@ -113,6 +113,12 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def quiet(logger: str = "none") -> list[str]:
+    """The overrides every toy run of the tests shares: no progress bar, no rich callback, ``logger``
+    (``none``, or ``csv`` where a test reads the logged metrics)."""
+    return [f"logger={logger}", "~callbacks.rich_progress", "trainer.enable_progress_bar=false"]
+
+
 def compose_config(overrides, config_name="config", **kwargs):
     """The project's Hydra config (``conf/config.yaml``) with ``overrides``, as ``train.py`` builds it."""
     from hydra import compose, initialize_config_dir

@@ -15,7 +15,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from .conftest import compose_config
+from .conftest import compose_config, quiet
 from .subgraphrag_toy import RELATIONS, write_toy
 
 ENCODER = {"name": "hashing", "dim": 32}
@@ -275,9 +275,7 @@ def reader_run_config(inputs: dict, out: Path, *extra: str):
         f"paths.output_dir={out}",
         f"paths.cache_dir={inputs['root'] / 'c'}",
         "experiment_name=test",
-        "logger=none",
-        "~callbacks.rich_progress",
-        "trainer.enable_progress_bar=false",
+        *quiet(),
         "checkpoint_every_n_steps=1",
         f"data.dir={inputs['data']}",
         "data.splits=[train,test]",

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SHARED_DATA
+from .conftest import SHARED_DATA, quiet
 from .doc_blocks import blocks, commands
 from .test_readme_commands import _argv, _checkout, _env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PAGE = "docs/explanations/patterns.md"
-QUIET = ["logger=csv", "~callbacks.rich_progress", "trainer.enable_progress_bar=false"]
+QUIET = quiet("csv")
 
 
 def _command() -> str:

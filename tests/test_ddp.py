@@ -17,6 +17,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
+from .conftest import quiet
 from .scale_helpers import KINDS, LossRecorder, make_datamodule
 
 BATCH = 4  # per device
@@ -229,9 +230,7 @@ def test_ddp_run_keeps_the_recipe_global_batch(tmp_path):
                 "model.train.graphs_per_batch=8",
                 "model.train.patience=null",
                 "subgraphrag.compare_cosine=false",
-                "logger=none",
-                "~callbacks.rich_progress",
-                "trainer.enable_progress_bar=false",
+                *quiet(),
                 f"hydra.run.dir={tmp_path / name}",
                 *extra,
             ],

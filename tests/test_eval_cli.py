@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from gsr_train.data.errors import PreflightError
 from gsr_train.eval.tail import in_run
 
-from .conftest import compose_config
+from .conftest import compose_config, quiet
 from .subgraphrag_toy import toy_rows, toy_run_overrides
 
 pytestmark = pytest.mark.integration
@@ -51,9 +51,7 @@ def eval_cfg(tmp_path, out, *overrides):
         [
             f"paths.output_dir={out}",
             f"paths.cache_dir={tmp_path / 'cache'}",
-            "logger=none",
-            "~callbacks.rich_progress",
-            "trainer.enable_progress_bar=false",
+            *quiet(),
             *overrides,
         ],
         config_name="eval",
@@ -181,9 +179,7 @@ def test_reader_adapter_scored_on_another_folder(tmp_path, evidence, says):
     run_dir = tmp_path / "reader_run"
     common = [
         f"paths.cache_dir={tmp_path / 'cache'}",
-        "logger=none",
-        "~callbacks.rich_progress",
-        "trainer.enable_progress_bar=false",
+        *quiet(),
         "reader=tiny_llama",
         f"reader.model={model}",
         "reader.precision=fp32",

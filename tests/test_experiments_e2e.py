@@ -34,7 +34,7 @@ import pytest
 from gsr_train.eval.tail import in_run
 from gsr_train.options.recipes import runner_name
 
-from .conftest import REPO, compose_config
+from .conftest import REPO, compose_config, quiet
 from .test_reader_helpers import tiny_llama_folder
 
 pytestmark = pytest.mark.integration
@@ -53,7 +53,7 @@ SLOW = {
     "subgraphrag_cwq",
 }
 
-QUIET = ["logger=none", "~callbacks.rich_progress", "trainer.enable_progress_bar=false"]
+QUIET = quiet()
 # data=synthetic with a tiny generated world: 28 questions, ~300 entities (the quickstart: 1,250 / ~1,300)
 SYNTHETIC = [
     f"+data.synthetic.{k}={v}"

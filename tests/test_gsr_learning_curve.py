@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import compose_config
+from .conftest import compose_config, quiet
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["num_people=120", "num_films=30", "num_cities=24", "num_regions=12", "num_countries=6"]
@@ -31,9 +31,7 @@ def test_early_stopping_ends_the_run_and_the_curve_is_written(tmp_path):
             # a monitor that never improves after its first value: stopped after patience + 1 validations
             "gsr.monitor=val/questions",
             "gsr.patience=1",
-            "logger=none",
-            "~callbacks.rich_progress",
-            "trainer.enable_progress_bar=false",
+            *quiet(),
             "gsr.decode.beams=2",
             "gsr.eval_modes=[unconstrained]",
             *[f"+data.synthetic.{s}" for s in SMALL],

@@ -8,7 +8,7 @@ import torch
 
 from gsr_train.options.check import check_recipe
 
-from .conftest import compose_config
+from .conftest import compose_config, quiet
 
 
 def _paper(tmp_path, *extra):
@@ -18,9 +18,7 @@ def _paper(tmp_path, *extra):
             f"paths.output_dir={tmp_path / 'run'}",
             f"paths.cache_dir={tmp_path / 'cache'}",
             "experiment_name=gsr_paper_webqsp",
-            "logger=none",
-            "~callbacks.rich_progress",
-            "trainer.enable_progress_bar=false",
+            *quiet(),
             *extra,
         ]
     )

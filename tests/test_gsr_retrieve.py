@@ -21,7 +21,7 @@ import pytest
 from gsr_train.commands.gsr_table import collect_metrics
 from gsr_train.eval.tail import in_run
 
-from .conftest import REPO
+from .conftest import REPO, quiet
 from .test_experiments_e2e import SYNTHETIC
 
 pytestmark = [pytest.mark.integration]
@@ -33,9 +33,7 @@ ARGS = [
     "model.batch_size=4",
     "retriever.options.decode.top_n=2",
     "+retriever.options.max_val_questions=4",
-    "logger=csv",
-    "~callbacks.rich_progress",
-    "trainer.enable_progress_bar=false",
+    *quiet("csv"),
     *SYNTHETIC,
 ]
 

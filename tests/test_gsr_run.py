@@ -9,7 +9,7 @@ import pytest
 
 from gsr_train.eval.tail import in_run
 
-from .conftest import compose_config
+from .conftest import compose_config, quiet
 
 SMALL = [
     "num_people=120",
@@ -38,9 +38,7 @@ def test_runner_end_to_end(tmp_path, head):
         f"paths.cache_dir={tmp_path / 'cache'}",
         "experiment_name=test",
         "model.epochs=1",
-        "logger=none",
-        "~callbacks.rich_progress",
-        "trainer.enable_progress_bar=false",
+        *quiet(),
         "gsr.decode.beams=4",
         f"model.relation_head={head}",
         *[f"+data.synthetic.{s}" for s in SMALL],

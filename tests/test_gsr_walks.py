@@ -11,7 +11,7 @@ import pytest
 from gsr_train.datamodules.gsr_chains import META_PREFIXES
 from gsr_train.datamodules.gsr_walks import Walk, sample_walks, walk_examples, walk_question, walk_summary
 
-from .conftest import compose_config
+from .conftest import compose_config, quiet
 
 
 @pytest.fixture(scope="module")
@@ -176,9 +176,7 @@ def test_run_with_walks_trains_on_them_and_reports_them(tmp_path):
             f"paths.cache_dir={tmp_path / 'cache'}",
             "experiment_name=walks",
             "model.epochs=1",
-            "logger=none",
-            "~callbacks.rich_progress",
-            "trainer.enable_progress_bar=false",
+            *quiet(),
             "gsr.decode.beams=4",
             "gsr.walks.count=80",
             "gsr.walks.ratio=0.5",

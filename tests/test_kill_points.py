@@ -18,7 +18,7 @@ import sys
 import pytest
 import torch
 
-from .conftest import REPO
+from .conftest import REPO, quiet
 from .subgraphrag_toy import write_toy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -38,9 +38,7 @@ ARGS = [
     "top_k=10",
     "subgraphrag.compare_cosine=false",
     "checkpoint_every_n_steps=2",
-    "~callbacks.rich_progress",
-    "trainer.enable_progress_bar=false",
-    "logger=csv",
+    *quiet("csv"),
     "experiment_name=kill_test",
 ]
 

@@ -12,7 +12,7 @@ import pytest
 
 from gsr_train.eval.aggregate import aggregate, collect, to_markdown
 
-from .conftest import REPO, compose_config
+from .conftest import REPO, compose_config, quiet
 from .subgraphrag_toy import write_toy
 
 pytestmark = pytest.mark.integration
@@ -50,9 +50,7 @@ def test_local_multirun_sizes_by_k_gives_one_table(tmp_path):
         "model.train.epochs=1",
         "model.train.graphs_per_batch=4",
         "subgraphrag.compare_cosine=false",
-        "logger=none",
-        "~callbacks.rich_progress",
-        "trainer.enable_progress_bar=false",
+        *quiet(),
         f"paths.cache_dir={tmp_path / 'cache'}",
         f"hydra.sweep.dir={sweep}",
     )

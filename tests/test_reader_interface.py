@@ -37,7 +37,7 @@ from gsr_train.readers.prompts import (
     register_format,
 )
 
-from .conftest import compose_config
+from .conftest import compose_config, quiet
 
 QUESTIONS = [
     {"id": "q1", "question": "what language is spoken in A", "answers": ["L1"], "topics": ["A"]},
@@ -278,9 +278,7 @@ def _toy_run(root: Path, out: Path, *extra: str):
             f"paths.output_dir={out}",
             f"paths.cache_dir={root / 'cache'}",
             "experiment_name=test",
-            "logger=none",
-            "~callbacks.rich_progress",
-            "trainer.enable_progress_bar=false",
+            *quiet(),
             "checkpoint_every_n_steps=1",
             f"data.dir={data}",
             "data.splits=[train,test]",

@@ -10,7 +10,7 @@ import pytest
 from gsr_train.datamodules.gsr_chains import ChainQuestion
 from gsr_train.datamodules.relation_holdout import drop_questions_using, held_out_relations, vocabulary_groups
 
-from .conftest import compose_config
+from .conftest import compose_config, quiet
 
 RELS = [f"domain{i}.type{i % 7}.prop{i}" for i in range(2000)]
 
@@ -56,9 +56,7 @@ def test_leave_relations_out_run_reports_seen_and_unseen_columns(tmp_path, share
         "+experiment=gsr_leave_relations_out",
         f"paths.cache_dir={tmp_path / 'cache'}",
         "experiment_name=lro",
-        "logger=none",
-        "~callbacks.rich_progress",
-        "trainer.enable_progress_bar=false",
+        *quiet(),
         f"data.dir={chains}",
         f"data.graphs={graphs}",
         "data.graph_splits=[test]",

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from gsr_train.config import claim_run_dir
 from gsr_train.runtime.run_folder import RunFolderGuard, mark_finished
 
+from .conftest import quiet
 from .subgraphrag_toy import write_toy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -190,9 +191,7 @@ def test_a_requeued_slurm_job_continues_its_own_folder(tmp_path):
         "model.train.epochs=2",
         "model.train.graphs_per_batch=4",
         "subgraphrag.compare_cosine=false",
-        "logger=csv",
-        "~callbacks.rich_progress",
-        "trainer.enable_progress_bar=false",
+        *quiet("csv"),
     ]
 
     def job(*prefix):
