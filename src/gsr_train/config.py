@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 
 def project_root() -> Path:
@@ -160,6 +160,12 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("new_run_dir", propose_run_dir)
     if not OmegaConf.has_resolver("experiment_choice"):
         OmegaConf.register_new_resolver("experiment_choice", experiment_choice)
+
+
+def plain(node: Any) -> Any:
+    """A config node (mapping or list) as plain, resolved Python; any other value as it is: an option
+    that may come from a composed config or from a caller's own dict reads the same."""
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
 
 
 def as_dict(cfg: Any, *, resolve: bool = True) -> dict[str, Any]:

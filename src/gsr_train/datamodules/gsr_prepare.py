@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from gsr_train.config import plain
 from gsr_train.data.errors import UserError
 from gsr_train.data.rows import find_split_file
 from gsr_train.datamodules.gsr_chains import (
@@ -110,10 +111,6 @@ class GSRData:
             "eval_questions_needing_unknown": len(needing),
             "eval_question_examples": needing[:examples],
         }
-
-
-def _container(node) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
 
 
 def llm_chains(path: str | None):
@@ -340,7 +337,7 @@ def prepare_paths_data(
     llm = llm_chains(g.get("llm_chains"))
     # the rows are read anyway: eval-only runs of models that did not record their training
     # chains' relations take the seen / unseen groups from this training split
-    train = questions_from_paths(rows["train"], variant, llm, _container(g.get("filter"))) if "train" in rows else []
+    train = questions_from_paths(rows["train"], variant, llm, plain(g.get("filter"))) if "train" in rows else []
     validation = questions_from_paths(rows.get("validation", []), "raw") if training else []
     gpt = {
         r.id: [*(r.llm_paths or []), *((llm or {}).get(r.id) or [])]  # GPT chains count for the holdout too

@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.config import as_dict, defaults_of
+from gsr_train.config import as_dict, defaults_of, plain
 from gsr_train.data.errors import PreflightError, UserError
 from gsr_train.data.rows import split_files
 from gsr_train.datamodules import gsr_prepare
@@ -147,10 +147,6 @@ def check_retriever(cfg: DictConfig, trained: bool) -> None:
     preflight(cfg, splits=[*fit, split], label_splits=[split], checkpoints=checkpoints, encoder=cfg.encoder)
 
 
-def _container(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if node is not None and OmegaConf.is_config(node) else node
-
-
 # ---------------------------------------------------------------------- SubgraphRAG
 SUBGRAPHRAG_DEFAULTS = defaults_of(SubgraphRAGRun)  # the runner's options a config leaves out
 SUBGRAPHRAG_TRAIN_DEFAULTS: dict[str, Any] = defaults_of(SubgraphRAGTrain)
@@ -158,14 +154,14 @@ SUBGRAPHRAG_TRAIN_DEFAULTS: dict[str, Any] = defaults_of(SubgraphRAGTrain)
 
 def subgraphrag_settings(cfg: DictConfig) -> tuple[dict, dict, dict]:
     """``(run settings, model options, training recipe)`` of a SubgraphRAG run, defaults filled in."""
-    given = _container(cfg.get("subgraphrag")) or {}
+    given = plain(cfg.get("subgraphrag")) or {}
     if given.get("ckpt_path"):
         raise PreflightError(
             "subgraphrag.ckpt_path is gone: resume a run in its own folder with "
             "hydra.run.dir=<run folder> resume=auto (the best checkpoint then covers the whole run)"
         )
     run = {**SUBGRAPHRAG_DEFAULTS, **{k: v for k, v in given.items() if k != "ckpt_path"}}
-    model = dict(_container(cfg.get("model")) or {})
+    model = dict(plain(cfg.get("model")) or {})
     train = {**SUBGRAPHRAG_TRAIN_DEFAULTS, **(model.pop("train", None) or {})}
     train["optim"] = {**SUBGRAPHRAG_TRAIN_DEFAULTS["optim"], **(train.get("optim") or {})}
     train["loss"] = {**SUBGRAPHRAG_TRAIN_DEFAULTS["loss"], **(train.get("loss") or {})}
@@ -194,7 +190,7 @@ def check_subgraphrag(cfg: DictConfig) -> tuple[dict, dict, dict]:
 # ---------------------------------------------------------------------- GSR
 def gsr_walks(cfg: DictConfig) -> GSRWalks:
     """``gsr.walks`` through its recipe (`gsr_train.options.recipes.GSRWalks`: one place for defaults)."""
-    return GSRWalks(**(_container(cfg.gsr.get("walks")) or {}))
+    return GSRWalks(**(plain(cfg.gsr.get("walks")) or {}))
 
 
 def check_gsr(cfg: DictConfig, model_option: str = "gsr.eval_only", label_splits: Sequence[str] = ()) -> None:

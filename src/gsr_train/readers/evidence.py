@@ -22,6 +22,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.arrays import segment_count
+from gsr_train.config import plain
 from gsr_train.data.errors import PreflightError
 from gsr_train.eval.results import write_results
 from gsr_train.eval.tail import results_file
@@ -35,10 +36,6 @@ from gsr_train.runtime.device import encoder_key, run_device
 from gsr_train.text.embeddings import get_embeddings
 
 log = logging.getLogger(__name__)
-
-
-def _container(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
 
 
 def _cache(cfg: DictConfig) -> Path:
@@ -162,7 +159,7 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
     path = _cache(cfg) / "reader_retrieval" / f"{split_name}-k{k}-{key}.jsonl"
     if not path.exists():
         t0 = time.perf_counter()
-        emb = get_embeddings(index, _container(cfg.encoder), _cache(cfg), splits=[split_name])
+        emb = get_embeddings(index, plain(cfg.encoder), _cache(cfg), splits=[split_name])
         retriever = SubgraphRAGRetriever.from_checkpoint(ckpt, device=run_device(cfg))
         check_compatible(retriever.hparams, emb)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -194,7 +191,7 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
     ``qa.retrieval.options``): its top ``qa.retrieval.k`` triples, retrieved once into the cache
     (keyed by retriever, options, data, split, K and encoder)."""
     ret = cfg.qa.retrieval
-    name, options = str(ret.get("retriever") or "cosine"), _container(ret.get("options")) or {}
+    name, options = str(ret.get("retriever") or "cosine"), plain(ret.get("options")) or {}
     if name not in retrievers.names():
         raise PreflightError(
             f"qa.retrieval.retriever={name}: not a registered retriever; registered: {retrievers.names()}"
@@ -204,7 +201,7 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
     path = _cache(cfg) / "reader_retrieval" / f"{split_name}-{name}-k{k}-{key}.jsonl"
     if not path.exists():
         t0 = time.perf_counter()
-        emb = get_embeddings(index, _container(cfg.encoder), _cache(cfg), splits=[split_name])
+        emb = get_embeddings(index, plain(cfg.encoder), _cache(cfg), splits=[split_name])
         split = index[split_name]
         inputs = RetrievalInputs(
             index,
@@ -212,7 +209,7 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
             emb,
             split,
             split_name,
-            _container(cfg.encoder),
+            plain(cfg.encoder),
             _cache(cfg),
             run_device(cfg),
         )
@@ -244,7 +241,7 @@ def evidence_sources(cfg: DictConfig, splits: Sequence[str] | None = None) -> li
     `default_splits`): each with a distinct label, exactly one of ``checkpoint`` / ``results``
     / ``retriever``, and nothing set at ``qa.retrieval`` besides."""
     ret = cfg.qa.retrieval
-    given = _container(ret.get("sources")) or []
+    given = plain(ret.get("sources")) or []
     if not given:
         return []
     clash = [key for key in ("checkpoint", "retriever", "options") if ret.get(key)]

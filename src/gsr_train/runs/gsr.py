@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from gsr_train.config import plain
 from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules import gsr_prepare
 from gsr_train.datamodules.gsr_chains import chain_relations
@@ -59,10 +60,6 @@ from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, res
 from gsr_train.runtime.training import fit_state, is_rank_zero, log_final_metrics, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
-
-
-def _container(node) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
 
 
 @contextmanager
@@ -150,8 +147,8 @@ def _module(cfg: DictConfig, gsr) -> GSRModule:
     g = cfg.gsr
     return GSRModule(
         gsr,
-        _container(cfg.model.optim),
-        _container(g.val_decode),
+        plain(cfg.model.optim),
+        plain(g.val_decode),
         None,
         g.get("loss_weighting", "question"),
         int(g.get("length_groups") or 0),
@@ -165,7 +162,7 @@ def evaluate_gsr(
 ) -> tuple[dict, QuestionValues | None]:
     """One decoding mode scored (`retrieve_and_evaluate`) and, when ``write``, its results file
     (``results_<split>[_constrained].jsonl.gz``); the report as a dict, and its per-question chain match."""
-    decode = DecodeConfig.from_any({**_container(cfg.gsr.decode), "top_n": int(cfg.top_k), "constrained": constrained})
+    decode = DecodeConfig.from_any({**plain(cfg.gsr.decode), "top_n": int(cfg.top_k), "constrained": constrained})
     g = cfg.gsr
     ns = list(g.get("match_ns", [1, 3, 5, 10]))
     results, rows, report = retrieve_and_evaluate(gsr, data, decode, g.eval_split, ns, int(g.get("max_paths", 64)))
@@ -266,7 +263,7 @@ def train_or_load(r: _GSRRun) -> bool:
     if g.get("eval_only"):
         r.gsr, r.best = load_gsr(g.eval_only), str(g.eval_only)
         return True
-    gsr = build_gsr_model(_container(cfg.model), relation_vocab(cfg, r.data))
+    gsr = build_gsr_model(plain(cfg.model), relation_vocab(cfg, r.data))
     gsr.chain_relations = sorted(chain_relations(r.data.train))  # travels in checkpoints and the saved folder
     r.best, r.train_seconds, r.fit_info = train_gsr(cfg, r.data, gsr)
     r.trainer = r.fit_info.pop("trainer")
@@ -336,7 +333,7 @@ def _report_retrieval(r: _GSRRun) -> dict[str, Any]:
     report under the decoding mode's name, the results rows' chains, reasoning paths and beams."""
     g, split = r.cfg.gsr, str(r.cfg.split)
     describe(r)
-    decode = DecodeConfig.from_any(_container(g.decode))
+    decode = DecodeConfig.from_any(plain(g.decode))
     results, rows, report = retrieve_and_evaluate(r.gsr, r.data, decode, split, list(g.match_ns), int(g.max_paths))
     mode, chains = str(g.eval_modes[0]), report.to_dict()
     print(match_table({mode: chains}, [mode]))

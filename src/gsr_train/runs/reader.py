@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from gsr_train.config import plain
 from gsr_train.data.errors import PreflightError
 from gsr_train.eval.qa import QAReport, comparison_table
 from gsr_train.eval.retrieval_answers import ANSWER_VARIANT
@@ -54,10 +55,6 @@ from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, ra
 log = logging.getLogger(__name__)
 DEFAULT_READER = "causal-lm"
 BY_BACKEND = {"local": "causal-lm", "llm": "prompted"}  # qa.backend, the old spelling of qa.reading.method
-
-
-def _container(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
 
 
 @dataclass
@@ -135,7 +132,7 @@ def reader_choice(cfg: DictConfig) -> ReaderChoice:
         if name == DEFAULT_READER:
             name = BY_BACKEND.get(str(backend), DEFAULT_READER)
         _spelled_now(f"qa.backend={backend} is spelled qa.reading.method={name} now; qa.backend will go")
-    options = _container(spec.get("options")) or {}
+    options = plain(spec.get("options")) or {}
     return ReaderChoice(None if target else name, target, dict(options))
 
 
@@ -198,11 +195,11 @@ def reading_inputs(
         max_prompt_tokens=int(qa.max_prompt_tokens) if qa.get("max_prompt_tokens") else None,
         icl=bool(qa.icl),
         seed=int(cfg.seed),
-        train=_container(qa.train) or {},
-        eval=_container(qa.eval) or {},
+        train=plain(qa.train) or {},
+        eval=plain(qa.eval) or {},
         merge=bool(qa.get("merge")),
-        model=_container(cfg.get("reader")) or {},
-        llm=_container(cfg.get("llm")) or {},
+        model=plain(cfg.get("reader")) or {},
+        llm=plain(cfg.get("llm")) or {},
         trained=trained,
         trains=trains,
         index=index,
@@ -339,8 +336,8 @@ def _figures(r: _ReaderRun) -> dict[str, Any]:
         "k": r.k,
         "max_prompt_tokens": r.budget,
         "eval_split": r.eval_split,
-        "reader": _container(r.cfg.reader),
-        "qa": _container(r.qa),
+        "reader": plain(r.cfg.reader),
+        "qa": plain(r.qa),
         "retrieval": r.evidence.info,
         "metrics": {name: rep.to_dict() for name, rep in r.reports.items()},
         ANSWER_VARIANT: r.answers.to_dict() if r.answers is not None else None,

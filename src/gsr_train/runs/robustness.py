@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from gsr_train.config import plain
 from gsr_train.eval.tail import INTERVALS, metrics_row
 from gsr_train.io import atomic_write
 from gsr_train.kg.paths import get_supervision
@@ -24,11 +24,6 @@ from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, sav
 from gsr_train.text.embeddings import get_embeddings
 
 CONF = str(Path(__file__).resolve().parents[3] / "conf")
-
-
-def _container(node) -> Any:
-
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
 
 
 @dataclass
@@ -87,22 +82,22 @@ def _prepare(cfg) -> _Study:
     split = index[split_name]
     sup = get_supervision(index, split_name, cache_dir(cfg))
     gold = sup.triple_label
-    emb = get_embeddings(index, _container(cfg.encoder), cache_dir(cfg), splits=[split_name])
+    emb = get_embeddings(index, plain(cfg.encoder), cache_dir(cfg), splits=[split_name])
     q_emb = emb.question[split_name]
     if rc.get("max_questions"):
         n = min(int(rc.max_questions), len(split))
         gold = gold[: int(split.edge_ptr[n])]
         split, q_emb = split.subset(range(n)), q_emb[:n]
-    scorer = get_scorer(split, len(index.relations), _container(rc.kge), cache_dir(cfg))
+    scorer = get_scorer(split, len(index.relations), plain(rc.kge), cache_dir(cfg))
     retrievers = build_retrievers(
-        _container(rc.retrievers),
+        plain(rc.retrievers),
         index,
         split,
         q_emb,
         emb,
-        _container(cfg.get("classic")),
+        plain(cfg.get("classic")),
         split_name,
-        _container(cfg.encoder),
+        plain(cfg.encoder),
         cache_dir(cfg),
         run_device(cfg),
     )
