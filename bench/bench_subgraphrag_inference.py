@@ -27,26 +27,15 @@ Writes bench/results/bench_subgraphrag_inference.json.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
+import benchutil
 import torch
+from benchutil import add_device_argument, device_info, device_label, peak_gpu_mb, peak_rss_mb, resolve_device, sync
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from benchutil import (  # noqa: E402
-    add_device_argument,
-    device_info,
-    device_label,
-    peak_gpu_mb,
-    peak_rss_mb,
-    resolve_device,
-    sync,
-)
+ROOT = benchutil.use_checkout_src()
 
 from gsr_train.features.structure import node_features  # noqa: E402
 from gsr_train.features.triple_batch import make_batch  # noqa: E402
@@ -318,8 +307,7 @@ def main(argv=None) -> dict:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--fused", action="store_true", help="also time the torch.compile'd per-triple stage")
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "webqsp_mini"))
-    p.add_argument("--cache", default=os.environ.get("GSR_TRAIN_CACHE", str(ROOT / ".cache")))
+    benchutil.add_fixture_arguments(p)
     p.add_argument(
         "--checkpoint", default=None, help="a trained SubgraphRAG .ckpt for part 2 (default: random weights)"
     )

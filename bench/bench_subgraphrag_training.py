@@ -30,18 +30,13 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
-import sys
 import time
 import warnings
 from pathlib import Path
 
+import benchutil
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from benchutil import (  # noqa: E402
+from benchutil import (
     add_device_argument,
     device_info,
     device_label,
@@ -51,6 +46,8 @@ from benchutil import (  # noqa: E402
     resolve_device,
     sync,
 )
+
+ROOT = benchutil.use_checkout_src()
 
 from gsr_train.io import write_json  # noqa: E402
 from gsr_train.models.subgraphrag.perf import keep_freed_memory  # noqa: E402
@@ -207,8 +204,7 @@ def train(
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "webqsp_mini"))
-    p.add_argument("--cache", default=os.environ.get("GSR_TRAIN_CACHE", str(ROOT / ".cache")))
+    benchutil.add_fixture_arguments(p)
     p.add_argument("--epochs", type=int, default=None, help="epochs of 'ours' (default: its config's)")
     p.add_argument("--paper-epochs", type=int, default=3)
     p.add_argument("--ref-graphs", type=int, default=150, help="graphs (steps) of the straightforward run")

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import resource
+import sys
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def use_checkout_src() -> Path:
+    """Puts the checkout's src/ first on sys.path (a bench times this checkout's code); the checkout."""
+    sys.path.insert(0, str(ROOT / "src"))
+    return ROOT
+
+
+def add_fixture_arguments(parser) -> None:
+    """``--data`` (webqsp_mini beside the checkout) and ``--cache`` (GSR_TRAIN_CACHE, else .cache): the
+    fixture benches' inputs, written once."""
+    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "webqsp_mini"))
+    parser.add_argument("--cache", default=os.environ.get("GSR_TRAIN_CACHE", str(ROOT / ".cache")))
 
 
 def best_time(fn, repeat: int):

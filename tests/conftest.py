@@ -128,3 +128,43 @@ def compose_config(overrides, config_name="config", **kwargs):
     register_resolvers()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         return compose(config_name=config_name, overrides=list(overrides), **kwargs)
+
+
+def offline_env(cache: str | os.PathLike | None = None, quiet: bool = False, **extra: str) -> dict[str, str]:
+    """The environment of a subprocess run in the tests, written once: this one's, hub and wandb offline.
+
+    ``cache``: ``GSR_TRAIN_CACHE``; ``quiet``: one thread and no Python warnings (toy runs on a shared CPU)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    if quiet:
+        env.update(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    if cache is not None:
+        env["GSR_TRAIN_CACHE"] = str(cache)
+    return {**env, **extra}
+
+
+def run_train(args, cwd, env: dict, timeout: int = 300):
+    """``python train.py ARGS`` in ``cwd`` with its output captured: how the tests start a real run."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, str(REPO / "train.py"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def can_mount_tmpfs() -> bool:
+    """Whether a private mount namespace with a tiny tmpfs can be made here (the full-disk tests need one)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"], capture_output=True, timeout=20
+    )
+    return probe.returncode == 0

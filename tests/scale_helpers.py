@@ -20,20 +20,22 @@ from .subgraphrag_toy import RELATIONS, write_toy
 
 ENCODER = {"name": "hashing", "dim": 32}
 SGR_MODEL = {"hidden": 32, "cos_features": True, "qr_product": True, "fused": False}
+# a one-layer T5 of width 32: the GSR kind here and the open-head tests build the same tiny model
+TINY_T5_CONFIG = {
+    "d_model": 32,
+    "d_ff": 64,
+    "num_layers": 1,
+    "num_decoder_layers": 1,
+    "num_heads": 2,
+    "d_kv": 16,
+    "dropout_rate": 0.0,
+}
 GSR_TINY = {
     "name": "gsr_tiny",
     "family": "t5",
     "pretrained": None,
     "tokenizer": "minilm",
-    "config": {
-        "d_model": 32,
-        "d_ff": 64,
-        "num_layers": 1,
-        "num_decoder_layers": 1,
-        "num_heads": 2,
-        "d_kv": 16,
-        "dropout_rate": 0.0,
-    },
+    "config": {**TINY_T5_CONFIG},
     "relation_init": "random",
     "max_source_length": 24,
 }
@@ -334,6 +336,30 @@ KINDS: dict[str, dict[str, Callable[..., Any]]] = {
 def make_datamodule(kind: str, ctx: dict, batch: int, module=None):
     fn = KINDS[kind]["datamodule"]
     return fn(ctx, batch, module=module) if kind in ("gsr", "subgraphrag") else fn(ctx, batch)
+
+
+def fit_on_cpu(kind: str, ctx: dict, module, root, batch: int, epochs: int, callbacks, fit=None, **options):
+    """Fits ``module`` on the CPU, deterministic, with no logger, bar, summary or sanity check, warnings
+    silenced: the one loop the DDP and resume tests compare; ``options`` go to the Trainer, ``fit`` to
+    ``fit()``. The trainer."""
+    import warnings
+
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_epochs=epochs,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        deterministic=True,
+        default_root_dir=str(root),
+        callbacks=list(callbacks),
+        **options,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(module, make_datamodule(kind, ctx, batch, module=module), **(fit or {}))
+    return trainer
 
 
 class KillAtStep(pl.Callback):

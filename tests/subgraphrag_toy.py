@@ -71,6 +71,21 @@ def write_toy(folder: str | Path, sizes=(48, 16, 16), seed: int = 0) -> Path:
     return folder
 
 
+def toy_quickstart_args(data: str | Path, epochs: int = 2, graphs_per_batch: int = 4) -> list[str]:
+    """The overrides of ``+experiment=subgraphrag_quickstart`` on toy data in ``data`` (hashing encoder, a tiny
+    scorer), written once for the tests that start ``train.py`` themselves."""
+    return [
+        "+experiment=subgraphrag_quickstart",
+        f"data.dir={data}",
+        "data.name=toy",
+        "encoder.name=hashing",
+        "+encoder.dim=32",
+        "model.hidden=32",
+        f"model.train.epochs={epochs}",
+        f"model.train.graphs_per_batch={graphs_per_batch}",
+    ]
+
+
 def toy_run_overrides(root: Path, sizes=(24, 8, 8), settings: dict | None = None) -> list[str]:
     """Overrides that run ``+experiment=subgraphrag_quickstart`` on toy data written under ``root``
     (hashing encoder, a tiny scorer, no progress bar, caches and run folder inside ``root``)."""

@@ -11,14 +11,13 @@ from __future__ import annotations
 import glob
 import json
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from .conftest import SHARED_DATA, quiet
 from .doc_blocks import blocks, commands
-from .test_readme_commands import _argv, _checkout, _env
+from .test_readme_commands import _checkout
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -33,16 +32,13 @@ def _command() -> str:
     return line
 
 
+def _shell(checkout: Path, cache: Path, words: list[str]) -> None:
+    """``words`` run in the checkout as a user's shell runs the line; it must succeed (training and the comparison)."""
+    _shell(checkout, cache, words)
+
+
 def _train(checkout: Path, cache: Path, *args: str) -> None:
-    done = subprocess.run(
-        _argv(shlex.join(["python", "train.py", *args, *QUIET]), checkout),
-        cwd=checkout,
-        env=_env(cache),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    _shell(checkout, cache, ["python", "train.py", *args, *QUIET])
 
 
 # the page names SG_RUN/checkpoints/best.ckpt, a file no run writes (a run's best is best-XX.ckpt): the
@@ -75,15 +71,7 @@ def test_compare_patterns_runs_as_the_page_shows(tmp_path, webqsp_mini, user_cac
         assert matches, f"{word}: no such file (the command of {PAGE})"
         assert not word.startswith((str(sg), str(gsr))) or Path(matches[0]).exists(), f"{word}: no such file"
         words += matches
-    done = subprocess.run(
-        _argv(shlex.join(words), checkout),
-        cwd=checkout,
-        env=_env(cache),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    _shell(checkout, cache, words)
     out = checkout / "outputs" / "patterns_compare"
     table = (out / "comparison.md").read_text()
     for method in ("cosine", "SubgraphRAG", "GSR", "SimGRAG (GSR chains)", "SAFE (GSR chains)", "SAFE (gold chains)"):

@@ -14,34 +14,11 @@ from gsr_train.retrievers.cosine import cosine_scores, triple_texts
 from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import HashingEncoder
 
+from .obama_helpers import BORN, MARRIED, write_splits
+
 ROWS = [
-    {
-        "id": "q1",
-        "question": "where was barack obama born",
-        "answer": ["Honolulu"],
-        "q_entity": ["Barack Obama"],
-        "a_entity": ["Honolulu"],
-        "graph": [
-            ["Barack Obama", "people.person.place_of_birth", "Honolulu"],
-            ["Barack Obama", "people.person.spouse_s", "m.02h98gq"],
-            ["m.02h98gq", "people.marriage.spouse", "Michelle Obama"],
-            ["Honolulu", "location.location.containedby", "Hawaii"],
-        ],
-        "choices": [],
-    },
-    {
-        "id": "q2",
-        "question": "who is michelle obama married to",
-        "answer": ["Barack Obama"],
-        "q_entity": ["Michelle Obama"],
-        "a_entity": ["Barack Obama"],
-        "graph": [
-            ["Michelle Obama", "people.person.spouse_s", "m.02h98gq"],
-            ["m.02h98gq", "people.marriage.spouse", "Barack Obama"],
-            ["g.11b6", "location.location.containedby", "Honolulu"],
-        ],
-        "choices": [],
-    },
+    {**BORN, "graph": [*BORN["graph"], ["Honolulu", "location.location.containedby", "Hawaii"]]},
+    MARRIED,
     {
         "id": "q3",
         "question": "what state is honolulu in",
@@ -59,10 +36,7 @@ ROWS = [
 
 @pytest.fixture()
 def small(tmp_path):
-    (tmp_path / "data").mkdir()
-    with open(tmp_path / "data" / "test.jsonl", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in ROWS)
-    index = build_index(tmp_path / "data", ("test",))
+    index = build_index(write_splits(tmp_path / "data", {"test": ROWS}), ("test",))
     enc = HashingEncoder(dim=32)
     return index, enc, get_embeddings(index, enc, tmp_path / "cache"), tmp_path
 

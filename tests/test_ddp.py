@@ -18,7 +18,7 @@ import pytorch_lightning as pl
 import torch
 
 from .conftest import quiet
-from .scale_helpers import KINDS, LossRecorder, make_datamodule
+from .scale_helpers import KINDS, LossRecorder, fit_on_cpu, make_datamodule
 
 BATCH = 4  # per device
 STRATEGY = "ddp_fork"
@@ -36,23 +36,8 @@ def cpu_ranks(monkeypatch):
 
 def _fit(kind: str, ctx: dict, module, root, devices: int, batch: int):
     recorder = LossRecorder(root / "losses.json")
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=devices,
-        strategy=STRATEGY if devices > 1 else "auto",
-        max_epochs=1,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        num_sanity_val_steps=0,
-        deterministic=True,
-        default_root_dir=str(root),
-        callbacks=[recorder],
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trainer.fit(module, make_datamodule(kind, ctx, batch, module=module))
+    options = {"devices": devices, "strategy": STRATEGY if devices > 1 else "auto", "enable_checkpointing": False}
+    trainer = fit_on_cpu(kind, ctx, module, root, batch, 1, [recorder], **options)
     losses = json.loads((root / "losses.json").read_text())
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     return losses, metrics
@@ -198,46 +183,24 @@ def test_ddp_run_keeps_the_recipe_global_batch(tmp_path):
     """``train.py`` with 2 processes (``trainer=ddp_cpu``) trains the recipe one process trains
     (``batch_scope=global``: each takes half the batch): the same optimiser steps and the same
     recall within noise; ``batch_scope=per_device`` is the old behaviour, half the steps."""
-    import os
-    import subprocess
-    import sys
-
-    from .conftest import REPO
-    from .subgraphrag_toy import write_toy
+    from .conftest import REPO, offline_env, run_train
+    from .subgraphrag_toy import toy_quickstart_args, write_toy
 
     data = write_toy(tmp_path / "data", sizes=(48, 16, 32))
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "WANDB_MODE": "offline",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONWARNINGS": "ignore",
-        "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
-    }
+    env = offline_env(tmp_path / "cache", quiet=True)
 
     def train(name, *extra):
-        done = subprocess.run(
+        done = run_train(
             [
-                sys.executable,
-                "train.py",
-                "+experiment=subgraphrag_quickstart",
-                f"data.dir={data}",
-                "data.name=toy",
-                "encoder.name=hashing",
-                "+encoder.dim=32",
-                "model.hidden=32",
-                "model.train.epochs=4",
-                "model.train.graphs_per_batch=8",
+                *toy_quickstart_args(data, epochs=4, graphs_per_batch=8),
                 "model.train.patience=null",
                 "subgraphrag.compare_cosine=false",
                 *quiet(),
                 f"hydra.run.dir={tmp_path / name}",
                 *extra,
             ],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
+            REPO,
+            env,
             timeout=600,
         )
         assert done.returncode == 0, done.stderr[-3000:]

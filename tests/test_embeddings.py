@@ -21,6 +21,9 @@ from gsr_train.text.embeddings import (
 )
 from gsr_train.text.encoders import EncoderUnavailable, HashingEncoder, TextEncoder, load_encoder
 
+from .conftest import can_mount_tmpfs
+from .obama_helpers import BORN, MARRIED, write_splits
+
 
 class SpyEncoder(TextEncoder):
     """Wraps an encoder and records every text it is asked to encode."""
@@ -43,39 +46,8 @@ class SpyEncoder(TextEncoder):
 
 @pytest.fixture()
 def tiny_index(tmp_path) -> KGIndex:
-    rows = [
-        {
-            "id": "q1",
-            "question": "where was barack obama born",
-            "answer": ["Honolulu"],
-            "q_entity": ["Barack Obama"],
-            "a_entity": ["Honolulu"],
-            "graph": [
-                ["Barack Obama", "people.person.place_of_birth", "Honolulu"],
-                ["Barack Obama", "people.person.spouse_s", "m.02h98gq"],
-                ["m.02h98gq", "people.marriage.spouse", "Michelle Obama"],
-            ],
-            "choices": [],
-        },
-        {
-            "id": "q2",
-            "question": "who is michelle obama married to",
-            "answer": ["Barack Obama"],
-            "q_entity": ["Michelle Obama"],
-            "a_entity": ["Barack Obama"],
-            "graph": [
-                ["Michelle Obama", "people.person.spouse_s", "m.02h98gq"],
-                ["m.02h98gq", "people.marriage.spouse", "Barack Obama"],
-                ["g.11b6", "location.location.containedby", "Honolulu"],
-            ],
-            "choices": [],
-        },
-    ]
-    (tmp_path / "data").mkdir()
-    for split, part in (("train", rows[:1]), ("test", rows[1:])):
-        with open(tmp_path / "data" / f"{split}.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in part)
-    return build_index(tmp_path / "data", ("train", "test"))
+    data = write_splits(tmp_path / "data", {"train": [BORN], "test": [MARRIED]})
+    return build_index(data, ("train", "test"))
 
 
 def test_minilm_offline_normalised_and_semantic(monkeypatch):
@@ -234,18 +206,6 @@ report_user_errors(embed_texts, texts, HashingEncoder(dim=256), cache, cache_dir
 """
 
 
-def _can_mount() -> bool:
-    import shutil
-    import subprocess
-
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(
-        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"], capture_output=True, timeout=20
-    )
-    return probe.returncode == 0
-
-
 def test_full_disk_while_embedding_is_one_line_not_a_bus_error(tmp_path):
     """The matrix is written through a memory map: on a full disk that was SIGBUS (``Bus error``,
     exit 135, the run left 'running'). Its blocks are allocated before any encoding, so a full disk
@@ -253,7 +213,7 @@ def test_full_disk_while_embedding_is_one_line_not_a_bus_error(tmp_path):
     import subprocess
     import sys
 
-    if not _can_mount():
+    if not can_mount_tmpfs():
         pytest.skip("needs unshare + mount (root) for a full file system")
     cache = tmp_path / "cache"
     cache.mkdir()

@@ -10,6 +10,8 @@ from gsr_train.models.gsr.decoding import beam_chains
 from gsr_train.models.gsr.modeling import GSRModel, build_gsr_model, load_gsr
 from gsr_train.models.gsr.options import DecodeConfig
 
+from .scale_helpers import TINY_T5_CONFIG
+
 RELS = ["people.person.nationality", "film.film.directed_by", "location.location.containedby"]
 SMALL = {
     "family": "minilm",
@@ -114,15 +116,7 @@ T5 = {
     "name": "tiny",
     "tokenizer": "minilm",
     "relation_head": "open",
-    "config": {
-        "d_model": 32,
-        "d_ff": 64,
-        "num_layers": 1,
-        "num_decoder_layers": 1,
-        "num_heads": 2,
-        "d_kv": 16,
-        "dropout_rate": 0.0,
-    },
+    "config": {**TINY_T5_CONFIG},
 }
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 from gsr_train.commands.gsr_table import collect_metrics
 from gsr_train.eval.tail import in_run
 
-from .conftest import REPO, quiet
+from .conftest import REPO, offline_env, quiet
 from .test_experiments_e2e import SYNTHETIC
 
 pytestmark = [pytest.mark.integration]
@@ -39,14 +38,7 @@ ARGS = [
 
 
 def _env(cache: Path) -> dict:
-    return {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "WANDB_MODE": "offline",
-        "PYTHONWARNINGS": "ignore",
-        "GSR_TRAIN_CACHE": str(cache),
-    }
+    return offline_env(cache, quiet=True)
 
 
 def _run(script: str, *args: str, cache: Path, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:

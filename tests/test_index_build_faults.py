@@ -11,7 +11,6 @@ import errno
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zlib
@@ -25,6 +24,7 @@ import torch
 from gsr_train.kg.index import get_index, index_key, open_index
 from gsr_train.kg.index_build import build_index_folder
 
+from .conftest import can_mount_tmpfs
 from .oracles.index_reference import build_index_in_memory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,20 +145,11 @@ def test_undamaged_resume_reuses_every_finished_split(data, tmp_path):
 # ----------------------------------------------------------------------------- (b) unwritable cache
 
 
-def _can_mount() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(
-        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"], capture_output=True, timeout=20
-    )
-    return probe.returncode == 0
-
-
 @pytest.mark.parametrize("fs", ["read-only", "full"])
 def test_unwritable_cache_is_one_message(data, tmp_path, fs):
     """An empty read-only cache folder, or one on a full disk (a tiny tmpfs in a private mount
     namespace): one ``error:`` line naming the folder and GSR_TRAIN_CACHE, exit 2."""
-    if not _can_mount():
+    if not can_mount_tmpfs():
         pytest.skip("needs unshare + mount (root) for a read-only or full file system")
     cache = tmp_path / "cache"
     cache.mkdir()

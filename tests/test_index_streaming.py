@@ -36,10 +36,9 @@ def _same(index, ref, splits=SPLITS):
             assert torch.equal(getattr(a, name).long(), getattr(b, name).long()), (s, name)
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    """A generated RoG corpus: several parquet shards per split, many row groups."""
-    spec = CorpusSpec(
+def _corpus_spec() -> CorpusSpec:
+    """The generated corpus's spec, written once: the fixture and the determinism test write the same."""
+    return CorpusSpec(
         questions={"train": 40, "validation": 7, "test": 12},
         triples_per_question=120,
         num_relations=60,
@@ -50,6 +49,12 @@ def corpus(tmp_path_factory) -> Path:
         duplicate_share=0.02,
         seed=7,
     )
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """A generated RoG corpus: several parquet shards per split, many row groups."""
+    spec = _corpus_spec()
     folder = tmp_path_factory.mktemp("corpus")
     write_corpus(spec, folder)
     return folder / "data"
@@ -59,17 +64,7 @@ def test_generated_corpus_is_sharded_and_deterministic(corpus, tmp_path):
     shards = sorted(p.name for p in corpus.glob("train-*.parquet"))
     assert len(shards) >= 2 and shards[0].endswith(f"-of-{len(shards):05d}.parquet")
     again = tmp_path / "again"
-    spec = CorpusSpec(
-        questions={"train": 40, "validation": 7, "test": 12},
-        triples_per_question=120,
-        num_relations=60,
-        relations_per_graph=12,
-        rows_per_group=5,
-        triples_per_shard=2000,
-        empty_graph_share=0.05,
-        duplicate_share=0.02,
-        seed=7,
-    )
+    spec = _corpus_spec()
     write_corpus(spec, again)
     for p in corpus.iterdir():
         assert (again / "data" / p.name).read_bytes() == p.read_bytes()

@@ -18,7 +18,7 @@ import sys
 import pytest
 import torch
 
-from .conftest import REPO, quiet
+from .conftest import REPO, offline_env, quiet
 from .subgraphrag_toy import write_toy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -65,14 +65,7 @@ CASES = [
 
 
 def _env(cache):
-    return {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "WANDB_MODE": "offline",
-        "PYTHONWARNINGS": "ignore",
-        "GSR_TRAIN_CACHE": str(cache),
-    }
+    return offline_env(cache, quiet=True)
 
 
 def _train(root, out, *extra, signal_at: list[str] | None = None) -> subprocess.CompletedProcess:

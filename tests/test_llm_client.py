@@ -99,20 +99,27 @@ def test_client_errors_are_not_retried(tmp_path):
         assert srv.stats.received == 1
 
 
-def test_connection_errors_are_retried_then_reported(tmp_path):
+def _refused_client(tmp_path, max_retries: int, **options) -> tuple[ChatClient, str]:
+    """A client of a local port nothing listens on (every request is refused), and its URL: for the retry tests."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    c = ChatClient(
+    url = f"http://127.0.0.1:{port}/v1"
+    client = ChatClient(
         {
-            "base_url": f"http://127.0.0.1:{port}/v1",
+            "base_url": url,
             "model": "m",
-            "max_retries": 2,
+            "max_retries": max_retries,
             "backoff_base": 0.01,
             "cache_path": str(tmp_path / "c.sqlite"),
-            "timeout": 2,
+            **options,
         }
     )
+    return client, url
+
+
+def test_connection_errors_are_retried_then_reported(tmp_path):
+    c, _ = _refused_client(tmp_path, max_retries=2, timeout=2)
     with pytest.raises(LLMRequestError, match=r"'q0'.*3 attempts.*ConnectError"):
         c.run(_requests(1))
     assert c.stats.retries == 2
@@ -175,21 +182,10 @@ def test_an_endpoint_that_does_not_answer_is_one_line_naming_it_and_what_to_chec
     it names the URL and what to check, not a traceback."""
     from gsr_train.data.errors import UserError, user_error_message
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    c = ChatClient(
-        {
-            "base_url": f"http://127.0.0.1:{port}/v1",
-            "model": "m",
-            "max_retries": 1,
-            "backoff_base": 0.01,
-            "cache_path": str(tmp_path / "c.sqlite"),
-        }
-    )
+    c, url = _refused_client(tmp_path, max_retries=1)
     with pytest.raises(LLMRequestError) as err:
         c.run(_requests(1))
     message = user_error_message(err.value)
     assert isinstance(err.value, UserError) and message is not None and "\n" not in message
-    assert f"http://127.0.0.1:{port}/v1 did not answer" in message
+    assert f"{url} did not answer" in message
     assert "llm.base_url" in message and "llm.autostart=smollm2" in message

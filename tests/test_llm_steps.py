@@ -26,6 +26,24 @@ def _rows(path) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
+def _pseudo_questions_config(data, cache, out, **options) -> dict:
+    """The pseudo-question step's config on ``data`` (3-part relations, 10 templates, 1 question each),
+    written once; ``options`` choose the relations and subjects."""
+    return {
+        "data": {"dir": str(data)},
+        "splits": ["test"],
+        "cache_dir": str(cache),
+        "min_parts": 3,
+        "max_parts": 3,
+        "num_templates": 10,
+        "questions_per_template": 1,
+        "seed": 0,
+        "output": str(out),
+        "prompt": {"system": "pseudo_questions_system", "user": "pseudo_questions_user"},
+        **options,
+    }
+
+
 def _llm(srv, tmp_path, **kw) -> dict:
     cfg = {
         "base_url": srv.base_url,
@@ -180,21 +198,7 @@ def test_pseudo_questions_validated_and_filled_with_kg_subjects(webqsp_mini, min
     from gsr_train.kg.index import get_index
 
     out = tmp_path / "pq.jsonl.gz"
-    cfg = {
-        "data": {"dir": str(webqsp_mini)},
-        "splits": ["test"],
-        "cache_dir": str(mini_cache),
-        "relations": "index",
-        "min_parts": 3,
-        "max_parts": 3,
-        "require_subjects": True,
-        "limit": 6,
-        "num_templates": 10,
-        "questions_per_template": 1,
-        "seed": 0,
-        "output": str(out),
-        "prompt": {"system": "pseudo_questions_system", "user": "pseudo_questions_user"},
-    }
+    cfg = _pseudo_questions_config(webqsp_mini, mini_cache, out, relations="index", require_subjects=True, limit=6)
     with serve_in_thread(ScriptedBackend(template_answer)) as srv:
         summary = pseudo_questions.run({**cfg, "llm": _llm(srv, tmp_path)})
         assert srv.stats.completed == 6
@@ -228,21 +232,9 @@ def test_pseudo_questions_cover_every_relation_of_a_file_with_or_without_subject
     rel_file = tmp_path / "relations.txt"
     rel_file.write_text("\n".join(["zoos", "zoos.zoo_animal", *absent, *in_kg]) + "\n")
     out = tmp_path / "pq_all.jsonl.gz"
-    cfg = {
-        "data": {"dir": str(webqsp_mini)},
-        "splits": ["test"],
-        "cache_dir": str(mini_cache),
-        "relations": "file",
-        "relation_file": str(rel_file),
-        "min_parts": 3,
-        "max_parts": 3,
-        "require_subjects": False,
-        "num_templates": 10,
-        "questions_per_template": 1,
-        "seed": 0,
-        "output": str(out),
-        "prompt": {"system": "pseudo_questions_system", "user": "pseudo_questions_user"},
-    }
+    cfg = _pseudo_questions_config(
+        webqsp_mini, mini_cache, out, relations="file", relation_file=str(rel_file), require_subjects=False
+    )
     with serve_in_thread(ScriptedBackend(template_answer)) as srv:
         summary = pseudo_questions.run({**cfg, "llm": _llm(srv, tmp_path)})
         assert srv.stats.completed == 4  # the domain and type lines are not relations

@@ -10,16 +10,14 @@ options or its name (one line, exit 2). ``src/`` never names it.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import pytest
 
 from gsr_train.eval.tail import in_run
 
-from .conftest import REPO
 from .doc_blocks import blocks
-from .test_plugin_retriever import _metrics, _run, assert_src_never_names, run_plugin_commands
+from .test_plugin_retriever import _metrics, _run, assert_src_never_names, readme_run_fixture, stop_then_resume
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -28,11 +26,8 @@ COMMANDS = [line.strip() for line in BLOCK.splitlines() if line.strip() and not 
 PLUGIN_NAMES = ("candidate_ranker", "candidate-ranker", "CandidateRanker")
 
 
-@pytest.fixture(scope="module")
-def readme_run(tmp_path_factory, user_cache):
-    """The reader plugin commands of docs/how-to/add-a-reader.md, in order, in a fresh checkout; the
-    checkout and its env."""
-    return run_plugin_commands(COMMANDS, tmp_path_factory, "reader_plugin", user_cache)
+# the reader plugin commands of docs/how-to/add-a-reader.md
+readme_run = readme_run_fixture(COMMANDS, "reader_plugin")
 
 
 def test_src_never_names_the_plugin():
@@ -78,18 +73,7 @@ def test_sigterm_mid_training_then_resume_matches_the_uninterrupted_run(readme_r
         "checkpoint_every_n_steps=1",
         f"hydra.run.dir={run}",
     ]
-    stopped = _run(
-        [sys.executable, "-m", "tests.signal_at", "candidate_ranker.reader:RankerModule.training_step", "9", "TERM"]
-        + ["train.py", *args],
-        root,
-        {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))},
-    )
-    assert stopped.returncode == 128 + 15, stopped.stderr[-3000:]
-    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
-    assert "resume=auto" in stopped.stderr and (run / "checkpoints" / "last.ckpt").is_file()
-    resumed = _run([sys.executable, "train.py", *args, "resume=auto"], root, env)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+    stop_then_resume(root, env, run, args, "candidate_ranker.reader:RankerModule.training_step", "9")
     again = _metrics(run)
     assert in_run(run, again["train"]["resumed_from"]) == run / "checkpoints" / "last.ckpt"
     assert again["metrics"] == _metrics(train)["metrics"]

@@ -84,11 +84,36 @@ def assert_src_never_names(names: tuple[str, ...]) -> None:
         assert not any(n in path.read_text() for n in names), path
 
 
-@pytest.fixture(scope="module")
-def readme_run(tmp_path_factory, user_cache):
-    """The plugin commands of docs/how-to/add-a-retriever.md, in order, in a fresh checkout; the
-    checkout and its env."""
-    return run_plugin_commands(COMMANDS, tmp_path_factory, "plugin", user_cache)
+def readme_run_fixture(commands: list[str], label: str):
+    """The module fixture ``readme_run`` of both plugin test files, written once: ``commands`` (a docs plugin
+    block) run in order in a fresh checkout; the checkout and its env."""
+
+    @pytest.fixture(scope="module")
+    def readme_run(tmp_path_factory, user_cache):
+        """The block's commands run once in a fresh checkout; the checkout and its env."""
+        return run_plugin_commands(commands, tmp_path_factory, label, user_cache)
+
+    return readme_run
+
+
+def stop_then_resume(root: Path, env: dict, run: Path, args: list[str], target: str, calls: str) -> None:
+    """A plugin run stopped by SIGTERM at the ``calls``-th call of ``target``, then continued with ``resume=auto``:
+    the checks both plugin files make of it."""
+    stopped = _run(
+        [sys.executable, "-m", "tests.signal_at", target, calls, "TERM", "train.py", *args],
+        root,
+        {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))},
+    )
+    assert stopped.returncode == 128 + 15, stopped.stderr[-3000:]
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+    assert "resume=auto" in stopped.stderr and (run / "checkpoints" / "last.ckpt").is_file()
+    resumed = _run([sys.executable, "train.py", *args, "resume=auto"], root, env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+
+
+# the plugin commands of docs/how-to/add-a-retriever.md
+readme_run = readme_run_fixture(COMMANDS, "plugin")
 
 
 def test_src_never_names_the_plugin():
@@ -143,18 +168,7 @@ def test_sigterm_mid_training_then_resume_matches_the_uninterrupted_run(readme_r
     (train,) = sorted((root / "outputs" / "retrieve").iterdir())
     run = root / "killed"
     args = ["+experiment=retrieve", "retriever.name=edge-mlp", f"hydra.run.dir={run}"]
-    stopped = _run(
-        [sys.executable, "-m", "tests.signal_at", "edge_mlp.scorer:EdgeMLP.training_step", "25", "TERM", "train.py"]
-        + args,
-        root,
-        {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))},
-    )
-    assert stopped.returncode == 128 + 15, stopped.stderr[-3000:]
-    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
-    assert "resume=auto" in stopped.stderr and (run / "checkpoints" / "last.ckpt").is_file()
-    resumed = _run([sys.executable, "train.py", *args, "resume=auto"], root, env)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+    stop_then_resume(root, env, run, args, "edge_mlp.scorer:EdgeMLP.training_step", "25")
     assert _sp_recall(run) == _sp_recall(train)
 
 

@@ -9,11 +9,8 @@ from its ``last.ckpt`` in process: same batches per step, step count and final w
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
-import warnings
 
 import pytest
 import pytorch_lightning as pl
@@ -21,9 +18,9 @@ import torch
 
 from gsr_train.eval.tail import in_run
 
-from .conftest import REPO
-from .scale_helpers import KINDS, make_datamodule
-from .subgraphrag_toy import write_toy
+from .conftest import REPO, offline_env, run_train
+from .scale_helpers import KINDS, fit_on_cpu
+from .subgraphrag_toy import toy_quickstart_args, write_toy
 
 pytestmark = pytest.mark.integration
 
@@ -33,24 +30,11 @@ STEPS_PER_EPOCH, EPOCHS, KILL_AT = 6, 3, 9
 
 
 def _run(data, cache, out, *extra: str) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "WANDB_MODE": "offline",
-        "PYTHONWARNINGS": "ignore",
-    }
+    env = offline_env(quiet=True)
     args = [
-        "+experiment=subgraphrag_quickstart",
-        f"data.dir={data}",
-        "data.name=toy",
-        "encoder.name=hashing",
-        "+encoder.dim=32",
-        "model.hidden=32",
+        *toy_quickstart_args(data, epochs=EPOCHS),
         "model.dropout=0.1",
-        f"model.train.epochs={EPOCHS}",
         "model.train.patience=null",
-        "model.train.graphs_per_batch=4",
         "top_k=10",
         "subgraphrag.compare_cosine=false",
         "checkpoint_every_n_steps=2",
@@ -61,9 +45,7 @@ def _run(data, cache, out, *extra: str) -> subprocess.CompletedProcess:
         "experiment_name=resume_test",
         *extra,
     ]
-    return subprocess.run(
-        [sys.executable, "train.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
+    return run_train(args, REPO, env)
 
 
 def _weights(path):
@@ -167,23 +149,10 @@ def _fit_kind(kind, ctx, root, batch, epochs, callbacks=(), ckpt_path=None):
         dirpath=root, every_n_train_steps=1, save_top_k=0, save_last=True, enable_version_counter=False
     )
     log = _BatchLog()
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=epochs,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        deterministic=True,
-        default_root_dir=str(root),
-        callbacks=[last, log, *callbacks],
-        **KINDS[kind].get("trainer", {}),
+    options = {"devices": 1, "limit_val_batches": 0, **KINDS[kind].get("trainer", {})}
+    trainer = fit_on_cpu(
+        kind, ctx, module, root, batch, epochs, [last, log, *callbacks], fit={"ckpt_path": ckpt_path}, **options
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trainer.fit(module, make_datamodule(kind, ctx, batch, module=module), ckpt_path=ckpt_path)
     return module, trainer, log.steps
 
 

@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 from gsr_train.config import claim_run_dir
 from gsr_train.runtime.run_folder import RunFolderGuard, mark_finished
 
-from .conftest import quiet
-from .subgraphrag_toy import write_toy
+from .conftest import offline_env, quiet, run_train
+from .subgraphrag_toy import toy_quickstart_args, write_toy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -163,36 +163,20 @@ def test_a_requeued_slurm_job_continues_its_own_folder(tmp_path):
     calls = tmp_path / "scontrol_calls"
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     (bin_dir / "scontrol").chmod(0o755)
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "WANDB_MODE": "offline",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONWARNINGS": "ignore",
-        "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "SLURM_JOB_ID": "4242",
-        "SLURM_NTASKS": "1",
-        "SLURM_JOB_NAME": "train",
-        "SLURM_PROCID": "0",
-        "SLURM_LOCALID": "0",
-        "SLURM_NODEID": "0",
-        "SLURM_NNODES": "1",
-        "SLURM_NTASKS_PER_NODE": "1",
-    }
-    args = [
-        "train.py",
-        "+experiment=subgraphrag_quickstart",
-        f"data.dir={data}",
-        "data.name=toy",
-        "encoder.name=hashing",
-        "+encoder.dim=32",
-        "model.hidden=32",
-        "model.train.epochs=2",
-        "model.train.graphs_per_batch=4",
-        "subgraphrag.compare_cosine=false",
-        *quiet("csv"),
-    ]
+    env = offline_env(
+        tmp_path / "cache",
+        quiet=True,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        SLURM_JOB_ID="4242",
+        SLURM_NTASKS="1",
+        SLURM_JOB_NAME="train",
+        SLURM_PROCID="0",
+        SLURM_LOCALID="0",
+        SLURM_NODEID="0",
+        SLURM_NNODES="1",
+        SLURM_NTASKS_PER_NODE="1",
+    )
+    args = ["train.py", *toy_quickstart_args(data), "subgraphrag.compare_cosine=false", *quiet("csv")]
 
     def job(*prefix):
         return subprocess.run(
@@ -244,15 +228,7 @@ def test_resume_from_a_damaged_checkpoint_is_refused_before_any_work(tmp_path):
     (run / "checkpoints" / "best-00.ckpt").write_bytes(b"")
     (run / "run.json").write_text(json.dumps({"status": "running", "experiment": "subgraphrag_quickstart"}))
     args = [o for o in toy_run_overrides(tmp_path) if not o.startswith(("paths.output_dir", "experiment_name"))]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run}", "resume=auto"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_train([*args, f"hydra.run.dir={run}", "resume=auto"], tmp_path, offline_env(tmp_path / "cache"))
     assert done.returncode == 2, done.stderr[-3000:]
     assert f"error: {run / 'checkpoints' / 'last.ckpt'} cannot be read" in done.stderr
     assert f"resume={run / 'checkpoints' / 'best-00.ckpt'}" in done.stderr and "Traceback" not in done.stderr

@@ -21,8 +21,8 @@ from gsr_train.progress import rate_text
 from gsr_train.runtime.log_progress import EpochBar, epoch_text
 from gsr_train.runtime.summary import run_summary
 
-from .conftest import REPO
-from .subgraphrag_toy import write_toy
+from .conftest import REPO, offline_env, run_train
+from .subgraphrag_toy import toy_quickstart_args, write_toy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,28 +35,10 @@ def short_run(tmp_path_factory):
     stderr not a terminal, as in a cluster job's log."""
     root = tmp_path_factory.mktemp("short_run")
     data = write_toy(root / "data", sizes=(24, 8, 8))
-    args = [
-        "+experiment=subgraphrag_quickstart",
-        f"data.dir={data}",
-        "data.name=toy",
-        "encoder.name=hashing",
-        "+encoder.dim=32",
-        "model.hidden=32",
-        "model.train.epochs=2",
-        "model.train.graphs_per_batch=4",
-        "logger=csv",
-        "eval_ks=[5,20]",
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(root / "cache")}
+    args = [*toy_quickstart_args(data), "logger=csv", "eval_ks=[5,20]"]
+    env = offline_env(root / "cache")
     env.pop("PYTHONWARNINGS", None)
-    done = subprocess.run(
-        [sys.executable, str(REPO / "train.py"), *args],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_train(args, root, env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = (root / "outputs" / "subgraphrag_quickstart").iterdir()
     return root, run, done

@@ -4,13 +4,9 @@ traceback: a hub model or encoder this machine cannot get (the mission's own
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from .conftest import REPO
+from .conftest import offline_env, run_train
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -31,21 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
     ids=["hub model", "hub encoder", "synthetic options"],
 )
 def test_mistake_is_one_line_and_exit_2(tmp_path, args, says):
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "WANDB_MODE": "offline",
-        "GSR_TRAIN_CACHE": str(tmp_path / "cache"),
-        "HF_HOME": str(tmp_path / "hf"),
-    }
-    done = subprocess.run(
-        [sys.executable, str(REPO / "train.py"), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_train(args, tmp_path, offline_env(tmp_path / "cache", HF_HOME=str(tmp_path / "hf")))
     assert done.returncode == 2, done.stderr[-3000:]
     assert says in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
