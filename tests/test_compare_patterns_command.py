@@ -11,13 +11,14 @@ from __future__ import annotations
 import glob
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from .conftest import SHARED_DATA, quiet
 from .doc_blocks import blocks, commands
-from .test_readme_commands import _checkout
+from .test_readme_commands import _argv, _checkout, _env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -34,7 +35,10 @@ def _command() -> str:
 
 def _shell(checkout: Path, cache: Path, words: list[str]) -> None:
     """``words`` run in the checkout as a user's shell runs the line; it must succeed (training and the comparison)."""
-    _shell(checkout, cache, words)
+    done = subprocess.run(
+        _argv(shlex.join(words), checkout), cwd=checkout, env=_env(cache), capture_output=True, text=True, timeout=1800
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def _train(checkout: Path, cache: Path, *args: str) -> None:
