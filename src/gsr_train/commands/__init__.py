@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from gsr_train.data.errors import report_user_errors
+from gsr_train.eval.schema import RECALL_KS
 
 
 def workers_count(text: str) -> int:
@@ -39,7 +40,7 @@ Workers = Annotated[
 ]
 SkipInvalid = Annotated[bool, typer.Option("--skip_invalid", help="skip (and count) malformed rows")]
 SPLITS = "train,validation,test"
-DEFAULT_KS = "10,20,50,100,200"  # the recall cut-offs of the papers' tables
+DEFAULT_KS = ",".join(map(str, RECALL_KS))  # --ks's default, as typed
 Ks = Annotated[str, typer.Option("--ks", help="recall cut-offs, comma separated")]
 
 

@@ -19,13 +19,14 @@ from gsr_train.data.rows import find_split_file
 from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.results import MatchStats, read_results
 from gsr_train.eval.retrieval import RetrievalReport, retrieval_metrics
+from gsr_train.eval.schema import RECALL_KS
 from gsr_train.io import file_digest
 from gsr_train.kg.index import KGIndex, default_cache_dir, get_index
 from gsr_train.kg.paths import get_supervision
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KS = (10, 20, 50, 100, 200)
+DEFAULT_KS = RECALL_KS
 DEFAULT_SPLITS = ("train", "validation", "test")
 
 

@@ -10,3 +10,5 @@ INTERVALS = "intervals"  # a row's {metric: [low, high]}
 RESAMPLES = 2000  # bootstrap resamples (and permutations) per figure
 SEED = 0
 LEVEL = 0.95
+
+RECALL_KS = (10, 20, 50, 100, 200)  # the recall cut-offs of the papers' tables (every recall command's default)

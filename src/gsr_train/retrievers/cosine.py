@@ -32,6 +32,7 @@ from gsr_train.eval.evaluate import index_splits
 from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.results import write_results
 from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.eval.schema import RECALL_KS
 from gsr_train.eval.tail import results_file, retrieval_row, write_metrics
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, KGIndex, SplitGraphs, default_cache_dir, get_index, has_text
 from gsr_train.kg.paths import get_supervision
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 MODES = ("parts", "verbalised")
 Mode = Literal["parts", "verbalised"]
 RelationText = Literal["raw", "words"]
-DEFAULT_KS = (10, 20, 50, 100, 200)
+DEFAULT_KS = RECALL_KS
 
 
 def _unique_inverse(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -36,6 +36,7 @@ import torch
 from gsr_train.eval.intervals import QuestionValues, format_cell
 from gsr_train.eval.markdown import markdown_table
 from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.eval.schema import RECALL_KS
 from gsr_train.eval.tail import METRICS_FILE, read_metrics
 from gsr_train.io import atomic_write
 from gsr_train.kg.index import SplitGraphs
@@ -83,7 +84,7 @@ def evaluate_robustness(
     gold: torch.Tensor,
     methods: Sequence[str] = METHODS,
     levels: Sequence[float] = (0.2, 0.4, 0.6, 0.8, 1.0),
-    ks: Sequence[int] = (10, 20, 50, 100, 200),
+    ks: Sequence[int] = RECALL_KS,
     seed: int = 0,
     protect_gold: bool = False,
     scorer=None,

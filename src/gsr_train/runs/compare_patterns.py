@@ -38,6 +38,7 @@ from gsr_train.eval.intervals import format_cell
 from gsr_train.eval.markdown import markdown_table
 from gsr_train.eval.results import MatchStats, read_results
 from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.eval.schema import RECALL_KS
 from gsr_train.io import atomic_write, write_json
 from gsr_train.kg.index import default_cache_dir, get_index
 from gsr_train.kg.paths import get_supervision
@@ -52,7 +53,7 @@ from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
-KS = (10, 20, 50, 100, 200)
+KS = RECALL_KS
 
 
 def resolve_data(data: str, cache_dir: Path) -> str:
