@@ -13,7 +13,10 @@ What a data-building job needs from a client, and what this one does:
 * keep the key secret: it is read from the environment variable named by ``api_key_env``,
   sent only in the ``Authorization`` header, scrubbed from error texts and never part of a
   cache key, a log line or a file;
-* count tokens and cost (`gsr_train.llm.usage.UsageStats`).
+* count tokens and cost (`gsr_train.llm.usage.UsageStats`);
+* stop at once on a stop signal: the exception a signal handler raises (a run's
+  `RunInterrupted`) reaches the caller even when it lands in one of asyncio's callbacks, where
+  asyncio would log it and carry on (`gsr_train.llm.stop_signals`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from gsr_train.config import as_dict, default_cache_dir, option
 from gsr_train.data.errors import UserError
 from gsr_train.http_retry import Retryable, retry_policy, retryable
 from gsr_train.llm.cache import ResponseCache, normalise_base_url, request_key
+from gsr_train.llm.stop_signals import StopSignals
 from gsr_train.llm.usage import UsageStats
 
 log = logging.getLogger(__name__)
@@ -292,9 +296,28 @@ class ChatClient:
         requests: Sequence[ChatRequest],
         on_result: Callable[[ChatResult], None] | None = None,
         reuse: Mapping[str, str] | None = None,
+        stops: StopSignals | None = None,
     ) -> list[ChatResult]:
-        """Answer all requests (same order); ``reuse`` maps a request key to a known answer text."""
-        reuse = reuse or {}
+        """Answer all requests (same order); ``reuse`` maps a request key to a known answer text.
+        A stop signal that ``stops`` delivers ends the job at once, and its exception is raised here."""
+        if stops is not None:
+            stops.watch()
+        try:
+            results = await self._ask_all(requests, on_result, reuse or {})
+        except asyncio.CancelledError:
+            if stops is not None:
+                stops.reraise()
+            raise
+        if stops is not None:
+            stops.reraise()
+        return results
+
+    async def _ask_all(
+        self,
+        requests: Sequence[ChatRequest],
+        on_result: Callable[[ChatResult], None] | None,
+        reuse: Mapping[str, str],
+    ) -> list[ChatResult]:
         keys = [self.key(r) for r in requests]
         results: list[ChatResult | None] = [None] * len(requests)
         first_of: dict[str, int] = {}
@@ -358,8 +381,9 @@ class ChatClient:
         on_result: Callable[[ChatResult], None] | None = None,
         reuse: Mapping[str, str] | None = None,
     ) -> list[ChatResult]:
-        """Synchronous `arun`."""
-        return asyncio.run(self.arun(list(requests), on_result, reuse))
+        """Synchronous `arun`; a stop signal is handled inside its event loop (`StopSignals`)."""
+        with asyncio.Runner() as runner, StopSignals(runner.get_loop()) as stops:
+            return runner.run(self.arun(list(requests), on_result, reuse, stops))
 
     def complete(self, messages: list[dict], request_id: str = "request", **params) -> ChatResult:
         """One request (through the cache)."""

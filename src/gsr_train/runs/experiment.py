@@ -111,6 +111,8 @@ def _run_and_mark(runner: Any, cfg: DictConfig, out: Path, experiment: Any) -> A
         if is_rank_zero():
             mark(out, "failed", experiment, error=f"{type(e).__name__}: {e}"[:500])
         raise
+    if INTERRUPTS.signum is not None:  # its exception was dropped (raised in a finaliser): the work is done
+        log.warning("%s arrived but did not stop the run, which has finished", signal_name(INTERRUPTS.signum))
     if is_rank_zero():
         mark(out, "finished", experiment)
         print("\n" + run_summary(out, experiment, time.perf_counter() - t0))
