@@ -1,9 +1,9 @@
 """A composed config checked against its runner's recipe by pydantic, before any work.
 
-Every option dataclass becomes a strict pydantic model (no unknown keys, no type coercion, the
-ranges of its fields), the sections of a runner's `gsr_train.options.recipes.Recipe` become
-one model of the whole config, and pydantic's errors become one line each: the key, the value and
-what it should be, the file that defines it, and for an unknown key the closest option.
+pydantic validates the option dataclasses themselves (no unknown keys, no type coercion, the
+ranges their fields declare); the sections of a runner's `gsr_train.options.recipes.Recipe`
+make one dataclass of the whole config, and pydantic's errors become one line each: the key, the
+value and what it should be, the file that defines it, and for an unknown key the closest option.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import json
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -18,9 +19,9 @@ from typing import Any, Literal
 
 import yaml
 from omegaconf import DictConfig
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import TypeAdapter, ValidationError
 
-from gsr_train.config import OPTION_RANGES, as_dict, project_root
+from gsr_train.config import as_dict, project_root
 from gsr_train.data.errors import UserError
 from gsr_train.options.recipes import COMMON, DATA_FILE, RECIPES, RENAMED, DataOptions, Recipe, TopLevel, runner_name
 from gsr_train.options.runners import runner_error
@@ -30,34 +31,24 @@ class RecipeError(UserError, ValueError):
     """Options the runner does not have (one of the user's mistakes: reported without a traceback)."""
 
 
-# ------------------------------------------------------------------ dataclasses as pydantic models
-def _field(f: dataclasses.Field, hint: Any) -> tuple[Any, Any]:
-    """A dataclass field as a pydantic field: its type and its range (defaults are never validated)."""
-    ranges = {k: v for k, v in f.metadata.items() if k in OPTION_RANGES}
-    return _lift(hint), Field(None, alias=f.name, **ranges)
-
-
-def _lift(hint: Any) -> Any:
-    """``hint`` with every option dataclass in it replaced by its pydantic model."""
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return model_of(hint)
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return typing.Union[tuple(_lift(a) for a in args)]  # noqa: UP007 (built from a tuple)
-    if origin is list and args:
-        return list[_lift(args[0])]  # type: ignore[misc]
-    return hint
-
-
+# ------------------------------------------------------------------ pydantic on the dataclasses
 @functools.cache
-def model_of(cls: type) -> type[BaseModel]:
-    """The pydantic model of an option dataclass: strict types, no unknown keys (unless the class
-    says ``OPEN``: a section whose other keys are someone else's), the ranges its fields declare.
-    Field names are aliases, so any option name is allowed."""
-    hints = typing.get_type_hints(cls)
-    fields: dict[str, Any] = {f"f_{f.name}": _field(f, hints[f.name]) for f in dataclasses.fields(cls)}
-    extra: Literal["allow", "forbid"] = "allow" if getattr(cls, "OPEN", False) else "forbid"
-    return create_model(cls.__name__, __config__=ConfigDict(extra=extra, strict=True), **fields)
+def _adapter(cls: type) -> TypeAdapter:
+    return TypeAdapter(cls)
+
+
+def validation_errors(cls: type, cfg: Mapping[str, Any]) -> list[Any]:
+    """pydantic's errors for the plain config ``cfg`` read as the option dataclass ``cls``: strict
+    types, every key the class does not declare, the ranges its fields declare in their metadata.
+
+    The config goes in as JSON because that is where pydantic's strict mode reads a mapping as a
+    dataclass (from Python objects it wants instances); no unknown key is allowed anywhere, and
+    `option_errors` lets through those under a class that says ``OPEN``."""
+    try:
+        _adapter(cls).validate_json(json.dumps(cfg, default=str), strict=True, extra="forbid")
+    except ValidationError as e:
+        return e.errors()
+    return []
 
 
 def fields_of(cls: type) -> dict[str, tuple[Any, Mapping[str, Any]]]:
@@ -200,6 +191,7 @@ def _range(meta: Mapping[str, Any], hint: Any) -> str:
     return f"a number {text}" if text.startswith("> ") else text or "something else"
 
 
+UNKNOWN_KEY = {"unexpected_keyword_argument", "extra_forbidden"}
 RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"}
 
 
@@ -303,6 +295,12 @@ def _renamed(cfg: Mapping[str, Any], runner: str) -> list[str]:
     return out
 
 
+def _open(root: type, loc: tuple[Any, ...]) -> bool:
+    """Whether the unknown key at ``loc`` is under a class whose other keys are someone else's."""
+    owner = dataclass_in(_locate(root, loc[:-1]).hint) if len(loc) > 1 else root
+    return bool(getattr(owner, "OPEN", False))
+
+
 def _unknown_line(loc: tuple[Any, ...], root: type, cfg: Mapping[str, Any], recipe: Recipe, runner: str) -> str:
     """``key: not a X option (file); did you mean ...?`` for a key the recipe lacks."""
     if len(loc) == 1:
@@ -323,16 +321,14 @@ def option_errors(cfg: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     runner = runner_name(cfg.get("runner"))
     recipe = RECIPES.get(runner)
     root = _root(runner if recipe is not None else None, _sections(cfg, recipe))
-    try:
-        model_of(root).model_validate(cfg)
-        errors: list[Any] = []
-    except ValidationError as e:
-        errors = e.errors()
+    errors = validation_errors(root, cfg)
     renamed, top, unknown = _renamed(cfg, runner), list[str](), list[str]()
     wrong: dict[str, tuple[_Spot, tuple[Any, ...], set[str]]] = {}
     for err in errors:
         loc = tuple(err["loc"])
-        if err["type"] == "extra_forbidden":
+        if err["type"] in UNKNOWN_KEY:
+            if _open(root, loc):
+                continue
             if recipe is not None and ".".join(map(str, loc)) not in RENAMED.get(runner, {}):
                 (top if len(loc) == 1 else unknown).append(_unknown_line(loc, root, cfg, recipe, runner))
         elif not unset(err["input"]):
