@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,10 @@ class SplitGraphs:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def with_edges(self, edge_ptr: torch.Tensor, edge_index: torch.Tensor, edge_rel: torch.Tensor) -> SplitGraphs:
+        """The same questions and nodes with other edges (a masked or perturbed split)."""
+        return replace(self, edge_ptr=edge_ptr, edge_index=edge_index, edge_rel=edge_rel)
 
     def _offsets(self) -> tuple[list[int], list[int]]:
         """``ent_ptr`` / ``edge_ptr`` as Python lists (kept while the tensors stay the same):

@@ -277,16 +277,5 @@ def masked_split(split: SplitGraphs, keep: torch.Tensor) -> tuple[SplitGraphs, t
     """The split with only the ``keep`` edges, and the original id of every kept edge."""
     ptr = torch.zeros(len(split) + 1, dtype=torch.long)
     ptr[1:] = segment_count(keep, split.edge_ptr).cumsum(0)
-    sub = SplitGraphs(
-        split.ids,
-        split.questions,
-        split.answers,
-        split.ent_ptr,
-        split.entity_ids,
-        split.topic_mask,
-        split.answer_mask,
-        ptr,
-        split.edge_index[:, keep],
-        split.edge_rel[keep],
-    )
+    sub = split.with_edges(ptr, split.edge_index[:, keep], split.edge_rel[keep])
     return sub, keep.nonzero().flatten()

@@ -29,9 +29,8 @@ import torch.nn.functional as F
 from rich.console import Console
 
 from gsr_train.eval.evaluate import index_splits
-from gsr_train.eval.labels import load_labelled_triples
 from gsr_train.eval.results import write_results
-from gsr_train.eval.retrieval import retrieval_metrics
+from gsr_train.eval.retrieval_report import measure
 from gsr_train.eval.schema import RECALL_KS
 from gsr_train.eval.tail import results_file, retrieval_row, write_metrics
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, KGIndex, SplitGraphs, default_cache_dir, get_index, has_text
@@ -209,18 +208,7 @@ def cosine_report(
     graphs = index[split]
     t0 = time.perf_counter()
     sup = get_supervision(index, split, cache_dir)
-    labelled = labelled_questions = label_stats = None
-    if labels_path:
-        labelled, labelled_questions, label_stats = load_labelled_triples(labels_path, index, split)
-    report = retrieval_metrics(
-        graphs,
-        scores,
-        sorted({int(k) for k in ks}),
-        sp_label=sup.triple_label,
-        labelled=labelled,
-        labelled_questions=labelled_questions,
-        hops=sup.hops,
-    )
+    report, label_stats = measure(index, split, scores, ks, sup, str(labels_path) if labels_path else None, None)
     timings["metrics_s"] = time.perf_counter() - t0
     figures = {
         "method": f"cosine-{mode}",

@@ -209,21 +209,6 @@ def _rewire(split: SplitGraphs, chosen: torch.Tensor, seed: int) -> torch.Tensor
     return new_tail
 
 
-def _with_edges(split: SplitGraphs, edge_ptr, edge_index, edge_rel) -> SplitGraphs:
-    return SplitGraphs(
-        split.ids,
-        split.questions,
-        split.answers,
-        split.ent_ptr,
-        split.entity_ids,
-        split.topic_mask,
-        split.answer_mask,
-        edge_ptr,
-        edge_index,
-        edge_rel,
-    )
-
-
 def perturb(
     split: SplitGraphs,
     method: str,
@@ -248,7 +233,7 @@ def perturb(
         keep = ~chosen
         ptr = torch.zeros(len(split) + 1, dtype=torch.long)
         ptr[1:] = segment_count(keep, split.edge_ptr).cumsum(0)
-        out = _with_edges(split, ptr, split.edge_index[:, keep], split.edge_rel[keep])
+        out = split.with_edges(ptr, split.edge_index[:, keep], split.edge_rel[keep])
         return Perturbed(out, method, float(level), int(seed), origin[keep], chosen, chosen.clone(), requested, n)
     edge_index, edge_rel = split.edge_index, split.edge_rel
     if method == "swap":
@@ -262,7 +247,7 @@ def perturb(
         tails = _rewire(split, chosen, seed)
         edge_index = torch.stack([split.edge_index[0], tails])
         changed = tails != split.edge_index[1]
-    out = _with_edges(split, split.edge_ptr, edge_index, edge_rel)
+    out = split.with_edges(split.edge_ptr, edge_index, edge_rel)
     return Perturbed(out, method, float(level), int(seed), origin, chosen, changed, requested, n)
 
 
