@@ -24,7 +24,7 @@ from gsr_train.openended.forms import check_forms
 from gsr_train.openended.stages import CRITERIA
 from gsr_train.options.recipes import GSRWalks, SubgraphRAGRun
 from gsr_train.robustness.perturb import METHODS
-from gsr_train.runtime.run_data import label_path
+from gsr_train.runtime.run_data import encoder_options, label_path
 from gsr_train.runtime.training import check_resume_target
 from gsr_train.text.encoders import load_encoder
 
@@ -56,14 +56,14 @@ def preflight(
     splits: Sequence[str] = (),
     label_splits: Sequence[str] = (),
     checkpoints: dict[str, Any] | None = None,
-    encoder: Any = None,
+    encoder: bool = False,
 ) -> None:
     """Check every input the run will need, before the index, embeddings or training.
 
     ``splits``: splits the run reads (each must be in ``data.splits`` and, for a local
     folder, have its file(s)); ``label_splits``: splits whose ``data.labels`` file must exist
     when one is configured; ``checkpoints``: ``{option name: path}`` that must be files
-    (``auto`` and empty values are skipped); ``encoder``: an encoder config that must load.
+    (``auto`` and empty values are skipped); ``encoder``: the run's encoder must load.
     All problems are reported at once, each naming the option to fix.
     """
     problems = [*_split_problems(cfg, splits), *_file_problems(cfg, label_splits, checkpoints or {})]
@@ -72,9 +72,9 @@ def preflight(
         check_resume_target(cfg)
     except PreflightError as e:
         problems.append(str(e))
-    if encoder is not None:
+    if encoder:
         try:
-            load_encoder(as_dict(encoder) if isinstance(encoder, DictConfig) else encoder)
+            load_encoder(encoder_options(cfg))
         except Exception as e:  # unknown name or option, model folder missing, hub offline
             problems.append(f"encoder: {e}")
     if problems:
@@ -144,7 +144,7 @@ def check_retriever(cfg: DictConfig, trained: bool) -> None:
         else [str(cfg.train_split), *([str(cfg.val_split)] if cfg.get("val_split") else [])]
     )
     checkpoints = {"eval_only": eval_only} if trained else None
-    preflight(cfg, splits=[*fit, split], label_splits=[split], checkpoints=checkpoints, encoder=cfg.encoder)
+    preflight(cfg, splits=[*fit, split], label_splits=[split], checkpoints=checkpoints, encoder=True)
 
 
 # ---------------------------------------------------------------------- SubgraphRAG
@@ -182,7 +182,7 @@ def check_subgraphrag(cfg: DictConfig) -> tuple[dict, dict, dict]:
         splits=[run_cfg["train_split"], run_cfg["val_split"], run_cfg["eval_split"]],
         label_splits=[run_cfg["eval_split"]],
         checkpoints={"subgraphrag.eval_only": run_cfg["eval_only"]},
-        encoder=cfg.encoder,
+        encoder=True,
     )
     return run_cfg, model_opts, train
 

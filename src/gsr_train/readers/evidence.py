@@ -33,13 +33,10 @@ from gsr_train.retrievers import registry as retrievers
 from gsr_train.retrievers.interface import ROW_FIELDS, RetrievalInputs
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
 from gsr_train.runtime.device import encoder_key, run_device
+from gsr_train.runtime.run_data import cache_dir, encoder_options, run_top_k
 from gsr_train.text.embeddings import get_embeddings
 
 log = logging.getLogger(__name__)
-
-
-def _cache(cfg: DictConfig) -> Path:
-    return Path(cfg.paths.cache_dir)
 
 
 @dataclass
@@ -66,7 +63,7 @@ def gather(
     got = Gathered()
     limit = cfg.qa.get("limit") or {}
     for s in splits:
-        got.questions[s] = question_table(index, s, _cache(cfg))
+        got.questions[s] = question_table(index, s, cache_dir(cfg))
         if limit.get(s):
             got.questions[s] = got.questions[s][: int(limit[s])]
         local = results_file(out, s)
@@ -156,10 +153,10 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
         raise FileNotFoundError(f"qa.retrieval.checkpoint: {ckpt} not found")
     k = int(ret.k)
     key = stable_hash("reader-retrieval", 2, file_digest(ckpt), index.key, split_name, k, encoder_key(cfg))
-    path = _cache(cfg) / "reader_retrieval" / f"{split_name}-k{k}-{key}.jsonl"
+    path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-k{k}-{key}.jsonl"
     if not path.exists():
         t0 = time.perf_counter()
-        emb = get_embeddings(index, plain(cfg.encoder), _cache(cfg), splits=[split_name])
+        emb = get_embeddings(index, encoder_options(cfg), cache_dir(cfg), splits=[split_name])
         retriever = SubgraphRAGRetriever.from_checkpoint(ckpt, device=run_device(cfg))
         check_compatible(retriever.hparams, emb)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +180,7 @@ def evidence_source(cfg: DictConfig, split_name: str) -> str:
         if ret.get("retriever")
         else "; no qa.retrieval.checkpoint, results or retriever given: a trained retriever's evidence is better"
     )
-    return f"{name} retriever with {cfg.encoder.name} (top {int(ret.k)}{note})"
+    return f"{name} retriever with {encoder_options(cfg).get('name')} (top {int(ret.k)}{note})"
 
 
 def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
@@ -198,10 +195,10 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
         )
     k = int(ret.k)
     key = stable_hash("reader-retriever", 2, name, options, index.key, split_name, k, encoder_key(cfg))
-    path = _cache(cfg) / "reader_retrieval" / f"{split_name}-{name}-k{k}-{key}.jsonl"
+    path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-{name}-k{k}-{key}.jsonl"
     if not path.exists():
         t0 = time.perf_counter()
-        emb = get_embeddings(index, plain(cfg.encoder), _cache(cfg), splits=[split_name])
+        emb = get_embeddings(index, encoder_options(cfg), cache_dir(cfg), splits=[split_name])
         split = index[split_name]
         inputs = RetrievalInputs(
             index,
@@ -209,8 +206,8 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
             emb,
             split,
             split_name,
-            plain(cfg.encoder),
-            _cache(cfg),
+            encoder_options(cfg),
+            cache_dir(cfg),
             run_device(cfg),
         )
         scores, extra = retrievers.build(name, options, inputs).score(split)
@@ -310,7 +307,7 @@ def merged_evidence(
         view = _source_view(cfg, src)
         rows, info[src["label"]] = read_result_rows(retrieval_file(view, index, split), ids)
         info[src["label"]]["evidence"] = evidence_source(view, split)
-        top_k = int(src.get("top_k") or cfg.top_k)
+        top_k = int(src.get("top_k") or run_top_k(cfg))
         share = int(src["share"]) if src.get("share") else None
         sources.append(Source(src["label"], rows, top_k, share))
     merged = merge_rows(sources, ids, str(cfg.qa.format), topic_names(index, split))

@@ -16,10 +16,9 @@ from typing import Any
 from omegaconf import DictConfig
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
-from gsr_train.config import as_dict
 from gsr_train.datamodules.triple_datamodule import TripleDataModule
 from gsr_train.kg.paths import get_supervision
-from gsr_train.runtime.run_data import cache_dir, output_dir, require_split, set_run_workers
+from gsr_train.runtime.run_data import cache_dir, encoder_options, output_dir, require_split, set_run_workers
 from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 from gsr_train.text.embeddings import get_embeddings
 
@@ -61,7 +60,7 @@ def edge_data(
     ``val_option``: the option that names the validation split (named in its error)."""
     splits = list(dict.fromkeys(s for s in ((train_split, val_split) if train_split else ()) + (eval_split,) if s))
     workers = set_run_workers(cfg)  # data.workers
-    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=splits, workers=workers)
+    emb = get_embeddings(index, encoder_options(cfg), cache_dir(cfg), splits=splits, workers=workers)
     sup = {s: get_supervision(index, s, cache_dir(cfg), workers=workers) for s in splits}
     data = str(cfg.data.name)
     if train_split:

@@ -17,7 +17,7 @@ from gsr_train.arrays import segment_count
 from gsr_train.config import as_dict
 from gsr_train.retrievers.classic import classic_scores, merge_options
 from gsr_train.runs.retrieval_report import report_retrieval
-from gsr_train.runtime.run_data import cache_dir, load_kg_index
+from gsr_train.runtime.run_data import cache_dir, encoder_options, load_kg_index
 from gsr_train.text.embeddings import get_embeddings
 
 
@@ -29,7 +29,7 @@ def run(cfg: DictConfig) -> dict:
     method = options.pop("method")
     t0 = time.perf_counter()
     index = load_kg_index(cfg, evaluate=[split])
-    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=[split])
+    emb = get_embeddings(index, encoder_options(cfg), cache_dir(cfg), splits=[split])
     graphs = index[split]
     prep = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -56,7 +56,7 @@ from gsr_train.retrievers.gsr import edge_scores, retrieve_and_evaluate, write_g
 from gsr_train.retrievers.interface import ROW_FIELDS
 from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, resolve_data_dir, save_metrics
+from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, resolve_data_dir, run_top_k, save_metrics
 from gsr_train.runtime.training import fit_state, is_rank_zero, log_final_metrics, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ def evaluate_gsr(
 ) -> tuple[dict, QuestionValues | None]:
     """One decoding mode scored (`retrieve_and_evaluate`) and, when ``write``, its results file
     (``results_<split>[_constrained].jsonl.gz``); the report as a dict, and its per-question chain match."""
-    decode = DecodeConfig.from_any({**plain(cfg.gsr.decode), "top_n": int(cfg.top_k), "constrained": constrained})
+    decode = DecodeConfig.from_any({**plain(cfg.gsr.decode), "top_n": run_top_k(cfg), "constrained": constrained})
     g = cfg.gsr
     ns = list(g.get("match_ns", [1, 3, 5, 10]))
     results, rows, report = retrieve_and_evaluate(gsr, data, decode, g.eval_split, ns, int(g.get("max_paths", 64)))
@@ -191,7 +191,7 @@ def _metrics_row(
     return metrics_row(
         "gsr",
         str(cfg.gsr.eval_split),
-        int(cfg.top_k),
+        run_top_k(cfg),
         values,
         checkpoint,
         output_dir(cfg) / results if results else None,
@@ -309,7 +309,7 @@ def _evaluate(r: _GSRRun) -> float | None:
     save_metrics(cfg, _fingerprint(cfg), rows, figures)
     matches = {mode: figures[mode].get("chain_match", {}) for mode in modes}
     log_final_metrics(r.trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in matches[mode].items()})
-    return matches[modes[0]].get(f"match@{int(cfg.top_k)}") if modes else None
+    return matches[modes[0]].get(f"match@{run_top_k(cfg)}") if modes else None
 
 
 # ---------------------------------------------------------------------- +experiment=retrieve retriever=gsr

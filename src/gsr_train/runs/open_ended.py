@@ -50,9 +50,17 @@ from gsr_train.robustness.kge import get_scorer
 from gsr_train.robustness.perturb import perturb
 from gsr_train.robustness.similarity import similarity
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, save_metrics, with_kg_graphs
+from gsr_train.runtime.run_data import (
+    cache_dir,
+    encoder_options,
+    load_kg_index,
+    output_dir,
+    run_encoder,
+    run_top_k,
+    save_metrics,
+    with_kg_graphs,
+)
 from gsr_train.text.embeddings import get_embeddings
-from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +84,7 @@ def _options(cfg: DictConfig):
     oe = cfg.open_ended
     g = oe.geval
     return JudgeOptions(
-        top_k=int(cfg.top_k),
+        top_k=run_top_k(cfg),
         answer_tokens=int(oe.answer_tokens),
         answer_params=_answer_params(cfg),
         facts=str(oe.facts),
@@ -200,12 +208,12 @@ def _setup(cfg: DictConfig, llm_cfg: dict, forms: list[str], needs_llm: bool = T
     torch.set_num_threads(int(cfg.open_ended.get("threads") or 1))
     split_name = str(cfg.get("split", "test"))
     index = _open_index(cfg, split_name)
-    encoder = load_encoder(as_dict(cfg.encoder))
+    encoder = run_encoder(cfg)
     qs, counts = _questions(cfg, index, split_name, encoder)
     if needs_llm:
         require_endpoint(llm_cfg)  # nothing listening: one line now, not after every request's retries
     classic = any(f in ("triplets", "paths", "subgraphs") for f in forms)
-    emb = get_embeddings(index, as_dict(cfg.encoder), cache_dir(cfg), splits=[split_name]) if classic else None
+    emb = get_embeddings(index, encoder_options(cfg), cache_dir(cfg), splits=[split_name]) if classic else None
     classic_opts = {k: v for k, v in as_dict(cfg.classic).items() if k != "method"} if cfg.get("classic") else None
     judges = _judges(cfg, llm_cfg, encoder, opts)
     return _Setup(index, split_name, qs, counts, emb, judges, opts, results, classic_opts, graph_knowledge(qs, index))
@@ -302,7 +310,7 @@ def run_open_ended(cfg: DictConfig) -> dict:
         table = conditions_table(figures, f"{_data_name(cfg)} [{s.split_name}], {len(s.qs.ids)} questions")
         print(table, flush=True)
         details = _details(s, figures, calibration, t0)
-        rows = condition_rows(figures, s.split_name, int(cfg.top_k), {f: {"form": f} for f in forms})
+        rows = condition_rows(figures, s.split_name, run_top_k(cfg), {f: {"form": f} for f in forms})
         _write(cfg, s, rows, details, "open_ended.md", calibration["table"] + "\n\n" + table, answers)
         return details
 
@@ -335,7 +343,7 @@ def run_perturbed(cfg: DictConfig) -> dict:
         table = conditions_table(figures, title, labels)
         print(table, flush=True)
         details = {**_details(s, figures, calibration, t0), "grid": labels, "similarity": similarity}
-        rows = condition_rows(figures, s.split_name, int(cfg.top_k), labels)
+        rows = condition_rows(figures, s.split_name, run_top_k(cfg), labels)
         out = output_dir(cfg)
         pngs = [grid_plot(figures, labels, out / f"okgqa_perturbed_{m}.png", m, title) for m in _PLOTTED]
         _write(cfg, s, rows, details, "okgqa_perturbed.md", calibration["table"] + "\n\n" + table, answers)

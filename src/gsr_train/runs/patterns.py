@@ -27,9 +27,8 @@ from gsr_train.retrievers.interface import RetrievalInputs
 from gsr_train.retrievers.pattern_retriever import PatternRetriever
 from gsr_train.retrievers.registry import build
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, label_path, load_kg_index, output_dir, save_metrics
+from gsr_train.runtime.run_data import cache_dir, label_path, load_kg_index, output_dir, run_encoder, save_metrics
 from gsr_train.text.embeddings import get_embeddings
-from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ def _build(cfg: DictConfig, method: str) -> _PatternRun:
     pattern source and the LLM from the config)."""
     split = cfg.get("split", "test")
     index = load_kg_index(cfg, evaluate=[split])
-    enc = load_encoder(as_dict(cfg.encoder))
+    enc = run_encoder(cfg)
     emb = get_embeddings(index, enc, cache_dir(cfg), splits=[split])
     graphs = index[split]
     options = as_dict(cfg[method])

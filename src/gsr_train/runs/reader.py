@@ -49,7 +49,7 @@ from gsr_train.readers.interface import Reader, ReadingInputs, is_trainable
 from gsr_train.readers.retrieval_answers import RetrievalAnswers
 from gsr_train.readers.scoring import score_readings
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, save_metrics
+from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, run_top_k, save_metrics
 from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class _ReaderRun:
 
     @property
     def k(self) -> int:
-        return int(self.cfg.top_k)
+        return run_top_k(self.cfg)
 
     @property
     def eval_split(self) -> str:
@@ -191,7 +191,7 @@ def reading_inputs(
     qa = cfg.qa
     return ReadingInputs(
         format=str(qa.format),
-        k=int(cfg.top_k),
+        k=run_top_k(cfg),
         max_prompt_tokens=int(qa.max_prompt_tokens) if qa.get("max_prompt_tokens") else None,
         icl=bool(qa.icl),
         seed=int(cfg.seed),

@@ -16,7 +16,7 @@ from gsr_train.eval.tail import add_intervals, results_file, retrieval_row
 from gsr_train.kg.paths import get_supervision
 from gsr_train.retrievers.interface import ROW_FIELDS
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, label_path, output_dir, save_metrics
+from gsr_train.runtime.run_data import cache_dir, label_path, output_dir, run_top_k, save_metrics
 
 
 def report_retrieval(
@@ -35,7 +35,7 @@ def report_retrieval(
     ``eval_ks`` (shortest-path and labelled triples), the table, metrics.json. ``extra``: the
     retriever's own figures and ``ROW_FIELDS``; ``details``: the runner's; ``row_metrics`` /
     ``row_labels`` / ``row_values``: its own figures on its row, beside recall (GSR's chain match)."""
-    graphs, k = index[split], int(cfg.top_k)
+    graphs, k = index[split], run_top_k(cfg)
     check_scores(method, scores, graphs)
     results, rows = _write(cfg, index, split, scores, extra)
     sup = get_supervision(index, split, cache_dir(cfg))
@@ -66,7 +66,7 @@ def _write(cfg: DictConfig, index: Any, split: str, scores: torch.Tensor, extra:
     rows = dict((extra or {}).get(ROW_FIELDS) or {})
     chains = rows.pop("chains", None)  # a chain retriever's kept chains: the results format's own field
     results = results_file(output_dir(cfg), split)
-    write_results(results, index, split, scores, int(cfg.top_k), chains=chains, extra=rows or None)
+    write_results(results, index, split, scores, run_top_k(cfg), chains=chains, extra=rows or None)
     return results, rows
 
 

@@ -21,9 +21,8 @@ from gsr_train.runs import gsr
 from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runs.train_retriever import run_trainable
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, load_kg_index
+from gsr_train.runtime.run_data import cache_dir, load_kg_index, run_encoder
 from gsr_train.text.embeddings import get_embeddings
-from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +37,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         return gsr.run_retriever(cfg)
     check_retriever(cfg, trained=False)
     index = load_kg_index(cfg, evaluate=[split])
-    encoder = load_encoder(as_dict(cfg.encoder))
+    encoder = run_encoder(cfg)
     emb = get_embeddings(index, encoder, cache_dir(cfg), splits=[split])
     inputs = RetrievalInputs(
         index, emb.question[split], emb, index[split], split, encoder, cache_dir(cfg), run_device(cfg)

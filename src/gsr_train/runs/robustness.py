@@ -20,7 +20,7 @@ from gsr_train.robustness.kge import get_scorer
 from gsr_train.robustness.retrievers import build_retrievers
 from gsr_train.robustness.run import evaluate_robustness, plot, report_tables
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, save_metrics
+from gsr_train.runtime.run_data import cache_dir, encoder_options, load_kg_index, output_dir, run_top_k, save_metrics
 from gsr_train.text.embeddings import get_embeddings
 
 CONF = str(Path(__file__).resolve().parents[3] / "conf")
@@ -82,7 +82,7 @@ def _prepare(cfg) -> _Study:
     split = index[split_name]
     sup = get_supervision(index, split_name, cache_dir(cfg))
     gold = sup.triple_label
-    emb = get_embeddings(index, plain(cfg.encoder), cache_dir(cfg), splits=[split_name])
+    emb = get_embeddings(index, encoder_options(cfg), cache_dir(cfg), splits=[split_name])
     q_emb = emb.question[split_name]
     if rc.get("max_questions"):
         n = min(int(rc.max_questions), len(split))
@@ -97,7 +97,7 @@ def _prepare(cfg) -> _Study:
         emb,
         plain(cfg.get("classic")),
         split_name,
-        plain(cfg.encoder),
+        encoder_options(cfg),
         cache_dir(cfg),
         run_device(cfg),
     )
@@ -108,7 +108,7 @@ def _report(cfg, s: _Study, figures: dict) -> None:
     """``robustness.md``, metrics.json and the recall plots written; the tables printed."""
     rc = cfg.robustness
     out = output_dir(cfg)
-    k = int(cfg.top_k)
+    k = run_top_k(cfg)
     tables = report_tables(figures, k)
     title = f"{cfg.data.name} [{s.split_name}], {len(s.split)} questions, seed {int(rc.seed)}" + (
         ", gold protected" if rc.protect_gold else ""

@@ -34,7 +34,7 @@ from gsr_train.retrievers.cosine import cosine_scores
 from gsr_train.retrievers.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import label_path, load_kg_index, output_dir, save_metrics
+from gsr_train.runtime.run_data import label_path, load_kg_index, output_dir, run_top_k, save_metrics
 from gsr_train.runtime.training import log_final_metrics
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ def _retrieve(r: _Run, best_path: str):
         split_name,
         r.emb,
         results_path,
-        k=int(r.cfg.top_k),
+        k=run_top_k(r.cfg),
         graphs_per_batch=int(run_cfg["eval_graphs_per_batch"]),
     )
     r.timings["retrieve_s"] = time.perf_counter() - t0
@@ -180,7 +180,7 @@ def _evaluate(r: _Run, best_path: str, train_info: dict, trainer: Any) -> dict:
     table, hops = comparison_tables(reports, ks, name, f"{name} vs cosine on {cfg.data.name} [{split_name}]")
     print(f"### by hop count ({cfg.data.name} [{split_name}])\n\n{hops}")  # the main table: the closing summary
     r.timings["total_s"] = time.perf_counter() - r.t_start
-    top_k = int(r.cfg.top_k)
+    top_k = run_top_k(r.cfg)
     at_report = reports[name] if top_k in ks else report(scores, [top_k])
     at_top_k = at_k(at_report, top_k)
     figures = _figures(r, name, reports, ks, at_top_k, (label_stats, train_info, str(results_path), best_path))

@@ -24,12 +24,28 @@ from gsr_train.kg.sparql_options import SparqlOptions
 from gsr_train.parallel import WorkersError, resolve_workers, set_default_workers
 from gsr_train.runtime.device import device_record
 from gsr_train.runtime.training import is_rank_zero
+from gsr_train.text.encoders import TextEncoder, load_encoder
 
 log = logging.getLogger(__name__)
 
 
 def cache_dir(cfg: DictConfig) -> Path:
     return Path(cfg.paths.cache_dir)
+
+
+def run_top_k(cfg: DictConfig) -> int:
+    """How many a run keeps per question (triples, paths, chains): every runner reads ``top_k`` here."""
+    return int(cfg.top_k)
+
+
+def encoder_options(cfg: DictConfig) -> dict[str, Any]:
+    """The run's text encoder (``encoder:``) as plain options, for `load_encoder` and `get_embeddings`."""
+    return as_dict(cfg.encoder)
+
+
+def run_encoder(cfg: DictConfig) -> TextEncoder:
+    """The run's text encoder, loaded."""
+    return load_encoder(encoder_options(cfg))
 
 
 def output_dir(cfg: DictConfig) -> Path:
