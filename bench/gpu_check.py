@@ -3,7 +3,7 @@ inference, metrics and reader benches on CUDA, and a real-size pipeline with tra
 
     python bench/gpu_check.py                      # everything, about 6 minutes on one H200
     python bench/gpu_check.py --rows 1M --skip reader
-    python bench/gpu_check.py --device cpu --rows 1M --reader-size tiny   # a dry run without a GPU (2 min)
+    python bench/gpu_check.py --device cpu --rows 200k --reader-size tiny   # a dry run without a GPU (2 min)
 
 Every stage runs in its own process under its own time limit (``--limits stage=seconds``), so one
 that fails or hangs is recorded and the rest still run. Stages:
