@@ -363,17 +363,22 @@ class ChatClient:
             raise errors[0]
         for i, (req, key) in enumerate(zip(requests, keys)):
             if results[i] is None:  # duplicate of an earlier request
-                src = results[first_of[key]]
-                assert src is not None, "every first request was answered (a failure raised above)"
-                if src.ok and src.body is not None:
-                    copy = dataclasses.replace(src, id=req.id, source="cache", seconds=0.0)
-                    self.stats.add_response(src.body, "cache")
-                else:
-                    copy = dataclasses.replace(src, id=req.id)
-                results[i] = copy
-                if on_result:
-                    on_result(copy)
+                results[i] = self._copy_answer(results[first_of[key]], req.id, on_result)
         return results  # type: ignore[return-value]
+
+    def _copy_answer(
+        self, src: ChatResult | None, request_id: str, on_result: Callable[[ChatResult], None] | None
+    ) -> ChatResult:
+        """The answer of an identical request asked earlier in the job, under this request's id."""
+        assert src is not None, "every first request was answered (a failure raised above)"
+        if src.ok and src.body is not None:
+            copy = dataclasses.replace(src, id=request_id, source="cache", seconds=0.0)
+            self.stats.add_response(src.body, "cache")
+        else:
+            copy = dataclasses.replace(src, id=request_id)
+        if on_result:
+            on_result(copy)
+        return copy
 
     def run(
         self,
