@@ -14,9 +14,9 @@ What a data-building job needs from a client, and what this one does:
   sent only in the ``Authorization`` header, scrubbed from error texts and never part of a
   cache key, a log line or a file;
 * count tokens and cost (`gsr_train.llm.usage.UsageStats`);
-* stop at once on a stop signal: the exception a signal handler raises (a run's
-  `RunInterrupted`) reaches the caller even when it lands in one of asyncio's callbacks, where
-  asyncio would log it and carry on (`gsr_train.llm.stop_signals`).
+* stop at once on a stop signal: while a batch is asked the process's stop handlers are called
+  from the event loop, so what they raise (a run's `RunInterrupted`) cancels the batch and reaches
+  the caller, instead of being logged and dropped by asyncio (`gsr_train.llm.stop_signals`).
 """
 
 from __future__ import annotations
