@@ -26,7 +26,6 @@ from gsr_train.kg.paths import get_supervision
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KS = RECALL_KS
 DEFAULT_SPLITS = ("train", "validation", "test")
 
 
@@ -56,7 +55,7 @@ def evaluate_results(
     data_dir: str | Path,
     split: str = "test",
     labels_path: str | Path | None = None,
-    ks: Sequence[int] = DEFAULT_KS,
+    ks: Sequence[int] = RECALL_KS,
     cache_dir: str | Path | None = None,
     *,
     index: KGIndex | None = None,

@@ -5,6 +5,7 @@ answer ranking. `gsr_train.runs.retrieval_report.report_retrieval` writes them."
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,7 +18,7 @@ from gsr_train.eval.retrieval_answers import answers_report
 
 
 def measure(
-    index: Any, split: str, scores: torch.Tensor, ks: Sequence[int], sup: Any, labels: str | None, device: Any
+    index: Any, split: str, scores: torch.Tensor, ks: Sequence[int], sup: Any, labels: str | Path | None, device: Any
 ) -> tuple[Any, Any]:
     """Recall at ``ks`` against the shortest-path triples (``sup``: the split's supervision) and, with
     a ``labels`` file, the labelled ones; with the labels' statistics."""

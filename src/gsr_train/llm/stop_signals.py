@@ -22,7 +22,9 @@ import threading
 from types import TracebackType
 from typing import Any
 
-ROUTED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2"))
+# The process's stop signals (a run's handler: `gsr_train.runtime.interrupts`). SIGUSR1: Lightning's and
+# SLURM's usual `--signal=USR1@90`; SIGUSR2: submitit's preemption signal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
 
 class StopSignals:
@@ -43,7 +45,7 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
-            for sig in ROUTED_SIGNALS:
+            for sig in STOP_SIGNALS:
                 handler = signal.getsignal(sig)
                 if callable(handler) and handler is not signal.default_int_handler:
                     self.handlers[sig] = handler
@@ -85,4 +87,4 @@ class StopSignals:
             raise self.caught
 
 
-__all__ = ["ROUTED_SIGNALS", "StopSignals"]
+__all__ = ["STOP_SIGNALS", "StopSignals"]

@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 MODES = ("parts", "verbalised")
 Mode = Literal["parts", "verbalised"]
 RelationText = Literal["raw", "words"]
-DEFAULT_KS = RECALL_KS
 
 
 def _unique_inverse(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,7 +195,7 @@ def cosine_report(
     encoder: TextEncoder | str | Mapping = "minilm",
     cache_dir: str | Path | None = None,
     mode: str = "parts",
-    ks: Sequence[int] = DEFAULT_KS,
+    ks: Sequence[int] = RECALL_KS,
     labels_path: str | Path | None = None,
     relation_text: str | None = None,
     timings: dict | None = None,
@@ -208,7 +207,7 @@ def cosine_report(
     graphs = index[split]
     t0 = time.perf_counter()
     sup = get_supervision(index, split, cache_dir)
-    report, label_stats = measure(index, split, scores, ks, sup, str(labels_path) if labels_path else None, None)
+    report, label_stats = measure(index, split, scores, ks, sup, labels_path, None)
     timings["metrics_s"] = time.perf_counter() - t0
     figures = {
         "method": f"cosine-{mode}",
@@ -234,7 +233,7 @@ def run_cosine(
     labels_path: str | Path | None = None,
     out_dir: str | Path | None = None,
     mode: str = "parts",
-    ks: Sequence[int] = DEFAULT_KS,
+    ks: Sequence[int] = RECALL_KS,
     relation_text: str | None = None,
     print_table: bool = True,
     experiment: str | None = None,

@@ -53,7 +53,6 @@ from gsr_train.text.embeddings import get_embeddings
 from gsr_train.text.encoders import load_encoder
 
 log = logging.getLogger(__name__)
-KS = RECALL_KS
 
 
 def resolve_data(data: str, cache_dir: Path) -> str:
@@ -136,7 +135,7 @@ def compare(
     safe: dict | None = None,
     gold: str = "filtered",
     max_chains: int = 3,
-    ks: Sequence[int] = KS,
+    ks: Sequence[int] = RECALL_KS,
     limit: int | None = None,
     title: str | None = None,
 ) -> dict[str, Any]:

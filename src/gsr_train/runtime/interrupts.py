@@ -25,10 +25,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from gsr_train.llm.stop_signals import STOP_SIGNALS
+
 log = logging.getLogger(__name__)
 
-# SIGUSR1: Lightning's and SLURM's usual `--signal=USR1@90`; SIGUSR2: submitit's preemption signal.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 REQUEUE_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 
 
