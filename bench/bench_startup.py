@@ -1,5 +1,5 @@
-"""Start-up of the commands that answer before any work: a refused option, ``--help`` (of train.py and
-of every ``gsr-train`` verb), ``gsr-train options``.
+"""Start-up of the commands that answer before any work: a refused option, a missing input (data folder,
+checkpoint, run folder), ``--help`` (of train.py and of every ``gsr-train`` verb), ``gsr-train options``.
 
 Each command is a fresh process (``python train.py ...`` or ``python -m gsr_train.cli ...``) in an
 empty folder with an empty cache; per command: the fastest wall time of ``--repeat`` runs, the
@@ -44,6 +44,16 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("data=nosuch", [SG, "data=nosuch"]),
     ("encoder=nosuch", [SG, "encoder=nosuch"]),
     ("llm-label-triples limitt=3", ["-m", "gsr_train.cli", "llm-label-triples", "limitt=3"]),
+    ("data.dir=<missing folder>", [SG, "data.dir=./no_such_data"]),
+    ("resume=<missing checkpoint>", [SG, "resume=./gone/last.ckpt"]),
+    ("eval.py ckpt_path=<missing>", ["eval.py", "ckpt_path=./nope.ckpt"]),
+    ("eval.py (no ckpt_path)", ["eval.py"]),
+    (
+        "eval.py +experiment=cosine_baseline data.dir=<missing>",
+        ["eval.py", "+experiment=cosine_baseline", "data.dir=./nope"],
+    ),
+    ("compare <missing folders>", ["-m", "gsr_train.cli", "compare", "nowhere", "nowhere_b"]),
+    ("aggregate <missing folder>", ["-m", "gsr_train.cli", "aggregate", "nowhere"]),
     ("+experiment=... --help", [SG, "--help"]),
     ("gsr-train options NAME", ["-m", "gsr_train.cli", "options", "subgraphrag_quickstart"]),
     ("reference: import torch", ["-c", "import torch"]),
@@ -61,6 +71,8 @@ def verb_helps() -> list[tuple[str, list[str]]]:
 def _argv(tree: Path, args: list[str], flags: tuple[str, ...] = ()) -> list[str]:
     if args[0] in ("-m", "-c"):
         return [sys.executable, *flags, *args]
+    if args and args[0] == "eval.py":
+        return [sys.executable, *flags, str(tree / "eval.py"), *args[1:]]
     return [sys.executable, *flags, str(tree / "train.py"), *args]
 
 

@@ -17,6 +17,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SG = "+experiment=subgraphrag_quickstart"
 
+# what refusing a command must not import: seconds of start-up before one line
+HEAVY = ("torch", "pytorch_lightning", "lightning", "lightning_fabric", "transformers", "torch_geometric")
+IMPORT_TIME = "import time:"  # the lines python -X importtime writes to stderr
+
 # (script, arguments); {tmp} is the working directory, which holds an empty folder ``empty/``
 COMMANDS: list[tuple[str, list[str]]] = [
     ("train.py", []),  # no experiment
@@ -51,8 +55,9 @@ def folders(root: Path) -> list[str]:
     return sorted(found)
 
 
-def run_refused(repo: Path, script: str, args: list[str], cwd: Path) -> tuple[int, str, list[str]]:
-    """Run one command in ``cwd``: its exit status, the last line of its stderr, the folders it left."""
+def run_refused(repo: Path, script: str, args: list[str], cwd: Path) -> tuple[int, str, list[str], list[str]]:
+    """Run one command in ``cwd`` (under ``python -X importtime``): its exit status, the last line of its
+    stderr, the folders it left and the packages of `HEAVY` it imported to refuse."""
     before = set(folders(cwd))
     env = {
         **os.environ,
@@ -61,10 +66,12 @@ def run_refused(repo: Path, script: str, args: list[str], cwd: Path) -> tuple[in
         "GSR_TRAIN_CACHE": str(cwd / "cache"),
         "PYTHONPATH": os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")]),
     }
-    argv = [sys.executable, str(repo / script), *(a.format(tmp=cwd) for a in args)]
+    argv = [sys.executable, "-X", "importtime", str(repo / script), *(a.format(tmp=cwd) for a in args)]
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    lines = proc.stderr.strip().splitlines()
-    return proc.returncode, lines[-1] if lines else "", [f for f in folders(cwd) if f not in before]
+    lines = [line for line in proc.stderr.strip().splitlines() if not line.startswith(IMPORT_TIME)]
+    timed = [line for line in proc.stderr.splitlines() if line.startswith(IMPORT_TIME)]
+    heavy = sorted({line.rsplit("|", 1)[1].strip().split(".", 1)[0] for line in timed} & set(HEAVY))
+    return proc.returncode, lines[-1] if lines else "", [f for f in folders(cwd) if f not in before], heavy
 
 
 def main(argv: list[str]) -> int:
@@ -74,9 +81,10 @@ def main(argv: list[str]) -> int:
         cwd = Path(tmp)
         (cwd / "empty").mkdir()
         for script, args in COMMANDS:
-            code, message, left = run_refused(repo, script, args, cwd)
+            code, message, left, heavy = run_refused(repo, script, args, cwd)
             total += len(left)
             print(f"{code}  {script} {' '.join(args)}\n   {message[:150]}\n   left: {left or 'nothing'}")
+            print(f"   imported: {', '.join(heavy) or 'nothing heavy'}")
     print(f"{len(COMMANDS)} refused commands left {total} run folders")
     return 0
 

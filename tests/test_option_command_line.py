@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from .conftest import REPO
+from .refused_commands import HEAVY, IMPORT_TIME  # what a refusal, --help or gsr-train options must not import
 
 
 def _train(
@@ -27,11 +28,6 @@ def _train(
         text=True,
         timeout=300,
     )
-
-
-# what a refusal, --help or gsr-train options must not import: seconds of start-up before one line
-HEAVY = ("torch", "pytorch_lightning", "lightning", "lightning_fabric", "transformers", "torch_geometric")
-IMPORT_TIME = "import time:"  # the lines python -X importtime writes to stderr
 
 
 def _imported(proc: subprocess.CompletedProcess) -> set[str]:
@@ -204,6 +200,20 @@ def test_help_and_gsr_train_options_import_no_torch(tmp_path):
         assert proc.returncode == 0, _messages(proc)[-3000:]
         assert "model.hidden = " in proc.stdout
         assert not _imported(proc) & set(HEAVY), proc.args
+
+
+FOLDER_MISTAKES = [
+    (("compare", "nowhere", "nowhere_b"), "error: gsr-train compare: nowhere: no such run folder"),
+    (("aggregate", "nowhere"), "error: gsr-train aggregate: nowhere: no such folder"),
+]
+
+
+@pytest.mark.parametrize("args, message", FOLDER_MISTAKES, ids=[m[0][0] for m in FOLDER_MISTAKES])
+def test_a_verb_given_a_missing_folder_refuses_before_torch_loads(tmp_path, args, message):
+    proc = _cli(tmp_path, *args)
+    stderr = _messages(proc).strip()
+    assert proc.returncode == 2 and stderr.splitlines() == [stderr] and stderr.startswith(message), stderr
+    assert not _imported(proc) & set(HEAVY), proc.args
 
 
 LLM_MISTAKES = [

@@ -14,11 +14,11 @@ def command(
     no_write: Annotated[bool, typer.Option("--no_write", help="print only (no aggregate.csv / .md)")] = False,
 ) -> int:
     """One results table (CSV + Markdown) across the runs of a sweep."""
+    if not Path(root).is_dir():  # one line before torch loads
+        raise FileNotFoundError(f"{root}: no such folder (give a multirun folder or a folder of run folders)")
     from gsr_train.eval.aggregate import aggregate  # lazy: torch (help needs none)
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if not Path(root).is_dir():
-        raise FileNotFoundError(f"{root}: no such folder (give a multirun folder or a folder of run folders)")
     rows = aggregate(root, write=not no_write)
     if not rows:
         raise FileNotFoundError(f"no run results under {root} (no run folder with a metrics.json there yet)")

@@ -53,9 +53,9 @@ def command(
 ) -> int:
     """Two runs on the questions they share: A's and B's figures, A - B with its 95% paired-bootstrap
     interval and a paired permutation p-value, one table and a JSON file."""
+    a, b = _run_folder(run_a), _run_folder(run_b)  # a wrong folder: one line before torch loads
     from gsr_train.eval.compare import compare_runs, compare_table  # lazy: torch (help needs none)
 
-    a, b = _run_folder(run_a), _run_folder(run_b)
     doc = compare_runs(a, b, resamples, seed)
     print(compare_table(doc))
     b_path = b.resolve()

@@ -30,9 +30,11 @@ from hydra.errors import ConfigCompositionException, MissingConfigException, Ove
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from gsr_train.data.errors import USER_ERROR_EXIT
+from gsr_train.data.errors import USER_ERROR_EXIT, user_error_exit
 from gsr_train.options.check import RecipeError, check_recipe, config_errors
+from gsr_train.options.eval_config import check_eval_source
 from gsr_train.options.help import help_template
+from gsr_train.options.inputs import check_inputs
 from gsr_train.options.sweep_points import check_sweep_points
 from gsr_train.runtime import quiet
 
@@ -86,13 +88,17 @@ class OptionErrors(Callback):
     job's own errors as usual again (a stripped traceback, exit 1)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if "ckpt_path" in config:  # eval.py: evaluate_run checks the run's own options
+        if "ckpt_path" in config:  # eval.py: the run it scores (evaluate_run checks the run's own options)
+            with user_error_exit():
+                check_eval_source(config)
             return
         try:
             check_recipe(config)
         except RecipeError as err:
             print(f"error: {err}", file=sys.stderr)
             raise SystemExit(USER_ERROR_EXIT) from None
+        with user_error_exit():  # a missing data folder or checkpoint: one line, nothing heavy imported
+            check_inputs(config)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """A grid's every point checked before the first runs (`gsr_train.options.sweep_points`)."""

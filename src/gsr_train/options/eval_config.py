@@ -17,10 +17,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from gsr_train.config import dataset_name, project_root
 from gsr_train.data.errors import PreflightError
 from gsr_train.data.rows import iter_records
-from gsr_train.eval.tail import in_run
 from gsr_train.options.gsr_retrieve import trains_first
+from gsr_train.options.inputs import check_inputs
 from gsr_train.options.recipes import RENAMED, runner_name
-from gsr_train.retrievers.registry import trainable
 
 TRAINED = ("subgraphrag", "gsr", "reader")  # runners whose runs hold something trained
 EVAL_KEYS = ("ckpt_path", "split")
@@ -64,6 +63,8 @@ def _experiment_of(folder: Path, config: DictConfig) -> str:
 
 
 def _best_checkpoint(folder: Path) -> str:
+    from gsr_train.eval.tail import in_run  # lazy: a refusal before it imports nothing heavy
+
     try:
         best = in_run(folder, json.loads((folder / "metrics.json").read_text()).get("checkpoint"))
         if best is not None and best.is_file():
@@ -274,8 +275,20 @@ def refuse_untrained_learner(cfg: DictConfig) -> None:
     spec = cfg.get("retriever")
     if runner_name(cfg.get("runner")) != "retrieve" or spec is None or cfg.get("eval_only"):
         return
+    from gsr_train.retrievers.registry import trainable  # lazy: the retrievers import torch
+
     if trainable(spec.get("name"), spec.get("_target_")) is not None or trains_first(cfg):
         raise PreflightError(
             f"retriever {spec.get('_target_') or spec.get('name')} is trainable: eval.py scores a trained one, "
             "ckpt_path=<its run folder or checkpoint> (train it with python train.py +experiment=retrieve ...)"
         )
+
+
+def check_eval_source(composed: DictConfig) -> None:
+    """What ``eval.py`` is given, checked as soon as Hydra has composed it (before anything heavy is
+    imported or the run folder made): the trained run behind ``ckpt_path``, or an untrained method's
+    experiment and its data folder. `gsr_train.runs.evaluate_run` builds the evaluation from them."""
+    if composed.get("ckpt_path"):
+        find_source(composed.ckpt_path)
+    else:
+        check_inputs(untrained_config(composed))

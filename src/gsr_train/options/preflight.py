@@ -13,7 +13,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.config import as_dict, defaults_of, plain
 from gsr_train.data.errors import PreflightError, UserError
-from gsr_train.data.rows import split_files
 from gsr_train.datamodules import gsr_prepare
 from gsr_train.kg.sparql_options import SparqlOptions, is_endpoint
 from gsr_train.kg.store import KGStoreError, read_meta
@@ -22,10 +21,10 @@ from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
 from gsr_train.models.subgraphrag.scorer import ScorerConfig
 from gsr_train.openended.forms import check_forms
 from gsr_train.openended.stages import CRITERIA
+from gsr_train.options.inputs import refuse, resume_problems, split_problems
 from gsr_train.options.recipes import GSRWalks, SubgraphRAGRun
 from gsr_train.robustness.perturb import METHODS
 from gsr_train.runtime.run_data import encoder_options, label_path
-from gsr_train.runtime.training import check_resume_target
 from gsr_train.text.encoders import load_encoder
 
 GSR_FAMILIES = ("t5", "minilm")  # model.family of the GSR models (conf/model/gsr_*.yaml)
@@ -66,36 +65,14 @@ def preflight(
     (``auto`` and empty values are skipped); ``encoder``: the run's encoder must load.
     All problems are reported at once, each naming the option to fix.
     """
-    problems = [*_split_problems(cfg, splits), *_file_problems(cfg, label_splits, checkpoints or {})]
-    problems += _kg_problems(cfg)
-    try:
-        check_resume_target(cfg)
-    except PreflightError as e:
-        problems.append(str(e))
+    problems = [*split_problems(cfg, splits), *_file_problems(cfg, label_splits, checkpoints or {})]
+    problems += [*_kg_problems(cfg), *resume_problems(cfg)]
     if encoder:
         try:
             load_encoder(encoder_options(cfg))
         except Exception as e:  # unknown name or option, model folder missing, hub offline
             problems.append(f"encoder: {e}")
-    if problems:
-        raise PreflightError("cannot start the run:\n  - " + "\n  - ".join(problems))
-
-
-def _split_problems(cfg: DictConfig, splits: Sequence[str]) -> Iterator[str]:
-    """Splits the run reads that ``data.splits`` lacks, or whose files ``data.dir`` lacks."""
-    configured = list(cfg.data.get("splits") or [])
-    for split in dict.fromkeys(s for s in splits if s):
-        if configured and split not in configured:
-            yield f"split {split!r} is not in data.splits {configured}"
-    data_dir = cfg.data.get("dir")
-    if data_dir and Path(str(data_dir)).is_dir():
-        for split in dict.fromkeys(s for s in [*configured, *splits] if s):
-            try:
-                split_files(Path(str(data_dir)), split)
-            except (FileNotFoundError, FileExistsError) as e:
-                yield f"data.dir: {e}"
-    elif data_dir and (str(data_dir).startswith(("/", ".", "~")) or Path(str(data_dir)).suffix):
-        yield f"data.dir={data_dir} does not exist"
+    refuse(problems)
 
 
 def _file_problems(cfg: DictConfig, label_splits: Sequence[str], checkpoints: Mapping[str, Any]) -> Iterator[str]:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import open_dict, read_write
 
 from gsr_train.config import PROPOSED_RUN_DIRS, RUN_MARKER, claim_run_dir, run_state, slurm_job_tag
-from gsr_train.data.errors import UserError
+from gsr_train.data.errors import PreflightError, UserError
 from gsr_train.io import write_json
 
 MARKER = RUN_MARKER
@@ -63,14 +63,39 @@ def finished_run(folder: str | Path) -> dict | None:
     return state if state and state.get("status") == "finished" else None
 
 
+# The variables a process's global rank is read from, the first one set winning: Lightning's own
+# order (lightning_fabric.utilities.rank_zero), read here without importing Lightning, which takes
+# seconds: Hydra makes this guard before a refusal that must answer in well under a second.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+
+
+def process_rank() -> int:
+    """This process's global rank in a distributed run (0 when none is set)."""
+    return next((int(os.environ[key]) for key in RANK_VARIABLES if os.environ.get(key) is not None), 0)
+
+
 def launching_process() -> bool:
     """False in the extra processes of a distributed run (Lightning's DDP ranks > 0, other SLURM
     tasks), which run in the folder rank 0 claimed."""
-    # lazy: lightning takes seconds to import and Hydra makes this guard before the option check
-    # refuses a mistake (conf/config.yaml's callbacks), which must answer in well under a second
-    from lightning_fabric.utilities.rank_zero import _get_rank
+    return process_rank() == 0
 
-    return (_get_rank() or 0) == 0
+
+def check_resume_target(cfg: Any, out: str | Path | None = None) -> None:
+    """``resume=<file>`` must be an existing checkpoint of the run folder ``out`` (default: the run's
+    ``paths.output_dir``; see `gsr_train.runtime.training.resume_path`)."""
+    want = cfg.get("resume")
+    if not want or str(want) == "auto":
+        return
+    path = Path(str(want))
+    if not path.is_file():
+        raise PreflightError(f"resume={want} does not exist")
+    run = path.resolve().parent.parent if path.parent.name == "checkpoints" else path.resolve().parent
+    out = Path(str(cfg.paths.output_dir if out is None else out)).resolve()
+    if run != out:
+        raise PreflightError(
+            f"resume={want} belongs to the run folder {run}, but this run writes to {out}: "
+            f"continue that run in its own folder with hydra.run.dir={run} resume=auto"
+        )
 
 
 # ------------------------------------------------------------------ the lock

@@ -27,6 +27,7 @@ from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
 from gsr_train.runtime.checkpoints import LastCheckpoint
 from gsr_train.runtime.log_progress import TrainingLogProgress
+from gsr_train.runtime.run_folder import check_resume_target
 
 log = logging.getLogger(__name__)
 
@@ -111,23 +112,6 @@ def check_readable_checkpoint(path: str | Path) -> None:
             f"{path} cannot be read ({e}): it is damaged or cut short. {hint}move it away to "
             "start the run over in its folder"
         ) from None
-
-
-def check_resume_target(cfg: DictConfig) -> None:
-    """``resume=<file>`` must be an existing checkpoint of this run's folder (see `resume_path`)."""
-    want = cfg.get("resume")
-    if not want or str(want) == "auto":
-        return
-    path = Path(str(want))
-    if not path.is_file():
-        raise PreflightError(f"resume={want} does not exist")
-    run = path.resolve().parent.parent if path.parent.name == "checkpoints" else path.resolve().parent
-    out = Path(cfg.paths.output_dir).resolve()
-    if run != out:
-        raise PreflightError(
-            f"resume={want} belongs to the run folder {run}, but this run writes to {out}: "
-            f"continue that run in its own folder with hydra.run.dir={run} resume=auto"
-        )
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
