@@ -202,14 +202,36 @@ def test_help_and_gsr_train_options_import_no_torch(tmp_path):
         assert not _imported(proc) & set(HEAVY), proc.args
 
 
-FOLDER_MISTAKES = [
+NO_DATA = "does not exist (give a folder of splits, or a hub dataset name)"
+INPUT_MISTAKES = [
     (("compare", "nowhere", "nowhere_b"), "error: gsr-train compare: nowhere: no such run folder"),
     (("aggregate", "nowhere"), "error: gsr-train aggregate: nowhere: no such folder"),
+    (
+        ("explore", "nowhere"),
+        "error: gsr-train explore: Invalid value for 'RUN [RUN_B ...]': nowhere: no such run folder",
+    ),
+    (("export", "nowhere", "out"), "error: gsr-train export: Invalid value for 'SOURCE': nowhere does not exist"),
+    (("publish", "nowhere", "--repo_id", "me/x", "--dry_run"), "error: gsr-train publish: Invalid value for 'FOLDER'"),
+    (("ask", "nowhere", "who?", "--kg", "kg"), "error: gsr-train ask: Invalid value for 'run': nowhere does not exist"),
+    (
+        ("recall", "--results", "r.jsonl", "--data", "./nowhere"),
+        f"error: gsr-train recall: Invalid value for '--data': ./nowhere {NO_DATA}",
+    ),
+    (("cosine", "--data", "./nowhere"), f"error: gsr-train cosine: Invalid value for '--data': ./nowhere {NO_DATA}"),
+    (("embed", "--data", "/nowhere"), f"error: gsr-train embed: Invalid value for '--data': /nowhere {NO_DATA}"),
+    (
+        ("build-index", "--data", "~/nowhere"),
+        f"error: gsr-train build-index: Invalid value for '--data': ~/nowhere {NO_DATA}",
+    ),
+    (("supervision", "--data", "./nowhere"), "error: gsr-train supervision: Invalid value for '--data': ./nowhere"),
+    (("compare-patterns", "--data", "./x.jsonl"), "error: gsr-train compare-patterns: Invalid value for '--data': ./x"),
 ]
 
 
-@pytest.mark.parametrize("args, message", FOLDER_MISTAKES, ids=[m[0][0] for m in FOLDER_MISTAKES])
-def test_a_verb_given_a_missing_folder_refuses_before_torch_loads(tmp_path, args, message):
+@pytest.mark.parametrize("args, message", INPUT_MISTAKES, ids=[m[0][0] for m in INPUT_MISTAKES])
+def test_a_verb_given_a_missing_input_refuses_before_torch_loads(tmp_path, args, message):
+    """A run folder, exported folder or data folder that is not there: one line and exit 2 as the
+    command line is read, before the verb imports torch (under a second; bench/bench_startup.py)."""
     proc = _cli(tmp_path, *args)
     stderr = _messages(proc).strip()
     assert proc.returncode == 2 and stderr.splitlines() == [stderr] and stderr.startswith(message), stderr

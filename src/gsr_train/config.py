@@ -146,6 +146,13 @@ def dataset_name(preset: str, data_dir: str | None = None, preset_dir: str | Non
     return path.name or str(data_dir)
 
 
+def names_a_path(source: str | Path) -> bool:
+    """Whether a data source is written as a local path (``/...``, ``./...``, ``~/...``, or a name with
+    a suffix) rather than a Hugging Face dataset name (``rmanluo/RoG-webqsp``)."""
+    text = str(source)
+    return text.startswith(("/", ".", "~")) or bool(Path(text).suffix)
+
+
 def register_resolvers() -> None:
     for name, fn in {
         "project_root": lambda: str(project_root()),

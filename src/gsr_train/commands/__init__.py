@@ -4,10 +4,12 @@ old command lines keep working."""
 
 import importlib
 import logging
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from gsr_train.config import names_a_path
 from gsr_train.data.errors import report_user_errors
 from gsr_train.eval.schema import RECALL_KS
 
@@ -20,6 +22,30 @@ def workers_count(text: str) -> int:
         value = 0
     if value < 1 or str(value) != text.strip():
         raise typer.BadParameter(f"expected an integer >= 1 (the default is the cores available), got {text!r}")
+    return value
+
+
+def data_source(value: str | None) -> str | None:
+    """``--data``: a folder or file that exists, or a hub dataset name. A path that is not there is
+    refused as the command line is read, before the verb loads torch or asks the hub."""
+    if value is not None and names_a_path(value) and not Path(value).expanduser().exists():
+        raise typer.BadParameter(f"{value} does not exist (give a folder of splits, or a hub dataset name)")
+    return value
+
+
+def existing_paths(value: str | list[str] | None) -> str | list[str] | None:
+    """A path argument (or several) that must exist: refused as the command line is read, one line."""
+    for path in [value] if isinstance(value, str) else value or []:
+        if not Path(path).expanduser().exists():
+            raise typer.BadParameter(f"{path} does not exist")
+    return value
+
+
+def run_folders(value: list[str]) -> list[str]:
+    """Run folders that must exist (what is inside them is the verb's to check)."""
+    for path in value:
+        if not Path(path).is_dir():
+            raise typer.BadParameter(f"{path}: no such run folder")
     return value
 
 

@@ -21,12 +21,14 @@ from typing import Annotated
 import typer
 
 from gsr_train.clikit import run as run_verb
-from gsr_train.commands import Cache
+from gsr_train.commands import Cache, existing_paths
 from gsr_train.data.errors import report_user_errors
 
 
 def command(
-    run: Annotated[str, typer.Argument(help="a trained SubgraphRAG run folder (or a checkpoint in one)")],
+    run: Annotated[
+        str, typer.Argument(help="a trained SubgraphRAG run folder (or a checkpoint in one)", callback=existing_paths)
+    ],
     question: Annotated[str, typer.Argument(help="the question, in quotes")],
     kg: Annotated[str, typer.Option("--kg", help="a KG store (gsr-train import-kg) or a SPARQL endpoint's URL")],
     entity: Annotated[

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from gsr_train.clikit import run as run_verb
-from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers
+from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers, data_source
 from gsr_train.config import default_cache_dir
 from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.eval.markdown import markdown_table
@@ -84,7 +84,8 @@ def folder_bytes(folder: Path) -> int:
 
 def command(
     data: Annotated[
-        str | None, typer.Option("--data", help="folder of RoG-format splits or a hub dataset name")
+        str | None,
+        typer.Option("--data", help="folder of RoG-format splits or a hub dataset name", callback=data_source),
     ] = None,
     generate: Annotated[
         int | None,

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import typer
 
 from gsr_train.clikit import run
-from gsr_train.commands import DEFAULT_KS, Ks, cut_offs
+from gsr_train.commands import DEFAULT_KS, Ks, cut_offs, data_source
 
 
 def _kv(items: Sequence[str]) -> dict:
@@ -28,7 +28,9 @@ def _kv(items: Sequence[str]) -> dict:
 
 
 def command(
-    data: Annotated[str, typer.Option("--data", help="folder of RoG-format splits, or 'synthetic'")],
+    data: Annotated[
+        str, typer.Option("--data", help="folder of RoG-format splits, or 'synthetic'", callback=data_source)
+    ],
     split: Annotated[str, typer.Option("--split", help="the split to compare on")] = "test",
     gsr_results: Annotated[
         str | None, typer.Option("--gsr_results", help="GSR results file (chains -> patterns, and the GSR row)")

@@ -9,11 +9,13 @@ from typing import Annotated, Any, Literal
 import typer
 
 from gsr_train.clikit import run
-from gsr_train.commands import DEFAULT_KS, Ks, cut_offs
+from gsr_train.commands import DEFAULT_KS, Ks, cut_offs, data_source
 
 
 def command(
-    data: Annotated[str, typer.Option("--data", help="folder of RoG-format splits (or a hub dataset name)")],
+    data: Annotated[
+        str, typer.Option("--data", help="folder of RoG-format splits (or a hub dataset name)", callback=data_source)
+    ],
     split: Annotated[str, typer.Option("--split", help="the split to retrieve for")] = "test",
     encoder: Annotated[
         str, typer.Option("--encoder", help="minilm | gte-large | hashing | local model folder")

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 import typer
 
 from gsr_train.clikit import run as run_verb
-from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers
+from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers, data_source
 from gsr_train.config import default_cache_dir
 from gsr_train.data.errors import report_user_errors
 from gsr_train.eval.markdown import markdown_table
@@ -28,7 +28,9 @@ from gsr_train.io import write_json
 
 
 def command(
-    data: Annotated[str, typer.Option("--data", help="folder of RoG-format splits or a hub dataset name")],
+    data: Annotated[
+        str, typer.Option("--data", help="folder of RoG-format splits or a hub dataset name", callback=data_source)
+    ],
     splits: Splits = SPLITS,
     cache: Cache = None,
     encoder: Annotated[

@@ -19,6 +19,7 @@ from typing import Annotated
 import typer
 
 from gsr_train.clikit import run
+from gsr_train.commands import run_folders
 from gsr_train.data.errors import UserError
 
 TOP = 50
@@ -51,7 +52,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 def command(
-    runs: Annotated[list[str], typer.Argument(metavar="RUN [RUN_B ...]", help="run folders (the first one's data)")],
+    runs: Annotated[
+        list[str],
+        typer.Argument(metavar="RUN [RUN_B ...]", help="run folders (the first one's data)", callback=run_folders),
+    ],
     split: Annotated[str, typer.Option("--split", help="the split whose questions the page shows")] = "test",
     out: Annotated[
         str | None,

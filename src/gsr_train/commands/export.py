@@ -9,13 +9,18 @@ from typing import Annotated
 
 import typer
 
+from gsr_train.commands import existing_paths
 from gsr_train.data.errors import folder_write_error
 
 
 def command(
     source: Annotated[
         str,
-        typer.Argument(metavar="SOURCE", help="run folder, Lightning .ckpt, GSR model folder or peft adapter folder"),
+        typer.Argument(
+            metavar="SOURCE",
+            help="run folder, Lightning .ckpt, GSR model folder or peft adapter folder",
+            callback=existing_paths,
+        ),
     ],
     out: Annotated[str, typer.Argument(metavar="OUT", help="output folder (replaced atomically)")],
     kind: Annotated[str | None, typer.Option("--kind", help="subgraphrag | gsr | reader (default: detected)")] = None,
@@ -43,7 +48,9 @@ def command(
 
 
 def publish(
-    folder: Annotated[str, typer.Argument(metavar="FOLDER", help="a folder written by gsr-train export")],
+    folder: Annotated[
+        str, typer.Argument(metavar="FOLDER", help="a folder written by gsr-train export", callback=existing_paths)
+    ],
     repo_id: Annotated[str, typer.Option("--repo_id", help="ORG/NAME on the Hub")],
     private: Annotated[bool, typer.Option("--private", help="create the repository private")] = False,
     dry_run: Annotated[

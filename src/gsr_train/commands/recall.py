@@ -11,13 +11,15 @@ from typing import Annotated
 import typer
 
 from gsr_train.clikit import run
-from gsr_train.commands import DEFAULT_KS, Ks, cut_offs
+from gsr_train.commands import DEFAULT_KS, Ks, cut_offs, data_source
 from gsr_train.io import write_json
 
 
 def command(
     results: Annotated[str, typer.Option("--results", help="retrieval results JSONL(.gz), one row per question")],
-    data: Annotated[str, typer.Option("--data", help="dataset folder of RoG-format splits (or a hub name)")],
+    data: Annotated[
+        str, typer.Option("--data", help="dataset folder of RoG-format splits (or a hub name)", callback=data_source)
+    ],
     split: Annotated[str, typer.Option("--split", help="the split the results are of")] = "test",
     labels: Annotated[
         str | None, typer.Option("--labels", help="relevance labels JSONL(.gz) {id, triples} (e.g. gpt_triples_test)")

@@ -16,7 +16,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gsr_train.config import dataset_name, project_root
 from gsr_train.data.errors import PreflightError
-from gsr_train.data.rows import iter_records
 from gsr_train.options.gsr_retrieve import trains_first
 from gsr_train.options.inputs import check_inputs
 from gsr_train.options.recipes import RENAMED, runner_name
@@ -174,6 +173,8 @@ def _touched(keys: set[str], prefix: str) -> bool:
 
 def _layout(data_dir: str, split: str) -> str:
     """``rog`` when the split's rows carry graphs, ``paths`` for chain-supervision rows."""
+    from gsr_train.data.rows import iter_records  # lazy: pyarrow (Hydra's option callback imports this module)
+
     for _, _, record in iter_records(data_dir, split):
         return "rog" if isinstance(record, dict) and "graph" in record else "paths"
     return "rog"

@@ -15,8 +15,8 @@ from typing import Any
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from gsr_train.config import names_a_path
 from gsr_train.data.errors import PreflightError
-from gsr_train.data.rows import split_files
 from gsr_train.runtime.run_folder import check_resume_target
 
 
@@ -28,12 +28,14 @@ def split_problems(cfg: DictConfig, splits: Sequence[str] = ()) -> Iterator[str]
             yield f"split {split!r} is not in data.splits {configured}"
     data_dir = cfg.data.get("dir")
     if data_dir and Path(str(data_dir)).is_dir():
+        from gsr_train.data.rows import split_files  # lazy: pyarrow (help and the option check need none)
+
         for split in dict.fromkeys(s for s in [*configured, *splits] if s):
             try:
                 split_files(Path(str(data_dir)), split)
             except (FileNotFoundError, FileExistsError) as e:
                 yield f"data.dir: {e}"
-    elif data_dir and (str(data_dir).startswith(("/", ".", "~")) or Path(str(data_dir)).suffix):
+    elif data_dir and names_a_path(str(data_dir)):
         yield f"data.dir={data_dir} does not exist"
 
 
