@@ -70,3 +70,26 @@ def test_cosine_run_checks_its_label_file(tmp_path):
     overrides = [o for o in overrides if not o.startswith(("+experiment=", "model."))] + ["+experiment=cosine_baseline"]
     with pytest.raises(PreflightError, match="data.labels.test=.*labels.jsonl does not exist"):
         run(compose_config(overrides))
+
+
+def test_a_data_dir_is_a_folder_of_splits_a_file_of_every_split_or_a_hub_name(tmp_path):
+    """``data.dir`` as the loaders read it (`gsr_train.data.rows.iter_records`): a file that exists holds
+    every split; a path that is not there is named; a hub dataset name is left to the hub."""
+    from omegaconf import OmegaConf
+
+    from gsr_train.options.inputs import split_problems
+
+    rows = tmp_path / "all.jsonl"
+    rows.write_text("")
+
+    def problems(data_dir: str) -> list[str]:
+        return list(split_problems(OmegaConf.create({"data": {"dir": data_dir, "splits": ["test"]}})))
+
+    assert problems(str(rows)) == []
+    assert problems(str(tmp_path / "gone.jsonl")) == [f"data.dir={tmp_path / 'gone.jsonl'} does not exist"]
+    assert problems(str(tmp_path / "gone")) == [f"data.dir={tmp_path / 'gone'} does not exist"]
+    assert problems("rmanluo/RoG-webqsp") == []
+    assert problems(str(tmp_path)) == [
+        f"data.dir: no file for split 'test' in {tmp_path} (looked for test{{.jsonl.gz,.jsonl,.json.gz,.json,"
+        ".parquet,.arrow} and [data/]test-*.parquet)"
+    ]

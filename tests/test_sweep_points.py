@@ -11,6 +11,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from gsr_train.options.sweep_points import search_edges, sweep_points
 
+from .conftest import SHARED_DATA
 from .test_compare_runs_doc import _argv
 from .test_readme_commands import _checkout, _env
 
@@ -42,6 +43,19 @@ def test_a_bad_last_point_is_refused_before_the_first_runs(tmp_path, user_cache)
     assert done.stderr.strip().splitlines() == [
         "error: sweep point 1 of 2 (model.hidden=0): model.hidden=0: expected >= 1 "
         "(conf/model/subgraphrag.yaml); nothing ran"
+    ]
+    assert not (cwd / "multirun").exists() and not (cwd / "outputs").exists()
+
+
+@pytest.mark.integration
+def test_a_missing_data_folder_of_the_last_point_is_refused_before_the_first_runs(tmp_path, user_cache):
+    """A grid over data folders: each point's folder and split files are checked before any point runs."""
+    cwd = _checkout(tmp_path / "checkout")
+    line = f"python train.py -m +experiment=subgraphrag_quickstart data.dir={SHARED_DATA / 'webqsp_mini'},./nowhere"
+    done = subprocess.run(_argv(line), cwd=cwd, env=_env(user_cache), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        "error: sweep point 1 of 2 (data.dir=./nowhere): data.dir=./nowhere does not exist; nothing ran"
     ]
     assert not (cwd / "multirun").exists() and not (cwd / "outputs").exists()
 

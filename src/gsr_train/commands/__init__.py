@@ -28,7 +28,7 @@ def workers_count(text: str) -> int:
 def data_source(value: str | None) -> str | None:
     """``--data``: a folder or file that exists, or a hub dataset name. A path that is not there is
     refused as the command line is read, before the verb loads torch or asks the hub."""
-    if value is not None and names_a_path(value) and not Path(value).expanduser().exists():
+    if value is not None and names_a_path(value) and not Path(value).exists():  # as the loaders read it
         raise typer.BadParameter(f"{value} does not exist (give a folder of splits, or a hub dataset name)")
     return value
 

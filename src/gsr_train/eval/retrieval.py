@@ -36,6 +36,7 @@ from torch_geometric.utils import scatter
 from gsr_train.arrays import segment_count
 from gsr_train.eval.intervals import QuestionValues, format_cell
 from gsr_train.eval.markdown import markdown_table
+from gsr_train.eval.schema import COMPARE_KS
 from gsr_train.kg.index import SplitGraphs
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,6 @@ METRIC_TITLES = {
 HOP_GROUPS = ("0", "1", "2", ">=3", "no path")
 TOPIC_GROUPS = ("0", "1", ">=2")
 NOT_RETRIEVED = 1 << 62  # rank of an edge scored -inf (larger than any K)
-COMPARE_KS = (10, 20, 50, 100)  # the Ks retrieval papers compare methods at
 
 
 # --------------------------------------------------------------------------- ranking

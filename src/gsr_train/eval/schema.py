@@ -11,4 +11,5 @@ RESAMPLES = 2000  # bootstrap resamples (and permutations) per figure
 SEED = 0
 LEVEL = 0.95
 
+COMPARE_KS = (10, 20, 50, 100)  # the Ks retrieval papers compare methods at
 RECALL_KS = (10, 20, 50, 100, 200)  # the recall cut-offs of the papers' tables (every recall command's default)

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gsr_train.eval.intervals import QuestionValues, format_estimate
-from gsr_train.eval.retrieval import COMPARE_KS as RETRIEVAL_COMPARE_KS
-from gsr_train.eval.schema import INTERVALS, METRICS_FILE, QUESTIONS_FILE, SCHEMA
+from gsr_train.eval.schema import COMPARE_KS, INTERVALS, METRICS_FILE, QUESTIONS_FILE, SCHEMA
 from gsr_train.io import iter_jsonl, write_json, write_jsonl
 
 HEADER = ("schema", "experiment", "dataset", "rows")
@@ -125,9 +124,6 @@ def add_intervals(row: dict, per_question: QuestionValues) -> dict:
     row[INTERVALS] = {**(row.get(INTERVALS) or {}), **{n: list(b) for n, b in bounds.items() if b is not None}}
     row[_VALUES] = kept
     return row
-
-
-COMPARE_KS = RETRIEVAL_COMPARE_KS  # the Ks retrieval papers compare methods at
 
 
 def retrieval_row(

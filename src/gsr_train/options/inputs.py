@@ -35,7 +35,7 @@ def split_problems(cfg: DictConfig, splits: Sequence[str] = ()) -> Iterator[str]
                 split_files(Path(str(data_dir)), split)
             except (FileNotFoundError, FileExistsError) as e:
                 yield f"data.dir: {e}"
-    elif data_dir and names_a_path(str(data_dir)):
+    elif data_dir and names_a_path(str(data_dir)) and not Path(str(data_dir)).exists():  # a file holds every split
         yield f"data.dir={data_dir} does not exist"
 
 
