@@ -54,14 +54,19 @@ def refuse(problems: Sequence[str]) -> None:
         raise PreflightError("cannot start the run:\n  - " + "\n  - ".join(problems))
 
 
-def check_inputs(config: DictConfig) -> None:
-    """The data folder, its configured splits and a resume checkpoint of a Hydra config as composed
-    (the run folder is still ``hydra.run.dir``); a config whose values cannot be read yet is left to
-    the runner's own check."""
+def composed_problems(config: DictConfig, run_dir: str | None = None) -> list[str]:
+    """The data folder's and its configured splits' problems of a config as composed (and, given the
+    run folder ``run_dir``, a resume checkpoint's); none for a config without data, or whose values
+    only a running job can read (its runner's own check then finds them)."""
     if "data" not in config:
-        return
+        return []
     try:
-        problems = [*split_problems(config), *resume_problems(config, str(config.hydra.run.dir))]
+        return [*split_problems(config), *(resume_problems(config, run_dir) if run_dir is not None else [])]
     except OmegaConfBaseException:  # an interpolation only a running job resolves
-        return
-    refuse(problems)
+        return []
+
+
+def check_inputs(config: DictConfig) -> None:
+    """`composed_problems` of a Hydra config as composed (the run folder is still ``hydra.run.dir``),
+    refused at once."""
+    refuse(composed_problems(config, str(config.hydra.run.dir)))

@@ -22,10 +22,9 @@ from hydra import compose
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import IntervalSweep, Override
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from gsr_train.options.check import RecipeError, check_recipe
-from gsr_train.options.inputs import split_problems
+from gsr_train.options.inputs import composed_problems
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # the sweeper of a plain -m
 
@@ -72,10 +71,7 @@ def _check(config_name: str, overrides: list[str]) -> None:
     """One point's options, then its data folder and split files (`gsr_train.options.inputs`)."""
     cfg = compose(config_name=config_name, overrides=overrides)
     check_recipe(cfg)
-    try:
-        problems = list(split_problems(cfg)) if "data" in cfg else []
-    except OmegaConfBaseException:  # an interpolation only a running job resolves: its runner checks it
-        return
+    problems = composed_problems(cfg)
     if problems:
         raise RecipeError("; ".join(problems))
 
