@@ -213,3 +213,22 @@ def test_ddp_run_keeps_the_recipe_global_batch(tmp_path):
         assert two["at_k"][metric] == pytest.approx(one["at_k"][metric], abs=0.1), (metric, one["at_k"], two["at_k"])
     per_device = train("per_device", "trainer=ddp_cpu", "batch_scope=per_device")
     assert per_device["training"]["global_step"] == 4 * 48 // 16  # each process took all 8: half the steps
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "zero"), [("SLURM_PROCID", "1", False), ("RANK", "0", True), (None, None, True)]
+)
+def test_rank_zero_without_lightnings_rank_reads_every_launchers_variable(monkeypatch, variable, value, zero):
+    """Before Lightning sets its rank, ``is_rank_zero`` reads the same variables as the run folder's
+    ``process_rank`` (a SLURM task > 0 is not rank 0)."""
+    from lightning_fabric.utilities.rank_zero import rank_zero_only
+
+    from gsr_train.runtime.run_folder import RANK_VARIABLES
+    from gsr_train.runtime.training import is_rank_zero
+
+    monkeypatch.delattr(rank_zero_only, "rank", raising=False)
+    for name in RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    if variable:
+        monkeypatch.setenv(variable, value)
+    assert is_rank_zero() is zero

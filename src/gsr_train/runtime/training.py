@@ -27,7 +27,7 @@ from gsr_train.config import as_dict
 from gsr_train.data.errors import PreflightError
 from gsr_train.runtime.checkpoints import LastCheckpoint
 from gsr_train.runtime.log_progress import TrainingLogProgress
-from gsr_train.runtime.run_folder import check_resume_target
+from gsr_train.runtime.run_folder import check_resume_target, process_rank
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +70,7 @@ def rank_batch(cfg: DictConfig, batch: int, key: str) -> int:
 def is_rank_zero() -> bool:
     """True in the process that writes results (global rank 0; always true without DDP)."""
     rank = getattr(rank_zero_only, "rank", None)
-    if rank is None:
-        rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)) or 0)
-    return int(rank) == 0
+    return int(process_rank() if rank is None else rank) == 0
 
 
 def resume_path(cfg: DictConfig) -> str | None:
