@@ -17,6 +17,7 @@ Writes the table and ``bench/results/bench_startup.json``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -31,6 +32,7 @@ from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 SG, GSR = "+experiment=subgraphrag_quickstart", "+experiment=gsr_quickstart"
+KILLED = "killed_run"  # a run folder marked running that nobody holds (kill -9), made in every command's folder
 
 # (label, how it is run: train.py's arguments, or ["-m", "gsr_train.cli", ...], or ["-c", code])
 COMMANDS: list[tuple[str, list[str]]] = [
@@ -58,6 +60,9 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("export <missing source>", ["-m", "gsr_train.cli", "export", "nowhere", "out"]),
     ("recall --data <missing>", ["-m", "gsr_train.cli", "recall", "--results", "r.jsonl", "--data", "./nowhere"]),
     ("build-index --data <missing>", ["-m", "gsr_train.cli", "build-index", "--data", "./nowhere"]),
+    ("link --data <missing>", ["-m", "gsr_train.cli", "link", "--data", "./nowhere", "--kg", "kg"]),
+    ("import-kg <missing file>", ["-m", "gsr_train.cli", "import-kg", "kg.tsv", "--out", "kg"]),
+    ("explore <a killed run>", ["-m", "gsr_train.cli", "explore", KILLED]),
     ("+experiment=... --help", [SG, "--help"]),
     ("gsr-train options NAME", ["-m", "gsr_train.cli", "options", "subgraphrag_quickstart"]),
     ("reference: import torch", ["-c", "import torch"]),
@@ -103,15 +108,21 @@ def run_once(argv: list[str], env: dict[str, str], cwd: Path) -> dict:
     return {"seconds": wall, "rss_mb": round(usage.ru_maxrss / 1024, 1), "exit": proc.returncode, "stderr": stderr}
 
 
+def _folder(path: Path) -> Path:
+    """A command's empty working folder, with the killed run some commands are given."""
+    (path / KILLED).mkdir(parents=True)
+    (path / KILLED / "run.json").write_text(json.dumps({"status": "running", "experiment": "x"}))
+    return path
+
+
 def measure(tree: Path, args: list[str], repeat: int, work: Path) -> dict:
     """The fastest of ``repeat`` runs of one command against the checkout ``tree``, and what it imported."""
     runs = []
     for i in range(repeat):
-        folder = work / f"run{i}"
-        folder.mkdir(parents=True)
+        folder = _folder(work / f"run{i}")
         runs.append(run_once(_argv(tree, args), _env(tree, folder / "cache"), folder))
     best = min(runs, key=lambda r: r["seconds"])
-    (work / "imports").mkdir()
+    _folder(work / "imports")
     traced = run_once(_argv(tree, args, ("-X", "importtime")), _env(tree, work / "imports" / "cache"), work / "imports")
     imported = {
         line.rsplit("|", 1)[1].strip().split(".", 1)[0]

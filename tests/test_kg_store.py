@@ -125,7 +125,7 @@ def test_a_bad_line_is_named_or_counted(tmp_path):
 def test_refusals_are_one_line_and_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         import_main([str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "s")])
-    assert stop.value.code == 2 and "missing.tsv: no such file" in capsys.readouterr().err
+    assert stop.value.code == 2 and "missing.tsv does not exist" in capsys.readouterr().err
     (tmp_path / "kg.json").write_text("{}")
     with pytest.raises(SystemExit):
         import_main([str(tmp_path / "kg.json"), "--out", str(tmp_path / "s")])

@@ -7,6 +7,7 @@ None of these imports torch, Lightning or transformers (their speed: bench/bench
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -225,6 +226,14 @@ INPUT_MISTAKES = [
     ),
     (("supervision", "--data", "./nowhere"), "error: gsr-train supervision: Invalid value for '--data': ./nowhere"),
     (("compare-patterns", "--data", "./x.jsonl"), "error: gsr-train compare-patterns: Invalid value for '--data': ./x"),
+    (
+        ("link", "--data", "./nowhere", "--kg", "kg"),
+        f"error: gsr-train link: Invalid value for '--data': ./nowhere {NO_DATA}",
+    ),
+    (
+        ("import-kg", "kg.tsv", "--out", "kg"),
+        "error: gsr-train import-kg: Invalid value for 'files': kg.tsv does not exist",
+    ),
 ]
 
 
@@ -236,6 +245,19 @@ def test_a_verb_given_a_missing_input_refuses_before_torch_loads(tmp_path, args,
     stderr = _messages(proc).strip()
     assert proc.returncode == 2 and stderr.splitlines() == [stderr] and stderr.startswith(message), stderr
     assert not _imported(proc) & set(HEAVY), proc.args
+
+
+def test_explore_on_a_run_that_did_not_finish_refuses_before_torch_loads(tmp_path):
+    """A killed run (its ``running`` mark held by nobody) has no metrics.json: one line saying how to
+    continue it, as the command line is read."""
+    killed = tmp_path / "outputs" / "killed"
+    killed.mkdir(parents=True)
+    (killed / "run.json").write_text(json.dumps({"status": "running", "experiment": "x"}))
+    proc = _cli(tmp_path, "explore", "outputs/killed")
+    stderr = _messages(proc).strip()
+    assert proc.returncode == 2 and stderr.splitlines() == [stderr], stderr
+    assert "outputs/killed: that run did not finish (status: killed)" in stderr and "resume=auto" in stderr
+    assert not _imported(proc) & set(HEAVY)
 
 
 LLM_MISTAKES = [

@@ -3,7 +3,6 @@
 old command lines keep working."""
 
 import importlib
-import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +10,7 @@ import typer
 
 from gsr_train.config import names_a_path
 from gsr_train.data.errors import report_user_errors
-from gsr_train.eval.schema import RECALL_KS
+from gsr_train.eval.schema import METRICS_FILE, RECALL_KS
 
 
 def workers_count(text: str) -> int:
@@ -42,10 +41,16 @@ def existing_paths(value: str | list[str] | None) -> str | list[str] | None:
 
 
 def run_folders(value: list[str]) -> list[str]:
-    """Run folders that must exist (what is inside them is the verb's to check)."""
+    """Run folders that must exist and have scored (``metrics.json``), or a run that did not finish is
+    named with how to continue it; the rest of what is inside them is the verb's to check."""
+    from gsr_train.runtime.run_folder import unfinished
+
     for path in value:
         if not Path(path).is_dir():
             raise typer.BadParameter(f"{path}: no such run folder")
+        why = unfinished(path, METRICS_FILE)
+        if why:
+            raise typer.BadParameter(why)
     return value
 
 
@@ -89,7 +94,6 @@ def run_llm_step(step: str, cfg) -> None:
     run = importlib.import_module(f"gsr_train.llm.steps.{step}").run
     from gsr_train.llm.client import LLMRequestError
 
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     report_user_errors(
         run,
         cfg,

@@ -17,7 +17,7 @@ import typer
 from gsr_train.clikit import run
 from gsr_train.eval.schema import QUESTIONS_FILE, RESAMPLES, SEED
 from gsr_train.io import write_json
-from gsr_train.runtime.run_folder import run_status
+from gsr_train.runtime.run_folder import unfinished
 
 
 def _run_folder(path: str) -> Path:
@@ -25,12 +25,9 @@ def _run_folder(path: str) -> Path:
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"{path}: no such run folder")
-    status = run_status(folder)
-    if not (folder / QUESTIONS_FILE).is_file() and status not in (None, "finished"):
-        raise FileNotFoundError(
-            f"{path}: that run did not finish (status: {status}), so it wrote no per-question values; "
-            f"continue it with: python train.py hydra.run.dir={path} resume=auto (plus its own overrides)"
-        )
+    why = unfinished(folder, QUESTIONS_FILE)
+    if why:
+        raise FileNotFoundError(why)
     if not (folder / QUESTIONS_FILE).is_file():
         raise FileNotFoundError(
             f"{path}: no {QUESTIONS_FILE} (not a run folder, or one written before intervals existed: "

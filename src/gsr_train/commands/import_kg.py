@@ -18,17 +18,25 @@ from typing import Annotated
 import typer
 
 from gsr_train.clikit import run as run_verb
+from gsr_train.commands import existing_paths
 from gsr_train.data.errors import report_user_errors
 
 
 def command(
-    files: Annotated[list[str], typer.Argument(help="KG files: .tsv .csv .parquet .nt .nq (each may be .gz)")],
+    files: Annotated[
+        list[str],
+        typer.Argument(help="KG files: .tsv .csv .parquet .nt .nq (each may be .gz)", callback=existing_paths),
+    ],
     out: Annotated[
         str, typer.Option("--out", help="the store's folder (made; a store there is replaced only with --overwrite)")
     ],
     names: Annotated[
         str | None,
-        typer.Option("--names", help="entity<TAB>name lines: an entity's first name is its label, the rest aliases"),
+        typer.Option(
+            "--names",
+            help="entity<TAB>name lines: an entity's first name is its label, the rest aliases",
+            callback=existing_paths,
+        ),
     ] = None,
     fmt: Annotated[
         str | None,

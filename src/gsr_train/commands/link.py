@@ -17,13 +17,15 @@ from typing import Annotated
 import typer
 
 from gsr_train.clikit import run as run_verb
-from gsr_train.commands import SPLITS, Splits
+from gsr_train.commands import SPLITS, Splits, data_source, existing_paths
 from gsr_train.data.errors import report_user_errors
 
 
 def command(
-    data: Annotated[str, typer.Option("--data", help="folder of RoG-format splits (graphs not needed)")],
-    kg: Annotated[str, typer.Option("--kg", help="a KG store (gsr-train import-kg)")],
+    data: Annotated[
+        str, typer.Option("--data", help="folder of RoG-format splits (graphs not needed)", callback=data_source)
+    ],
+    kg: Annotated[str, typer.Option("--kg", help="a KG store (gsr-train import-kg)", callback=existing_paths)],
     splits: Splits = SPLITS,
     top: Annotated[int, typer.Option("--top", min=1, help="entities kept per question")] = 5,
     out: Annotated[str | None, typer.Option("--out", help="every question's linked entities as JSONL")] = None,

@@ -29,7 +29,7 @@ from gsr_train.eval.tail import (
     read_question_values,
 )
 from gsr_train.explore.ranked import ExploreError
-from gsr_train.runtime.run_folder import run_status
+from gsr_train.runtime.run_folder import unfinished
 
 
 @dataclass
@@ -62,13 +62,8 @@ def _label(row: dict, name: str) -> str:
 def _metrics(folder: Path) -> dict:
     path = folder / METRICS_FILE
     if not path.is_file():
-        status = run_status(folder)
-        if status not in (None, "finished"):
-            raise ExploreError(
-                f"{folder}: that run did not finish (status: {status}), so it scored nothing; continue it with: "
-                f"python train.py hydra.run.dir={folder} resume=auto (plus its own overrides)"
-            )
-        raise ExploreError(f"{folder}: no {METRICS_FILE} (not a run folder written by train.py or eval.py)")
+        why = unfinished(folder, METRICS_FILE)
+        raise ExploreError(why or f"{folder}: no {METRICS_FILE} (not a run folder written by train.py or eval.py)")
     try:
         return read_metrics(path)
     except MetricsFileError as e:

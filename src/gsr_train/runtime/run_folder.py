@@ -243,6 +243,20 @@ def run_status(folder: str | Path) -> str | None:
     return "killed" if status == "running" and not _locked_elsewhere(path) else status
 
 
+def unfinished(folder: str | Path, lacking: str) -> str | None:
+    """Why the run in ``folder`` has no ``lacking`` file when it did not finish (killed, failed,
+    interrupted, still running): one line saying so and how to continue it; None otherwise."""
+    if (Path(folder) / lacking).is_file():
+        return None
+    status = run_status(folder)
+    if status in (None, "finished"):
+        return None
+    return (
+        f"{folder}: that run did not finish (status: {status}), so it wrote no {lacking}; continue it with: "
+        f"python train.py hydra.run.dir={folder} resume=auto (plus its own overrides)"
+    )
+
+
 def describe(folder: Path) -> str:
     state = run_state(folder)
     if state is None:
