@@ -64,6 +64,7 @@ def _eval_metrics(line: str, cwd: Path, env: dict) -> dict:
     done = _ok(line, cwd, env)
     assert "graphs cut" in done.stderr + done.stdout  # the log says what data.kg did
     (run,) = set(evals.iterdir()) - before
+    assert "[httpx]" not in (run / "eval.log").read_text()  # no line per request to a SPARQL endpoint
     return json.loads((run / "metrics.json").read_text())
 
 

@@ -65,3 +65,5 @@ def install(terminal: bool | None = None) -> None:
     for name in LIGHTNING_LOGGERS:
         logging.getLogger(name).addFilter(tips)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # Optuna's storage: "setup plugin alembic.*" lines
+    for name in ("httpx", "httpcore"):  # a line per HTTP request (SPARQL endpoints, LLM servers) at INFO
+        logging.getLogger(name).setLevel(logging.WARNING)
