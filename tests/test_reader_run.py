@@ -115,6 +115,33 @@ def test_reader_pipeline_train_and_eval_only(tmp_path):
     assert rescored["all"]["metrics"] == pytest.approx(fin["all"]["metrics"])
 
 
+READER_SCORE_MISTAKES = [
+    (None, "does not exist"),
+    ("folder", "is a folder: give a predictions file"),
+    ('{"id": "q1", "prediction": ["a"], "answers": ["a"]}\nnot json', "line 2: not valid JSON"),
+    ('{"prediction": ["a"], "answers": ["a"]}', "line 1: not a row of a reader run's predictions"),
+    ('{"id": "q1", "prediction": ["a"]}', "line 1: needs a list of gold answers"),
+    ('{"id": "q1", "prediction": ["a"], "answers": ["a"], "hops": "two"}', "'hops' must be a whole number"),
+]
+
+
+@pytest.mark.parametrize("text, message", READER_SCORE_MISTAKES)
+def test_reader_score_of_a_bad_predictions_file_is_one_line(tmp_path, capsys, text, message):
+    """``gsr-train reader score FILE``: a missing file, a folder or a bad row is one line naming it, exit 2."""
+    from gsr_train.commands.reader_score import main
+
+    path = tmp_path / "predictions_x.jsonl"
+    if text == "folder":
+        path.mkdir()
+    elif text is not None:
+        path.write_text(text + "\n")
+    with pytest.raises(SystemExit) as stop:
+        raise SystemExit(main([str(path)]))
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and err.splitlines() == [err], err
+    assert err.startswith("error: gsr-train reader score") and str(path) in err and message in err, err
+
+
 def test_missing_retrieval_is_a_clear_error(tmp_path):
     from gsr_train.readers.evidence import read_result_rows
 
