@@ -58,7 +58,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("aggregate <missing folder>", ["-m", "gsr_train.cli", "aggregate", "nowhere"]),
     ("explore <missing run folder>", ["-m", "gsr_train.cli", "explore", "nowhere"]),
     ("export <missing source>", ["-m", "gsr_train.cli", "export", "nowhere", "out"]),
-    ("recall --data <missing>", ["-m", "gsr_train.cli", "recall", "--results", "r.jsonl", "--data", "./nowhere"]),
+    ("recall --data <missing>", ["-m", "gsr_train.cli", "recall", "--data", "./nowhere", "--results", "r.jsonl"]),
     ("build-index --data <missing>", ["-m", "gsr_train.cli", "build-index", "--data", "./nowhere"]),
     ("link --data <missing>", ["-m", "gsr_train.cli", "link", "--data", "./nowhere", "--kg", "kg"]),
     ("import-kg <missing file>", ["-m", "gsr_train.cli", "import-kg", "kg.tsv", "--out", "kg"]),

@@ -79,7 +79,8 @@ def test_score_has_one_meaning_and_the_old_form_names_the_new_verb(capsys, tmp_p
     assert main(["score", str(tmp_path)]) == 2  # a folder: named as one, not as missing
     err = capsys.readouterr().err.strip()
     assert err == f"error: gsr-train score: {tmp_path} is a folder: give the prediction files in it"
-    assert main(["recall", "--results", str(tmp_path / "none.jsonl"), "--data", str(tmp_path), "--ks", "0"]) == 2
+    (tmp_path / "r.jsonl").write_text("")
+    assert main(["recall", "--results", str(tmp_path / "r.jsonl"), "--data", str(tmp_path), "--ks", "0"]) == 2
     assert "--ks" in capsys.readouterr().err
 
 

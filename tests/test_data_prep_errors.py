@@ -304,7 +304,10 @@ def test_table_verbs_and_their_module_forms(tmp_path):
         env=env,
         timeout=120,
     )
-    assert verb.returncode == old.returncode == 0 and verb.stdout == old.stdout
+    # an empty folder: the same one line from both forms, exit 2 (not an empty table, not a traceback)
+    assert verb.returncode == old.returncode == 2 and verb.stdout == old.stdout == ""
+    message = f"{tmp_path}: no GSR run results under it (no metrics.json of a GSR experiment)"
+    assert verb.stderr == old.stderr == f"error: gsr-train gsr-table: {message}\n", (verb.stderr, old.stderr)
     gone = subprocess.run(
         [gsr_train, "robustness-render", str(tmp_path / "nowhere")],
         capture_output=True,

@@ -215,7 +215,7 @@ INPUT_MISTAKES = [
     (("publish", "nowhere", "--repo_id", "me/x", "--dry_run"), "error: gsr-train publish: Invalid value for 'FOLDER'"),
     (("ask", "nowhere", "who?", "--kg", "kg"), "error: gsr-train ask: Invalid value for 'run': nowhere does not exist"),
     (
-        ("recall", "--results", "r.jsonl", "--data", "./nowhere"),
+        ("recall", "--data", "./nowhere", "--results", "r.jsonl"),
         f"error: gsr-train recall: Invalid value for '--data': ./nowhere {NO_DATA}",
     ),
     (("cosine", "--data", "./nowhere"), f"error: gsr-train cosine: Invalid value for '--data': ./nowhere {NO_DATA}"),
@@ -229,6 +229,15 @@ INPUT_MISTAKES = [
     (
         ("link", "--data", "./nowhere", "--kg", "kg"),
         f"error: gsr-train link: Invalid value for '--data': ./nowhere {NO_DATA}",
+    ),
+    (
+        ("explore", "."),
+        "error: gsr-train explore: Invalid value for 'RUN [RUN_B ...]': .: no metrics.json (not a run folder",
+    ),
+    (("gsr-table", "."), "error: gsr-train gsr-table: .: no GSR run results under it"),
+    (
+        ("recall", "--results", "r.jsonl", "--data", "."),
+        "error: gsr-train recall: Invalid value for '--results': r.jsonl does not exist",
     ),
     (
         ("import-kg", "kg.tsv", "--out", "kg"),

@@ -19,7 +19,6 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from gsr_train.clikit import SETTINGS, USAGE_EXIT, command, one_line
-from gsr_train.data.errors import USER_ERROR_EXIT, user_error_message
 from gsr_train.runtime import quiet
 
 
@@ -65,8 +64,6 @@ VERBS = {
     "publish": Verb("gsr_train.commands.export", "upload an exported folder to the Hugging Face Hub", "publish"),
     "options": Verb("gsr_train.commands.options", "every option of an experiment: value, type, range, description"),
 }
-# what the verbs raise for a wrong path or option (the message names the file or value)
-VERB_ERRORS = (FileNotFoundError, NotADirectoryError, ValueError, RuntimeError)
 
 
 def load(name: str) -> Any:
@@ -192,11 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: gsr-train{' ' + verb if verb in VERBS else ''}: {one_line(e)}", file=sys.stderr)
         return USAGE_EXIT
     except Exception as e:
-        message = user_error_message(e, extra=VERB_ERRORS)
-        if message is None:
-            raise
-        print(f"error: gsr-train {verb}: {message}", file=sys.stderr)
-        return USER_ERROR_EXIT
+        from gsr_train.commands import verb_error  # lazy: --help stays free of Hydra and torch
+
+        return verb_error(e, f"gsr-train {verb}")
     return result if isinstance(result, int) else 0
 
 

@@ -3,14 +3,39 @@
 old command lines keep working."""
 
 import importlib
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from gsr_train import clikit
 from gsr_train.config import names_a_path
-from gsr_train.data.errors import report_user_errors
-from gsr_train.eval.schema import METRICS_FILE, RECALL_KS
+from gsr_train.data.errors import USER_ERROR_EXIT, report_user_errors, user_error_message
+from gsr_train.eval.schema import RECALL_KS
+
+# what the verbs raise for a wrong path or option (the message names the file or value)
+VERB_ERRORS = (FileNotFoundError, NotADirectoryError, ValueError, RuntimeError)
+
+
+def verb_error(err: Exception, prog: str) -> int:
+    """A user's error in the verb ``prog``: ``error: PROG: ...`` on stderr and exit status 2 (the
+    format of train.py's errors); anything else is a bug and keeps its traceback."""
+    message = user_error_message(err, extra=VERB_ERRORS)
+    if message is None:
+        raise err
+    print(f"error: {prog}: {message}", file=sys.stderr)
+    return USER_ERROR_EXIT
+
+
+def run(fn: Callable[..., Any], argv: Sequence[str] | None, prog: str) -> Any:
+    """`gsr_train.clikit.run` with a user's error reported as ``gsr-train VERB`` reports it, so
+    ``python -m gsr_train.commands.X`` (and the ``data_prep/`` scripts) say the same one line."""
+    try:
+        return clikit.run(fn, argv, prog)
+    except Exception as e:
+        return verb_error(e, prog)
 
 
 def workers_count(text: str) -> int:
@@ -41,14 +66,14 @@ def existing_paths(value: str | list[str] | None) -> str | list[str] | None:
 
 
 def run_folders(value: list[str]) -> list[str]:
-    """Run folders that must exist and have scored (``metrics.json``), or a run that did not finish is
-    named with how to continue it; the rest of what is inside them is the verb's to check."""
-    from gsr_train.runtime.run_folder import unfinished
+    """Run folders that must exist and hold their scores (``metrics.json``; a run that did not finish
+    is named with how to continue it); the rest of what is inside them is the verb's to check."""
+    from gsr_train.runtime.run_folder import unscored
 
     for path in value:
         if not Path(path).is_dir():
             raise typer.BadParameter(f"{path}: no such run folder")
-        why = unfinished(path, METRICS_FILE)
+        why = unscored(path)
         if why:
             raise typer.BadParameter(why)
     return value
@@ -72,7 +97,15 @@ Workers = Annotated[
 SkipInvalid = Annotated[bool, typer.Option("--skip_invalid", help="skip (and count) malformed rows")]
 SPLITS = "train,validation,test"
 DEFAULT_KS = ",".join(map(str, RECALL_KS))  # --ks's default, as typed
-Ks = Annotated[str, typer.Option("--ks", help="recall cut-offs, comma separated")]
+
+
+def _checked_cut_offs(text: str) -> str:
+    """``--ks`` refused as the command line is read (the verb reads it with `cut_offs`)."""
+    cut_offs(text)
+    return text
+
+
+Ks = Annotated[str, typer.Option("--ks", help="recall cut-offs, comma separated", callback=_checked_cut_offs)]
 
 
 def cut_offs(text: str) -> list[int]:

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from gsr_train.clikit import run
+from gsr_train.commands import run
 from gsr_train.eval.schema import QUESTIONS_FILE, RESAMPLES, SEED
 from gsr_train.io import write_json
 from gsr_train.runtime.run_folder import unfinished

@@ -10,8 +10,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from gsr_train.clikit import run
-from gsr_train.commands import DEFAULT_KS, Ks, cut_offs, data_source
+from gsr_train.commands import DEFAULT_KS, Ks, cut_offs, data_source, run
 
 
 def _kv(items: Sequence[str]) -> dict:

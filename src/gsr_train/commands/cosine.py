@@ -8,8 +8,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from gsr_train.clikit import run
-from gsr_train.commands import DEFAULT_KS, Ks, cut_offs, data_source
+from gsr_train.commands import DEFAULT_KS, Ks, cut_offs, data_source, run
 
 
 def command(

@@ -19,8 +19,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from gsr_train.clikit import run as run_verb
 from gsr_train.commands import SPLITS, Cache, SkipInvalid, Splits, Workers, data_source
+from gsr_train.commands import run as run_verb
 from gsr_train.config import default_cache_dir
 from gsr_train.data.errors import report_user_errors
 from gsr_train.eval.markdown import markdown_table

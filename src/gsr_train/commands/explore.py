@@ -18,8 +18,7 @@ from typing import Annotated
 
 import typer
 
-from gsr_train.clikit import run
-from gsr_train.commands import run_folders
+from gsr_train.commands import run, run_folders
 from gsr_train.data.errors import UserError
 
 TOP = 50

@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 from omegaconf import OmegaConf
 
-from gsr_train.clikit import run
+from gsr_train.commands import run
 from gsr_train.eval.markdown import format_cell, markdown_table
 from gsr_train.eval.schema import INTERVALS
 from gsr_train.io import write_json
@@ -151,8 +151,11 @@ def collect_metrics(root: str | Path) -> list[dict]:
     """Flat rows from every GSR ``metrics.json`` under ``root`` (a run folder or a multirun folder)."""
     rows = []
     for path in sorted(Path(root).rglob("metrics.json")):
-        m = json.loads(path.read_text())
-        if "variant" not in m:
+        try:
+            m = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path}: not a readable metrics file ({e}); re-score the run with eval.py") from None
+        if not isinstance(m, dict) or "variant" not in m:
             continue
         settings = _settings(m, path.parent)
         rows += [_mode_row(m, mode, settings) for mode in ("unconstrained", "constrained") if mode in m]
@@ -177,6 +180,8 @@ def command(
     if not Path(root).is_dir():
         raise FileNotFoundError(f"{root}: no such folder")
     found = collect_metrics(root)
+    if not found:
+        raise FileNotFoundError(f"{root}: no GSR run results under it (no metrics.json of a GSR experiment)")
     print(metrics_table(found))
     if json_out:
         write_json(json_out, found)

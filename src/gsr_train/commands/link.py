@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from gsr_train.clikit import run as run_verb
 from gsr_train.commands import SPLITS, Splits, data_source, existing_paths
+from gsr_train.commands import run as run_verb
 from gsr_train.data.errors import report_user_errors
 
 

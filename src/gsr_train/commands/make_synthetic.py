@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from gsr_train.clikit import run
+from gsr_train.commands import run
 from gsr_train.data.errors import folder_write_error, report_user_errors
 from gsr_train.data.synthetic import META_FILE, SPLITS, SyntheticConfig, build, write_build
 from gsr_train.eval.markdown import markdown_table

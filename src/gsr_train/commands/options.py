@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from hydra.errors import ConfigCompositionException, OverrideParseException
 
-from gsr_train.clikit import run
+from gsr_train.commands import run
 from gsr_train.config import project_root
 from gsr_train.data.errors import UserError
 from gsr_train.options.command_line import compose_config, composition_error

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from gsr_train.clikit import SETTINGS, Command, run
-from gsr_train.commands import existing_paths
+from gsr_train.clikit import SETTINGS, Command
+from gsr_train.commands import existing_paths, run
 from gsr_train.io import iter_jsonl, write_json
 
 app = typer.Typer(

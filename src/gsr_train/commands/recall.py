@@ -10,19 +10,26 @@ from typing import Annotated
 
 import typer
 
-from gsr_train.clikit import run
-from gsr_train.commands import DEFAULT_KS, Ks, cut_offs, data_source
+from gsr_train.commands import DEFAULT_KS, Ks, cut_offs, data_source, existing_paths, run
 from gsr_train.io import write_json
 
 
 def command(
-    results: Annotated[str, typer.Option("--results", help="retrieval results JSONL(.gz), one row per question")],
+    results: Annotated[
+        str,
+        typer.Option("--results", help="retrieval results JSONL(.gz), one row per question", callback=existing_paths),
+    ],
     data: Annotated[
         str, typer.Option("--data", help="dataset folder of RoG-format splits (or a hub name)", callback=data_source)
     ],
     split: Annotated[str, typer.Option("--split", help="the split the results are of")] = "test",
     labels: Annotated[
-        str | None, typer.Option("--labels", help="relevance labels JSONL(.gz) {id, triples} (e.g. gpt_triples_test)")
+        str | None,
+        typer.Option(
+            "--labels",
+            help="relevance labels JSONL(.gz) {id, triples} (e.g. gpt_triples_test)",
+            callback=existing_paths,
+        ),
     ] = None,
     ks: Ks = DEFAULT_KS,
     out: Annotated[str | None, typer.Option("--out", help="write the metrics JSON here")] = None,
@@ -54,7 +61,7 @@ def command(
             skip_option="--skip_unknown",
         )
     except (TripleFileError, FileNotFoundError, KeyError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: gsr-train recall: {e}", file=sys.stderr)
         return 2
     print(report.table(f"{Path(results).name} on {split}", breakdowns=True))
     for line in counts_lines(report):

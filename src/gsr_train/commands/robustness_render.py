@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gsr_train.clikit import run
+from gsr_train.commands import run
 
 
 def command(

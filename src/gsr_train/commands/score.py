@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from gsr_train.clikit import run
+from gsr_train.commands import run
 from gsr_train.io import write_json
 
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from gsr_train.clikit import run
+from gsr_train.commands import run
 from gsr_train.llm.server import Backend, ScriptedBackend, make_server
 
 log = logging.getLogger(__name__)

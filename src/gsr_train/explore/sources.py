@@ -29,7 +29,7 @@ from gsr_train.eval.tail import (
     read_question_values,
 )
 from gsr_train.explore.ranked import ExploreError
-from gsr_train.runtime.run_folder import unfinished
+from gsr_train.runtime.run_folder import unscored
 
 
 @dataclass
@@ -61,9 +61,9 @@ def _label(row: dict, name: str) -> str:
 
 def _metrics(folder: Path) -> dict:
     path = folder / METRICS_FILE
-    if not path.is_file():
-        why = unfinished(folder, METRICS_FILE)
-        raise ExploreError(why or f"{folder}: no {METRICS_FILE} (not a run folder written by train.py or eval.py)")
+    why = unscored(folder)
+    if why:
+        raise ExploreError(why)
     try:
         return read_metrics(path)
     except MetricsFileError as e:

@@ -38,6 +38,7 @@ from omegaconf import open_dict, read_write
 
 from gsr_train.config import PROPOSED_RUN_DIRS, RUN_MARKER, claim_run_dir, run_state, slurm_job_tag
 from gsr_train.data.errors import PreflightError, UserError
+from gsr_train.eval.schema import METRICS_FILE
 from gsr_train.io import write_json
 
 MARKER = RUN_MARKER
@@ -254,6 +255,16 @@ def unfinished(folder: str | Path, lacking: str) -> str | None:
     return (
         f"{folder}: that run did not finish (status: {status}), so it wrote no {lacking}; continue it with: "
         f"python train.py hydra.run.dir={folder} resume=auto (plus its own overrides)"
+    )
+
+
+def unscored(folder: str | Path) -> str | None:
+    """Why ``folder`` has no ``metrics.json``: a run that did not finish (how to continue it), or no
+    run folder at all; None when it has one."""
+    if (Path(folder) / METRICS_FILE).is_file():
+        return None
+    return unfinished(folder, METRICS_FILE) or (
+        f"{folder}: no {METRICS_FILE} (not a run folder written by train.py or eval.py)"
     )
 
 
