@@ -261,3 +261,33 @@ def test_evaluate_command_names_its_flag_and_prints_what_it_skipped(tmp_path, ca
     write_results(res, index, "test", TINY_SCORES, k=3)
     assert evaluate_mod.main(args) == 0
     assert not capsys.readouterr().out.splitlines()[-1].startswith("res.jsonl:")  # nothing to say: no line
+
+
+@pytest.mark.parametrize(
+    "results, labels, says",
+    [
+        ([{"id": "q0", "triples": [["A", "r1"]]}], None, "res.jsonl: line 1"),
+        ([{"id": "q0", "triples": [], "scores": [1.0]}], None, "'scores' must be 0 numbers"),
+        ([{"id": "q0", "triples": []}], [{"triples": []}], "labels.jsonl: line 1"),
+    ],
+)
+def test_recall_refuses_a_malformed_file_before_it_builds_the_index(tmp_path, capsys, results, labels, says):
+    """The results and labels files are read for form first: a bad row is one line before the KG
+    index is built or loaded (minutes on a first run at real size), and nothing is cached."""
+    tiny_index(tmp_path)
+    write_lines(tmp_path / "res.jsonl", results)
+    args = [
+        "--results",
+        str(tmp_path / "res.jsonl"),
+        "--data",
+        str(tmp_path / "tiny"),
+        "--cache",
+        str(tmp_path / "new"),
+    ]
+    if labels is not None:
+        write_lines(tmp_path / "labels.jsonl", labels)
+        args += ["--labels", str(tmp_path / "labels.jsonl")]
+    assert evaluate_mod.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: gsr-train recall: ") and says in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "new").exists()  # no index built, no supervision computed

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gsr_train.data.rows import find_split_file
 from gsr_train.eval.labels import load_labelled_triples
-from gsr_train.eval.results import MatchStats, read_results
+from gsr_train.eval.results import MatchStats, parse_triple_file, read_results
 from gsr_train.eval.retrieval import RetrievalReport, retrieval_metrics
 from gsr_train.eval.schema import RECALL_KS
 from gsr_train.io import file_digest
@@ -71,17 +71,20 @@ def evaluate_results(
     """
     t0 = time.perf_counter()
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    # the files first: a malformed row is refused before the index is built or loaded
+    results = parse_triple_file(results_path, check_scores=True)
+    labels = parse_triple_file(labels_path) if labels_path is not None else None
     if index is None:
         index = get_index(data_dir, splits=index_splits(data_dir, split), cache_dir=cache_dir)
     graphs = index[split]
     sup = load_supervision(index, split, cache_dir)
     stats = MatchStats()
-    scores, _ = read_results(results_path, index, split, skip_unknown, stats, skip_option)
+    scores, _ = read_results(results, index, split, skip_unknown, stats, skip_option)
     labelled = labelled_questions = None
     label_stats = None
-    if labels_path is not None:
+    if labels is not None:
         labelled, labelled_questions, label_stats = load_labelled_triples(
-            labels_path, index, split, skip_unknown, skip_option
+            labels, index, split, skip_unknown, skip_option
         )
     report = retrieval_metrics(
         graphs,

@@ -13,20 +13,21 @@ from pathlib import Path
 
 import torch
 
-from gsr_train.eval.results import EdgeMatcher, MatchStats, match_rows, read_triple_rows
+from gsr_train.eval.results import EdgeMatcher, FileRows, MatchStats, match_rows, read_triple_rows
 from gsr_train.kg.index import KGIndex
 
 log = logging.getLogger(__name__)
 
 
 def load_labelled_triples(
-    path: str | Path,
+    path: str | Path | FileRows,
     index: KGIndex,
     split: str,
     skip_unknown: bool = False,
     skip_option: str = "skip_unknown",
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """``(labelled BoolTensor[sum E], labelled_questions BoolTensor[Q], stats)``.
+    """``(labelled BoolTensor[sum E], labelled_questions BoolTensor[Q], stats)`` of the labels file
+    ``path`` (or its rows, already read: `gsr_train.eval.results.parse_triple_file`).
 
     An id that is not in the split or a labelled triple that is not in the question's graph
     raises `gsr_train.eval.results.TripleFileError` naming file, line, id and triple;

@@ -199,28 +199,23 @@ def _score_ranks(scores: Sequence[float]) -> list[int]:
     return ranks.tolist()
 
 
-def read_triple_rows(
-    path: str | Path,
-    split: SplitGraphs,
-    stats: MatchStats,
-    skip_unknown: bool = False,
-    check_scores: bool = False,
-    skip_option: str = "skip_unknown",
-) -> TripleRows:
-    """Read and validate ``{"id", "triples", ...}`` rows of one split (results or labels).
+@dataclass
+class FileRows:
+    """The rows of a results or labels file, checked for form (ids, triples, scores) but not yet
+    against a split: read before the KG index loads, so a malformed file is refused before that work."""
 
-    ``skip_option``: how the caller's user spells ``skip_unknown`` (``--skip-unknown`` on a command
-    line), named in the errors."""
+    path: Path
+    rows: list[tuple[int, str, dict, list, Sequence[int]]]  # (line, id, raw row, triples, rank of each)
+
+
+def parse_triple_file(path: str | Path, check_scores: bool = False) -> FileRows:
+    """Every ``{"id", "triples", ["scores"]}`` row of ``path``, each checked for form: a bad row is a
+    `TripleFileError` naming file, line and id. ``check_scores``: a row's ``scores`` (one finite
+    number per triple) rank its triples; without, file order does."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
-    stats.path = str(path)
-    position = split.position()
-    question: list[int] = []
-    rank: list[int] = []
-    triples: list[list[str]] = []
-    lines: list[int] = []
-    rows: dict[int, dict] = {}
+    rows = []
     for lineno, raw in _iter_rows(path):
         qid = raw.get("id") if isinstance(raw, dict) else None
         if not isinstance(raw, dict) or not isinstance(qid, str):
@@ -232,33 +227,61 @@ def read_triple_rows(
             raise _bad(path, lineno, qid, "'triples' must be a list of [head, relation, tail] strings")
         order: Sequence[int] = range(len(trips))
         if check_scores and "scores" in raw:
-            sc = raw["scores"]
-            if (
-                not isinstance(sc, list)
-                or len(sc) != len(trips)
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sc)
-            ):
-                raise _bad(path, lineno, qid, f"'scores' must be {len(trips)} numbers, one per triple")
-            bad = [i for i, v in enumerate(sc) if not math.isfinite(v)]
-            if bad:
-                raise _bad(
-                    path,
-                    lineno,
-                    qid,
-                    f"'scores' must be finite: triple #{bad[0]} "
-                    f"{trips[bad[0]]!r} has score {sc[bad[0]]} ({len(bad)} such)",
-                )
-            order = _score_ranks(sc)
+            order = _checked_score_ranks(path, lineno, qid, raw["scores"], trips)
+        rows.append((lineno, qid, raw, trips, order))
+    return FileRows(path, rows)
+
+
+def _checked_score_ranks(path: Path, lineno: int, qid: str, sc: Any, trips: list) -> list[int]:
+    if (
+        not isinstance(sc, list)
+        or len(sc) != len(trips)
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sc)
+    ):
+        raise _bad(path, lineno, qid, f"'scores' must be {len(trips)} numbers, one per triple")
+    bad = [i for i, v in enumerate(sc) if not math.isfinite(v)]
+    if bad:
+        raise _bad(
+            path,
+            lineno,
+            qid,
+            f"'scores' must be finite: triple #{bad[0]} {trips[bad[0]]!r} has score {sc[bad[0]]} ({len(bad)} such)",
+        )
+    return _score_ranks(sc)
+
+
+def read_triple_rows(
+    path: str | Path | FileRows,
+    split: SplitGraphs,
+    stats: MatchStats,
+    skip_unknown: bool = False,
+    check_scores: bool = False,
+    skip_option: str = "skip_unknown",
+) -> TripleRows:
+    """Read and validate ``{"id", "triples", ...}`` rows of one split (results or labels); ``path``
+    may be the file already read (`parse_triple_file`).
+
+    ``skip_option``: how the caller's user spells ``skip_unknown`` (``--skip-unknown`` on a command
+    line), named in the errors."""
+    parsed = path if isinstance(path, FileRows) else parse_triple_file(path, check_scores)
+    stats.path = str(parsed.path)
+    position = split.position()
+    question: list[int] = []
+    rank: list[int] = []
+    triples: list[list[str]] = []
+    lines: list[int] = []
+    rows: dict[int, dict] = {}
+    for lineno, qid, raw, trips, order in parsed.rows:
         q = position.get(qid)
         if q is None:
             stats.unknown_ids += 1
-            msg = f"{path}: line {lineno}: id {qid!r} is not in the split"
+            msg = f"{parsed.path}: line {lineno}: id {qid!r} is not in the split"
             if not skip_unknown:
                 raise TripleFileError(f"{msg} (pass {skip_option} to count and skip it)")
             stats.note(msg)
             continue
         if q in rows:
-            raise _bad(path, lineno, qid, "duplicate id")
+            raise _bad(parsed.path, lineno, qid, "duplicate id")
         stats.rows += 1
         rows[q] = raw
         question.extend([q] * len(trips))
@@ -380,14 +403,14 @@ def write_results(
 
 
 def read_results(
-    path: str | Path,
+    path: str | Path | FileRows,
     index: KGIndex,
     split_name: str,
     skip_unknown: bool = False,
     stats: MatchStats | None = None,
     skip_option: str = "skip_unknown",
 ) -> tuple[torch.Tensor, list[list[dict]]]:
-    """Map a results file back onto the split's edges.
+    """Map a results file (or its rows, already read: `parse_triple_file`) back onto the split's edges.
 
     Returns ``scores`` (FloatTensor[sum E]: listed triples get ``-rank``, unlisted edges
     ``-inf``) and ``chains`` (per question, ``[]`` if none). A row's triples rank by their
@@ -416,7 +439,7 @@ def read_results(
     if stats.missing_questions:
         log.warning(
             "%s: %d of %d questions of split %r are missing; they count as retrieving nothing",
-            path,
+            stats.path,
             stats.missing_questions,
             len(split),
             split_name,
