@@ -235,6 +235,9 @@ INPUT_MISTAKES = [
         "error: gsr-train explore: Invalid value for 'RUN [RUN_B ...]': .: no metrics.json (not a run folder",
     ),
     (("gsr-table", "."), "error: gsr-train gsr-table: .: no GSR run results under it"),
+    (("publish", ".", "--repo_id", "me/x", "--dry_run"), "error: gsr-train publish: .: no README.md model card"),
+    (("publish", ".", "--repo_id", "x", "--dry_run"), "error: gsr-train publish: --repo_id must be ORG/NAME"),
+    (("export", ".", "out", "--kind", "gnn"), "error: gsr-train export: Invalid value for --kind: 'gnn': one of"),
     (
         ("recall", "--results", "r.jsonl", "--data", "."),
         "error: gsr-train recall: Invalid value for '--results': r.jsonl does not exist",

@@ -27,11 +27,11 @@ def command(
     repo_id: Annotated[str | None, typer.Option("--repo_id", help="Hub name the card's loading snippet uses")] = None,
 ) -> int:
     """Export a trained model to a Hugging Face folder with a model card."""
+    if kind not in (None, "subgraphrag", "gsr", "reader"):
+        raise typer.BadParameter(f"{kind!r}: one of subgraphrag, gsr, reader", param_hint="--kind")
     from gsr_train.export.exporters import export_model  # lazy: torch (publish --help needs none)
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if kind not in (None, "subgraphrag", "gsr", "reader"):
-        raise typer.BadParameter(f"{kind!r}: one of subgraphrag, gsr, reader", param_hint="--kind")
     try:
         info = export_model(source, out, kind=kind, repo_id=repo_id)
     except OSError as e:  # a read-only or full disk is the user's to fix, not a traceback
@@ -60,7 +60,7 @@ def publish(
     message: Annotated[str | None, typer.Option("--message", help="commit message")] = None,
 ) -> int:
     """Upload an exported folder to the Hugging Face Hub."""
-    from gsr_train.export.publish import publish as publish_folder  # lazy: the export package imports torch
+    from gsr_train.export.publish import publish as publish_folder  # lazy: huggingface_hub
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     publish_folder(folder, repo_id, private=private, dry_run=dry_run, token_env=token_env, commit_message=message)

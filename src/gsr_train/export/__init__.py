@@ -6,23 +6,21 @@ uploads it; ``SubgraphRAGScorer.from_pretrained(folder)`` loads an exported Subg
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from gsr_train.export import exporters
-from gsr_train.export.card import build_card
-from gsr_train.export.hub_scorer import SubgraphRAGScorer
-from gsr_train.export.publish import publish
-
 __all__ = ["EXPORTERS", "SubgraphRAGScorer", "build_card", "detect_kind", "export_model", "publish"]
+_HOMES = {
+    "SubgraphRAGScorer": "hub_scorer",
+    "EXPORTERS": "exporters",
+    "detect_kind": "exporters",
+    "export_model": "exporters",
+    "build_card": "card",
+    "publish": "publish",
+}
 
 
-def __getattr__(name: str) -> Any:  # light imports: torch / transformers load only when used
-    if name == "SubgraphRAGScorer":
-        return SubgraphRAGScorer
-    if name in ("EXPORTERS", "detect_kind", "export_model"):
-        return getattr(exporters, name)
-    if name == "build_card":
-        return build_card
-    if name == "publish":
-        return publish
-    raise AttributeError(name)
+def __getattr__(name: str) -> Any:  # light: torch / transformers load only when an export is made
+    if name not in _HOMES:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(f"gsr_train.export.{_HOMES[name]}"), name)

@@ -1,4 +1,4 @@
-"""Upload an exported folder to the Hugging Face Hub (``gsr-train publish OUT --repo-id ORG/NAME``).
+"""Upload an exported folder to the Hugging Face Hub (``gsr-train publish OUT --repo_id ORG/NAME``).
 
 The token comes only from the environment (``HF_TOKEN``, or the variable named by
 ``token_env``); it is passed to ``HfApi`` in memory and never written, printed or logged.
@@ -62,7 +62,7 @@ def plan(folder: str | Path, repo_id: str, private: bool = False) -> PublishPlan
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: not a folder (run `gsr-train export` first)")
     if "/" not in repo_id or repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise ValueError(f"--repo-id must be ORG/NAME, got {repo_id!r}")
+        raise ValueError(f"--repo_id must be ORG/NAME, got {repo_id!r}")
     card = folder / "README.md"
     if not card.exists():
         raise FileNotFoundError(f"{folder}: no README.md model card (export the folder with `gsr-train export`)")
