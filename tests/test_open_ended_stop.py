@@ -5,11 +5,14 @@ is marked interrupted and the process leaves with 128 + SIGTERM, the status a sc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,8 +23,17 @@ from .virtuoso import free_port
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def _requests(log) -> int:
-    return log.read_text().count("chat/completions") if log.is_file() else 0
+def _answered(cache: Path, since: float) -> int:
+    """Answers the run's LLM client has committed to the response cache since ``since`` (each is
+    committed as it arrives, `gsr_train.response_cache`): the judge is being asked."""
+    path = cache / "llm" / "responses.sqlite"
+    if not path.is_file():
+        return 0
+    with contextlib.closing(sqlite3.connect(path, timeout=5)) as db:
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM responses WHERE created >= ?", (since,)).fetchone()[0])
+        except sqlite3.OperationalError:  # the table is not made yet
+            return 0
 
 
 def test_sigterm_while_judging_leaves_with_143_and_an_interrupted_run(tmp_path, user_cache, shared_data):
@@ -37,10 +49,11 @@ def test_sigterm_while_judging_leaves_with_143_and_an_interrupted_run(tmp_path, 
         "open_ended.max_questions=40",
         f"hydra.run.dir={run}",
     ]
+    since = time.time()
     proc = subprocess.Popen(argv, cwd=cwd, env=_env(user_cache), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 600
-        while _requests(run / "train.log") < 20 and proc.poll() is None and time.monotonic() < deadline:
+        while _answered(user_cache, since) < 20 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)  # the judge is being asked: the server's threads are busy
         assert proc.poll() is None, "the run ended before it was stopped"
         proc.send_signal(signal.SIGTERM)
