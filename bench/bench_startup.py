@@ -63,6 +63,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("link --data <missing>", ["-m", "gsr_train.cli", "link", "--data", "./nowhere", "--kg", "kg"]),
     ("import-kg <missing file>", ["-m", "gsr_train.cli", "import-kg", "kg.tsv", "--out", "kg"]),
     ("explore <a killed run>", ["-m", "gsr_train.cli", "explore", KILLED]),
+    ("publish <no model card>", ["-m", "gsr_train.cli", "publish", KILLED, "--repo_id", "me/x", "--dry_run"]),
+    ("export --kind <wrong>", ["-m", "gsr_train.cli", "export", KILLED, "out", "--kind", "gnn"]),
     ("+experiment=... --help", [SG, "--help"]),
     ("gsr-train options NAME", ["-m", "gsr_train.cli", "options", "subgraphrag_quickstart"]),
     ("reference: import torch", ["-c", "import torch"]),
