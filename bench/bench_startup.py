@@ -68,6 +68,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("+experiment=... --help", [SG, "--help"]),
     ("gsr-train options NAME", ["-m", "gsr_train.cli", "options", "subgraphrag_quickstart"]),
     ("reference: import torch", ["-c", "import torch"]),
+    # what train.py / eval.py import before a run's first step: the floor of every real run's start-up
+    ("reference: a run's code", ["-c", "import gsr_train.runs.runners, gsr_train.runs.evaluate_run"]),
 ]
 
 
@@ -147,14 +149,19 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=3, help="runs per command (the fastest is reported)")
     p.add_argument("--baseline", help="another checkout (train.py + src/) measured the same way, e.g. before a change")
-    p.add_argument("--out", default=str(REPO / "bench" / "results" / "bench_startup.json"))
+    p.add_argument("--out", help="the JSON file (default: bench/results/bench_startup[_ONLY].json)")
+    p.add_argument("--only", help="only the commands whose label contains this text (e.g. reference)")
     args = p.parse_args()
+    slug = "".join(c if c.isalnum() else "_" for c in args.only).strip("_") if args.only else ""
+    args.out = args.out or str(REPO / "bench" / "results" / f"bench_startup{'_' + slug if slug else ''}.json")
     trees = {"now": REPO}
     if args.baseline:
         trees = {"baseline": Path(args.baseline).resolve(), **trees}
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
         for n, (label, command) in enumerate(COMMANDS + verb_helps()):
+            if args.only and args.only not in label:
+                continue
             row: dict = {"command": label, "argv": command}
             for name, tree in trees.items():
                 row[name] = measure(tree, command, args.repeat, Path(tmp) / f"{n}_{name}")

@@ -111,6 +111,43 @@ def file_check(path: str | os.PathLike) -> str:
     return "sample:" + h.hexdigest()
 
 
+SCATTER_REDUCTIONS = ("sum", "mean", "min", "max")
+
+
+def scatter(
+    src: torch.Tensor, index: torch.Tensor, dim: int = 0, dim_size: int | None = None, reduce: str = "sum"
+) -> torch.Tensor:
+    """``src`` reduced into ``dim_size`` slots along ``dim`` by the 1-D ``index``: ``sum``, ``mean``
+    (over the items a slot receives; an empty slot is 0), ``min`` or ``max`` (an empty slot is 0).
+
+    The same torch kernels, in the same order, as ``torch_geometric.utils.scatter`` (without
+    torch_scatter), so its results are the same bits (``tests/test_scatter.py`` holds them against
+    PyG's). It lives here because importing PyG loads its datasets and LLM modules, pandas among
+    them: two to four seconds at the start of every command that only needs a segment reduction."""
+    if index.dim() != 1:
+        raise ValueError(f"scatter: index must be one-dimensional (got {index.dim()} dimensions)")
+    if reduce not in SCATTER_REDUCTIONS:
+        raise ValueError(f"scatter: reduce={reduce!r}; one of {', '.join(SCATTER_REDUCTIONS)}")
+    dim = src.dim() + dim if dim < 0 else dim
+    if dim_size is None:
+        dim_size = int(index.max()) + 1 if index.numel() > 0 else 0
+    size = src.size()[:dim] + (dim_size,) + src.size()[dim + 1 :]
+    spread = _along(index, src, dim)
+    if reduce in ("min", "max"):
+        return src.new_zeros(size).scatter_reduce_(dim, spread, src, reduce=f"a{reduce}", include_self=False)
+    out = src.new_zeros(size).scatter_add_(dim, spread, src)
+    if reduce == "sum":
+        return out
+    count = src.new_zeros(dim_size).scatter_add_(0, index, src.new_ones(src.size(dim))).clamp(min=1)
+    return out / _along(count, out, dim)
+
+
+def _along(values: torch.Tensor, like: torch.Tensor, dim: int) -> torch.Tensor:
+    """1-D ``values`` viewed along ``dim`` of ``like`` and expanded to its shape (no copy)."""
+    shape = (1,) * dim + (-1,) + (1,) * (like.dim() - dim - 1)
+    return values.view(shape).expand_as(like)
+
+
 def segment_count(mask: torch.Tensor, ptr: torch.Tensor) -> torch.Tensor:
     """``[len(ptr) - 1]`` long: True items per CSR segment, from one cumulative sum.
 

@@ -5,7 +5,7 @@ a broken plugin fails where it is used and is named in one line (``error``: the 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
@@ -59,9 +59,9 @@ def locate(path: str) -> Any:
     raise ModuleNotFoundError(f"no module named {parts[0]!r}; is the package that holds it installed here?")
 
 
-def plugin_names(registry: MutableMapping[str, Any], group: str) -> list[str]:
+def plugin_names(registered: Iterable[str], group: str) -> list[str]:
     """Every registered name, the entry points of installed packages included."""
-    return sorted(set(registry) | {ep.name for ep in entry_points(group=group)})
+    return sorted(set(registered) | {ep.name for ep in entry_points(group=group)})
 
 
 T = TypeVar("T")
@@ -79,11 +79,13 @@ class Registry(dict[str, T]):
     ) -> None:
         super().__init__()
         self.kind, self.error, self.group, self.target_option = kind, error, group, target_option
+        self.deferred: dict[str, str] = {}  # name -> import path of a built-in imported on first use
 
     def copy(self) -> Registry[T]:  # type: ignore[override]
         """A registry of the same family holding the same entries (a test's scratch copy)."""
         twin: Registry[T] = Registry(self.kind, error=self.error, group=self.group, target_option=self.target_option)
         twin.update(self)
+        twin.deferred.update(self.deferred)
         return twin
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -97,15 +99,27 @@ class Registry(dict[str, T]):
 
         return add
 
+    def register_deferred(self, name: str, path: str) -> None:
+        """Make the object at the import path ``path`` buildable as ``name``, imported when ``name`` is
+        first looked up: a built-in whose module is heavy (GNN-RAG imports PyG, seconds at start-up)
+        costs nothing to the runs that do not use it."""
+        if name in self or name in self.deferred:
+            raise ValueError(f"a {self.kind} named {name!r} is already registered")
+        self.deferred[name] = path
+
     def find(self, name: str) -> T | None:
-        """``self[name]``, loading that one entry point of `group` first if it is not registered yet."""
+        """``self[name]``: a deferred built-in imported, or that one entry point of `group` loaded,
+        first if it is not registered yet."""
+        if name not in self and name in self.deferred:
+            self[name] = locate(self.deferred[name])
         if self.group is not None and name not in self:
             load_entry_point(self, self.group, name, self.error, self.kind)
         return self.get(name)
 
     def names(self) -> list[str]:
-        """Every registered name, the entry points of installed packages included."""
-        return plugin_names(self, self.group) if self.group is not None else sorted(self)
+        """Every registered name, deferred built-ins and the entry points of installed packages included."""
+        known = set(self) | set(self.deferred)
+        return plugin_names(known, self.group) if self.group is not None else sorted(known)
 
     def resolve(self, name: str | None = None, target: str | None = None) -> T:
         """The factory behind ``name`` or the import path ``target`` (the target wins); an unknown name

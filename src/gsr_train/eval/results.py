@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch_geometric.utils import scatter
 
+from gsr_train.arrays import scatter
 from gsr_train.data.errors import UserError
 from gsr_train.eval.retrieval import edge_ranks
 from gsr_train.io import iter_jsonl, write_jsonl

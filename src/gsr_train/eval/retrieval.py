@@ -31,9 +31,8 @@ from typing import Any
 
 import torch
 from rich.table import Table
-from torch_geometric.utils import scatter
 
-from gsr_train.arrays import segment_count
+from gsr_train.arrays import scatter, segment_count
 from gsr_train.eval.intervals import QuestionValues, format_cell
 from gsr_train.eval.markdown import markdown_table
 from gsr_train.eval.schema import COMPARE_KS

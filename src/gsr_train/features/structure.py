@@ -9,7 +9,7 @@ the next. The start vector and every round are concatenated, so an entity gets
 
 Means are over triples (a pair of entities joined by two relations counts twice) and an
 entity with no incoming edge in a direction gets zeros for that round. Everything is one
-``torch_geometric.utils.scatter`` call per round over the edges of *all* graphs at once:
+`gsr_train.arrays.scatter` call per round over the edges of *all* graphs at once:
 the graphs of a `gsr_train.kg.index.SplitGraphs` are already concatenated, so
 shifting local ids by ``ent_ptr`` makes them one disjoint graph.
 """
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
-from torch_geometric.utils import scatter
 
+from gsr_train.arrays import scatter
 from gsr_train.kg.index import SplitGraphs
 
 STRUCTURES = ("dde", "topic", "none")

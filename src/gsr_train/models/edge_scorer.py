@@ -35,8 +35,8 @@ import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch_geometric.utils import scatter
 
+from gsr_train.arrays import scatter
 from gsr_train.config import defaults_of
 from gsr_train.eval.retrieval import retrieval_metrics
 from gsr_train.features.triple_batch import TripleBatch

@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import MessagePassing
-from torch_geometric.utils import scatter, softmax
+from torch_geometric.utils import softmax
 
+from gsr_train.arrays import scatter
 from gsr_train.features.structure import dde_channels
 from gsr_train.features.triple_batch import TripleBatch
 from gsr_train.models.edge_scorer import EdgeScorerModule, NodeCandidates

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch_geometric.utils import scatter
 
+from gsr_train.arrays import scatter
 from gsr_train.eval.results import write_results
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.patterns.pattern import Pattern

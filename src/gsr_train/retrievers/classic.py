@@ -33,9 +33,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from torch_geometric.utils import scatter
 
-from gsr_train.arrays import segment_count
+from gsr_train.arrays import scatter, segment_count
 from gsr_train.config import defaults_of
 from gsr_train.kg.index import DEFAULT_CHUNK_EDGES, SplitGraphs
 from gsr_train.retrievers.cosine import segment_cosine

@@ -8,14 +8,14 @@ restart vector, and the ``top_nodes`` entities of each question with the highest
 kept together with the edges between them.
 
 All questions are iterated at once: the split's graphs form one block-diagonal graph, so
-an iteration is one ``torch_geometric.utils.scatter`` over the edges.
+an iteration is one `gsr_train.arrays.scatter` over the edges.
 """
 
 from __future__ import annotations
 
 import torch
-from torch_geometric.utils import scatter
 
+from gsr_train.arrays import scatter
 from gsr_train.kg.index import SplitGraphs
 from gsr_train.retrievers.segment_ranks import segment_rank
 

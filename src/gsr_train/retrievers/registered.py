@@ -9,12 +9,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gsr_train.kg.index import SplitGraphs
-from gsr_train.models.gnn_rag import GNNRAG
 from gsr_train.retrievers.classic import classic_scores
 from gsr_train.retrievers.cosine import cosine_scores
 from gsr_train.retrievers.edge_scorer import TrainedEdgeScorer
 from gsr_train.retrievers.gsr_chains import GSRChains
-from gsr_train.retrievers.interface import RetrievalInputs, Scores, register
+from gsr_train.retrievers.interface import REGISTRY, RetrievalInputs, Scores, register
 from gsr_train.retrievers.pattern_retriever import PatternRetriever
 from gsr_train.retrievers.ppr import ppr_edge_scores
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
@@ -104,14 +103,9 @@ def _trained(inputs: RetrievalInputs, **options: Any):
     )
 
 
-def _gnn_rag() -> type:
-
-    return GNNRAG
-
-
 # trainable: train.py +experiment=gnnrag_webqsp_mini (or retrieve retriever.name=gnn-rag) trains it;
-# its checkpoint is then served as retriever 'trained'
-register("gnn-rag")(_gnn_rag())
+# its checkpoint is then served as retriever 'trained'. Deferred: its module imports PyG.
+REGISTRY.register_deferred("gnn-rag", "gsr_train.models.gnn_rag.GNNRAG")
 
 
 for _method in ("triplets", "paths", "pcst"):

@@ -44,8 +44,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch_geometric.utils import scatter
 
+from gsr_train.arrays import scatter
 from gsr_train.kg.index import KGIndex, QuestionGraph, SplitGraphs
 from gsr_train.kg.schema import (
     EntityTypes,

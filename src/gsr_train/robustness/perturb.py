@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from torch_geometric.utils import scatter
 
-from gsr_train.arrays import segment_count
+from gsr_train.arrays import scatter, segment_count
 from gsr_train.kg.index import SplitGraphs
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch_geometric.utils import scatter
 
+from gsr_train.arrays import scatter
 from gsr_train.kg.index import SplitGraphs
 
 WEDGE_CHUNK = 1 << 22

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch_geometric.utils import scatter
 
+from gsr_train.arrays import scatter
 from gsr_train.io import open_text, stable_hash
 from gsr_train.kg.index import get_index
 from gsr_train.llm.client import ChatClient, ChatRequest, ChatResult

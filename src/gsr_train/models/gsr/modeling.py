@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch_geometric.utils import scatter
 
+from gsr_train.arrays import scatter
 from gsr_train.data.errors import UserError
 from gsr_train.features.relation_tokens import (
     INDEX_PREFIX,
