@@ -34,6 +34,11 @@ REPO = Path(__file__).resolve().parents[1]
 SG, GSR = "+experiment=subgraphrag_quickstart", "+experiment=gsr_quickstart"
 KILLED = "killed_run"  # a run folder marked running that nobody holds (kill -9), made in every command's folder
 
+RUN_CODE = "import gsr_train.runs.runners, gsr_train.runs.evaluate_run"
+AS_A_COMMAND = (  # a checkout from before gsr_train.runtime.shutdown exits as Python does
+    "try:\n    from gsr_train.runtime import shutdown; shutdown.install()\nexcept ImportError:\n    pass\n"
+)
+
 # (label, how it is run: train.py's arguments, or ["-m", "gsr_train.cli", ...], or ["-c", code])
 COMMANDS: list[tuple[str, list[str]]] = [
     ("model.hiden=64", [SG, "model.hiden=64"]),
@@ -68,8 +73,10 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("+experiment=... --help", [SG, "--help"]),
     ("gsr-train options NAME", ["-m", "gsr_train.cli", "options", "subgraphrag_quickstart"]),
     ("reference: import torch", ["-c", "import torch"]),
-    # what train.py / eval.py import before a run's first step: the floor of every real run's start-up
-    ("reference: a run's code", ["-c", "import gsr_train.runs.runners, gsr_train.runs.evaluate_run"]),
+    # what train.py / eval.py import before a run's first step, and the process's exit: the floor of
+    # every real run's wall time; then the same with the exit a command has (gsr_train.runtime.shutdown)
+    ("reference: a run's code", ["-c", RUN_CODE]),
+    ("reference: a run's code, exit as a command", ["-c", AS_A_COMMAND + RUN_CODE]),
 ]
 
 

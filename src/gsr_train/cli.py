@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from gsr_train.clikit import SETTINGS, USAGE_EXIT, command, one_line
-from gsr_train.runtime import quiet
+from gsr_train.runtime import quiet, shutdown
 
 
 class Verb(NamedTuple):
@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     (the format of train.py's errors: `gsr_train.data.errors`)."""
     args = (sys.argv[1:] if argv is None else list(argv)) or ["--help"]  # no verb: the list of verbs
     quiet.install()  # no third-party tips, deprecations or progress bars in the output
+    shutdown.install()  # no last garbage collection at exit (2.5 s with torch loaded)
     verb = next((a for a in args if not a.startswith("-")), "")
     try:
         result = app().main(args, prog_name="gsr-train", standalone_mode=False)

@@ -14,6 +14,7 @@ from gsr_train import clikit
 from gsr_train.config import names_a_path
 from gsr_train.data.errors import USER_ERROR_EXIT, report_user_errors, user_error_message
 from gsr_train.eval.schema import RECALL_KS
+from gsr_train.runtime import quiet, shutdown
 
 # what the verbs raise for a wrong path or option (the message names the file or value)
 VERB_ERRORS = (FileNotFoundError, NotADirectoryError, ValueError, RuntimeError)
@@ -31,7 +32,10 @@ def verb_error(err: Exception, prog: str) -> int:
 
 def run(fn: Callable[..., Any], argv: Sequence[str] | None, prog: str) -> Any:
     """`gsr_train.clikit.run` with a user's error reported as ``gsr-train VERB`` reports it, so
-    ``python -m gsr_train.commands.X`` (and the ``data_prep/`` scripts) say the same one line."""
+    ``python -m gsr_train.commands.X`` (and the ``data_prep/`` scripts) say the same one line; the
+    process is set up as ``gsr-train`` sets up its own (`gsr_train.runtime.quiet`, `gsr_train.runtime.shutdown`)."""
+    quiet.install()
+    shutdown.install()
     try:
         return clikit.run(fn, argv, prog)
     except Exception as e:

@@ -36,7 +36,7 @@ from gsr_train.options.eval_config import check_eval_source
 from gsr_train.options.help import help_template
 from gsr_train.options.inputs import check_inputs
 from gsr_train.options.sweep_points import check_sweep_points
-from gsr_train.runtime import quiet
+from gsr_train.runtime import quiet, shutdown
 
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 FULL_ERROR = "HYDRA_FULL_ERROR"  # set: Hydra raises its errors instead of printing them
@@ -52,6 +52,7 @@ def run_hydra(
 
     A user who sets ``HYDRA_FULL_ERROR`` gets Hydra's full report, as Hydra documents."""
     quiet.install()  # no third-party tips, deprecations or progress bars in the output
+    shutdown.install()  # no last garbage collection at exit (2.5 s with torch loaded)
     register_help()
     marked = byte_order_marked(_overrides() if overrides is None else list(overrides), Path(config_dir))
     if marked is not None:
