@@ -63,7 +63,9 @@ class _TripleMLP(torch.autograd.Function):
             rw = None if r_w is None else r_w[s:e]
             act = _pre(a, a_idx[s:e], b, b_idx[s:e], rw, r_rows).relu_()
             g = grad[s:e]
-            g_w.addmv_(act.t(), g)
+            # a [1, B] x [B, H] product, not addmv(act.t(), g): MKL's strict mode fixes a gemm's bits for
+            # any thread count, while its transposed gemv splits the B sum by thread on AMX Xeons
+            g_w.unsqueeze(0).addmm_(g.unsqueeze(0), act)
             g_pre = act.sign_().mul_(w).mul_(g.unsqueeze(1))  # relu' * w * g, in place (act >= 0)
             if g_a is not None:
                 for j in range(a_idx.shape[1]):
