@@ -33,6 +33,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 SG, GSR = "+experiment=subgraphrag_quickstart", "+experiment=gsr_quickstart"
 KILLED = "killed_run"  # a run folder marked running that nobody holds (kill -9), made in every command's folder
+FINISHED = "test_only_run"  # a finished run whose metrics.json has rows of the test split alone
+METRICS_SCHEMA = "gsr-train/metrics/1"  # gsr_train.eval.schema.SCHEMA (the bench imports no gsr_train: --baseline)
 
 RUN_CODE = "import gsr_train.runs.runners, gsr_train.runs.evaluate_run"
 AS_A_COMMAND = (  # a checkout from before gsr_train.runtime.shutdown exits as Python does
@@ -68,6 +70,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("link --data <missing>", ["-m", "gsr_train.cli", "link", "--data", "./nowhere", "--kg", "kg"]),
     ("import-kg <missing file>", ["-m", "gsr_train.cli", "import-kg", "kg.tsv", "--out", "kg"]),
     ("explore <a killed run>", ["-m", "gsr_train.cli", "explore", KILLED]),
+    ("explore --split <a split the run lacks>", ["-m", "gsr_train.cli", "explore", FINISHED, "--split", "val"]),
     ("publish <no model card>", ["-m", "gsr_train.cli", "publish", KILLED, "--repo_id", "me/x", "--dry_run"]),
     ("export --kind <wrong>", ["-m", "gsr_train.cli", "export", KILLED, "out", "--kind", "gnn"]),
     ("+experiment=... --help", [SG, "--help"]),
@@ -123,6 +126,10 @@ def _folder(path: Path) -> Path:
     """A command's empty working folder, with the killed run some commands are given."""
     (path / KILLED).mkdir(parents=True)
     (path / KILLED / "run.json").write_text(json.dumps({"status": "running", "experiment": "x"}))
+    (path / FINISHED).mkdir()
+    (path / FINISHED / "run.json").write_text(json.dumps({"status": "finished", "experiment": "x"}))
+    row = {"method": "subgraphrag", "split": "test", "k": 10, "metrics": {"answer_recall@10": 0.5}}
+    (path / FINISHED / "metrics.json").write_text(json.dumps({"schema": METRICS_SCHEMA, "rows": [row]}))
     return path
 
 

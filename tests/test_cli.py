@@ -4,6 +4,7 @@ and the generated CLI reference page kept current."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gsr_train.cli import VERBS, main, reference
+from gsr_train.eval.schema import SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
@@ -126,3 +128,28 @@ def test_train_py_lists_the_experiments_without_one(tmp_path):
 def test_cli_reference_page_is_current(page):
     committed = (REPO / page).read_text(encoding="utf-8")
     assert committed == reference(), f"{page} is stale: run python tools/write_cli_reference.py"
+
+
+def test_explore_refuses_a_split_the_run_lacks_before_torch_loads(tmp_path):
+    """``explore RUN --split val`` on a run scored on test alone: one line naming the splits it has, and
+    nothing heavy imported (the run folders are checked before the KG index and torch load; it took
+    6.7 s and 596 MB before, bench/bench_startup.py)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"status": "finished", "experiment": "x"}))
+    row = {"method": "subgraphrag", "split": "test", "k": 10, "metrics": {"answer_recall@10": 0.5}}
+    (run / "metrics.json").write_text(json.dumps({"schema": SCHEMA, "rows": [row]}))
+    code = f"""
+import contextlib, io, sys
+from gsr_train.cli import main
+err = io.StringIO()
+with contextlib.redirect_stderr(err):
+    status = main(["explore", {str(run)!r}, "--split", "val"])
+print(err.getvalue().strip())
+loaded = [m for m in {HEAVY!r} if m in sys.modules]
+assert status == 2 and not loaded, (status, loaded)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = done.stdout.strip()
+    assert "\n" not in line and "no rows of split 'val'" in line and "(it has: test)" in line, line

@@ -22,13 +22,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from gsr_train.eval.markdown import format_cell, format_estimate  # noqa: F401  (re-exported)
 from gsr_train.eval.schema import LEVEL, RESAMPLES, SEED
+
+if TYPE_CHECKING:  # torch loads when a figure is computed: a command that only reads or checks files stays light
+    import torch
 
 MAX_CELLS = 1 << 22  # resample-by-question counts drawn at a time (bounds memory on 35k questions)
 
@@ -42,6 +44,8 @@ KINDS = {
 
 def statistic(kind: str, sums: torch.Tensor) -> torch.Tensor:
     """The metric of ``kind`` from the sums of its parts (``[..., parts]``); NaN where undefined."""
+    import torch
+
     if kind in ("mean", "ratio"):
         num, den = sums[..., 0], sums[..., 1]
         return torch.where(den > 0, num / den.clamp(min=1e-300), torch.full_like(num, math.nan))
@@ -57,6 +61,8 @@ def statistic(kind: str, sums: torch.Tensor) -> torch.Tensor:
 def resample_counts(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> Iterator[torch.Tensor]:
     """Blocks of ``[b, n]`` float64 counts: how often each of ``n`` questions is drawn in each resample
     (``n`` draws with replacement), ``resamples`` rows in all, the same for the same ``n`` and ``seed``."""
+    import torch
+
     gen = torch.Generator().manual_seed(int(seed))
     block = max(1, min(resamples, MAX_CELLS // max(n, 1)))
     for start in range(0, resamples, block):
@@ -67,6 +73,8 @@ def resample_counts(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> Ite
 
 def swap_masks(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> Iterator[torch.Tensor]:
     """Blocks of ``[b, n]`` 0/1 float64 masks: which questions swap their two runs' values."""
+    import torch
+
     gen = torch.Generator().manual_seed(int(seed) + 1)
     block = max(1, min(resamples, MAX_CELLS // max(n, 1)))
     for start in range(0, resamples, block):
@@ -76,6 +84,8 @@ def swap_masks(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> Iterator
 
 def _percentiles(stats: torch.Tensor, level: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Percentile interval of each column of ``[resamples, metrics]`` (NaN resamples left out)."""
+    import torch
+
     q = torch.tensor([(1 - level) / 2, 1 - (1 - level) / 2], dtype=stats.dtype)
     low_high = torch.nanquantile(stats, q, dim=0)
     return low_high[0], low_high[1]
@@ -96,6 +106,8 @@ class Estimate:
 
 def _column(values: Any) -> torch.Tensor:
     """A float64 copy of one value per question (a tensor, an array or a list)."""
+    import torch
+
     if isinstance(values, torch.Tensor):
         return values.detach().cpu().double().reshape(-1).clone()
     return torch.from_numpy(np.array(values, dtype=np.float64)).reshape(-1)
@@ -113,6 +125,8 @@ class QuestionValues:
         return len(self.ids)
 
     def _put(self, name: str, kind: str, columns: Sequence[Any]) -> QuestionValues:
+        import torch
+
         block = torch.stack([_column(c) for c in columns], 1)
         if block.shape[0] != len(self.ids):
             raise ValueError(f"metric {name!r}: {block.shape[0]} values for {len(self.ids)} questions")
@@ -121,6 +135,8 @@ class QuestionValues:
 
     def add_mean(self, name: str, values: Any) -> QuestionValues:
         """A mean over the questions; NaN = the question is not counted (nothing to find)."""
+        import torch
+
         v = _column(values)
         counted = ~torch.isnan(v)
         return self._put(name, "mean", [torch.where(counted, v, torch.zeros_like(v)), counted.double()])
@@ -135,6 +151,8 @@ class QuestionValues:
 
     def per_question(self, name: str) -> torch.Tensor:
         """Metric ``name`` of each question on its own (NaN: not counted, or a ratio over nothing)."""
+        import torch
+
         kind, block = self.parts[name]
         with np.errstate(divide="ignore", invalid="ignore"):
             b = block.numpy()
@@ -155,6 +173,8 @@ class QuestionValues:
         return out
 
     def _stacked(self) -> tuple[torch.Tensor, list[tuple[str, str, slice]]]:
+        import torch
+
         blocks, where, at = [], [], 0
         for name, (kind, block) in self.parts.items():
             blocks.append(block)
@@ -166,6 +186,8 @@ class QuestionValues:
         self, resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL
     ) -> dict[str, tuple[float, float] | None]:
         """Each metric's percentile bootstrap interval (None where no question counts)."""
+        import torch
+
         if not self.parts or not self.ids:
             return {name: None for name in self.parts}
         columns, where = self._stacked()
@@ -183,6 +205,8 @@ class QuestionValues:
 
     def take(self, ids: Sequence[str]) -> QuestionValues:
         """The rows of ``ids`` (each must be one of ours), in that order."""
+        import torch
+
         position = {q: i for i, q in enumerate(self.ids)}
         index = torch.tensor([position[q] for q in ids], dtype=torch.long)
         return QuestionValues(list(ids), {n: (k, b[index]) for n, (k, b) in self.parts.items()})
@@ -244,6 +268,8 @@ def paired_difference(
     """Each metric both rows have, ``a - b`` on the questions both have: the difference, its
     paired-bootstrap percentile interval and a two-sided paired permutation p-value
     (``(1 + #{|d*| >= |d|}) / (1 + permutations)``)."""
+    import torch
+
     in_b = set(b.ids)
     shared = [q for q in a.ids if q in in_b]
     names = [n for n in a.parts if n in b.parts and a.parts[n][0] == b.parts[n][0]]

@@ -22,8 +22,8 @@ import numpy as np
 from gsr_train.eval.compare import compare_runs
 from gsr_train.eval.intervals import QuestionValues
 from gsr_train.eval.tail import MetricsFileError
-from gsr_train.explore.ranked import ExploreError, RankedTriples, masked_nodes, read_ranked
-from gsr_train.explore.sources import ExploredRun, View, row_labels
+from gsr_train.explore.ranked import RankedTriples, masked_nodes, read_ranked
+from gsr_train.explore.sources import ExploredRun, ExploreError, View, row_labels
 from gsr_train.io import iter_jsonl
 from gsr_train.kg.index import KGIndex, SplitGraphs
 from gsr_train.kg.paths import Supervision, chain_names

@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import torch
 
-from gsr_train.data.errors import UserError
 from gsr_train.eval.results import EdgeMatcher
+from gsr_train.explore.sources import ExploreError
 from gsr_train.kg.index import KGIndex, SplitGraphs
 
 SCHEMA = pa.schema(
@@ -28,10 +28,6 @@ SCHEMA = pa.schema(
 )
 BLOCK_BYTES = 1 << 24  # Arrow's JSON reader reads the file in blocks of this size (rows never split)
 MATCH_EDGES = 1 << 21  # edges of the split whose keys one match holds at a time
-
-
-class ExploreError(UserError, ValueError):
-    """A run folder or file the explorer cannot show: one line naming it and why."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.config import register_resolvers
+from gsr_train.data.errors import UserError
 from gsr_train.eval.compare import KIND_LABELS, check_same_data
 from gsr_train.eval.intervals import QuestionValues
 from gsr_train.eval.tail import (
@@ -28,8 +29,11 @@ from gsr_train.eval.tail import (
     read_metrics,
     read_question_values,
 )
-from gsr_train.explore.ranked import ExploreError
 from gsr_train.runtime.run_folder import unscored
+
+
+class ExploreError(UserError, ValueError):
+    """A run folder or file the explorer cannot show: one line naming it and why."""
 
 
 @dataclass
