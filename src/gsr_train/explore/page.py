@@ -8,13 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from gsr_train.explore.sources import ExploredRun, open_runs
+from gsr_train.explore.sources import open_runs
 from gsr_train.io import atomic_write
-
-if TYPE_CHECKING:
-    from gsr_train.explore.page_data import PageInputs
 
 TOP = 50  # triples kept per question and view
 
@@ -31,25 +27,14 @@ def _asset(name: str) -> str:
     return resources.files("gsr_train.explore").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def _inputs(runs: list[ExploredRun], split: str, top: int) -> PageInputs:
-    """The KG index and supervision of the first run's data. Imported here, once `open_runs` has
-    passed every folder: a mistake in one (a split it lacks, runs of other data) is refused before
-    torch and Lightning load (seconds), as the verb's other refusals are."""
-    from gsr_train.explore.page_data import PageInputs
-    from gsr_train.kg.paths import get_supervision
-    from gsr_train.runtime.run_data import cache_dir, load_kg_index
-
-    cfg = runs[0].config
-    index = load_kg_index(cfg, evaluate=[split])
-    return PageInputs(runs, index, split, get_supervision(index, split, cache_dir(cfg)), top)
-
-
 def render(paths: Sequence[str | Path], split: str = "test", top: int = TOP) -> Page:
-    """The page of the runs at ``paths`` on ``split`` (every run checked before any data loads)."""
+    """The page of the runs at ``paths`` on ``split``. Every run folder is checked first
+    (`open_runs`), and the page's data code (torch, Lightning, the KG index) is imported only then: a
+    mistake in a folder (a split it lacks, runs of other data) is one line in well under a second."""
     runs = open_runs(paths, split)
-    inputs = _inputs(runs, split, top)
-    from gsr_train.explore.page_data import CHUNK, detail_chunks, encode_chunk, read_view, summary
+    from gsr_train.explore.page_data import CHUNK, detail_chunks, encode_chunk, page_inputs, read_view, summary
 
+    inputs = page_inputs(runs, split, top)
     views = [read_view(v, inputs) for run in runs for v in run.views]
     doc = summary(inputs, views)
     doc["chunk"] = CHUNK

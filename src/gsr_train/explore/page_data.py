@@ -26,7 +26,8 @@ from gsr_train.explore.ranked import RankedTriples, masked_nodes, read_ranked
 from gsr_train.explore.sources import ExploredRun, ExploreError, View, row_labels
 from gsr_train.io import iter_jsonl
 from gsr_train.kg.index import KGIndex, SplitGraphs
-from gsr_train.kg.paths import Supervision, chain_names
+from gsr_train.kg.paths import Supervision, chain_names, get_supervision
+from gsr_train.runtime.run_data import cache_dir, load_kg_index
 
 CHUNK = 256  # questions per compressed detail chunk
 SP_EDGES = 20  # shortest-path triples kept per question
@@ -58,6 +59,14 @@ class PageInputs:
             self.position[qid] = len(self.position)
             self.extra[qid] = str(question or "")
         return self.position[qid]
+
+
+def page_inputs(runs: list[ExploredRun], split: str, top: int) -> PageInputs:
+    """The page's inputs from the first run's data: its KG index (the split checked to hold questions)
+    and the split's shortest-path supervision."""
+    cfg = runs[0].config
+    index = load_kg_index(cfg, evaluate=[split])
+    return PageInputs(runs, index, split, get_supervision(index, split, cache_dir(cfg)), top)
 
 
 def _round(values: np.ndarray) -> list:
