@@ -75,6 +75,8 @@ def test_reader_evidence_from_any_registered_retriever(tmp_path):
     from gsr_train.data.errors import PreflightError
     from gsr_train.kg.index import get_index
     from gsr_train.readers.evidence import evidence_source, registered_results_file
+    from gsr_train.runs.reader import reader_recipe
+    from gsr_train.runtime.run_data import run_place
 
     from .conftest import compose_config
     from .test_reader_run import _rows, _write
@@ -94,9 +96,11 @@ def test_reader_evidence_from_any_registered_retriever(tmp_path):
     ]
     index = get_index(data, ("train",), tmp_path / "cache")
     cfg = compose_config([*base, "qa.retrieval.retriever=topic-edges", "qa.retrieval.options={bonus: 3.0}"])
-    assert evidence_source(cfg, "train").startswith("topic-edges retriever with hashing (top 2)")
-    rows = [json.loads(x) for x in registered_results_file(cfg, index, "train").read_text().splitlines()]
+    spec, place = reader_recipe(cfg).qa.retrieval, run_place(cfg)
+    assert evidence_source(spec, place, "train").startswith("topic-edges retriever with hashing (top 2)")
+    rows = [json.loads(x) for x in registered_results_file(spec, place, index, "train").read_text().splitlines()]
     assert len(rows) == 5 and all(len(r["triples"]) == 2 for r in rows)
     assert all(r["scores"][0] == 3.0 and r["triples"][0][0].startswith("Country") for r in rows)  # topic edges first
     with pytest.raises(PreflightError, match="qa.retrieval.retriever=nope: not a registered retriever"):
-        registered_results_file(compose_config([*base, "qa.retrieval.retriever=nope"]), index, "train")
+        unknown = reader_recipe(compose_config([*base, "qa.retrieval.retriever=nope"])).qa.retrieval
+        registered_results_file(unknown, place, index, "train")

@@ -169,6 +169,7 @@ def test_the_readme_sources_command_composes_and_names_both_sources():
 
     from gsr_train.options.check import recipe_errors, value_errors
     from gsr_train.readers.evidence import evidence_sources
+    from gsr_train.runs.reader import reader_recipe
 
     from .doc_blocks import page_text
 
@@ -181,11 +182,11 @@ def test_the_readme_sources_command_composes_and_names_both_sources():
     cfg = compose_config(command[2:])
     plain = OmegaConf.to_container(cfg)
     assert recipe_errors(plain) == [] and value_errors(plain) == []
-    sources = evidence_sources(cfg)
-    assert [s["label"] for s in sources] == ["gnn", "gsr"] and sources[1]["share"] == 120
-    assert (
-        sources[0]["options"]["checkpoint"] == "outputs/gnnrag_webqsp_mini/2026-11-26_01-30-00/checkpoints/best-XX.ckpt"
-    )
+    sources = evidence_sources(reader_recipe(cfg).qa.retrieval, ["test", "train"])
+    assert [s.label for s in sources] == ["gnn", "gsr"] and sources[1].share == 120
+    assert (sources[0].options or {})[
+        "checkpoint"
+    ] == "outputs/gnnrag_webqsp_mini/2026-11-26_01-30-00/checkpoints/best-XX.ckpt"
 
 
 def test_a_registered_path_retriever_keeps_its_paths_and_answers_in_the_readers_evidence(tmp_path):

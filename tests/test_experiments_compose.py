@@ -26,8 +26,12 @@ def test_experiment_composes_without_missing_values(name):
 
 def test_readers_without_a_retrieval_checkpoint_say_where_evidence_comes_from():
     from gsr_train.readers.evidence import evidence_source
+    from gsr_train.runs.reader import reader_recipe
+    from gsr_train.runtime.run_data import run_place
 
     cfg = compose_config(["+experiment=reader_webqsp_mini", "paths.output_dir=/tmp/x"])
     assert cfg.qa.retrieval.checkpoint is None
-    assert evidence_source(cfg, "test").startswith("cosine retriever with minilm")
+    assert evidence_source(reader_recipe(cfg).qa.retrieval, run_place(cfg), "test").startswith(
+        "cosine retriever with minilm"
+    )
     assert compose_config(["+experiment=reader_prompting", "paths.output_dir=/tmp/x"]).llm.autostart == "smollm2"

@@ -39,3 +39,31 @@ def test_no_import_cycles_between_modules():
                 g.add_edge(module, imported)  # a package's __init__ and its own modules are not a cycle
     cycles = [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
     assert cycles == [], cycles
+
+
+# the floors below the runners that read typed options (recipe dataclasses, RunPlace), never the Hydra config
+CONFIG_FREE = (
+    "readers",
+    "openended",
+    "robustness",
+    "patterns",
+    "models",
+    "features",
+    "text",
+    "kg",
+    "data",
+)
+
+
+def test_the_floors_below_the_runners_never_see_the_hydra_config():
+    """Issue 49: a runner builds its typed recipe from the checked config and hands that (or what it
+    builds from it) down; these packages do not import omegaconf, so a DictConfig cannot reach them."""
+    import grimp
+
+    graph = grimp.build_graph("gsr_train", include_external_packages=True)
+    readers = sorted(
+        module
+        for module in graph.find_modules_that_directly_import("omegaconf")
+        if any(module == f"gsr_train.{p}" or module.startswith(f"gsr_train.{p}.") for p in CONFIG_FREE)
+    )
+    assert readers == [], f"modules reading the Hydra config below the runners: {readers}"

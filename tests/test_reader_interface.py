@@ -333,12 +333,12 @@ def test_a_trainable_reader_trains_through_the_runner_and_resumes_mid_epoch(tmp_
 def test_one_key_chooses_the_reader_and_the_old_backend_spelling_warns_once(caplog):
     """Issue 49: ``qa.reading`` chooses the reader, read once (`reader_choice`); ``qa.backend``, the old
     spelling, still chooses when ``qa.reading.method`` is at its default, with one warning a process."""
-    from omegaconf import OmegaConf
-
+    from gsr_train.options.check import built
+    from gsr_train.readers.options import QARun
     from gsr_train.runs import reader as reader_run
 
     def choice(**qa):
-        return reader_run.reader_choice(OmegaConf.create({"qa": qa}))
+        return reader_run.reader_choice(built(QARun, qa))
 
     assert choice(reading={"method": "prompted", "options": {"a": 1}}) == reader_run.ReaderChoice(
         "prompted", None, {"a": 1}

@@ -314,3 +314,25 @@ def test_eval_moves_an_old_run_folders_k_to_top_k():
     kept = OmegaConf.create({"runner": "reader", "top_k": 3, "qa": {"k": 9}})
     migrate_renamed(kept)
     assert kept.top_k == 3 and "k" not in kept.qa
+
+
+def test_a_checked_section_is_built_as_its_recipe_dataclass():
+    """Issue 49: what a runner's stages read is the section as its typed dataclass (`built`): the
+    defaults where the config is silent, interpolations resolved, an open section's own keys left
+    out; a value the check leaves for later (``???``) is one RecipeError naming the section."""
+    from omegaconf import OmegaConf
+
+    from gsr_train.options.check import RecipeError, built
+    from gsr_train.options.recipes import DataOptions
+    from gsr_train.readers.options import EvidenceSource, QARun
+
+    cfg = OmegaConf.create(
+        {"split": "dev", "qa": {"format": "triples", "eval_split": "${split}", "retrieval": {"sources": [{"k": 3}]}}}
+    )
+    qa = built(QARun, cfg.qa)
+    assert (qa.format, qa.eval_split, qa.train.lr, qa.reading.method) == ("triples", "dev", 2e-4, "causal-lm")
+    assert qa.retrieval.sources == [EvidenceSource(k=3)]
+    assert built(QARun, None) == QARun()
+    assert built(DataOptions, {"dir": "x", "workers": 2}) == DataOptions(workers=2)
+    with pytest.raises(RecipeError, match="QARun options: .*eval_split"):
+        built(QARun, OmegaConf.create({"qa": {"eval_split": "???"}}).qa)

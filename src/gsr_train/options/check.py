@@ -14,17 +14,20 @@ import functools
 import json
 import types
 import typing
-from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from collections.abc import Hashable, Iterator, Mapping
+from typing import Any, Literal, TypeVar, cast
 
 import yaml
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from pydantic import TypeAdapter, ValidationError
 
 from gsr_train.config import as_dict, project_root
 from gsr_train.data.errors import UserError
 from gsr_train.options.recipes import COMMON, DATA_FILE, RECIPES, RENAMED, DataOptions, Recipe, TopLevel, runner_name
 from gsr_train.options.runners import runner_error
+
+T = TypeVar("T")
 
 
 class RecipeError(UserError, ValueError):
@@ -49,6 +52,26 @@ def validation_errors(cls: type, cfg: Mapping[str, Any]) -> list[Any]:
     except ValidationError as e:
         return e.errors()
     return []
+
+
+def built(cls: type[T], node: Any) -> T:
+    """A checked config's section ``node`` (a DictConfig, a mapping, None) as an instance of its
+    recipe dataclass ``cls``, nested sections included: what a runner's stages read after the check,
+    in place of the config (a key the config leaves out has the field's default; interpolations are
+    resolved; keys an ``OPEN`` section lets through are left out)."""
+    try:
+        values = (
+            OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+            if isinstance(node, DictConfig)
+            else dict(node or {})
+        )
+        return _adapter(cast(Hashable, cls)).validate_python(values, extra="ignore")
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise RecipeError(f"{cls.__name__} options: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    except OmegaConfBaseException as e:  # what the check leaves for later: a ??? never filled, a ${...}
+        what = str(e).splitlines()[0]
+        raise RecipeError(f"{cls.__name__} options: {getattr(e, 'full_key', None) or '?'}: {what}") from None
 
 
 def fields_of(cls: type) -> dict[str, tuple[Any, Mapping[str, Any]]]:

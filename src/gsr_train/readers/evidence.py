@@ -14,26 +14,24 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from gsr_train.arrays import segment_count
-from gsr_train.config import plain
 from gsr_train.data.errors import PreflightError
 from gsr_train.eval.results import write_results
 from gsr_train.eval.tail import results_file
 from gsr_train.io import atomic_write, file_digest, iter_jsonl, open_text, stable_hash, write_jsonl
 from gsr_train.kg.paths import get_supervision
 from gsr_train.readers.evidence_merge import Source, merge_rows
+from gsr_train.readers.options import EvidenceSource, QARetrieval, QARun
 from gsr_train.retrievers import registry as retrievers
 from gsr_train.retrievers.interface import ROW_FIELDS, RetrievalInputs
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
-from gsr_train.runtime.device import encoder_key, run_device
-from gsr_train.runtime.run_data import cache_dir, encoder_options, run_top_k
+from gsr_train.runtime.run_data import RunPlace
 from gsr_train.text.embeddings import get_embeddings
 
 log = logging.getLogger(__name__)
@@ -49,35 +47,40 @@ class Gathered:
     info: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+Spec = QARetrieval | EvidenceSource  # one source's keys: checkpoint, results, retriever, options, k
+
+
 def gather(
-    cfg: DictConfig,
+    qa: QARun,
+    top_k: int,
+    place: RunPlace,
     index: Any,
     splits: Sequence[str],
-    sources: Sequence[dict[str, Any]],
-    out: Path,
+    sources: Sequence[EvidenceSource],
     write: bool = True,
 ) -> Gathered:
-    """Each split's questions (the first ``qa.limit.<split>``) and evidence, copied into ``out`` as
-    ``results_<split>.jsonl`` when ``write`` (global rank 0); merged first when ``sources`` (checked
-    by `evidence_sources`) names several."""
+    """Each split's questions (the first ``qa.limit.<split>``) and evidence, copied into the run folder
+    as ``results_<split>.jsonl`` when ``write`` (global rank 0); merged first when ``sources``
+    (checked by `evidence_sources`) names several, each offering its ``top_k`` lines (default: the
+    run's ``top_k``)."""
     got = Gathered()
-    limit = cfg.qa.get("limit") or {}
+    limit = qa.limit or {}
     for s in splits:
-        got.questions[s] = question_table(index, s, cache_dir(cfg))
+        got.questions[s] = question_table(index, s, place.cache_dir)
         if limit.get(s):
             got.questions[s] = got.questions[s][: int(limit[s])]
-        local = results_file(out, s)
+        local = results_file(place.out, s)
         if sources:
-            got.results[s], got.info[s] = merged_evidence(cfg, index, s, sources)
+            got.results[s], got.info[s] = merged_evidence(qa, top_k, place, index, s, sources)
             if write:
                 write_jsonl(local, [got.results[s][qid] for qid in index[s].ids if qid in got.results[s]])
         else:
-            path = retrieval_file(cfg, index, s)
+            path = retrieval_file(qa.retrieval, place, index, s)
             if path.resolve() != local.resolve() and write:
                 with atomic_write(local, "w") as f, open_text(path) as src:  # compressed or not
                     shutil.copyfileobj(src, f)
             got.results[s], got.info[s] = read_result_rows(path, index[s].ids)
-            got.info[s]["evidence"] = evidence_source(cfg, s)
+            got.info[s]["evidence"] = evidence_source(qa.retrieval, place, s)
         log.info("evidence for split %s: %s", s, got.info[s]["evidence"])
     return got
 
@@ -139,25 +142,24 @@ def read_result_rows(path: str | Path, ids: Sequence[str]) -> tuple[dict[str, di
     return rows, {"path": str(path), "rows": len(rows), "missing": missing}
 
 
-def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
+def retrieval_file(ret: Spec, place: RunPlace, index, split_name: str) -> Path:
     """The results file of ``split_name``: configured path, or retrieved once with the checkpoint
     (or the registered retriever, `registered_results_file`)."""
-    ret = cfg.qa.retrieval
-    given = (ret.get("results") or {}).get(split_name)
+    given = (ret.results or {}).get(split_name)
     if given:
         return Path(str(given))
-    if not ret.get("checkpoint"):
-        return registered_results_file(cfg, index, split_name)
-    ckpt = Path(str(ret.checkpoint))
+    if not ret.checkpoint:
+        return registered_results_file(ret, place, index, split_name)
+    ckpt = Path(ret.checkpoint)
     if not ckpt.is_file():
         raise FileNotFoundError(f"qa.retrieval.checkpoint: {ckpt} not found")
-    k = int(ret.k)
-    key = stable_hash("reader-retrieval", 2, file_digest(ckpt), index.key, split_name, k, encoder_key(cfg))
-    path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-k{k}-{key}.jsonl"
+    k = _k(ret)
+    key = stable_hash("reader-retrieval", 2, file_digest(ckpt), index.key, split_name, k, place.encoder_key)
+    path = place.cache_dir / "reader_retrieval" / f"{split_name}-k{k}-{key}.jsonl"
     if not path.exists():
         t0 = time.perf_counter()
-        emb = get_embeddings(index, encoder_options(cfg), cache_dir(cfg), splits=[split_name])
-        retriever = SubgraphRAGRetriever.from_checkpoint(ckpt, device=run_device(cfg))
+        emb = get_embeddings(index, place.encoder, place.cache_dir, splits=[split_name])
+        retriever = SubgraphRAGRetriever.from_checkpoint(ckpt, device=place.device)
         check_compatible(retriever.hparams, emb)
         path.parent.mkdir(parents=True, exist_ok=True)
         retriever.retrieve(index, split_name, emb, path, k=k)
@@ -166,49 +168,48 @@ def retrieval_file(cfg: DictConfig, index, split_name: str) -> Path:
     return path
 
 
-def evidence_source(cfg: DictConfig, split_name: str) -> str:
+def _k(ret: Spec) -> int:
+    """How many triples a source keeps per question (a merged source's ``k`` is filled in by
+    `merged_evidence` from ``qa.retrieval.k`` when it leaves it out)."""
+    if ret.k is None:
+        raise ValueError("an evidence source without k: merged_evidence fills it from qa.retrieval.k")
+    return int(ret.k)
+
+
+def evidence_source(ret: Spec, place: RunPlace, split_name: str) -> str:
     """Where the evidence of ``split_name`` comes from, in words (printed and kept in metrics.json)."""
-    ret = cfg.qa.retrieval
-    given = (ret.get("results") or {}).get(split_name)
+    given = (ret.results or {}).get(split_name)
     if given:
         return f"results file {given}"
-    if ret.get("checkpoint"):
-        return f"SubgraphRAG checkpoint {ret.checkpoint} (top {int(ret.k)})"
-    name = str(ret.get("retriever") or "cosine")
+    if ret.checkpoint:
+        return f"SubgraphRAG checkpoint {ret.checkpoint} (top {_k(ret)})"
+    name = ret.retriever or "cosine"
     note = (
         ""
-        if ret.get("retriever")
+        if ret.retriever
         else "; no qa.retrieval.checkpoint, results or retriever given: a trained retriever's evidence is better"
     )
-    return f"{name} retriever with {encoder_options(cfg).get('name')} (top {int(ret.k)}{note})"
+    return f"{name} retriever with {place.encoder.get('name')} (top {_k(ret)}{note})"
 
 
-def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
+def registered_results_file(ret: Spec, place: RunPlace, index, split_name: str) -> Path:
     """Evidence from any registered retriever (``qa.retrieval.retriever``, default ``cosine``, with
     ``qa.retrieval.options``): its top ``qa.retrieval.k`` triples, retrieved once into the cache
     (keyed by retriever, options, data, split, K and encoder)."""
-    ret = cfg.qa.retrieval
-    name, options = str(ret.get("retriever") or "cosine"), plain(ret.get("options")) or {}
+    name, options = ret.retriever or "cosine", ret.options or {}
     if name not in retrievers.names():
         raise PreflightError(
             f"qa.retrieval.retriever={name}: not a registered retriever; registered: {retrievers.names()}"
         )
-    k = int(ret.k)
-    key = stable_hash("reader-retriever", 2, name, options, index.key, split_name, k, encoder_key(cfg))
-    path = cache_dir(cfg) / "reader_retrieval" / f"{split_name}-{name}-k{k}-{key}.jsonl"
+    k = _k(ret)
+    key = stable_hash("reader-retriever", 2, name, options, index.key, split_name, k, place.encoder_key)
+    path = place.cache_dir / "reader_retrieval" / f"{split_name}-{name}-k{k}-{key}.jsonl"
     if not path.exists():
         t0 = time.perf_counter()
-        emb = get_embeddings(index, encoder_options(cfg), cache_dir(cfg), splits=[split_name])
+        emb = get_embeddings(index, place.encoder, place.cache_dir, splits=[split_name])
         split = index[split_name]
         inputs = RetrievalInputs(
-            index,
-            emb.question[split_name],
-            emb,
-            split,
-            split_name,
-            encoder_options(cfg),
-            cache_dir(cfg),
-            run_device(cfg),
+            index, emb.question[split_name], emb, split, split_name, place.encoder, place.cache_dir, place.device
         )
         scores, extra = retrievers.build(name, options, inputs).score(split)
         path.parent.mkdir(parents=True, exist_ok=True)  # rows keep the retriever's own fields (answers, paths)
@@ -228,89 +229,70 @@ def registered_results_file(cfg: DictConfig, index, split_name: str) -> Path:
 # --------------------------------------------------------------------------- several sources, merged
 
 
-def default_splits(cfg: DictConfig) -> list[str]:
-    """The splits a reader run reads when it trains: the eval split and ``qa.train_split``."""
-    return [str(cfg.qa.eval_split)] + ([str(cfg.qa.train_split)] if cfg.qa.get("train_split") else [])
-
-
-def evidence_sources(cfg: DictConfig, splits: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """``qa.retrieval.sources`` checked before any work (for the ``splits`` the run reads; default
-    `default_splits`): each with a distinct label, exactly one of ``checkpoint`` / ``results``
-    / ``retriever``, and nothing set at ``qa.retrieval`` besides."""
-    ret = cfg.qa.retrieval
-    given = plain(ret.get("sources")) or []
+def evidence_sources(ret: QARetrieval, splits: Sequence[str]) -> list[EvidenceSource]:
+    """``qa.retrieval.sources`` checked before any work (for the ``splits`` the run reads): each with
+    a distinct label, exactly one of ``checkpoint`` / ``results`` / ``retriever``, and nothing set at
+    ``qa.retrieval`` besides; each source's label and ``k`` filled in."""
+    given = ret.sources or []
     if not given:
         return []
-    clash = [key for key in ("checkpoint", "retriever", "options") if ret.get(key)]
-    clash += ["results"] if any((ret.get("results") or {}).values()) else []
+    clash = [key for key in ("checkpoint", "retriever", "options") if getattr(ret, key)]
+    clash += ["results"] if any((ret.results or {}).values()) else []
     if clash:
         raise PreflightError(
             f"qa.retrieval.sources is given, and so is qa.retrieval.{clash[0]}: name every source inside the list"
         )
-    sources: list[dict[str, Any]] = []
+    sources: list[EvidenceSource] = []
     for i, src in enumerate(given):
-        kinds = [key for key in ("checkpoint", "retriever") if src.get(key)]
-        kinds += ["results"] if any((src.get("results") or {}).values()) else []
+        kinds = [key for key in ("checkpoint", "retriever") if getattr(src, key)]
+        kinds += ["results"] if any((src.results or {}).values()) else []
         if len(kinds) != 1:
             found = ", ".join(kinds) or "none of them"
             raise PreflightError(
                 f"qa.retrieval.sources[{i}]: give exactly one of checkpoint, results or retriever (found {found})"
             )
-        label = str(src.get("label") or src.get("retriever") or kinds[0])
-        if label in [s["label"] for s in sources]:
+        label = src.label or src.retriever or kinds[0]
+        if label in [s.label for s in sources]:
             raise PreflightError(
                 f"qa.retrieval.sources[{i}]: label {label!r} is used twice; set label: to tell them apart"
             )
-        _check_source(i, src, list(default_splits(cfg) if splits is None else splits))
-        sources.append({**src, "label": label})
+        _check_source(i, src, list(splits))
+        sources.append(replace(src, label=label, k=src.k or ret.k))
     return sources
 
 
-def _check_source(i: int, src: dict[str, Any], splits: list[str]) -> None:
+def _check_source(i: int, src: EvidenceSource, splits: list[str]) -> None:
     """A missing file or an unknown retriever of one source, named before any retrieval runs (a
     source of results files names one for every split the run reads: no silent fallback)."""
     where = f"qa.retrieval.sources[{i}]"
-    results = src.get("results") or {}
+    results = src.results or {}
     for split, path in results.items():
         if path and not Path(str(path)).is_file():
             raise PreflightError(f"{where}.results.{split}: {path} not found")
     lacking = [s for s in splits if any(results.values()) and not results.get(s)]
     if lacking:
         raise PreflightError(f"{where}.results: no file for split {lacking[0]} (the run reads {', '.join(splits)})")
-    if src.get("checkpoint") and not Path(str(src["checkpoint"])).is_file():
-        raise PreflightError(f"{where}.checkpoint: {src['checkpoint']} not found")
-    if src.get("retriever") and str(src["retriever"]) not in retrievers.names():
+    if src.checkpoint and not Path(src.checkpoint).is_file():
+        raise PreflightError(f"{where}.checkpoint: {src.checkpoint} not found")
+    if src.retriever and src.retriever not in retrievers.names():
         raise PreflightError(
-            f"{where}.retriever={src['retriever']}: not a registered retriever; registered: {retrievers.names()}"
+            f"{where}.retriever={src.retriever}: not a registered retriever; registered: {retrievers.names()}"
         )
 
 
-def _source_view(cfg: DictConfig, src: dict[str, Any]) -> DictConfig:
-    """``cfg`` with ``qa.retrieval`` holding one source's keys (what the single-source steps read)."""
-    keys: dict[str, Any] = {"checkpoint": None, "retriever": None, "options": None, "results": {}, "sources": None}
-    view = {key: src.get(key, default) for key, default in keys.items()}
-    view["k"] = int(src.get("k") or cfg.qa.retrieval.k)
-    plain = OmegaConf.to_container(cfg, resolve=False)  # interpolations resolve in the copy as in cfg
-    assert isinstance(plain, dict)
-    plain["qa"]["retrieval"] = view
-    return OmegaConf.create(plain)
-
-
 def merged_evidence(
-    cfg: DictConfig, index: Any, split: str, given: Sequence[dict[str, Any]]
+    qa: QARun, top_k: int, place: RunPlace, index: Any, split: str, given: Sequence[EvidenceSource]
 ) -> tuple[dict[str, dict], dict[str, Any]]:
-    """Every source's rows of ``split``, merged (`gsr_train.readers.evidence_merge`), and what
-    came from where."""
+    """Every source's rows of ``split`` (checked by `evidence_sources`), merged
+    (`gsr_train.readers.evidence_merge`), and what came from where."""
     ids = index[split].ids
     sources, info = [], {}
     for src in given:
-        view = _source_view(cfg, src)
-        rows, info[src["label"]] = read_result_rows(retrieval_file(view, index, split), ids)
-        info[src["label"]]["evidence"] = evidence_source(view, split)
-        top_k = int(src.get("top_k") or run_top_k(cfg))
-        share = int(src["share"]) if src.get("share") else None
-        sources.append(Source(src["label"], rows, top_k, share))
-    merged = merge_rows(sources, ids, str(cfg.qa.format), topic_names(index, split))
+        label = str(src.label)
+        rows, info[label] = read_result_rows(retrieval_file(src, place, index, split), ids)
+        info[label]["evidence"] = evidence_source(src, place, split)
+        sources.append(Source(label, rows, src.top_k or top_k, src.share))
+    merged = merge_rows(sources, ids, qa.format, topic_names(index, split))
     shown = ", ".join(f"{s.label} (top {s.top_k}" + (f", <= {s.share} tokens)" if s.share else ")") for s in sources)
     lines = {s.label: sum(row["sources"].get(s.label, 0) for row in merged.values()) for s in sources}
     return merged, {"evidence": f"merged from {shown}", "sources": info, "lines": lines}

@@ -29,27 +29,28 @@ import functools
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
-from gsr_train.config import plain
 from gsr_train.data.errors import PreflightError
 from gsr_train.eval.qa import QAReport, comparison_table
 from gsr_train.eval.retrieval_answers import ANSWER_VARIANT
 from gsr_train.eval.tail import metrics_row
 from gsr_train.io import atomic_write, write_jsonl
+from gsr_train.llm.client import LLMConfig
+from gsr_train.options.check import built
 from gsr_train.options.eval_config import find_source
 from gsr_train.options.preflight import one_setting, preflight
 from gsr_train.readers import evidence, registry
 from gsr_train.readers.interface import Reader, ReadingInputs, is_trainable
+from gsr_train.readers.options import EvidenceSource, QARun, QATrain, ReaderModel
 from gsr_train.readers.retrieval_answers import RetrievalAnswers
 from gsr_train.readers.scoring import score_readings
-from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, run_top_k, save_metrics
+from gsr_train.runtime.run_data import RunPlace, load_kg_index, run_place, run_top_k, save_metrics
 from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
 
 log = logging.getLogger(__name__)
@@ -57,16 +58,42 @@ DEFAULT_READER = "causal-lm"
 BY_BACKEND = {"local": "causal-lm", "llm": "prompted"}  # qa.backend, the old spelling of qa.reading.method
 
 
+@dataclass(frozen=True)
+class ReaderRecipe:
+    """A reader run's options, built once from its checked config (`reader_recipe`): what every
+    stage below the runner reads, in place of the config."""
+
+    qa: QARun
+    reader: ReaderModel
+    llm: LLMConfig
+    top_k: int  # evidence lines per prompt (0: closed book)
+    seed: int
+
+
+def reader_recipe(cfg: DictConfig) -> ReaderRecipe:
+    """The `ReaderRecipe` of a reader run's config (a run's own, or one a finished run saved)."""
+    return ReaderRecipe(
+        built(QARun, cfg.get("qa")),
+        built(ReaderModel, cfg.get("reader")),
+        built(LLMConfig, cfg.get("llm")),
+        run_top_k(cfg),
+        int(cfg.seed),
+    )
+
+
 @dataclass
 class _ReaderRun:
-    """What the stages of one reader run share."""
+    """What the stages of one reader run share: the config stays for the run's Trainer, checks and
+    metrics file (`gsr_train.runtime`); the stages read the recipe and the place."""
 
     cfg: DictConfig
+    recipe: ReaderRecipe
+    place: RunPlace
     t_start: float
     index: Any
     choice: ReaderChoice  # which reader, read once
     training: bool
-    sources: list[dict[str, Any]] = field(default_factory=list)  # qa.retrieval.sources, checked
+    sources: list[EvidenceSource] = field(default_factory=list)  # qa.retrieval.sources, checked
     timings: dict[str, float] = field(default_factory=dict)
     evidence: evidence.Gathered = field(default_factory=evidence.Gathered)
     reports: dict[str, QAReport] = field(default_factory=dict)
@@ -75,24 +102,24 @@ class _ReaderRun:
     method: str = ""  # the reader's name in the tables
 
     @property
-    def qa(self) -> Any:
-        return self.cfg.qa
+    def qa(self) -> QARun:
+        return self.recipe.qa
 
     @property
     def out(self) -> Path:
-        return output_dir(self.cfg)
+        return self.place.out
 
     @property
     def k(self) -> int:
-        return run_top_k(self.cfg)
+        return self.recipe.top_k
 
     @property
     def eval_split(self) -> str:
-        return str(self.qa.eval_split)
+        return self.qa.eval_split
 
     @property
-    def budget(self) -> int | None:
-        return int(self.qa.max_prompt_tokens) if self.qa.get("max_prompt_tokens") else None
+    def budget(self) -> int:
+        return self.qa.max_prompt_tokens
 
     def rows_of(self, split: str, evidence_kind: str) -> Any:
         """The results rows a variant reads: ``retrieved`` evidence, or none (closed book)."""
@@ -121,19 +148,17 @@ class ReaderChoice:
     options: dict[str, Any]
 
 
-def reader_choice(cfg: DictConfig) -> ReaderChoice:
+def reader_choice(qa: QARun) -> ReaderChoice:
     """``qa.reading``: the one key choosing the reader. ``qa.backend`` (``llm``: ``prompted``), its old
     spelling, still chooses when ``qa.reading.method`` is left at its default, with one warning."""
-    spec = cfg.qa.get("reading") or {}
-    target = str(spec.get("_target_")) if spec.get("_target_") else None
-    name = str(spec.get("method") or DEFAULT_READER)
-    backend = cfg.qa.get("backend")
-    if backend is not None and target is None:
+    spec = qa.reading
+    target = spec._target_ or None
+    name = spec.method or DEFAULT_READER
+    if qa.backend is not None and target is None:
         if name == DEFAULT_READER:
-            name = BY_BACKEND.get(str(backend), DEFAULT_READER)
-        _spelled_now(f"qa.backend={backend} is spelled qa.reading.method={name} now; qa.backend will go")
-    options = plain(spec.get("options")) or {}
-    return ReaderChoice(None if target else name, target, dict(options))
+            name = BY_BACKEND.get(qa.backend, DEFAULT_READER)
+        _spelled_now(f"qa.backend={qa.backend} is spelled qa.reading.method={name} now; qa.backend will go")
+    return ReaderChoice(None if target else name, target, dict(spec.options))
 
 
 @functools.cache
@@ -142,36 +167,34 @@ def _spelled_now(line: str) -> None:
     log.warning(line)
 
 
-def trains(cfg: DictConfig, factory: Any) -> bool:
+def trains(qa: QARun, factory: Any) -> bool:
     """Does this run train its reader (made by ``factory``; and so read the train split's evidence)?"""
-    qa = cfg.qa
-    asked = not qa.get("eval_only") and bool(qa.get("train_split")) and bool(qa.train.get("enabled", True))
-    return asked and is_trainable(factory)
+    return not qa.eval_only and bool(qa.train_split) and qa.train.enabled and is_trainable(factory)
 
 
 def _start(cfg: DictConfig) -> _ReaderRun:
     t_start = time.perf_counter()
     one_setting(cfg, "qa.train.epochs")
-    qa = cfg.qa
-    if qa.get("threads"):
-        torch.set_num_threads(int(qa.threads))
-    choice = reader_choice(cfg)
+    recipe = reader_recipe(cfg)
+    qa = recipe.qa
+    if qa.threads:
+        torch.set_num_threads(qa.threads)
+    choice = reader_choice(qa)
     factory = registry.resolve(choice.name, choice.target)  # an unknown reader: one line, before any work
-    training = trains(cfg, factory)
-    splits = [str(qa.eval_split)] + ([str(qa.train_split)] if training else [])
-    sources = evidence.evidence_sources(cfg, splits)
-    preflight(
-        cfg, splits=[qa.get("train_split"), str(qa.eval_split)], checkpoints={"resume": cfg.get("resume")}
-    )  # qa.eval_only may name a hub adapter
-    index = load_kg_index(cfg, evaluate=[str(qa.eval_split)])
-    return _ReaderRun(cfg, t_start, index, choice, training, sources)
+    training = trains(qa, factory)
+    splits = [qa.eval_split] + ([str(qa.train_split)] if training else [])
+    sources = evidence.evidence_sources(qa.retrieval, splits)
+    read = [s for s in (qa.train_split, qa.eval_split) if s]
+    preflight(cfg, splits=read, checkpoints={"resume": cfg.get("resume")})  # qa.eval_only may name a hub adapter
+    index = load_kg_index(cfg, evaluate=[qa.eval_split])
+    return _ReaderRun(cfg, recipe, run_place(cfg), t_start, index, choice, training, sources)
 
 
 def _gather_evidence(r: _ReaderRun) -> None:
     """Each split's questions and retrieved evidence (copied into the run folder by rank 0)."""
     t0 = time.perf_counter()
     splits = [r.eval_split] + ([str(r.qa.train_split)] if r.training else [])
-    r.evidence = evidence.gather(r.cfg, r.index, splits, r.sources, r.out, write=is_rank_zero())
+    r.evidence = evidence.gather(r.qa, r.k, r.place, r.index, splits, r.sources, write=is_rank_zero())
     r.timings["evidence_s"] = time.perf_counter() - t0
 
 
@@ -185,21 +208,21 @@ def _answer_from_retrieval(r: _ReaderRun) -> None:
 
 
 def reading_inputs(
-    cfg: DictConfig, trained: str | None, trains: bool, index: Any, cache: Path, device: Any
+    recipe: ReaderRecipe, trained: str | None, trains: bool, index: Any, cache: Path, device: Any
 ) -> ReadingInputs:
-    """What the reader of the run configured by ``cfg`` reads besides its options."""
-    qa = cfg.qa
+    """What the reader of a run with ``recipe`` reads besides its options."""
+    qa = recipe.qa
     return ReadingInputs(
-        format=str(qa.format),
-        k=run_top_k(cfg),
-        max_prompt_tokens=int(qa.max_prompt_tokens) if qa.get("max_prompt_tokens") else None,
-        icl=bool(qa.icl),
-        seed=int(cfg.seed),
-        train=plain(qa.train) or {},
-        eval=plain(qa.eval) or {},
-        merge=bool(qa.get("merge")),
-        model=plain(cfg.get("reader")) or {},
-        llm=plain(cfg.get("llm")) or {},
+        format=qa.format,
+        k=recipe.top_k,
+        max_prompt_tokens=qa.max_prompt_tokens,
+        icl=qa.icl,
+        seed=recipe.seed,
+        train=asdict(qa.train),
+        eval=asdict(qa.eval),
+        merge=qa.merge,
+        model=asdict(recipe.reader),
+        llm=asdict(recipe.llm),
         trained=trained,
         trains=trains,
         index=index,
@@ -218,14 +241,13 @@ def reader_of_run(run: str | Path, cache: Path) -> tuple[Reader, ReadingInputs]:
     source = find_source(run)
     if source.method != "reader":
         raise PreflightError(f"{run}: not a reader run (a {source.method} run); give a trained reader_* run")
-    inputs = reading_inputs(source.config, source.checkpoint, False, None, cache, torch.device("cpu"))
-    return build_reader(reader_choice(source.config), inputs), inputs
+    recipe = reader_recipe(source.config)
+    inputs = reading_inputs(recipe, source.checkpoint, False, None, cache, torch.device("cpu"))
+    return build_reader(reader_choice(recipe.qa), inputs), inputs
 
 
 def _inputs(r: _ReaderRun) -> ReadingInputs:
-    cfg, qa = r.cfg, r.qa
-    trained = str(qa.eval_only) if qa.get("eval_only") else None
-    return reading_inputs(cfg, trained, r.training, r.index, cache_dir(cfg), run_device(cfg))
+    return reading_inputs(r.recipe, r.qa.eval_only or None, r.training, r.index, r.place.cache_dir, r.place.device)
 
 
 def _build_reader(r: _ReaderRun) -> Reader:
@@ -274,7 +296,7 @@ def _train(r: _ReaderRun, reader: Any) -> dict:
     saves it into ``adapter/``; the training figures."""
     cfg, tr, split = r.cfg, r.qa.train, str(r.qa.train_split)
     t0 = time.perf_counter()
-    batch = rank_batch(cfg, int(tr.batch_size), "qa.train.batch_size")
+    batch = rank_batch(cfg, tr.batch_size, "qa.train.batch_size")
     parts = reader.training(r.evidence.questions[split], r.evidence.results[split], batch)
     r.timings["prepare_train_s"] = time.perf_counter() - t0
     trainer = make_trainer(cfg, **trainer_options(tr))
@@ -296,16 +318,16 @@ def _train(r: _ReaderRun, reader: Any) -> dict:
     return info
 
 
-def trainer_options(tr: Any) -> dict[str, Any]:
+def trainer_options(tr: QATrain) -> dict[str, Any]:
     """The Trainer settings of ``qa.train``: epochs, optimiser steps, accumulation, clipping, logging."""
     options: dict[str, Any] = {
-        "max_epochs": int(tr.epochs),
-        "accumulate_grad_batches": int(tr.get("accumulate", 1)),
-        "log_every_n_steps": int(tr.get("log_every", 10)),
+        "max_epochs": tr.epochs,
+        "accumulate_grad_batches": tr.accumulate,
+        "log_every_n_steps": tr.log_every,
     }
-    if tr.get("max_steps"):
-        options["max_steps"] = int(tr.max_steps)
-    if tr.get("gradient_clip_val"):
+    if tr.max_steps:
+        options["max_steps"] = tr.max_steps
+    if tr.gradient_clip_val:
         options["gradient_clip_val"] = float(tr.gradient_clip_val)
     return options
 
@@ -336,8 +358,8 @@ def _figures(r: _ReaderRun) -> dict[str, Any]:
         "k": r.k,
         "max_prompt_tokens": r.budget,
         "eval_split": r.eval_split,
-        "reader": plain(r.cfg.reader),
-        "qa": plain(r.qa),
+        "reader": asdict(r.recipe.reader),
+        "qa": asdict(r.qa),
         "retrieval": r.evidence.info,
         "metrics": {name: rep.to_dict() for name, rep in r.reports.items()},
         ANSWER_VARIANT: r.answers.to_dict() if r.answers is not None else None,
@@ -359,7 +381,7 @@ def _table_text(r: _ReaderRun, command: str) -> str:
 
 def _rows(r: _ReaderRun, figures: dict) -> list[dict]:
     """One metrics.json row per variant, named by who answered."""
-    adapter = str(r.out / "adapter") if (r.out / "adapter").is_dir() else (r.qa.get("eval_only") or None)
+    adapter = str(r.out / "adapter") if (r.out / "adapter").is_dir() else (r.qa.eval_only or None)
     rows = []
     for name, rep in figures["metrics"].items():
         view = rep.get("all") or {}

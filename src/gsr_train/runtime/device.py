@@ -139,10 +139,3 @@ def place_encoder(cfg: DictConfig) -> None:
     if isinstance(encoder, DictConfig) and "device" in encoder and encoder.device is None:
         with open_dict(encoder):
             encoder.device = str(run_device(cfg))
-
-
-def encoder_key(cfg: DictConfig) -> dict[str, Any]:
-    """The encoder options that decide what it computes (its device does not): for cache keys."""
-    encoder = OmegaConf.select(cfg, "encoder", default=None)
-    options = OmegaConf.to_container(encoder, resolve=True) if isinstance(encoder, DictConfig) else {}
-    return {str(k): v for k, v in dict(options or {}).items() if k != "device"}  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from gsr_train.kg.extracted_data import ensure_graphs
 from gsr_train.kg.index import get_index
 from gsr_train.kg.sparql_options import SparqlOptions
 from gsr_train.parallel import WorkersError, resolve_workers, set_default_workers
-from gsr_train.runtime.device import device_record
+from gsr_train.runtime.device import device_record, run_device
 from gsr_train.runtime.training import is_rank_zero
 from gsr_train.text.encoders import TextEncoder, load_encoder
 
@@ -52,6 +53,28 @@ def output_dir(cfg: DictConfig) -> Path:
     path = Path(cfg.paths.output_dir)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    """Where a run writes, caches and computes, and with which text encoder: read from its config
+    once, by the runner, for the stages below it (which take this, not the config)."""
+
+    out: Path  # the run folder
+    cache_dir: Path
+    device: Any  # a torch.device: the trainer's
+    encoder: dict[str, Any]  # encoder: as plain options (load_encoder, get_embeddings)
+
+    @property
+    def encoder_key(self) -> dict[str, Any]:
+        """The encoder options that decide what it computes (its device does not): for cache keys."""
+        return {k: v for k, v in self.encoder.items() if k != "device"}
+
+
+def run_place(cfg: DictConfig) -> RunPlace:
+    """The `RunPlace` of the run configured by ``cfg``."""
+    encoder = encoder_options(cfg) if OmegaConf.select(cfg, "encoder", default=None) is not None else {}
+    return RunPlace(output_dir(cfg), cache_dir(cfg), run_device(cfg), encoder)
 
 
 def resolve_data_dir(cfg: DictConfig) -> str:
