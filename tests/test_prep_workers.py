@@ -292,10 +292,11 @@ def test_bad_data_workers_is_one_message_naming_the_option():
 
 
 def test_a_run_prepares_its_data_with_data_workers(webqsp_mini, tmp_path, monkeypatch):
-    """load_kg_index builds with data.workers, and edge_data (every triple-scorer run) asks for the
-    embeddings and the supervision with it."""
+    """load_kg_index builds with data.workers, and edge_data (every triple-scorer run, through
+    run_edge_data) asks for the embeddings and the supervision with it."""
     import gsr_train.retrievers.edge_training as edge_training
-    from gsr_train.retrievers.edge_training import edge_data
+    from gsr_train.retrievers.edge_training import EdgeSplits
+    from gsr_train.runs.train_retriever import run_edge_data
     from gsr_train.runtime.run_data import load_kg_index
 
     cfg = compose_config(
@@ -325,8 +326,9 @@ def test_a_run_prepares_its_data_with_data_workers(webqsp_mini, tmp_path, monkey
     try:
         index = load_kg_index(cfg)
         assert index.meta["build_workers"] == 1 and resolve_workers() == 1
+        set_default_workers(None)  # run_edge_data sets data.workers itself
         with pytest.raises(Enough):
-            edge_data(cfg, index, "train", "validation", "test", "val_split")
+            run_edge_data(cfg, index, EdgeSplits("train", "validation", "test", "val_split"))
     finally:
         set_default_workers(None)
     assert asked == {"embeddings": 1, "supervision": 1}

@@ -5,9 +5,7 @@ The figures of each pool go into the data summary (``metrics.json``'s ``data``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING, Any
 
 from gsr_train.datamodules.gsr_data import (
     ChainQuestion,
@@ -26,15 +24,15 @@ if TYPE_CHECKING:
     from gsr_train.datamodules.gsr_prepare import GSRData, WalkSettings
 
 
-def build_datamodule(cfg: DictConfig, data: GSRData, gsr, walks: WalkSettings, batch_size: int) -> GSRDataModule:
-    """The DataModule of ``gsr`` (its ``relations`` vocabulary) on ``data``: every training question's
+def build_datamodule(g: Any, seed: int, data: GSRData, gsr, walks: WalkSettings, batch_size: int) -> GSRDataModule:
+    """The DataModule of ``gsr`` (its ``relations`` vocabulary) on ``data`` with the run's ``gsr``
+    recipe ``g`` (`gsr_train.options.recipes.GSRRun`) and ``seed``: every training question's
     chains as one retrieval item, the validation questions' ground chains, the indexing pool and the
     walk pool; ``batch_size`` is this process's batch."""
-    g = cfg.gsr
     retrieval, counts = retrieval_items(data.train, gsr.relations)
-    validation, vcounts = _validation_items(g, data, gsr.relations)
-    index_pool = _index_pool(cfg, data, gsr.relations) if g.schedule != "retrieval" else []
-    share = g.index.get("kg_share")
+    validation, vcounts = _validation_items(g.max_val_questions, data, gsr.relations)
+    index_pool = _index_pool(g.index, seed, data, gsr.relations) if g.schedule != "retrieval" else []
+    share = g.index.kg_share
     focus = _index_focus(data, gsr.relations, index_pool) if share is not None and index_pool else None
     walk_pool = _walk_pool(data, gsr.relations, walks)
     data.summary.update(
@@ -54,12 +52,11 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr, walks: WalkSettings, b
         index_pool,
         validation,
         schedule=g.schedule,
-        index_epochs=int(g.get("index_epochs", 0)),
+        index_epochs=g.index_epochs,
         index_ratio=float(g.index_ratio),
         batch_size=batch_size,
-        eval_batch_size=int(g.get("eval_batch_size", 64)),
-        seed=int(cfg.seed),
-        max_targets=g.get("max_targets"),
+        seed=seed,
+        max_targets=g.max_targets,
         walk_pool=walk_pool,
         walk_ratio=walks.ratio,
         index_focus=focus,
@@ -67,35 +64,34 @@ def build_datamodule(cfg: DictConfig, data: GSRData, gsr, walks: WalkSettings, b
     )
 
 
-def _validation_items(g: DictConfig, data: GSRData, relations) -> tuple[list, dict]:
-    """The validation questions with ground chains (the first ``gsr.max_val_questions``), their
+def _validation_items(first: int | None, data: GSRData, relations) -> tuple[list, dict]:
+    """The validation questions with ground chains (the ``first``: ``gsr.max_val_questions``), their
     ground chains as targets."""
     val_q = [q for q in data.validation if q.ground]
-    if g.get("max_val_questions"):
-        val_q = val_q[: int(g.max_val_questions)]
+    if first:
+        val_q = val_q[:first]
     val_q = [ChainQuestion(q.id, q.question, q.ground, q.ground) for q in val_q]
     return retrieval_items(val_q, relations, strict=False, require_targets=False)
 
 
-def _index_pool(cfg: DictConfig, data: GSRData, relations) -> list:
+def _index_pool(index: Any, seed: int, data: GSRData, relations) -> list:
     """Indexing items: pseudo questions (templates, ``gsr.index.templates`` or the relation's name)
     about the ``gsr.index.relations`` relations of the vocabulary (every one, the KG's, or those
-    with subjects)."""
-    g = cfg.gsr
-    sources = load_index_file(g.index.templates) if g.index.get("templates") else None
+    with subjects); ``index``: ``gsr.index`` (`gsr_train.options.recipes.GSRIndexData`)."""
+    sources = load_index_file(index.templates) if index.templates else None
     rels = relations.relations
-    if g.index.relations == "kg":
+    if index.relations == "kg":
         kg = set(data.kg_relations)
         rels = [r for r in rels if r in kg]
-    elif g.index.relations == "subjects":
+    elif index.relations == "subjects":
         rels = [r for r in rels if r in data.subjects]
     examples = pseudo_questions(
         rels,
         data.subjects,
         sources,
-        per_relation=int(g.index.per_relation),
-        seed=int(cfg.seed),
-        fallback_subject=bool(g.index.fallback_subject),
+        per_relation=index.per_relation,
+        seed=seed,
+        fallback_subject=index.fallback_subject,
     )
     return index_items(examples, relations)
 

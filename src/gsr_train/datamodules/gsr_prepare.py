@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-from omegaconf import DictConfig
 
-from gsr_train.config import plain
 from gsr_train.data.errors import UserError
 from gsr_train.data.rows import find_split_file
 from gsr_train.datamodules.gsr_chains import (
@@ -63,6 +61,20 @@ class WalkSettings(Protocol):
     max_hops: int
     starts: str
     prefix: str
+
+
+@dataclass(frozen=True)
+class GSRSource:
+    """The dataset a GSR run's data steps read, as its data file names it (the open ``data`` section),
+    and the run's seed; the ``gsr`` recipe (`gsr_train.options.recipes.GSRRun`) comes beside it."""
+
+    name: str  # data.name
+    dir: str  # data.dir: the rows (chain files or a RoG dataset)
+    splits: tuple[str, ...]  # data.splits
+    seed: int
+    graphs: str | None = None  # data.graphs: the RoG-format folder of a chain-file dataset's graphs
+    graph_splits: tuple[str, ...] | None = None  # data.graph_splits (null: every split file there)
+    questions_without_graph: str = "error"  # data.questions_without_graph: error | skip | keep
 
 
 @dataclass
@@ -195,10 +207,13 @@ def option_problems(g: Mapping[str, Any], walks: WalkSettings) -> list[str]:
     return problems
 
 
-def random_walks(cfg: DictConfig, index, splits: tuple, walks: WalkSettings, default_starts: str, exclude=()) -> list:
+def random_walks(
+    src: GSRSource, g: Any, index, splits: tuple, walks: WalkSettings, default_starts: str, exclude=()
+) -> list:
     """``gsr.walks``: composed multi-hop examples from random walks over ``splits``' graphs
     (``starts: auto`` = ``default_starts``: topic entities for a RoG dataset, named entities for a
-    shared KG), seeded by ``cfg.seed``, skipping ``gsr.filter.drop_prefixes`` relations."""
+    shared KG), seeded by the run's seed, skipping ``gsr.filter.drop_prefixes`` relations (``g``: the
+    run's ``gsr`` recipe)."""
     if walks.count <= 0:
         return []
     sampled = sample_walks(
@@ -209,10 +224,10 @@ def random_walks(cfg: DictConfig, index, splits: tuple, walks: WalkSettings, def
         max_hops=walks.max_hops,
         starts=default_starts if walks.starts == "auto" else walks.starts,
         exclude=exclude,
-        drop_prefixes=tuple(cfg.gsr.filter.get("drop_prefixes") or ()),
-        seed=int(cfg.seed),
+        drop_prefixes=tuple(g.filter.drop_prefixes or ()),
+        seed=src.seed,
     )
-    return walk_examples(sampled, seed=int(cfg.seed))
+    return walk_examples(sampled, seed=src.seed)
 
 
 def walk_counts(walks: list) -> dict:
@@ -243,12 +258,12 @@ def graph_splits(graphs: str, configured: Sequence[str] | None) -> tuple[str, ..
     return tuple(present)
 
 
-def questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[list, int]:
+def questions_with_graphs(src: GSRSource, eval_split: str, evaluation: list, gidx) -> tuple[list, int]:
     """The evaluation questions to score and how many of them have no graph in ``gidx``.
     ``data.questions_without_graph``: ``error`` (the default: such a question could only score 0 in
     constrained decoding and answer coverage), ``skip`` (left out) or ``keep`` (scored, as misses
     where a graph is needed)."""
-    policy = str(cfg.data.get("questions_without_graph") or "error")
+    policy = src.questions_without_graph or "error"
     if policy not in ("error", "skip", "keep"):
         raise GSRDataError(f"data.questions_without_graph={policy}: use error, skip or keep")
     known = {qid for graphs in gidx.splits.values() for qid in graphs.ids}
@@ -257,8 +272,8 @@ def questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[list
     if lost and policy == "error":
         examples = ", ".join(q.id for q in evaluation if q.id not in known)[:200]
         raise GSRDataError(
-            f"{lost} of {len(evaluation)} evaluation questions of {cfg.data.name} [{cfg.gsr.eval_split}] have no graph "
-            f"in data.graphs={cfg.data.graphs} (splits {', '.join(gidx.splits)}; e.g. {examples}): point "
+            f"{lost} of {len(evaluation)} evaluation questions of {src.name} [{eval_split}] have no graph "
+            f"in data.graphs={src.graphs} (splits {', '.join(gidx.splits)}; e.g. {examples}): point "
             "data.graphs at the RoG-format folder holding these question ids, or set "
             "data.questions_without_graph=skip (evaluate only the questions that have one) or =keep (score them "
             "as misses wherever a graph is needed)"
@@ -268,12 +283,12 @@ def questions_with_graphs(cfg: DictConfig, evaluation: list, gidx) -> tuple[list
             "%d of %d evaluation questions have no graph in %s: %s (data.questions_without_graph=%s)",
             lost,
             len(evaluation),
-            cfg.data.graphs,
+            src.graphs,
             "left out" if policy == "skip" else "misses in constrained decoding and coverage",
             policy,
         )
     if not kept:
-        raise GSRDataError(f"no evaluation question of {cfg.data.name} has a graph in data.graphs={cfg.data.graphs}")
+        raise GSRDataError(f"no evaluation question of {src.name} has a graph in data.graphs={src.graphs}")
     return (kept if policy == "skip" else evaluation), lost
 
 
@@ -326,35 +341,34 @@ class _EvalGraphs:
 
 
 def prepare_paths_data(
-    cfg: DictConfig, load_graphs: Callable[[Any, tuple[str, ...]], Any], walks: WalkSettings
+    src: GSRSource, g: Any, load_graphs: Callable[[Any, tuple[str, ...]], Any], walks: WalkSettings
 ) -> GSRData:
-    """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids;
-    ``load_graphs(folder, splits)`` opens the KG index of ``data.graphs``."""
-    g = cfg.gsr
-    rows = {s: load_path_rows(cfg.data.dir, s) for s in cfg.data.splits}
+    """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids (``g``: the
+    run's ``gsr`` recipe); ``load_graphs(folder, splits)`` opens the KG index of ``data.graphs``."""
+    rows = {s: load_path_rows(src.dir, s) for s in src.splits}
     variant = g.variant
-    training = not g.get("eval_only")
-    llm = llm_chains(g.get("llm_chains"))
+    training = not g.eval_only
+    llm = llm_chains(g.llm_chains)
     # the rows are read anyway: eval-only runs of models that did not record their training
     # chains' relations take the seen / unseen groups from this training split
-    train = questions_from_paths(rows["train"], variant, llm, plain(g.get("filter"))) if "train" in rows else []
+    train = questions_from_paths(rows["train"], variant, llm, asdict(g.filter)) if "train" in rows else []
     validation = questions_from_paths(rows.get("validation", []), "raw") if training else []
     gpt = {
         r.id: [*(r.llm_paths or []), *((llm or {}).get(r.id) or [])]  # GPT chains count for the holdout too
         for s in ("train", "validation")
         for r in rows.get(s, [])
     }
-    train, validation, holdout = apply_holdout(train, validation, g.get("holdout") or {}, gpt)
+    train, validation, holdout = apply_holdout(train, validation, asdict(g.holdout), gpt)
     evaluation = questions_from_paths(rows[g.eval_split], "raw")
-    if not cfg.data.get("graphs") and "constrained" in g.get("eval_modes", []):
+    if not src.graphs and "constrained" in g.eval_modes:
         raise GSRDataError(
             f"gsr.eval_modes has constrained, which decodes on each question's graph, but "
-            f"{cfg.data.name} is chain files and data.graphs is not set: point data.graphs at the "
+            f"{src.name} is chain files and data.graphs is not set: point data.graphs at the "
             "RoG-format folder holding the questions' graphs, or set gsr.eval_modes=[unconstrained]"
         )
     eg = _EvalGraphs(evaluation, [False] * len(evaluation))
-    if cfg.data.get("graphs"):
-        eg = _paths_graphs(cfg, load_graphs, walks, evaluation, training)
+    if src.graphs:
+        eg = _paths_graphs(src, g, load_graphs, walks, evaluation, training)
     summary = {
         "layout": "paths",
         "eval_without_graph": eg.without_graph,
@@ -380,44 +394,42 @@ def prepare_paths_data(
     )
 
 
-def _paths_graphs(cfg: DictConfig, load_graphs, walks: WalkSettings, evaluation: list, training: bool) -> _EvalGraphs:
+def _paths_graphs(
+    src: GSRSource, g: Any, load_graphs, walks: WalkSettings, evaluation: list, training: bool
+) -> _EvalGraphs:
     """The evaluation questions' graphs gathered from ``data.graphs``, the KG's relations, indexing
     subjects and (training) walks over it, none starting at an evaluation question's topic."""
-    g = cfg.gsr
-    splits = graph_splits(str(cfg.data.graphs), cfg.data.get("graph_splits"))
-    gidx = load_graphs(cfg.data.graphs, splits)
-    evaluation, without_graph = questions_with_graphs(cfg, evaluation, gidx)
+    splits = graph_splits(str(src.graphs), src.graph_splits)
+    gidx = load_graphs(src.graphs, splits)
+    evaluation, without_graph = questions_with_graphs(src, g.eval_split, evaluation, gidx)
     graph_index, has_graph, _ = gather_graphs(gidx, [q.id for q in evaluation])
     eval_graphs = graph_index["eval"]
     topics = {gidx.entities[int(e)] for e in eval_graphs.entity_ids[eval_graphs.topic_mask].tolist()}
     subjects = relation_subjects(
-        gidx, splits, exclude=topics, per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed)
+        gidx, splits, exclude=topics, per_relation=g.index.subjects_per_relation, seed=src.seed
     )
     # the KG is shared with the evaluation questions: no walk starts at their topics
-    sampled = random_walks(cfg, gidx, splits, walks, "named", exclude=topics) if training else []
+    sampled = random_walks(src, g, gidx, splits, walks, "named", exclude=topics) if training else []
     return _EvalGraphs(evaluation, has_graph, graph_index, list(gidx.relations), subjects, sampled, without_graph)
 
 
-def prepare_rog_data(cfg: DictConfig, index, cache: Path, walks: WalkSettings) -> GSRData:
+def prepare_rog_data(src: GSRSource, g: Any, index, cache: Path, walks: WalkSettings) -> GSRData:
     """A RoG-format dataset (its KG ``index``, the supervision cached in ``cache``): chains from the
-    KG supervision, graphs from the KG index."""
-    g = cfg.gsr
-    sup = {s: get_supervision(index, s, cache) for s in cfg.data.splits}
-    training = not g.get("eval_only")  # evaluation needs only the split it scores
+    KG supervision, graphs from the KG index (``g``: the run's ``gsr`` recipe)."""
+    sup = {s: get_supervision(index, s, cache) for s in src.splits}
+    training = not g.eval_only  # evaluation needs only the split it scores
     train: list[ChainQuestion] = []
     validation: list[ChainQuestion] = []
     subjects: dict[str, list[str]] = {}
     holdout: dict[str, Any] = {}
     sampled: list = []
     if training:
-        llm = llm_chains(g.get("llm_chains"))
+        llm = llm_chains(g.llm_chains)
         train = questions_from_kg(index, "train", sup["train"], g.variant, llm)
         validation = questions_from_kg(index, "validation", sup["validation"], "raw") if "validation" in sup else []
-        train, validation, holdout = apply_holdout(train, validation, g.get("holdout") or {}, llm)
-        subjects = relation_subjects(
-            index, ("train",), per_relation=int(g.index.subjects_per_relation), seed=int(cfg.seed)
-        )
-        sampled = random_walks(cfg, index, ("train",), walks, "topics")
+        train, validation, holdout = apply_holdout(train, validation, asdict(g.holdout), llm)
+        subjects = relation_subjects(index, ("train",), per_relation=g.index.subjects_per_relation, seed=src.seed)
+        sampled = random_walks(src, g, index, ("train",), walks, "topics")
     evaluation = questions_from_kg(index, g.eval_split, sup[g.eval_split], "raw")
     graph_index = KGIndex(index.entities, index.relations, {"eval": index[g.eval_split]}, {})
     summary = {

@@ -182,7 +182,7 @@ def check_gsr(cfg: DictConfig, model_option: str = "gsr.eval_only", label_splits
             f"({int(cfg.model.epochs)} epochs of {cfg.model.name}) and no CUDA device is visible here; "
             "add trainer=cpu gsr.require_gpu=false to run it on the CPU anyway"
         )
-    problems = gsr_prepare.option_problems(g, gsr_walks(cfg))
+    problems = gsr_prepare.option_problems(plain(g) or {}, gsr_walks(cfg))
     if problems:
         raise PreflightError("; ".join(problems))
     needed = [g.eval_split] + ([] if g.get("eval_only") else ["train"])

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from gsr_train.datamodules.triple_datamodule import TripleDataModule
 from gsr_train.kg.paths import get_supervision
-from gsr_train.runtime.run_data import cache_dir, encoder_options, output_dir, require_split, set_run_workers
-from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
+from gsr_train.runtime.run_data import RunPlace, require_split
+from gsr_train.runtime.training import Fitting, fit_state, is_rank_zero
 from gsr_train.text.embeddings import get_embeddings
 
 log = logging.getLogger(__name__)
@@ -52,17 +51,25 @@ class Trained:
     seconds: float
 
 
-def edge_data(
-    cfg: DictConfig, index: Any, train_split: str | None, val_split: str | None, eval_split: str, val_option: str
-) -> tuple[Any, dict]:
-    """Embeddings and shortest-path supervision of the splits a triple-scorer run reads (no training
-    split: evaluation only), with the training and validation splits checked to teach something.
-    ``val_option``: the option that names the validation split (named in its error)."""
-    splits = list(dict.fromkeys(s for s in ((train_split, val_split) if train_split else ()) + (eval_split,) if s))
-    workers = set_run_workers(cfg)  # data.workers
-    emb = get_embeddings(index, encoder_options(cfg), cache_dir(cfg), splits=splits, workers=workers)
-    sup = {s: get_supervision(index, s, cache_dir(cfg), workers=workers) for s in splits}
-    data = str(cfg.data.name)
+@dataclass(frozen=True)
+class EdgeSplits:
+    """The splits a triple-scorer run reads (no ``train``: evaluation only) and the option that names
+    the validation split (named in its error)."""
+
+    train: str | None
+    val: str | None
+    eval: str
+    val_option: str
+
+
+def edge_data(place: RunPlace, workers: int, data: str, index: Any, splits: EdgeSplits) -> tuple[Any, dict]:
+    """Embeddings and shortest-path supervision of the ``splits`` of dataset ``data`` (with ``workers``
+    threads, `gsr_train.runtime.run_data.set_run_workers`), the training and validation splits
+    checked to teach something."""
+    train_split, val_split, val_option = splits.train, splits.val, splits.val_option
+    read = list(dict.fromkeys(s for s in ((train_split, val_split) if train_split else ()) + (splits.eval,) if s))
+    emb = get_embeddings(index, place.encoder, place.cache_dir, splits=read, workers=workers)
+    sup = {s: get_supervision(index, s, place.cache_dir, workers=workers) for s in read}
     if train_split:
         require_split(index, train_split, "training", data, sup[train_split].triple_label)
         if val_split:
@@ -101,7 +108,7 @@ def monitor_of(recipe: EdgeRecipe, targets: str = "triples") -> str | None:
     return "val/hit@1" if targets == "nodes" else f"val/sp_recall@{recipe.val_k}"
 
 
-def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dict, recipe: EdgeRecipe) -> Trained:
+def fit_edge_scorer(fit: Fitting, module: Any, index: Any, emb: Any, sup: dict, recipe: EdgeRecipe) -> Trained:
     """Fit ``module`` (an `gsr_train.models.edge_scorer.EdgeScorerModule`) with the run's trainer."""
     forward, reverse = module.dde_rounds
     dm = TripleDataModule(
@@ -113,21 +120,21 @@ def fit_edge_scorer(cfg: DictConfig, module: Any, index: Any, emb: Any, sup: dic
         int(reverse),
         train_split=recipe.train_split,
         val_split=recipe.val_split,
-        graphs_per_batch=rank_batch(cfg, recipe.graphs_per_batch, recipe.batch_option),
+        graphs_per_batch=fit.batch(recipe.graphs_per_batch, recipe.batch_option),
         eval_graphs_per_batch=recipe.eval_graphs_per_batch,
-        seed=int(cfg.seed),
+        seed=fit.seed,
         targets=str(module.targets),
     )
     module.validate_on(dm)
     monitor = monitor_of(recipe, str(module.targets))
-    ckpt, callbacks = _callbacks(output_dir(cfg), recipe, monitor)
-    trainer = make_trainer(cfg, callbacks=callbacks, max_epochs=recipe.epochs)
+    ckpt, callbacks = _callbacks(fit.out, recipe, monitor)
+    trainer = fit.trainer(callbacks=callbacks, max_epochs=recipe.epochs)
     t0 = time.perf_counter()
-    trainer.fit(module, dm, ckpt_path=resume_path(cfg))
+    trainer.fit(module, dm, ckpt_path=fit.resume)
     seconds = time.perf_counter() - t0
     if not is_rank_zero():
         return Trained(None, {}, trainer, dm, seconds)
-    return Trained(*_figures(output_dir(cfg), index, recipe, trainer, ckpt, dm, monitor), trainer, dm, seconds)
+    return Trained(*_figures(fit.out, index, recipe, trainer, ckpt, dm, monitor), trainer, dm, seconds)
 
 
 def _callbacks(out: Path, recipe: EdgeRecipe, monitor: str | None) -> tuple[Any, list]:

@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -41,7 +41,7 @@ from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules import gsr_prepare
 from gsr_train.datamodules.gsr_chains import chain_relations
 from gsr_train.datamodules.gsr_datamodule import build_datamodule
-from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError
+from gsr_train.datamodules.gsr_prepare import GSRData, GSRDataError, GSRSource
 from gsr_train.eval.chains import chain_figures, match_table
 from gsr_train.eval.intervals import QuestionValues
 from gsr_train.eval.tail import metrics_row, results_file
@@ -50,14 +50,16 @@ from gsr_train.kg.index import source_fingerprint
 from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
 from gsr_train.models.gsr.module import GSRModule, best_checkpoint, early_stopping
 from gsr_train.models.gsr.options import DecodeConfig
+from gsr_train.options.check import built
 from gsr_train.options.gsr_retrieve import retriever_run_config
-from gsr_train.options.preflight import check_gsr, gsr_walks
+from gsr_train.options.preflight import check_gsr
+from gsr_train.options.recipes import GSRRun
 from gsr_train.retrievers.gsr import edge_scores, retrieve_and_evaluate, write_gsr_results
 from gsr_train.retrievers.interface import ROW_FIELDS
 from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runtime.device import run_device
 from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, resolve_data_dir, run_top_k, save_metrics
-from gsr_train.runtime.training import fit_state, is_rank_zero, log_final_metrics, make_trainer, rank_batch, resume_path
+from gsr_train.runtime.training import fit_state, is_rank_zero, log_final_metrics, run_fitting
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,25 @@ def _preflight_errors() -> Iterator[None]:
         raise PreflightError(str(e)) from e
 
 
+def gsr_recipe(cfg: DictConfig) -> GSRRun:
+    """The run's ``gsr`` section as its recipe: what the data steps read (defaults where it is silent)."""
+    return built(GSRRun, cfg.gsr)
+
+
+def gsr_source(cfg: DictConfig) -> GSRSource:
+    """The dataset of the run, as its data file names it, and the run's seed."""
+    d = cfg.data
+    return GSRSource(
+        str(d.name),
+        str(d.dir),
+        tuple(str(s) for s in d.splits),
+        int(cfg.seed),
+        str(d.graphs) if d.get("graphs") else None,
+        tuple(str(s) for s in d.graph_splits) if d.get("graph_splits") else None,
+        str(d.get("questions_without_graph") or "error"),
+    )
+
+
 def prepare_paths_data(cfg: DictConfig) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids
     (`gsr_prepare.prepare_paths_data`), the graphs opened as every runner opens its data."""
@@ -79,36 +100,35 @@ def prepare_paths_data(cfg: DictConfig) -> GSRData:
     def load_graphs(source: Any, splits: tuple[str, ...]) -> Any:
         return load_kg_index(cfg, source=source, splits=splits)
 
+    g = gsr_recipe(cfg)
     with _preflight_errors():
-        return gsr_prepare.prepare_paths_data(cfg, load_graphs, gsr_walks(cfg))
+        return gsr_prepare.prepare_paths_data(gsr_source(cfg), g, load_graphs, g.walks)
 
 
 def prepare_rog_data(cfg: DictConfig, index: Any = None) -> GSRData:
     """A RoG-format dataset (`gsr_prepare.prepare_rog_data`) from the run's KG index."""
-    index = index if index is not None else load_kg_index(cfg, evaluate=[cfg.gsr.eval_split])
+    g = gsr_recipe(cfg)
+    index = index if index is not None else load_kg_index(cfg, evaluate=[g.eval_split])
     with _preflight_errors():
-        return gsr_prepare.prepare_rog_data(cfg, index, cache_dir(cfg), gsr_walks(cfg))
+        return gsr_prepare.prepare_rog_data(gsr_source(cfg), g, index, cache_dir(cfg), g.walks)
 
 
 def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
     """The model's relations by ``gsr.relations.source`` (`gsr_prepare.relation_vocab`)."""
     with _preflight_errors():
-        return gsr_prepare.relation_vocab(cfg.gsr.relations, data)
+        return gsr_prepare.relation_vocab(asdict(gsr_recipe(cfg).relations), data)
 
 
 def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     """Fit with the run's Trainer; returns (best checkpoint path or None, training seconds, fit
     figures with the trainer)."""
-    dm = build_datamodule(
-        cfg, data, gsr, gsr_walks(cfg), rank_batch(cfg, int(cfg.model.batch_size), "model.batch_size")
-    )
-    g = cfg.gsr
+    g, fit = gsr_recipe(cfg), run_fitting(cfg)
+    dm = build_datamodule(g, fit.seed, data, gsr, g.walks, fit.batch(int(cfg.model.batch_size), "model.batch_size"))
     module = _module(cfg, gsr)
     has_val = bool(dm.validation)
-    ckpt = best_checkpoint(output_dir(cfg) / "checkpoints", str(g.monitor), has_val)
-    stop = [early_stopping(str(g.monitor), int(g.patience))] if has_val and g.get("patience") else []
-    trainer = make_trainer(
-        cfg,
+    ckpt = best_checkpoint(fit.out / "checkpoints", g.monitor, has_val)
+    stop = [early_stopping(g.monitor, g.patience)] if has_val and g.patience else []
+    trainer = fit.trainer(
         callbacks=[ckpt, *stop],
         reload_dataloaders_every_n_epochs=1,
         **({} if has_val else {"limit_val_batches": 0}),
@@ -117,13 +137,13 @@ def train_gsr(cfg: DictConfig, data: GSRData, gsr):
     module.total_steps = dm.total_steps(int(cfg.trainer.max_epochs), accumulate, int(trainer.world_size))
     log.info("GSR training: %s", data.summary)
     t0 = time.perf_counter()
-    with _deterministic_fill(bool(g.get("deterministic_fill", False))):
-        trainer.fit(module, datamodule=dm.as_lightning(), ckpt_path=resume_path(cfg))
+    with _deterministic_fill(g.deterministic_fill):
+        trainer.fit(module, datamodule=dm.as_lightning(), ckpt_path=fit.resume)
     seconds = time.perf_counter() - t0
     state = fit_state(trainer, ckpt)
     if module.curve and is_rank_zero():
-        write_json(output_dir(cfg) / "val_curve.json", {"monitor": str(g.monitor), "epochs": module.curve})
-    last = output_dir(cfg) / "checkpoints" / "last.ckpt"
+        write_json(fit.out / "val_curve.json", {"monitor": g.monitor, "epochs": module.curve})
+    last = fit.out / "checkpoints" / "last.ckpt"
     best = state["best_path"] or ckpt.last_model_path or (str(last) if last.exists() else None)
     figures = {k: state[k] for k in ("best_score", "epochs_run")}
     figures["stopped_early"] = bool(stop and stop[0].stopped_epoch > 0)
@@ -234,24 +254,24 @@ def run(cfg: DictConfig) -> float | None:
 def prepare(cfg: DictConfig) -> _GSRRun:
     """The run's data in either layout (smoke runs: its first ``gsr.max_eval_questions`` evaluation
     questions) and the figures that describe the run."""
-    g = cfg.gsr
+    g = gsr_recipe(cfg)
     t0 = time.perf_counter()
     index = None if cfg.data.get("format") == "paths" else load_kg_index(cfg, evaluate=[g.eval_split])
     data = prepare_paths_data(cfg) if index is None else prepare_rog_data(cfg, index)
-    if g.get("max_eval_questions"):  # smoke runs: evaluate on the first questions only
-        data.first_questions(min(int(g.max_eval_questions), len(data.evaluation)))  # a split can be smaller
+    if g.max_eval_questions:  # smoke runs: evaluate on the first questions only
+        data.first_questions(min(g.max_eval_questions, len(data.evaluation)))  # a split can be smaller
     figures: dict[str, Any] = {
         "experiment": cfg.get("experiment_name"),
         "model": cfg.model.name,
         "variant": g.variant,
         "schedule": g.schedule,
         "relation_head": str(cfg.model.get("relation_head", "token")),
-        "relation_source": str(g.relations.source),
+        "relation_source": g.relations.source,
         "relation_residual": bool(cfg.model.get("relation_residual", True)),
         "relation_residual_dropout": float(cfg.model.get("relation_residual_dropout") or 0.0),
         "index_ratio": float(g.index_ratio),
-        "walks": gsr_walks(cfg).count,
-        "holdout": float((g.get("holdout") or {}).get("fraction") or 0.0),
+        "walks": g.walks.count,
+        "holdout": float(g.holdout.fraction or 0.0),
     }
     return _GSRRun(cfg, data, time.perf_counter() - t0, figures, index=index)
 

@@ -51,7 +51,7 @@ from gsr_train.readers.options import EvidenceSource, QARun, QATrain, ReaderMode
 from gsr_train.readers.retrieval_answers import RetrievalAnswers
 from gsr_train.readers.scoring import score_readings
 from gsr_train.runtime.run_data import RunPlace, load_kg_index, run_place, run_top_k, save_metrics
-from gsr_train.runtime.training import fit_state, is_rank_zero, make_trainer, rank_batch, resume_path
+from gsr_train.runtime.training import fit_state, is_rank_zero, run_fitting
 
 log = logging.getLogger(__name__)
 DEFAULT_READER = "causal-lm"
@@ -294,14 +294,14 @@ def _evaluate(r: _ReaderRun, reader: Reader, name: str, kind: str) -> None:
 def _train(r: _ReaderRun, reader: Any) -> dict:
     """Fit the reader with the run's Trainer (``resume=auto``: from the run's last checkpoint); rank 0
     saves it into ``adapter/``; the training figures."""
-    cfg, tr, split = r.cfg, r.qa.train, str(r.qa.train_split)
+    fit, tr, split = run_fitting(r.cfg), r.qa.train, str(r.qa.train_split)
     t0 = time.perf_counter()
-    batch = rank_batch(cfg, tr.batch_size, "qa.train.batch_size")
+    batch = fit.batch(tr.batch_size, "qa.train.batch_size")
     parts = reader.training(r.evidence.questions[split], r.evidence.results[split], batch)
     r.timings["prepare_train_s"] = time.perf_counter() - t0
-    trainer = make_trainer(cfg, **trainer_options(tr))
+    trainer = fit.trainer(**trainer_options(tr))
     t0 = time.perf_counter()
-    ckpt_path = resume_path(cfg)
+    ckpt_path = fit.resume
     trainer.fit(parts.module, parts.datamodule, ckpt_path=ckpt_path)
     r.timings["train_s"] = time.perf_counter() - t0
     state = fit_state(trainer, trainer.checkpoint_callback)

@@ -31,11 +31,18 @@ from gsr_train.models.subgraphrag.perf import keep_freed_memory
 from gsr_train.models.subgraphrag.scorer import ScorerConfig
 from gsr_train.options.preflight import check_subgraphrag
 from gsr_train.retrievers.cosine import cosine_scores
-from gsr_train.retrievers.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
+from gsr_train.retrievers.edge_training import EdgeRecipe, EdgeSplits, fit_edge_scorer, model_meta
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
+from gsr_train.runs.train_retriever import run_edge_data
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import label_path, load_kg_index, output_dir, run_top_k, save_metrics
-from gsr_train.runtime.training import log_final_metrics
+from gsr_train.runtime.run_data import (
+    label_path,
+    load_kg_index,
+    output_dir,
+    run_top_k,
+    save_metrics,
+)
+from gsr_train.runtime.training import log_final_metrics, run_fitting
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +97,8 @@ def _prepare(r: _Run) -> None:
     t0 = time.perf_counter()
     r.index = load_kg_index(cfg, evaluate=[run_cfg["eval_split"]])
     train_split = None if run_cfg["eval_only"] else run_cfg["train_split"]
-    r.emb, r.sup = edge_data(
-        cfg, r.index, train_split, run_cfg["val_split"], run_cfg["eval_split"], "subgraphrag.val_split"
-    )
+    splits = EdgeSplits(train_split, run_cfg["val_split"], run_cfg["eval_split"], "subgraphrag.val_split")
+    r.emb, r.sup = run_edge_data(cfg, r.index, splits)
     r.timings["prepare_s"] = time.perf_counter() - t0
     r.scorer_cfg = ScorerConfig.from_options(r.model_opts, r.emb.dim)
     log.info("scorer: %s", r.scorer_cfg)
@@ -120,7 +126,7 @@ def _train(r: _Run) -> tuple[str | None, dict, Any]:
         patience=train.get("patience"),
         val_k=int(train["val_k"]),
     )
-    trained = fit_edge_scorer(cfg, module, r.index, r.emb, r.sup, recipe)
+    trained = fit_edge_scorer(run_fitting(cfg), module, r.index, r.emb, r.sup, recipe)
     r.timings["train_s"] = trained.seconds
     return trained.best_path, trained.info, trained.trainer
 

@@ -23,11 +23,12 @@ from gsr_train.data.errors import PreflightError
 from gsr_train.models.edge_scorer import CheckpointError, load_edge_scorer
 from gsr_train.options.preflight import check_retriever
 from gsr_train.retrievers.edge_scorer import check_trained_on, serve
-from gsr_train.retrievers.edge_training import EdgeRecipe, edge_data, fit_edge_scorer, model_meta
+from gsr_train.retrievers.edge_training import EdgeRecipe, EdgeSplits, edge_data, fit_edge_scorer, model_meta
 from gsr_train.retrievers.registry import RetrieverError
 from gsr_train.runs.retrieval_report import report_retrieval
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import load_kg_index
+from gsr_train.runtime.run_data import load_kg_index, run_place, set_run_workers
+from gsr_train.runtime.training import run_fitting
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def run_trainable(cfg: DictConfig, cls: type) -> dict[str, Any]:
     index = load_kg_index(cfg, evaluate=[split])
     train_split = None if eval_only else str(cfg.train_split)
     val_split = str(cfg.val_split) if cfg.get("val_split") else None
-    emb, sup = edge_data(cfg, index, train_split, val_split, split, "val_split")
+    emb, sup = run_edge_data(cfg, index, EdgeSplits(train_split, val_split, split, "val_split"))
     info: dict[str, Any] = {}
     best = str(eval_only) if eval_only else None
     if best is None:
@@ -58,6 +59,12 @@ def run_trainable(cfg: DictConfig, cls: type) -> dict[str, Any]:
         if best is None:  # DDP: rank 0 alone evaluates and writes
             return {}
     return _score(cfg, index, emb, split, best, int(train.eval_graphs_per_batch), info)
+
+
+def run_edge_data(cfg: DictConfig, index: Any, splits: EdgeSplits) -> tuple[Any, dict]:
+    """`edge_data` of a triple-scorer run (SubgraphRAG's, a trainable retriever's): its place,
+    ``data.workers`` (set for the process) and dataset."""
+    return edge_data(run_place(cfg), set_run_workers(cfg), str(cfg.data.name), index, splits)
 
 
 def _train(cfg: DictConfig, cls: type, index: Any, emb: Any, sup: dict) -> tuple[str | None, dict]:
@@ -75,7 +82,7 @@ def _train(cfg: DictConfig, cls: type, index: Any, emb: Any, sup: dict) -> tuple
         patience=train.get("patience"),
         val_k=int(train.val_k),
     )
-    trained = fit_edge_scorer(cfg, module, index, emb, sup, recipe)
+    trained = fit_edge_scorer(run_fitting(cfg), module, index, emb, sup, recipe)
     return trained.best_path, {**trained.info, "train_s": round(trained.seconds, 3)}
 
 

@@ -7,11 +7,13 @@ written atomically (`AtomicCheckpointIO`: a kill mid-write leaves the previous
 from __future__ import annotations
 
 import csv
+import functools
 import logging
 import os
 import sys
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +171,31 @@ def make_trainer(cfg: DictConfig, callbacks: Sequence[Any] = (), **overrides):
     for lg in loggers:
         log_hyperparams(lg, cfg)
     return trainer
+
+
+@dataclass(frozen=True)
+class Fitting:
+    """How a training stage fits its model, bound to the run's config once by the runner
+    (`run_fitting`): the Trainer of ``trainer=`` / ``logger=`` / ``callbacks=``, each process's share
+    of a recipe's batch, the seed, the checkpoint ``resume`` names and the run folder. A stage below
+    the runners takes this, never the config."""
+
+    out: Path
+    seed: int
+    resume: str | None  # resume_path: the checkpoint fit continues from
+    trainer: Callable[..., Any]  # make_trainer(cfg, callbacks=..., **overrides)
+    batch: Callable[[int, str], int]  # rank_batch(cfg, batch, key): this process's share
+
+
+def run_fitting(cfg: DictConfig) -> Fitting:
+    """The `Fitting` of the run configured by ``cfg``."""
+    return Fitting(
+        Path(cfg.paths.output_dir),
+        int(cfg.seed),
+        resume_path(cfg),
+        functools.partial(make_trainer, cfg),
+        functools.partial(rank_batch, cfg),
+    )
 
 
 def fit_state(trainer: Any, checkpoint_cb: Any = None) -> dict:
