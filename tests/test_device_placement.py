@@ -44,7 +44,13 @@ def test_the_trainer_picks_the_device_of_every_stage(four_gpus, monkeypatch):
 
 
 def test_the_text_encoder_follows_the_trainer_unless_told(four_gpus):
-    from gsr_train.runtime.device import encoder_key, place_encoder
+    from pathlib import Path
+
+    from gsr_train.runtime.device import place_encoder
+    from gsr_train.runtime.run_data import RunPlace, encoder_options
+
+    def encoder_key(cfg):  # what keys the caches: the run's encoder options without its device
+        return RunPlace(Path(), Path(), None, encoder_options(cfg)).encoder_key
 
     for trainer, device in (("cpu", "cpu"), ("gpu", "cuda:0")):
         cfg = compose_config(["+experiment=subgraphrag_quickstart", f"trainer={trainer}"])
