@@ -8,11 +8,14 @@ from omegaconf import OmegaConf
 from gsr_train.data.errors import PreflightError
 from gsr_train.datamodules.gsr_chains import ChainQuestion
 from gsr_train.datamodules.gsr_prepare import GSRData
+from gsr_train.options.check import built
+from gsr_train.options.recipes import GSRRun
 from gsr_train.runs.gsr import relation_vocab
 
 
 def _cfg(source, file=None):
-    return OmegaConf.create({"gsr": {"relations": {"source": source, "file": file, "keep": "relations"}}})
+    cfg = OmegaConf.create({"gsr": {"relations": {"source": source, "file": file, "keep": "relations"}}})
+    return built(GSRRun, cfg.gsr)
 
 
 def test_every_source_and_its_order(shared_data):

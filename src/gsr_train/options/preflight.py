@@ -21,6 +21,7 @@ from gsr_train.models.subgraphrag.options import SubgraphRAGTrain
 from gsr_train.models.subgraphrag.scorer import ScorerConfig
 from gsr_train.openended.forms import check_forms
 from gsr_train.openended.stages import CRITERIA
+from gsr_train.options.check import built
 from gsr_train.options.inputs import refuse, resume_problems, split_problems
 from gsr_train.options.recipes import GSRWalks, SubgraphRAGRun
 from gsr_train.robustness.perturb import METHODS
@@ -167,7 +168,7 @@ def check_subgraphrag(cfg: DictConfig) -> tuple[dict, dict, dict]:
 # ---------------------------------------------------------------------- GSR
 def gsr_walks(cfg: DictConfig) -> GSRWalks:
     """``gsr.walks`` through its recipe (`gsr_train.options.recipes.GSRWalks`: one place for defaults)."""
-    return GSRWalks(**(plain(cfg.gsr.get("walks")) or {}))
+    return built(GSRWalks, cfg.gsr.get("walks"))
 
 
 def check_gsr(cfg: DictConfig, model_option: str = "gsr.eval_only", label_splits: Sequence[str] = ()) -> None:

@@ -93,36 +93,33 @@ def gsr_source(cfg: DictConfig) -> GSRSource:
     )
 
 
-def prepare_paths_data(cfg: DictConfig) -> GSRData:
+def prepare_paths_data(cfg: DictConfig, g: GSRRun) -> GSRData:
     """Chain-supervision rows (webqsp_paths) + graphs of a RoG dataset sharing the ids
     (`gsr_prepare.prepare_paths_data`), the graphs opened as every runner opens its data."""
 
     def load_graphs(source: Any, splits: tuple[str, ...]) -> Any:
         return load_kg_index(cfg, source=source, splits=splits)
 
-    g = gsr_recipe(cfg)
     with _preflight_errors():
         return gsr_prepare.prepare_paths_data(gsr_source(cfg), g, load_graphs, g.walks)
 
 
-def prepare_rog_data(cfg: DictConfig, index: Any = None) -> GSRData:
+def prepare_rog_data(cfg: DictConfig, g: GSRRun, index: Any) -> GSRData:
     """A RoG-format dataset (`gsr_prepare.prepare_rog_data`) from the run's KG index."""
-    g = gsr_recipe(cfg)
-    index = index if index is not None else load_kg_index(cfg, evaluate=[g.eval_split])
     with _preflight_errors():
         return gsr_prepare.prepare_rog_data(gsr_source(cfg), g, index, cache_dir(cfg), g.walks)
 
 
-def relation_vocab(cfg: DictConfig, data: GSRData) -> list[str]:
+def relation_vocab(g: GSRRun, data: GSRData) -> list[str]:
     """The model's relations by ``gsr.relations.source`` (`gsr_prepare.relation_vocab`)."""
     with _preflight_errors():
-        return gsr_prepare.relation_vocab(asdict(gsr_recipe(cfg).relations), data)
+        return gsr_prepare.relation_vocab(asdict(g.relations), data)
 
 
-def train_gsr(cfg: DictConfig, data: GSRData, gsr):
+def train_gsr(cfg: DictConfig, g: GSRRun, data: GSRData, gsr):
     """Fit with the run's Trainer; returns (best checkpoint path or None, training seconds, fit
     figures with the trainer)."""
-    g, fit = gsr_recipe(cfg), run_fitting(cfg)
+    fit = run_fitting(cfg)
     dm = build_datamodule(g, fit.seed, data, gsr, g.walks, fit.batch(int(cfg.model.batch_size), "model.batch_size"))
     module = _module(cfg, gsr)
     has_val = bool(dm.validation)
@@ -229,6 +226,7 @@ class _GSRRun:
     """What the stages of one GSR run share."""
 
     cfg: DictConfig
+    recipe: GSRRun  # the gsr section, built once (gsr_recipe)
     data: GSRData
     prep_seconds: float
     figures: dict[str, Any]
@@ -257,7 +255,7 @@ def prepare(cfg: DictConfig) -> _GSRRun:
     g = gsr_recipe(cfg)
     t0 = time.perf_counter()
     index = None if cfg.data.get("format") == "paths" else load_kg_index(cfg, evaluate=[g.eval_split])
-    data = prepare_paths_data(cfg) if index is None else prepare_rog_data(cfg, index)
+    data = prepare_paths_data(cfg, g) if index is None else prepare_rog_data(cfg, g, index)
     if g.max_eval_questions:  # smoke runs: evaluate on the first questions only
         data.first_questions(min(g.max_eval_questions, len(data.evaluation)))  # a split can be smaller
     figures: dict[str, Any] = {
@@ -273,19 +271,19 @@ def prepare(cfg: DictConfig) -> _GSRRun:
         "walks": g.walks.count,
         "holdout": float(g.holdout.fraction or 0.0),
     }
-    return _GSRRun(cfg, data, time.perf_counter() - t0, figures, index=index)
+    return _GSRRun(cfg, g, data, time.perf_counter() - t0, figures, index=index)
 
 
 def train_or_load(r: _GSRRun) -> bool:
     """The model: ``gsr.eval_only``'s, or built on the relation vocabulary, trained, reloaded from its
     best checkpoint and saved into ``model/``; False on DDP ranks > 0 (they stop after training)."""
-    cfg, g = r.cfg, r.cfg.gsr
-    if g.get("eval_only"):
-        r.gsr, r.best = load_gsr(g.eval_only), str(g.eval_only)
+    cfg, g = r.cfg, r.recipe
+    if g.eval_only:
+        r.gsr, r.best = load_gsr(g.eval_only), g.eval_only
         return True
-    gsr = build_gsr_model(plain(cfg.model), relation_vocab(cfg, r.data))
+    gsr = build_gsr_model(plain(cfg.model), relation_vocab(r.recipe, r.data))
     gsr.chain_relations = sorted(chain_relations(r.data.train))  # travels in checkpoints and the saved folder
-    r.best, r.train_seconds, r.fit_info = train_gsr(cfg, r.data, gsr)
+    r.best, r.train_seconds, r.fit_info = train_gsr(cfg, r.recipe, r.data, gsr)
     r.trainer = r.fit_info.pop("trainer")
     if not is_rank_zero():
         return False

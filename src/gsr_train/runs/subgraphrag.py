@@ -35,13 +35,7 @@ from gsr_train.retrievers.edge_training import EdgeRecipe, EdgeSplits, fit_edge_
 from gsr_train.retrievers.subgraphrag import SubgraphRAGRetriever, check_compatible
 from gsr_train.runs.train_retriever import run_edge_data
 from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import (
-    label_path,
-    load_kg_index,
-    output_dir,
-    run_top_k,
-    save_metrics,
-)
+from gsr_train.runtime.run_data import label_path, load_kg_index, output_dir, run_top_k, save_metrics
 from gsr_train.runtime.training import log_final_metrics, run_fitting
 
 log = logging.getLogger(__name__)
