@@ -336,3 +336,26 @@ def test_a_checked_section_is_built_as_its_recipe_dataclass():
     assert built(DataOptions, {"dir": "x", "workers": 2}) == DataOptions(workers=2)
     with pytest.raises(RecipeError, match="QARun options: .*eval_split"):
         built(QARun, OmegaConf.create({"qa": {"eval_split": "???"}}).qa)
+
+
+def test_an_open_ended_run_reads_its_recipe_not_the_config(tmp_path):
+    """Issue 49: OKGQA's open-ended runners build an `OpenEndedRecipe` once; its stages read typed
+    values (nested sections too), the data's name as reports print it, and the run's place."""
+    from omegaconf import OmegaConf
+
+    from gsr_train.robustness.options import KGEConfig
+    from gsr_train.runs.open_ended import _answer_params, _options, open_ended_recipe
+
+    overrides = ["+experiment=okgqa_perturbed", "open_ended.max_questions=3", "open_ended.perturb.kge.dim=8"]
+    cfg = compose_config(overrides)
+    OmegaConf.update(cfg, "paths.output_dir", str(tmp_path / "run"))
+    OmegaConf.update(cfg, "paths.cache_dir", str(tmp_path / "cache"))
+    r = open_ended_recipe(cfg)
+    assert r.oe.max_questions == 3 and isinstance(r.oe.perturb.kge, KGEConfig) and r.oe.perturb.kge.dim == 8
+    assert (r.split, r.top_k, r.judges_only, r.data_name) == ("test", int(cfg.top_k), False, str(cfg.data.name))
+    assert r.place.out == tmp_path / "run" and r.place.cache_dir == tmp_path / "cache"
+    assert _options(r).geval.criteria == tuple(cfg.open_ended.geval.criteria)
+    assert _answer_params(r) == ({"repetition_penalty": 1.3} if cfg.llm.get("autostart") else {})
+    OmegaConf.update(cfg, "data.kg", "my_kg", force_add=True)
+    OmegaConf.update(cfg, "open_ended.questions", "q/my_questions.jsonl")
+    assert open_ended_recipe(cfg).data_name == "my_questions.jsonl on my_kg"  # the questions' graphs cut from data.kg
