@@ -83,7 +83,8 @@ def worker(way: str, epochs: int, threads: int, out: str) -> None:
 
     from gsr_train.config import register_resolvers
     from gsr_train.models.gsr.modeling import build_gsr_model
-    from gsr_train.runs.gsr import prepare_paths_data, relation_vocab, train_gsr
+    from gsr_train.runs.gsr import gsr_model, gsr_recipe, prepare_paths_data, relation_vocab, train_gsr
+    from gsr_train.runtime.training import run_fitting
 
     logging.basicConfig(level=logging.WARNING)
     register_resolvers()
@@ -105,10 +106,11 @@ def worker(way: str, epochs: int, threads: int, out: str) -> None:
         )
     torch.set_num_threads(threads)
     torch.manual_seed(int(cfg.seed))
-    data = prepare_paths_data(cfg)
-    gsr = build_gsr_model(dict(cfg.model), relation_vocab(cfg, data))
+    g = gsr_recipe(cfg)
+    data = prepare_paths_data(cfg, g)
+    gsr = build_gsr_model(dict(cfg.model), relation_vocab(g, data))
     cpu0 = time.process_time()
-    _, seconds, figures = train_gsr(cfg, data, gsr)
+    _, seconds, figures = train_gsr(run_fitting(cfg), g, gsr_model(cfg), data, gsr)
     cpu = time.process_time() - cpu0
     timer = next(c for c in figures["trainer"].callbacks if type(c).__name__ == "StepTimer")
     curve = json.loads((Path(tmp) / "val_curve.json").read_text())["epochs"][-1]

@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -49,19 +49,27 @@ from gsr_train.io import write_json
 from gsr_train.kg.index import source_fingerprint
 from gsr_train.models.gsr.modeling import build_gsr_model, load_gsr
 from gsr_train.models.gsr.module import GSRModule, best_checkpoint, early_stopping
-from gsr_train.models.gsr.options import DecodeConfig
 from gsr_train.options.check import built
 from gsr_train.options.gsr_retrieve import retriever_run_config
 from gsr_train.options.preflight import check_gsr
-from gsr_train.options.recipes import GSRRun
+from gsr_train.options.recipes import GSRModelMiniLM, GSRModelT5, GSRRun, model_options
 from gsr_train.retrievers.gsr import edge_scores, retrieve_and_evaluate, write_gsr_results
 from gsr_train.retrievers.interface import ROW_FIELDS
 from gsr_train.runs.retrieval_report import report_retrieval
-from gsr_train.runtime.device import run_device
-from gsr_train.runtime.run_data import cache_dir, load_kg_index, output_dir, resolve_data_dir, run_top_k, save_metrics
-from gsr_train.runtime.training import fit_state, is_rank_zero, log_final_metrics, run_fitting
+from gsr_train.runtime.run_data import (
+    RunPlace,
+    cache_dir,
+    load_kg_index,
+    resolve_data_dir,
+    run_place,
+    run_top_k,
+    save_metrics,
+)
+from gsr_train.runtime.training import Fitting, fit_state, is_rank_zero, log_final_metrics, run_fitting
 
 log = logging.getLogger(__name__)
+
+GSRModel = GSRModelT5 | GSRModelMiniLM  # the model section of a GSR run, by its family
 
 
 @contextmanager
@@ -77,6 +85,11 @@ def _preflight_errors() -> Iterator[None]:
 def gsr_recipe(cfg: DictConfig) -> GSRRun:
     """The run's ``gsr`` section as its recipe: what the data steps read (defaults where it is silent)."""
     return built(GSRRun, cfg.gsr)
+
+
+def gsr_model(cfg: DictConfig) -> GSRModel:
+    """The run's ``model`` section as its family's dataclass (what the training stage reads)."""
+    return built(model_options(cfg.model), cfg.model)
 
 
 def gsr_source(cfg: DictConfig) -> GSRSource:
@@ -116,12 +129,11 @@ def relation_vocab(g: GSRRun, data: GSRData) -> list[str]:
         return gsr_prepare.relation_vocab(asdict(g.relations), data)
 
 
-def train_gsr(cfg: DictConfig, g: GSRRun, data: GSRData, gsr):
+def train_gsr(fit: Fitting, g: GSRRun, model: GSRModel, data: GSRData, gsr):
     """Fit with the run's Trainer; returns (best checkpoint path or None, training seconds, fit
     figures with the trainer)."""
-    fit = run_fitting(cfg)
-    dm = build_datamodule(g, fit.seed, data, gsr, g.walks, fit.batch(int(cfg.model.batch_size), "model.batch_size"))
-    module = _module(cfg, gsr)
+    dm = build_datamodule(g, fit.seed, data, gsr, g.walks, fit.batch(model.batch_size, "model.batch_size"))
+    module = _module(g, model, gsr)
     has_val = bool(dm.validation)
     ckpt = best_checkpoint(fit.out / "checkpoints", g.monitor, has_val)
     stop = [early_stopping(g.monitor, g.patience)] if has_val and g.patience else []
@@ -130,8 +142,8 @@ def train_gsr(cfg: DictConfig, g: GSRRun, data: GSRData, gsr):
         reload_dataloaders_every_n_epochs=1,
         **({} if has_val else {"limit_val_batches": 0}),
     )
-    accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1) or 1)
-    module.total_steps = dm.total_steps(int(cfg.trainer.max_epochs), accumulate, int(trainer.world_size))
+    epochs = int(trainer.max_epochs)  # trainer.max_epochs (model.epochs), as the Trainer was built
+    module.total_steps = dm.total_steps(epochs, int(trainer.accumulate_grad_batches), int(trainer.world_size))
     log.info("GSR training: %s", data.summary)
     t0 = time.perf_counter()
     with _deterministic_fill(g.deterministic_fill):
@@ -160,73 +172,71 @@ def _deterministic_fill(fill: bool) -> Iterator[None]:
         torch.utils.deterministic.fill_uninitialized_memory = before  # type: ignore[attr-defined]
 
 
-def _module(cfg: DictConfig, gsr) -> GSRModule:
-    g = cfg.gsr
+def _module(g: GSRRun, model: GSRModel, gsr) -> GSRModule:
     return GSRModule(
         gsr,
-        plain(cfg.model.optim),
-        plain(g.val_decode),
+        asdict(model.optim),
+        asdict(g.val_decode),
         None,
-        g.get("loss_weighting", "question"),
-        int(g.get("length_groups") or 0),
-        bool(g.get("pack", False)),
-        bool(g.get("fused_adamw", False)),
+        g.loss_weighting,
+        g.length_groups or 0,
+        g.pack,
+        g.fused_adamw,
     )
 
 
-def evaluate_gsr(
-    cfg: DictConfig, data: GSRData, gsr, constrained: bool, write: bool = True
-) -> tuple[dict, QuestionValues | None]:
+def evaluate_gsr(r: _GSRRun, constrained: bool, write: bool = True) -> tuple[dict, QuestionValues | None]:
     """One decoding mode scored (`retrieve_and_evaluate`) and, when ``write``, its results file
     (``results_<split>[_constrained].jsonl.gz``); the report as a dict, and its per-question chain match."""
-    decode = DecodeConfig.from_any({**plain(cfg.gsr.decode), "top_n": run_top_k(cfg), "constrained": constrained})
-    g = cfg.gsr
-    ns = list(g.get("match_ns", [1, 3, 5, 10]))
-    results, rows, report = retrieve_and_evaluate(gsr, data, decode, g.eval_split, ns, int(g.get("max_paths", 64)))
+    g, data = r.recipe, r.data
+    decode = replace(g.decode, top_n=r.top_k, constrained=constrained)
+    results, rows, report = retrieve_and_evaluate(r.gsr, data, decode, g.eval_split, list(g.match_ns), g.max_paths)
     if write and data.graph_index is not None:
-        path = results_file(output_dir(cfg), str(g.eval_split), "_constrained" if constrained else "")
+        path = results_file(r.place.out, g.eval_split, "_constrained" if constrained else "")
         write_gsr_results(path, data.graph_index, "eval", results, rows)
         report.extra["results_file"] = path.name
     log.info("\n%s", report.table())
     return report.to_dict(), report.questions
 
 
-def _fingerprint(cfg: DictConfig) -> str | None:
+def _fingerprint(cfg: DictConfig, split: str) -> str | None:
     """The evaluated split's content digest (None when the layout has no such file)."""
     try:
-        return source_fingerprint(resolve_data_dir(cfg), str(cfg.gsr.eval_split))
+        return source_fingerprint(resolve_data_dir(cfg), split)
     except (FileNotFoundError, FileExistsError, ValueError):
         return None
 
 
-def _metrics_row(
-    cfg: DictConfig, mode: str, report: Mapping[str, Any], checkpoint: str | None, per_question: QuestionValues | None
-) -> dict:
+def _metrics_row(r: _GSRRun, mode: str, report: Mapping[str, Any], per_question: QuestionValues | None) -> dict:
     """The tail's row of one decoding mode: chain match (with its intervals) and answer coverage at ``top_k``."""
     values, labels = chain_figures(report)
-    results = report.get("results_file")
+    results, g = report.get("results_file"), r.recipe
     return metrics_row(
         "gsr",
-        str(cfg.gsr.eval_split),
-        run_top_k(cfg),
+        g.eval_split,
+        r.top_k,
         values,
-        checkpoint,
-        output_dir(cfg) / results if results else None,
+        r.best,
+        r.place.out / results if results else None,
         per_question,
-        model=str(cfg.model.name),
+        model=r.model.name,
         mode=mode,
-        variant=str(cfg.gsr.variant),
-        schedule=str(cfg.gsr.schedule),
+        variant=g.variant,
+        schedule=g.schedule,
         **labels,
     )
 
 
 @dataclass
 class _GSRRun:
-    """What the stages of one GSR run share."""
+    """What the stages of one GSR run share: the config stays for the data's opening, the Trainer and
+    metrics.json (`gsr_train.runtime`); the stages read the recipe, the model section and the place."""
 
     cfg: DictConfig
     recipe: GSRRun  # the gsr section, built once (gsr_recipe)
+    model: GSRModel  # the model section (its family's dataclass), built once
+    top_k: int
+    place: RunPlace
     data: GSRData
     prep_seconds: float
     figures: dict[str, Any]
@@ -242,7 +252,6 @@ def run(cfg: DictConfig) -> float | None:
     """Check the options, prepare the data, train (or load ``gsr.eval_only``), evaluate in every
     ``gsr.eval_modes`` mode and report; match@``top_k`` of the first mode."""
     check_gsr(cfg)
-    torch.set_num_threads(int(cfg.gsr.get("threads") or torch.get_num_threads()))
     r = prepare(cfg)
     if not train_or_load(r):
         return None  # DDP (subprocess launch): rank 0 alone evaluates and writes
@@ -252,7 +261,8 @@ def run(cfg: DictConfig) -> float | None:
 def prepare(cfg: DictConfig) -> _GSRRun:
     """The run's data in either layout (smoke runs: its first ``gsr.max_eval_questions`` evaluation
     questions) and the figures that describe the run."""
-    g = gsr_recipe(cfg)
+    g, model = gsr_recipe(cfg), gsr_model(cfg)
+    torch.set_num_threads(g.threads or torch.get_num_threads())
     t0 = time.perf_counter()
     index = None if cfg.data.get("format") == "paths" else load_kg_index(cfg, evaluate=[g.eval_split])
     data = prepare_paths_data(cfg, g) if index is None else prepare_rog_data(cfg, g, index)
@@ -260,42 +270,44 @@ def prepare(cfg: DictConfig) -> _GSRRun:
         data.first_questions(min(g.max_eval_questions, len(data.evaluation)))  # a split can be smaller
     figures: dict[str, Any] = {
         "experiment": cfg.get("experiment_name"),
-        "model": cfg.model.name,
+        "model": model.name,
         "variant": g.variant,
         "schedule": g.schedule,
-        "relation_head": str(cfg.model.get("relation_head", "token")),
+        "relation_head": model.relation_head,
         "relation_source": g.relations.source,
-        "relation_residual": bool(cfg.model.get("relation_residual", True)),
-        "relation_residual_dropout": float(cfg.model.get("relation_residual_dropout") or 0.0),
+        "relation_residual": model.relation_residual,
+        "relation_residual_dropout": float(model.relation_residual_dropout),
         "index_ratio": float(g.index_ratio),
         "walks": g.walks.count,
         "holdout": float(g.holdout.fraction or 0.0),
     }
-    return _GSRRun(cfg, g, data, time.perf_counter() - t0, figures, index=index)
+    place = run_place(cfg)
+    return _GSRRun(cfg, g, model, run_top_k(cfg), place, data, time.perf_counter() - t0, figures, index=index)
 
 
 def train_or_load(r: _GSRRun) -> bool:
     """The model: ``gsr.eval_only``'s, or built on the relation vocabulary, trained, reloaded from its
     best checkpoint and saved into ``model/``; False on DDP ranks > 0 (they stop after training)."""
-    cfg, g = r.cfg, r.recipe
+    g = r.recipe
     if g.eval_only:
         r.gsr, r.best = load_gsr(g.eval_only), g.eval_only
         return True
-    gsr = build_gsr_model(plain(cfg.model), relation_vocab(r.recipe, r.data))
+    # the model file as written (build_gsr_model fills what it leaves out)
+    gsr = build_gsr_model(plain(r.cfg.model), relation_vocab(g, r.data))
     gsr.chain_relations = sorted(chain_relations(r.data.train))  # travels in checkpoints and the saved folder
-    r.best, r.train_seconds, r.fit_info = train_gsr(cfg, r.recipe, r.data, gsr)
+    r.best, r.train_seconds, r.fit_info = train_gsr(run_fitting(r.cfg), g, r.model, r.data, gsr)
     r.trainer = r.fit_info.pop("trainer")
     if not is_rank_zero():
         return False
     r.gsr = load_gsr(r.best) if r.best else gsr
-    r.gsr.save_pretrained(output_dir(cfg) / "model")
+    r.gsr.save_pretrained(r.place.out / "model")
     return True
 
 
 def describe(r: _GSRRun) -> None:
     """The model on the run's device (decoding follows the trainer; loaded checkpoints come on the CPU)
     and the figures of what was trained and what it cannot decode."""
-    r.gsr = r.gsr.to(run_device(r.cfg))
+    r.gsr = r.gsr.to(r.place.device)
     unknown = r.data.unknown_relations(set(r.gsr.relations.relations))
     if unknown["kg_relations_without_token"]:
         log.info("relations the model has no token for: %s", unknown)
@@ -316,18 +328,18 @@ def describe(r: _GSRRun) -> None:
 def _evaluate(r: _GSRRun) -> float | None:
     """Every decoding mode scored, the match table printed, metrics.json written; the first mode's
     match@``top_k``."""
-    cfg, figures = r.cfg, r.figures
+    figures = r.figures
     describe(r)
-    modes = list(cfg.gsr.get("eval_modes", ["unconstrained"]))
+    modes = list(r.recipe.eval_modes)
     values = {}
     for mode in modes:  # each checked by check_gsr
-        figures[mode], values[mode] = evaluate_gsr(cfg, r.data, r.gsr, constrained=(mode == "constrained"))
+        figures[mode], values[mode] = evaluate_gsr(r, constrained=(mode == "constrained"))
     figures["tables"] = {"overall": match_table(figures, modes)}  # printed by the run's closing summary
-    rows = [_metrics_row(cfg, mode, figures[mode], r.best, values[mode]) for mode in modes]
-    save_metrics(cfg, _fingerprint(cfg), rows, figures)
+    rows = [_metrics_row(r, mode, figures[mode], values[mode]) for mode in modes]
+    save_metrics(r.cfg, _fingerprint(r.cfg, r.recipe.eval_split), rows, figures)
     matches = {mode: figures[mode].get("chain_match", {}) for mode in modes}
     log_final_metrics(r.trainer, {f"test/{mode}/{k}": v for mode in modes for k, v in matches[mode].items()})
-    return matches[modes[0]].get(f"match@{run_top_k(cfg)}") if modes else None
+    return matches[modes[0]].get(f"match@{r.top_k}") if modes else None
 
 
 # ---------------------------------------------------------------------- +experiment=retrieve retriever=gsr
@@ -338,7 +350,6 @@ def run_retriever(cfg: DictConfig) -> dict[str, Any]:
     run does (`report_retrieval`), its chain figures beside recall."""
     gcfg = retriever_run_config(cfg)
     check_gsr(gcfg, "eval_only" if cfg.get("eval_only") else "retriever.options.model", [str(cfg.split)])
-    torch.set_num_threads(int(gcfg.gsr.get("threads") or torch.get_num_threads()))
     r = prepare(gcfg)
     if not train_or_load(r):
         return {}  # DDP (subprocess launch): rank 0 alone scores and writes
@@ -349,10 +360,9 @@ def _report_retrieval(r: _GSRRun) -> dict[str, Any]:
     """Decode the split (its triples scored by the best kept chain through them) and write what every
     retriever run writes, plus the chain figures: chain match on the metrics row, the whole chain
     report under the decoding mode's name, the results rows' chains, reasoning paths and beams."""
-    g, split = r.cfg.gsr, str(r.cfg.split)
+    g, split = r.recipe, str(r.cfg.split)
     describe(r)
-    decode = DecodeConfig.from_any(plain(g.decode))
-    results, rows, report = retrieve_and_evaluate(r.gsr, r.data, decode, split, list(g.match_ns), int(g.max_paths))
+    results, rows, report = retrieve_and_evaluate(r.gsr, r.data, g.decode, split, list(g.match_ns), g.max_paths)
     mode, chains = str(g.eval_modes[0]), report.to_dict()
     print(match_table({mode: chains}, [mode]))
     match = {k: v for k, v in (chains["chain_match"] | chains["end_match"]).items() if k != "questions"}
@@ -361,8 +371,8 @@ def _report_retrieval(r: _GSRRun) -> dict[str, Any]:
     figures = {k: v for k, v in r.figures.items() if k not in ("fit", "data")}  # "data": the dataset's name here
     figures.update(data_summary=r.data.summary, training={**r.fit_info, "train_s": round(r.train_seconds, 3)})
     figures.update({"mode": mode, mode: chains})  # as a GSR experiment's: gsr-train gsr-table reads it
-    if r.cfg.gsr.get("eval_only") is None:
-        figures["model_folder"] = str(output_dir(r.cfg) / "model")
+    if g.eval_only is None:
+        figures["model_folder"] = str(r.place.out / "model")
     scores = edge_scores(r.data.graph_index["eval"], results, rows)
     row = (match, {"mode": mode}, report.questions)  # chain match on the row, with its intervals
     return report_retrieval(r.cfg, r.index, split, "gsr", scores, extra, figures, *row)
