@@ -157,6 +157,25 @@ def run_train(args, cwd, env: dict, timeout: int = 300):
     )
 
 
+def slurm_job(tmp_path: Path, job_id: str, name: str) -> tuple[dict[str, str], Path]:
+    """A one-task SLURM job's environment (``SLURM_*``, and a recording ``scontrol`` first on ``PATH``)
+    and the file each ``scontrol`` call is written to: what a requeued job sees, without SLURM."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "scontrol_calls"
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    one_task = dict.fromkeys(("SLURM_NTASKS", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE"), "1")
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": job_id,
+        "SLURM_JOB_NAME": name,
+        **dict.fromkeys(("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID"), "0"),
+        **one_task,
+    }
+    return env, calls
+
+
 def can_mount_tmpfs() -> bool:
     """Whether a private mount namespace with a tiny tmpfs can be made here (the full-disk tests need one)."""
     import shutil

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, slurm_job
 from .doc_blocks import block
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -142,23 +142,8 @@ def test_readme_slurm_job_is_requeued_and_continues(tmp_path, cache):
     assert "#SBATCH --signal=USR1@90" in script and "#SBATCH --requeue" in script
     srun = next(line for line in script if line.startswith("srun "))
     command = srun[len("srun ") :]  # srun starts the task; its SLURM environment is given below
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "scontrol_calls"
-    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    (bin_dir / "scontrol").chmod(0o755)
-    env = _env(
-        cache,
-        PATH=f"{bin_dir}:{os.environ['PATH']}",
-        SLURM_JOB_ID="777",
-        SLURM_NTASKS="1",
-        SLURM_JOB_NAME="gsr-quickstart",
-        SLURM_PROCID="0",
-        SLURM_LOCALID="0",
-        SLURM_NODEID="0",
-        SLURM_NNODES="1",
-        SLURM_NTASKS_PER_NODE="1",
-    )
+    slurm, calls = slurm_job(tmp_path, "777", "gsr-quickstart")
+    env = _env(cache, **slurm)
     proc = subprocess.Popen(
         _argv(command, cwd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from gsr_train.config import claim_run_dir
 from gsr_train.runtime.run_folder import RunFolderGuard, mark_finished
 
-from .conftest import offline_env, quiet, run_train
+from .conftest import offline_env, quiet, run_train, slurm_job
 from .subgraphrag_toy import toy_quickstart_args, write_toy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -158,24 +158,8 @@ def test_a_requeued_slurm_job_continues_its_own_folder(tmp_path):
     from .subgraphrag_toy import write_toy as toy
 
     data = toy(tmp_path / "data", sizes=(24, 8, 8))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "scontrol_calls"
-    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    (bin_dir / "scontrol").chmod(0o755)
-    env = offline_env(
-        tmp_path / "cache",
-        quiet=True,
-        PATH=f"{bin_dir}:{os.environ['PATH']}",
-        SLURM_JOB_ID="4242",
-        SLURM_NTASKS="1",
-        SLURM_JOB_NAME="train",
-        SLURM_PROCID="0",
-        SLURM_LOCALID="0",
-        SLURM_NODEID="0",
-        SLURM_NNODES="1",
-        SLURM_NTASKS_PER_NODE="1",
-    )
+    slurm, calls = slurm_job(tmp_path, "4242", "train")
+    env = offline_env(tmp_path / "cache", quiet=True, **slurm)
     args = ["train.py", *toy_quickstart_args(data), "subgraphrag.compare_cosine=false", *quiet("csv")]
 
     def job(*prefix):

@@ -204,6 +204,20 @@ def iter_jsonl(path: str | os.PathLike, skip_lines: int = 0) -> Iterator[tuple[i
         yield lineno + 1, BadLine(f"the file is truncated or damaged after line {lineno} ({type(e).__name__}: {e})")
 
 
+def cache_meta(meta_path: Path, fmt: Any, key: str | None, where: Any, error: type[Exception]) -> dict:
+    """A cache entry's ``meta.json``-style record, read and checked against the format this code writes
+    and (when given) the inputs' ``key``; ``error`` (the cache's Stale* class) names what is wrong."""
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise error(f"{meta_path}: unreadable ({e})") from e
+    if meta.get("format") != fmt:
+        raise error(f"{where}: format {meta.get('format')} != {fmt}")
+    if key is not None and meta.get("key") != key:
+        raise error(f"{where}: built for other inputs ({meta.get('key')} != {key})")
+    return meta
+
+
 def file_digest(path: str | os.PathLike, algo: str = "sha256") -> str:
     h = hashlib.new(algo)
     with open(path, "rb") as f:

@@ -40,7 +40,7 @@ from gsr_train.config import default_cache_dir  # noqa: F401  (re-exported: kg.i
 from gsr_train.data.errors import SplitNotFoundError, UserError, cache_write_error
 from gsr_train.data.row_batches import SplitSource
 from gsr_train.data.rows import describe_skip_figures, skip_figures
-from gsr_train.io import stable_hash
+from gsr_train.io import cache_meta, stable_hash
 from gsr_train.kg.index_build import INDEX_FORMAT, build_index_folder, build_lock
 from gsr_train.kg.vocab import NameIds, StringVocab
 
@@ -358,15 +358,7 @@ def open_index(folder: str | Path, key: str | None = None, verify: bool = True) 
     """Open a built index folder as memory maps; `StaleCache` if it is missing,
     stale or damaged (sizes always checked; checksums when ``verify``)."""
     folder = Path(folder)
-    meta_path = folder / "meta.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise StaleCache(f"{meta_path}: unreadable ({e})") from e
-    if meta.get("format") != INDEX_FORMAT:
-        raise StaleCache(f"{folder}: index format {meta.get('format')} != {INDEX_FORMAT}")
-    if key is not None and meta.get("key") != key:
-        raise StaleCache(f"{folder}: built for other inputs ({meta.get('key')} != {key})")
+    meta = cache_meta(folder / "meta.json", INDEX_FORMAT, key, folder, StaleCache)
     files = meta.get("files") or {}
     for name, info in files.items():
         path = folder / name

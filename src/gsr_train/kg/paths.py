@@ -31,7 +31,6 @@ connection is a topic entity that is itself an answer; -1 when no pair has a pat
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections import Counter, defaultdict
@@ -44,7 +43,7 @@ import torch
 
 from gsr_train.arrays import segment_sum
 from gsr_train.config import DEFAULT_MAX_CHAINS
-from gsr_train.io import atomic_write, file_digest, stable_hash, write_json
+from gsr_train.io import atomic_write, cache_meta, file_digest, stable_hash, write_json
 from gsr_train.kg.bfs import Adjacency, batched_bfs, dag_sweep, instance_shift
 from gsr_train.kg.chains import Chain, merge_chains, walk_chains
 from gsr_train.kg.index import KGIndex, SplitGraphs, default_cache_dir
@@ -429,15 +428,7 @@ def save_supervision(sup: Supervision, path: str | Path, key: str) -> None:
 def load_supervision(path: str | Path, key: str | None = None, split: SplitGraphs | None = None) -> Supervision:
     """Load a saved supervision; raise `StaleSupervision` if stale, truncated or damaged."""
     path = Path(path)
-    meta_path = path.with_suffix(".json")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise StaleSupervision(f"{meta_path}: unreadable ({e})") from e
-    if meta.get("format") != SUPERVISION_FORMAT:
-        raise StaleSupervision(f"{path}: format {meta.get('format')} != {SUPERVISION_FORMAT}")
-    if key is not None and meta.get("key") != key:
-        raise StaleSupervision(f"{path}: built for other inputs ({meta.get('key')} != {key})")
+    meta = cache_meta(path.with_suffix(".json"), SUPERVISION_FORMAT, key, path, StaleSupervision)
     if not path.exists() or path.stat().st_size != meta.get("bytes"):
         raise StaleSupervision(f"{path}: missing or truncated")
     if file_digest(path) != meta.get("sha256"):

@@ -239,15 +239,19 @@ class ReaderModule(pl.LightningModule):
     def forward(self, **batch):
         return self.model(**batch)
 
-    def training_step(self, batch, batch_idx):
+    def _answer_stats(self, batch):
+        """Each example's answer-token loss sum, answer tokens and hits (`answer_token_stats`)."""
         window = batch.get("answer_window")
-        total, count, _ = answer_token_stats(
+        return answer_token_stats(
             self.model,
             batch["input_ids"],
             batch["attention_mask"],
             batch["labels"],
             None if window is None else int(window),
         )
+
+    def training_step(self, batch, batch_idx):
+        total, count, _ = self._answer_stats(batch)
         total, count = total.sum(), count.sum()
         world = int(self.trainer.world_size) if self._trainer is not None else 1
         if world > 1:  # DDP averages gradients over ranks: scale so the result is the global token mean
@@ -264,14 +268,7 @@ class ReaderModule(pl.LightningModule):
         self._val: dict = {}  # example position -> (loss sum, answer tokens, hits)
 
     def validation_step(self, batch, batch_idx):
-        window = batch.get("answer_window")
-        total, count, hits = answer_token_stats(
-            self.model,
-            batch["input_ids"],
-            batch["attention_mask"],
-            batch["labels"],
-            None if window is None else int(window),
-        )
+        total, count, hits = self._answer_stats(batch)
         index = (
             batch["index"].tolist()
             if "index" in batch
