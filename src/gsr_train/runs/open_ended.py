@@ -138,10 +138,10 @@ def _answer_params(r: OpenEndedRecipe) -> dict:
     return {"repetition_penalty": float(penalty)} if penalty and r.llm.get("autostart") else {}
 
 
-def _load_questions(r: OpenEndedRecipe, split_name: str, known: set[str] | None) -> tuple[list, dict]:
+def _load_questions(r: OpenEndedRecipe, known: set[str] | None) -> tuple[list, dict]:
     """``open_ended.questions`` (the first ``max_questions``; with ``known`` only those about these
     graphs), the skips logged and counted."""
-    oe = r.oe
+    oe, split_name = r.oe, r.split
     own_graphs = r.questions_are_data  # the data holds the studied questions' graphs: filtered below
     try:
         questions, counts = load_questions(
@@ -191,7 +191,7 @@ def _open_index(cfg: DictConfig, r: OpenEndedRecipe):
     split_name = r.split
     if not r.questions_are_data:
         return load_kg_index(cfg, evaluate=[split_name])
-    questions, _ = _load_questions(r, split_name, None)
+    questions, _ = _load_questions(r, None)
     folder = questions_folder(questions, split_name, r.place.cache_dir, r.oe.entity_prefix or "")
     source = with_kg_graphs(cfg, folder, [split_name])
     return load_kg_index(cfg, source=source, splits=[split_name])  # open-ended: no answer entities to require
@@ -201,7 +201,7 @@ def _questions(r: OpenEndedRecipe, index, encoder):
     """The questions under study (the first ``max_questions``) with their graphs and embeddings."""
     graphs = index[r.split]
     where = {g: i for i, g in enumerate(graphs.ids)}
-    questions, counts = _load_questions(r, r.split, set(where))
+    questions, counts = _load_questions(r, set(where))
     texts = [q.question for q in questions]
     qs = Questions(
         [q.id for q in questions],
@@ -222,10 +222,13 @@ def _judges(place: RunPlace, llm_cfg: dict, encoder, opts):
     return Judges(llm_cfg, cache, verifier, None)
 
 
-def _setup(cfg: DictConfig, r: OpenEndedRecipe, llm_cfg: dict, forms: list[str], needs_llm: bool) -> _Setup:
+def _setup(
+    cfg: DictConfig, r: OpenEndedRecipe, llm_cfg: dict, forms: list[str], files: dict, needs_llm: bool
+) -> _Setup:
     """Everything a run needs, after every option was checked (and the LLM endpoint found listening,
-    before the embeddings and the answers). ``cfg`` only opens the data (`load_kg_index`)."""
-    results = {label: {q["id"]: q for q in read_jsonl(path)} for label, path in check_open_ended(cfg, forms).items()}
+    before the embeddings and the answers). ``files``: the checked results files by label; ``cfg``
+    only opens the data (`load_kg_index`)."""
+    results = {label: {q["id"]: q for q in read_jsonl(path)} for label, path in files.items()}
     opts = _options(r)
     torch.set_num_threads(r.oe.threads or 1)
     index = _open_index(cfg, r)
@@ -254,13 +257,13 @@ def _calibrate(r: OpenEndedRecipe, s: _Setup) -> dict:
 def _run_with(cfg: DictConfig, forms: list[str], body) -> Any:
     """``body(recipe, setup, t0)`` with the LLM endpoint answering (served here when ``llm.autostart``)
     and the response cache closed after it (every answer in it is committed already)."""
-    check_open_ended(cfg, forms)  # every option, the question file and data.kg: before the LLM server starts
+    files = check_open_ended(cfg, forms)  # every option, the question file and data.kg: before the LLM server starts
     r = open_ended_recipe(cfg)
     needs_llm = "llm" in r.oe.verifiers or not r.judges_only
     served_here = local_endpoint(r.llm, r.place.cache_dir, r.place.device) if needs_llm else None
     with served_here or contextlib.nullcontext(r.llm) as served:
         t0 = time.perf_counter()
-        s = _setup(cfg, r, served, forms, needs_llm)
+        s = _setup(cfg, r, served, forms, files, needs_llm)
         try:
             return body(r, s, t0)
         finally:
