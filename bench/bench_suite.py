@@ -1,0 +1,166 @@
+"""The test suite's time and where its CPU goes: test modules, tests, and the processes the tests start.
+
+The suite is CPU-bound (its two workers keep two cores busy), so what shortens it is less work, not
+more workers; this says which work. It runs the README's test command (``python -m pytest -n 2``;
+``--workers N``, and pytest's own arguments after ``--``) with a JUnit report and a process log:
+every Python process started below it records its command and wall time when it exits (a
+``sitecustomize`` on ``PYTHONPATH``; a process killed by a signal leaves no record).
+
+    python bench/bench_suite.py [--workers 2] [--top 15] [--out FILE] [-- PYTEST ARGS]
+
+Prints the tables and writes bench/results/bench_suite.json: the wall time, the CPU time of every
+process below it (user + system) and its ratio to the wall time (2.0: two cores busy throughout),
+the tests' seconds by module and the slowest tests, and the started processes grouped by command
+(``train.py``, ``eval.py``, ``gsr-train VERB``, a script) with their count and wall seconds. The
+xdist workers (``python -c``) and pytest itself hold the tests' own time and are listed apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+import benchutil
+
+ROOT = benchutil.use_checkout_src()
+LOG_ENV = "GSR_SUITE_PROCLOG"
+RECORDER = f"""
+import atexit, json, os, sys, time
+_LOG = os.environ.get({LOG_ENV!r})
+if _LOG:
+    _T0 = time.time()
+
+    def _record():
+        line = json.dumps({{"argv": sys.argv[:2], "pid": os.getpid(), "wall": round(time.time() - _T0, 3)}})
+        with open(_LOG, "a") as f:
+            f.write(line + "\\n")
+
+    atexit.register(_record)
+"""
+TEST_PROCESSES = ("pytest", "python -c")  # the workers and pytest: the tests' own time, not a command
+
+
+def command_of(argv: list[str]) -> str:
+    """What a process ran, as a group: ``train.py``, ``gsr-train VERB``, ``pytest`` (``-m``), ``python -c``."""
+    if not argv or argv[0] in ("", "-c"):
+        return "python -c"
+    path = Path(argv[0])
+    name = path.parent.name if path.name == "__main__.py" else path.name
+    if name in ("gsr-train", "cli.py") and len(argv) > 1:
+        return f"gsr-train {argv[1]}"
+    return name
+
+
+def processes(log: Path) -> dict[str, dict]:
+    """The log's processes by command: count and wall seconds, the most first."""
+    groups: dict[str, dict] = defaultdict(lambda: {"count": 0, "wall_s": 0.0})
+    lines = log.read_text().splitlines() if log.exists() else []
+    for line in lines:
+        rec = json.loads(line)
+        group = groups[command_of(rec["argv"])]
+        group["count"] += 1
+        group["wall_s"] = round(group["wall_s"] + rec["wall"], 3)
+    return dict(sorted(groups.items(), key=lambda kv: -kv[1]["wall_s"]))
+
+
+def test_times(junit: Path, top: int) -> dict:
+    """The report's tests: counts, the seconds they took in all, by module, and the slowest ``top``."""
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    by_module: dict[str, float] = defaultdict(float)
+    tests = []
+    for case in cases:
+        seconds = float(case.get("time") or 0.0)
+        module = (case.get("classname") or "?").split(".")
+        by_module[module[1] if len(module) > 1 else module[0]] += seconds
+        tests.append((seconds, f"{module[-1]}::{case.get('name')}"))
+    failed = sum(1 for c in cases if c.find("failure") is not None or c.find("error") is not None)
+    skipped = sum(1 for c in cases if c.find("skipped") is not None)
+    return {
+        "tests": len(cases),
+        "passed": len(cases) - failed - skipped,
+        "failed": failed,
+        "skipped": skipped,
+        "test_seconds": round(sum(s for s, _ in tests), 1),
+        "by_module": {m: round(s, 1) for m, s in sorted(by_module.items(), key=lambda kv: -kv[1])[:top]},
+        "slowest": {name: round(s, 1) for s, name in sorted(tests, reverse=True)[:top]},
+    }
+
+
+def run_suite(workers: int, pytest_args: list[str], work: Path) -> dict:
+    """The suite once, timed, with the process log on; its figures."""
+    (work / "sitecustomize.py").write_text(RECORDER)
+    log, junit = work / "processes.jsonl", work / "junit.xml"
+    env = {**os.environ, LOG_ENV: str(log), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(work), env.get("PYTHONPATH", "")) if p)
+    argv = [sys.executable, "-m", "pytest", *(["-n", str(workers)] if workers else []), "-q"]
+    argv += [f"--junitxml={junit}", *pytest_args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if not junit.exists():
+        raise SystemExit(f"pytest wrote no report (exit {done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return {
+        "command": " ".join(["python", *argv[1:]]).replace(f" --junitxml={junit}", ""),
+        "exit": done.returncode,
+        "summary": (done.stdout.strip().splitlines() or [""])[-1],
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        "cpu_per_wall": round(cpu / wall, 2),
+        "processes": processes(log),
+    }
+
+
+def table(doc: dict) -> str:
+    """The figures as markdown: the run, the modules, the slowest tests, the commands the tests start."""
+    lines = [
+        f"`{doc['command']}`: {doc['summary']}",
+        f"wall {doc['wall_s']} s, CPU {doc['cpu_s']} s ({doc['cpu_per_wall']} cores busy on average), "
+        f"tests' own seconds {doc['test_seconds']}",
+        "",
+        "| test module | seconds |",
+        "|---|---:|",
+        *(f"| {m} | {s:.0f} |" for m, s in doc["by_module"].items()),
+        "",
+        "| slowest test | seconds |",
+        "|---|---:|",
+        *(f"| {t} | {s:.0f} |" for t, s in doc["slowest"].items()),
+        "",
+        "| command the tests start | processes | wall s |",
+        "|---|---:|---:|",
+    ]
+    started = {c: g for c, g in doc["processes"].items() if c not in TEST_PROCESSES}
+    lines += [f"| {c} | {g['count']} | {g['wall_s']:.0f} |" for c, g in started.items()]
+    total = sum(g["wall_s"] for g in started.values())
+    lines.append(f"| all of them | {sum(g['count'] for g in started.values())} | {total:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--workers", type=int, default=2, help="pytest -n (0: no xdist)")
+    p.add_argument("--top", type=int, default=15, help="rows of the module and test tables")
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_suite.json"))
+    p.add_argument("pytest_args", nargs="*", help="after --: pytest's own arguments (default: every test)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench_suite-") as work:
+        doc = run_suite(args.workers, args.pytest_args, Path(work))
+        doc.update(test_times(Path(work) / "junit.xml", args.top))
+    print(table(doc))
+    benchutil.save_figures(args.out, doc)
+    return doc
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main()["exit"] == 0 else 1)
