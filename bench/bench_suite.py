@@ -37,10 +37,12 @@ RECORDER = f"""
 import atexit, json, os, sys, time
 _LOG = os.environ.get({LOG_ENV!r})
 if _LOG:
-    _T0 = time.time()
+    _T0, _PID = time.time(), os.getpid()
 
     def _record():
-        line = json.dumps({{"argv": sys.argv[:2], "pid": os.getpid(), "wall": round(time.time() - _T0, 3)}})
+        if os.getpid() != _PID:  # a forked child that exits normally: not a command of its own
+            return
+        line = json.dumps({{"argv": sys.argv[:2], "wall": round(time.time() - _T0, 3)}})
         with open(_LOG, "a") as f:
             f.write(line + "\\n")
 
@@ -62,14 +64,14 @@ def command_of(argv: list[str]) -> str:
 
 def processes(log: Path) -> dict[str, dict]:
     """The log's processes by command: count and wall seconds, the most first."""
-    groups: dict[str, dict] = defaultdict(lambda: {"count": 0, "wall_s": 0.0})
-    lines = log.read_text().splitlines() if log.exists() else []
-    for line in lines:
+    count: dict[str, int] = defaultdict(int)
+    wall: dict[str, float] = defaultdict(float)
+    for line in log.read_text().splitlines() if log.exists() else []:
         rec = json.loads(line)
-        group = groups[command_of(rec["argv"])]
-        group["count"] += 1
-        group["wall_s"] = round(group["wall_s"] + rec["wall"], 3)
-    return dict(sorted(groups.items(), key=lambda kv: -kv[1]["wall_s"]))
+        count[command_of(rec["argv"])] += 1
+        wall[command_of(rec["argv"])] += rec["wall"]
+    ranked = sorted(wall, key=lambda c: -wall[c])
+    return {c: {"count": count[c], "wall_s": round(wall[c], 3)} for c in ranked}
 
 
 def test_times(junit: Path, top: int) -> dict:
@@ -101,8 +103,8 @@ def run_suite(workers: int, pytest_args: list[str], work: Path) -> dict:
     log, junit = work / "processes.jsonl", work / "junit.xml"
     env = {**os.environ, LOG_ENV: str(log), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(work), env.get("PYTHONPATH", "")) if p)
-    argv = [sys.executable, "-m", "pytest", *(["-n", str(workers)] if workers else []), "-q"]
-    argv += [f"--junitxml={junit}", *pytest_args]
+    command = ["-m", "pytest", *(["-n", str(workers)] if workers else []), "-q", *pytest_args]
+    argv = [sys.executable, *command, f"--junitxml={junit}"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -112,7 +114,7 @@ def run_suite(workers: int, pytest_args: list[str], work: Path) -> dict:
     if not junit.exists():
         raise SystemExit(f"pytest wrote no report (exit {done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
     return {
-        "command": " ".join(["python", *argv[1:]]).replace(f" --junitxml={junit}", ""),
+        "command": " ".join(["python", *command]),
         "exit": done.returncode,
         "summary": (done.stdout.strip().splitlines() or [""])[-1],
         "wall_s": round(wall, 1),
