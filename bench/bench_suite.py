@@ -6,13 +6,15 @@ more workers; this says which work. It runs the README's test command (``python 
 every Python process started below it records its command and wall time when it exits (a
 ``sitecustomize`` on ``PYTHONPATH``; a process killed by a signal leaves no record).
 
-    python bench/bench_suite.py [--workers 2] [--top 15] [--out FILE] [-- PYTEST ARGS]
+    python bench/bench_suite.py [--workers 2] [--top 15] [--out FILE] [--cold] [-- PYTEST ARGS]
 
 Prints the tables and writes bench/results/bench_suite.json: the wall time, the CPU time of every
 process below it (user + system) and its ratio to the wall time (2.0: two cores busy throughout),
 the tests' seconds by module and the slowest tests, and the started processes grouped by command
 (``train.py``, ``eval.py``, ``gsr-train VERB``, a script) with their count and wall seconds. The
 xdist workers (``python -c``) and pytest itself hold the tests' own time and are listed apart.
+The tests start their commands warm (forked from an interpreter with torch imported:
+``tests/warm_python.py``); ``--cold`` starts each in a fresh interpreter, for the before / after.
 """
 
 from __future__ import annotations
@@ -35,18 +37,24 @@ ROOT = benchutil.use_checkout_src()
 LOG_ENV = "GSR_SUITE_PROCLOG"
 RECORDER = f"""
 import atexit, json, os, sys, time
-_LOG = os.environ.get({LOG_ENV!r})
-if _LOG:
+_T0, _PID = time.time(), os.getpid()
+
+
+def _record():
+    log = os.environ.get({LOG_ENV!r})  # read at exit: a command forked warm has its own environment
+    if not log or os.getpid() != _PID:  # a forked child that exits normally: not a command of its own
+        return
+    line = json.dumps({{"argv": sys.argv[:2], "wall": round(time.time() - _T0, 3)}})
+    with open(log, "a") as f:
+        f.write(line + "\\n")
+
+
+def gsr_suite_restart():  # a command forked from the tests' warm interpreter (tests/warm_python.py)
+    global _T0, _PID
     _T0, _PID = time.time(), os.getpid()
 
-    def _record():
-        if os.getpid() != _PID:  # a forked child that exits normally: not a command of its own
-            return
-        line = json.dumps({{"argv": sys.argv[:2], "wall": round(time.time() - _T0, 3)}})
-        with open(_LOG, "a") as f:
-            f.write(line + "\\n")
 
-    atexit.register(_record)
+atexit.register(_record)
 """
 TEST_PROCESSES = ("pytest", "python -c")  # the workers and pytest: the tests' own time, not a command
 
@@ -97,11 +105,14 @@ def test_times(junit: Path, top: int) -> dict:
     }
 
 
-def run_suite(workers: int, pytest_args: list[str], work: Path) -> dict:
+def run_suite(workers: int, pytest_args: list[str], work: Path, cold: bool = False) -> dict:
     """The suite once, timed, with the process log on; its figures."""
     (work / "sitecustomize.py").write_text(RECORDER)
     log, junit = work / "processes.jsonl", work / "junit.xml"
     env = {**os.environ, LOG_ENV: str(log), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env.pop("GSR_TEST_COLD", None)
+    if cold:  # every command the tests start in a fresh interpreter, not forked warm (tests/warm_python.py)
+        env["GSR_TEST_COLD"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(work), env.get("PYTHONPATH", "")) if p)
     command = ["-m", "pytest", *(["-n", str(workers)] if workers else []), "-q", *pytest_args]
     argv = [sys.executable, *command, f"--junitxml={junit}"]
@@ -114,7 +125,8 @@ def run_suite(workers: int, pytest_args: list[str], work: Path) -> dict:
     if not junit.exists():
         raise SystemExit(f"pytest wrote no report (exit {done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
     return {
-        "command": " ".join(["python", *command]),
+        "command": " ".join(["GSR_TEST_COLD=1"] * cold + ["python", *command]),
+        "start": "cold" if cold else "warm",
         "exit": done.returncode,
         "summary": (done.stdout.strip().splitlines() or [""])[-1],
         "wall_s": round(wall, 1),
@@ -154,10 +166,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--workers", type=int, default=2, help="pytest -n (0: no xdist)")
     p.add_argument("--top", type=int, default=15, help="rows of the module and test tables")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_suite.json"))
+    p.add_argument("--cold", action="store_true", help="GSR_TEST_COLD=1: every command a fresh interpreter")
     p.add_argument("pytest_args", nargs="*", help="after --: pytest's own arguments (default: every test)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench_suite-") as work:
-        doc = run_suite(args.workers, args.pytest_args, Path(work))
+        doc = run_suite(args.workers, args.pytest_args, Path(work), cold=args.cold)
         doc.update(test_times(Path(work) / "junit.xml", args.top))
     print(table(doc))
     benchutil.save_figures(args.out, doc)

@@ -11,6 +11,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+if not os.environ.get("GSR_TEST_COLD"):  # the commands the tests start fork from a warm interpreter
+    import subprocess
+
+    from .warm_python import WarmPopen
+
+    subprocess.Popen = WarmPopen  # type: ignore[misc]
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GSR_SHARED_DATA", REPO.parent / "shared" / "data"))
 
@@ -87,6 +94,13 @@ def user_cache(tmp_path_factory) -> Path:
     folder = root / "user_cache"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+@pytest.fixture
+def cold_start(monkeypatch):
+    """This test's commands each start in a fresh interpreter, as from a user's shell (not forked warm:
+    ``tests/warm_python.py``): the getting-started walk-through keeps the suite's one fully cold path."""
+    monkeypatch.setenv("GSR_TEST_COLD", "1")
 
 
 @pytest.fixture(autouse=True)

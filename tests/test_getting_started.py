@@ -18,7 +18,8 @@ PAGE = "docs/getting-started.md"
 SETUP = ("bash setup.sh", "source .venv/bin/activate")
 
 
-def test_getting_started_as_written(tmp_path, user_cache):
+def test_getting_started_as_written(tmp_path, user_cache, cold_start):
+    """The newcomer's walk-through, each command in a fresh interpreter (``cold_start``)."""
     lines = [line for body in blocks(PAGE) for line in commands(body)]
     assert lines[:2] == list(SETUP)
     cwd = _checkout(tmp_path / "checkout")
