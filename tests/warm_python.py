@@ -112,8 +112,14 @@ def plan(args: list[str], cwd: str | None, env: dict) -> dict | None:
 
 
 def env_key(env: dict) -> tuple:
-    """What a server's imports may have read: the environment, less what commands read only when they run."""
-    return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(RUNTIME_ONLY)))
+    """What a server's start may have read: the environment, less what commands read only when they run,
+    and site-packages as it was (a package pip installed since, a plugin's ``.pth`` among them, is on a
+    fresh interpreter's path but not on an older server's: its folder's mtime moves)."""
+    import site
+
+    folders = [*site.getsitepackages(), site.getusersitepackages()]
+    installed = tuple(os.stat(f).st_mtime_ns if os.path.isdir(f) else 0 for f in folders)
+    return (installed, *sorted((k, v) for k, v in env.items() if not k.startswith(RUNTIME_ONLY)))
 
 
 # ----------------------------------------------------------------------------- the client side
