@@ -92,12 +92,18 @@ def test_times(junit: Path, top: int) -> dict:
         module = (case.get("classname") or "?").split(".")
         by_module[module[1] if len(module) > 1 else module[0]] += seconds
         tests.append((seconds, f"{module[-1]}::{case.get('name')}"))
-    failed = sum(1 for c in cases if c.find("failure") is not None or c.find("error") is not None)
+    failures = [
+        f"{(c.get('classname') or '?').split('.')[-1]}::{c.get('name')}"
+        for c in cases
+        if c.find("failure") is not None or c.find("error") is not None
+    ]
+    failed = len(failures)
     skipped = sum(1 for c in cases if c.find("skipped") is not None)
     return {
         "tests": len(cases),
         "passed": len(cases) - failed - skipped,
         "failed": failed,
+        "failures": failures,  # which: a slow run that failed is not rerun to find out
         "skipped": skipped,
         "test_seconds": round(sum(s for s, _ in tests), 1),
         "by_module": {m: round(s, 1) for m, s in sorted(by_module.items(), key=lambda kv: -kv[1])[:top]},
@@ -142,6 +148,7 @@ def table(doc: dict) -> str:
         f"`{doc['command']}`: {doc['summary']}",
         f"wall {doc['wall_s']} s, CPU {doc['cpu_s']} s ({doc['cpu_per_wall']} cores busy on average), "
         f"tests' own seconds {doc['test_seconds']}",
+        *(f"failed: {name}" for name in doc["failures"]),
         "",
         "| test module | seconds |",
         "|---|---:|",

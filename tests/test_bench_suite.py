@@ -46,6 +46,7 @@ def test_the_suite_bench_counts_tests_and_the_processes_they_start(tmp_path):
     assert done.returncode == 1, done.stderr[-3000:]  # a failing test: the bench says so in its exit
     doc = json.loads(out.read_text())
     assert (doc["tests"], doc["passed"], doc["failed"], doc["skipped"]) == (3, 2, 1, 0)
+    assert doc["failures"] == ["test_tiny::test_fails"] and "failed: test_tiny::test_fails" in done.stdout
     assert doc["exit"] == 1 and "1 failed, 2 passed" in doc["summary"]
     assert list(doc["by_module"]) == ["test_tiny"] and doc["test_seconds"] >= 0.6
     names = ("test_starts_a_step", "test_starts_another", "test_fails")

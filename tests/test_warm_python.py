@@ -214,3 +214,25 @@ def test_a_server_with_a_command_running_is_not_stopped(probe, monkeypatch):
     first.terminate()
     assert first.wait(timeout=30) == -signal.SIGTERM
     first.stdout.close()
+
+
+def test_the_servers_imports_print_and_warn_nothing():
+    """A command's fresh interpreter prints what its own imports print; a server's imports are done before the
+    command starts, so they must print nothing, warnings shown (peft's bitsandbytes prints, PyG warns)."""
+    imports = "; ".join(f"import {name}" for name in warm_python.PRELOAD)
+    done = subprocess.run([sys.executable, "-W", "always", "-c", imports], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_a_package_installed_since_is_a_new_server(tmp_path, monkeypatch):
+    """A server started before ``pip install`` has the old site-packages on its path: the key moves with it."""
+    import os
+    import site
+
+    folder = tmp_path / "site-packages"
+    folder.mkdir()
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(folder)])
+    before = warm_python.env_key(offline_env())
+    (folder / "plugin.pth").write_text(str(tmp_path))
+    os.utime(folder, ns=(0, os.stat(folder).st_mtime_ns + 1))
+    assert warm_python.env_key(offline_env()) != before

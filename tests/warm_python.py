@@ -40,7 +40,15 @@ from collections import OrderedDict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PRELOAD = ("numpy", "torch", "torch._dynamo", "torchmetrics")  # no import-time effect that depends on state
+# imported by the server: none has an import-time effect that depends on state (Lightning's logger does: it
+# checks the root handlers; PyG's torch.jit.script calls set MKL up before gsr_train pins its numerics, which
+# tests/test_numerics.py sees), and none prints or warns at import, even under ``-W always`` (peft's bitsandbytes
+# prints, PyG warns: a command that never imports them would not), which tests/test_warm_python.py checks
+PRELOAD = (
+    "numpy", "torch", "torch._dynamo", "torchmetrics", "pandas", "pyarrow.parquet", "pyarrow.compute",
+    "pyarrow.dataset", "numba", "omegaconf", "hydra", "hydra.utils", "pydantic", "httpx", "datasets",
+    "faiss", "typer",
+)  # fmt: skip
 # read by the command (or Lightning, wandb, CUDA) when it runs, not by PRELOAD's imports; in-process runs of
 # the tests leave some of them in the test process's environment (the seed, a DDP port, wandb's service)
 RUNTIME_ONLY = ("GSR_", "SLURM_", "PYTEST_", "PATH", "PL_", "MASTER_", "WANDB_", "CUBLAS_WORKSPACE_CONFIG")
