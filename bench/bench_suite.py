@@ -86,17 +86,15 @@ def test_times(junit: Path, top: int) -> dict:
     """The report's tests: counts, the seconds they took in all, by module, and the slowest ``top``."""
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     by_module: dict[str, float] = defaultdict(float)
-    tests = []
+    tests, failures = [], []
     for case in cases:
         seconds = float(case.get("time") or 0.0)
         module = (case.get("classname") or "?").split(".")
         by_module[module[1] if len(module) > 1 else module[0]] += seconds
-        tests.append((seconds, f"{module[-1]}::{case.get('name')}"))
-    failures = [
-        f"{(c.get('classname') or '?').split('.')[-1]}::{c.get('name')}"
-        for c in cases
-        if c.find("failure") is not None or c.find("error") is not None
-    ]
+        name = f"{module[-1]}::{case.get('name')}"
+        tests.append((seconds, name))
+        if case.find("failure") is not None or case.find("error") is not None:
+            failures.append(name)
     failed = len(failures)
     skipped = sum(1 for c in cases if c.find("skipped") is not None)
     return {
