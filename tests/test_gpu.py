@@ -386,3 +386,13 @@ def test_local_llm_backend_generates_on_cuda_what_it_generates_on_cpu(tiny_llama
     a, b = cpu.generate_batch(prompts, params), lane.generate_batch(prompts, params)
     assert [g.text for g in b] == [g.text for g in a] and b[0].completion_tokens == a[0].completion_tokens
     assert [t["logprob"] for t in b[0].logprobs] == pytest.approx([t["logprob"] for t in a[0].logprobs], abs=1e-3)
+
+
+def test_a_cuda_step_draws_what_manual_seed_draws():
+    from gsr_train.models.edge_scorer import seed_step
+
+    torch.manual_seed(99)
+    expected = (torch.rand(4, device=CUDA), torch.rand(4))
+    torch.manual_seed(0)
+    seed_step(99, CUDA)
+    assert all(torch.equal(a, b) for a, b in zip(expected, (torch.rand(4, device=CUDA), torch.rand(4))))
