@@ -51,7 +51,10 @@
     const st = { ...readState(), ...change };
     const p = new URLSearchParams();
     for (const k of Object.keys(st)) if (st[k] !== defaults[k]) p.set(k, st[k]);
-    location.hash = p.toString();
+    const hash = p.toString();
+    if (location.hash.replace(/^#/, "") === hash) return; // no hashchange: nothing to draw again
+    document.body.dataset.ready = ""; // now, not when hashchange fires: a reader of ready waits for this state
+    location.hash = hash;
   }
 
   // ------------------------------------------------------------------ figures
