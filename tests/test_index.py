@@ -3,7 +3,7 @@ import os
 
 import torch
 
-from gsr_train.kg.index import get_index, has_text
+from gsr_train.kg.index import get_index, has_text, names_have_text
 
 from .test_rows import good_row, write
 
@@ -75,6 +75,14 @@ def test_cache_reused_then_rebuilt_on_change_and_truncation(tmp_path, caplog):
 def test_has_text():
     assert not has_text("m.02h98gq") and not has_text("g.11b6dp")
     assert has_text("Richard Nixon") and has_text("m.a.b c")
+
+
+def test_a_freebase_id_as_an_endpoints_iri_has_no_text_as_the_raw_id():
+    """A Freebase endpoint answers mids as IRIs: they name nothing either (the vectorised check agrees)."""
+    names = ["http://rdf.freebase.com/ns/m.0fgn3hy", "https://rdf.freebase.com/ns/g.11b6dp", "_:b0", "m.02h98gq"]
+    named = ["http://rdf.freebase.com/ns/people.person", "http://dbpedia.org/resource/m.0abc", "Marilyn Monroe"]
+    assert not any(map(has_text, names)) and all(map(has_text, named))
+    assert names_have_text(names + named).tolist() == [False] * 4 + [True] * 3
 
 
 def test_real_fixture_index(webqsp_mini, tmp_path):

@@ -46,8 +46,9 @@ from gsr_train.kg.vocab import NameIds, StringVocab
 
 log = logging.getLogger(__name__)
 
-# mediators: raw Freebase ids (m.0abc, g.11x) and RDF blank nodes (_:b0) name nothing
-NO_TEXT_PATTERN = re.compile(r"^(?:[mg]\.[0-9a-z_]+|_:.*)$")
+# mediators: Freebase ids, raw (m.0abc, g.11x) or as the IRIs a Freebase endpoint answers
+# (http://rdf.freebase.com/ns/m.0abc), and RDF blank nodes (_:b0) name nothing
+NO_TEXT_PATTERN = re.compile(r"^(?:(?:https?://rdf\.freebase\.com/ns/)?[mg]\.[0-9a-z_]+|_:.*)$")
 DEFAULT_CHUNK_EDGES = 1 << 22
 
 

@@ -18,8 +18,8 @@ finished, checksummed table is swapped in (``atomic_dir``). A final table whose 
 does not match its inputs, or whose file is truncated or altered, is rebuilt, never
 trusted. A file lock keeps two processes from building the same table at once.
 
-Entity names that are raw Freebase ids (``m.0abc``, ``g.11x``) carry no text: they are
-not sent to the encoder, their rows stay zero and ``entity_has_text`` is False for them.
+Entity names that are Freebase ids (``m.0abc``, ``g.11x``, raw or as an endpoint's IRIs) carry no
+text: they are not sent to the encoder, their rows stay zero and ``entity_has_text`` is False for them.
 """
 
 from __future__ import annotations
