@@ -17,6 +17,11 @@ on ``train.py`` / ``eval.py`` / a script of the checkout's ``bench/``, ``tools/`
 anything else (``python -X importtime``, ``-c``, a shell, ``preexec_fn``, pytest, pip) starts cold,
 as does every command when ``GSR_TEST_COLD=1``. ``tests/test_warm_python.py`` compares the two.
 
+The server freezes what its imports made (``gc.freeze()``, as CPython's docs advise for a server that
+forks): a command's garbage collections skip those objects instead of walking them and so touching every
+page of the 600 MB the fork shares. Two doc tests' commands (sweeps, Ctrl-C and resume) took 8-15% less
+CPU in four alternating pairs (64.1 s against 69.6 s, 57.7 against 66.4), and 5% fewer page faults.
+
 Popen's returncode, ``wait(timeout)``, ``kill``/``send_signal`` and pipes work as usual: the pid is
 the command's own, and the server sends its wait status back.
 """
@@ -24,6 +29,7 @@ the command's own, and the server sends its wait status back.
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import json
 import os
@@ -285,6 +291,9 @@ def serve(address: str) -> None:
     del sys.path[0]  # the tests folder is not on a command's path
     for name in PRELOAD:
         importlib.import_module(name)
+    # what the imports made is never garbage: frozen, no command's collection walks it (and so writes to
+    # its pages, which a fork then copies): 8-15% less CPU a command (tests/warm_python.py's docstring)
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(address)
     listener.listen(64)
