@@ -303,13 +303,13 @@ def freebase_nt(path: Path) -> Path:
     triples = [line.split("\t") for line in tsv]
     path.with_suffix(".tsv").unlink()
     names = {x for h, _, t in triples for x in (h, t)}
-    iri = {n: f"<{FREEBASE}{n if mid.match(n) else 'en.' + quote(n.replace(' ', '_'), safe='')}>" for n in names}
-    edges = sorted((iri[h][1:-1], f"{FREEBASE}{r}", iri[t][1:-1]) for h, r, t in triples)
+    iri = {n: f"{FREEBASE}{n if mid.match(n) else 'en.' + quote(n.replace(' ', '_'), safe='')}" for n in names}
+    edges = sorted((iri[h], f"{FREEBASE}{r}", iri[t]) for h, r, t in triples)
     lines = [f"<{h}> <{r}> <{t}> ." for h, r, t in edges]
     for n in sorted(names):
         if not mid.match(n):
             text = n.replace("\\", "\\\\").replace('"', '\\"')
-            lines.append(f'{iri[n]} <{FREEBASE}type.object.name> "{text}"@en .')
+            lines.append(f'<{iri[n]}> <{FREEBASE}type.object.name> "{text}"@en .')
     path.write_text("\n".join(lines) + "\n")
     return path
 
