@@ -47,6 +47,7 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from gsr_train.config import defaults_of
 from gsr_train.eval.intervals import QuestionValues
+from gsr_train.memory import keep_freed_memory
 from gsr_train.models.gsr.decoding import beam_chains
 from gsr_train.models.gsr.options import DecodeConfig, GSROptim
 
@@ -148,6 +149,12 @@ class GSRModule(pl.LightningModule):
         else:
             w = torch.ones_like(per_target)
         return (per_target * w).sum() / w.sum()
+
+    def on_train_start(self) -> None:
+        # each step's logits over the whole vocabulary, their log-softmax and their gradients are tens
+        # of MB (over glibc's mmap threshold): freed blocks are kept for the next step, not mapped and
+        # page-faulted in again (the quickstart: 26 of 94 s in the kernel before, 2 of 70 s after)
+        keep_freed_memory()
 
     def training_step(self, batch, batch_idx):
         loss = self.loss(batch)
