@@ -216,6 +216,21 @@ def test_checkpoint_round_trip(toy, trained):
     assert best.scorer.config == module.scorer.config
 
 
+def test_a_checkpoint_loads_without_walking_the_stack(toy, trained, monkeypatch):
+    """Lightning's load_from_checkpoint wrapper reads the source of every frame (inspect.stack) to refuse
+    a call on an instance: 0.3 s of each load of a run, an eval or ``gsr-train ask``. The classmethod
+    itself loads the same scorer."""
+    import inspect
+
+    def no_stack(*args, **kwargs):
+        raise AssertionError("inspect.stack() called while loading a checkpoint")
+
+    monkeypatch.setattr(inspect, "stack", no_stack)
+    retriever = SubgraphRAGRetriever.from_checkpoint(trained["ckpt"].last_model_path)
+    want = trained["module"].scorer.state_dict()
+    assert all(torch.equal(v, want[k]) for k, v in retriever.scorer.state_dict().items())
+
+
 def test_retrieve_writes_top_k_results(toy, trained, tmp_path):
     retriever = SubgraphRAGRetriever(trained["module"].scorer)
     path = tmp_path / "results_test.jsonl"
