@@ -179,6 +179,40 @@ def test_gsr_test_cold_starts_every_command_cold(probe, cold_start):
         assert proc.wait(timeout=60) == 0
 
 
+class _Alive:
+    def poll(self) -> None:
+        return None
+
+
+def test_servers_started_before_site_packages_changed_are_stopped_first(monkeypatch):
+    """A pip install since a server started (a plugin's) means its key never comes again: it is stopped as
+    the next server starts, before any live one, instead of holding a place until it is the oldest."""
+    stopped: list[str] = []
+    installed = ["before"]
+    monkeypatch.setattr(warm_python, "_stop", lambda entry: stopped.append(entry[1]))
+    monkeypatch.setattr(warm_python, "MAX_SERVERS", 3)
+    monkeypatch.setattr(warm_python, "env_key", lambda env: (installed[0], env["K"]))
+    servers = warm_python._Servers()
+    monkeypatch.setattr(servers, "_start", lambda env: (_Alive(), f"{installed[0]}-{env['K']}"))
+
+    def use(k: str) -> None:
+        address = servers.address({"K": k})
+        assert address == f"{installed[0]}-{k}"
+        servers.ended(address)
+
+    try:
+        use("a"), use("b")
+        installed[0] = "after"  # pip installed a package: neither server can serve a command again
+        use("a")
+        assert stopped == ["before-a", "before-b"]
+        use("b"), use("c")
+        assert stopped == ["before-a", "before-b"]  # three live servers: within the limit
+        use("a"), use("d")
+        assert stopped[2:] == ["after-b"]  # past it: the least recently used goes
+    finally:
+        servers.by_key.clear()
+
+
 def test_a_server_with_a_command_running_is_not_stopped(probe, monkeypatch):
     """Past MAX_SERVERS the least recently used idle server goes; one whose command still runs stays, so
     that command's status still reaches its Popen. Commands started at once from threads each get theirs."""

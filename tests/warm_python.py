@@ -61,7 +61,9 @@ RUNTIME_ONLY = ("GSR_", "SLURM_", "PYTEST_", "PATH", "PL_", "MASTER_", "WANDB_",
 SCRIPTS = ("train.py", "eval.py")
 SCRIPT_FOLDERS = ("bench", "tools", "tests", "data_prep")
 COLD_ARGS = ("--help", "-h")
-MAX_SERVERS = 4
+# per xdist worker: the numerics tests' instruction-set environments (three at once) beside the usual two
+# (one thread and warnings off, or not) are five; 580 MB each, idle
+MAX_SERVERS = 6
 _Original = subprocess.Popen
 
 
@@ -141,7 +143,8 @@ def env_key(env: dict) -> tuple:
 
 class _Servers:
     """This process's servers, one per :func:`env_key`, started on first use and stopped at exit; at most
-    :data:`MAX_SERVERS` at once (each holds torch's few hundred MB), the least recently used stopped first."""
+    :data:`MAX_SERVERS` at once (each holds torch's few hundred MB): those started before site-packages last
+    changed are stopped first (their key can never come again), then the least recently used."""
 
     def __init__(self) -> None:
         self.by_key: OrderedDict[tuple, tuple[subprocess.Popen, str] | None] = OrderedDict()
@@ -156,7 +159,10 @@ class _Servers:
         with self.lock:
             if key not in self.by_key:
                 idle = [k for k, entry in self.by_key.items() if entry is None or not self.running.get(entry[1])]
-                for old in idle[: max(0, len(self.by_key) + 1 - MAX_SERVERS)]:  # one with a command running stays
+                stale = [k for k in idle if k[0] != key[0]]  # site-packages has changed since: never used again
+                fresh = [k for k in idle if k[0] == key[0]]  # the least recently used first
+                over = max(0, len(self.by_key) - len(stale) + 1 - MAX_SERVERS)
+                for old in stale + fresh[:over]:  # one with a command running stays
                     _stop(self.by_key.pop(old))
                 self.by_key[key] = self._start(env)
             self.by_key.move_to_end(key)
