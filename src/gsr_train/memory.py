@@ -3,7 +3,8 @@
 glibc keeps freed blocks below its mmap threshold on its heaps for reuse. That is what a
 loop of same-sized allocations wants (`keep_freed_memory`: SubgraphRAG's scoring, every triple
 scorer's training and scoring, GSR's training steps and beam search, whose logits over the
-vocabulary are tens of MB: 26 of the GSR quickstart's 95 s went to page faults without it),
+vocabulary are tens of MB: 26 of the GSR quickstart's 95 s went to page faults without it; the
+text encoders' batches),
 and the opposite of what training with batches of varying shapes wants: blocks of every size
 pile up on the heaps and resident memory climbs step after step (`return_freed_memory`
 sends every large block back to the OS when freed). Both are process-wide settings.

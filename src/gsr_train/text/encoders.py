@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from gsr_train.data.errors import UserError
 from gsr_train.io import stable_hash
+from gsr_train.memory import keep_freed_memory
 from gsr_train.numerics import intra_op_threads, numerics_mode
 from gsr_train.progress import batches
 
@@ -202,6 +203,7 @@ class HFEncoder(TextEncoder):
         if not texts:
             return out
         self.load()
+        keep_freed_memory()  # a batch's activations (256 texts x tokens x 1536 in the MLPs) are reused, not faulted in
         tokenizer, model = self._tokenizer, self._model
         assert tokenizer is not None and model is not None  # set by load()
         order = list(range(len(texts)))
