@@ -1,8 +1,8 @@
 """Resident memory of this process, and glibc's policy for freed memory.
 
 glibc keeps freed blocks below its mmap threshold on its heaps for reuse. That is what a
-loop of same-sized allocations wants (`keep_freed_memory`: SubgraphRAG's scoring, every triple
-scorer's training and scoring, GSR's training steps and beam search, whose logits over the
+loop of same-sized allocations wants (`keep_freed_memory`: SubgraphRAG's training and scoring,
+every triple scorer's scoring, GSR's training steps and beam search, whose logits over the
 vocabulary are tens of MB: 26 of the GSR quickstart's 95 s went to page faults without it; the
 text encoders' batches),
 and the opposite of what training with batches of varying shapes wants: blocks of every size

@@ -17,7 +17,6 @@ from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from gsr_train.datamodules.triple_datamodule import TripleDataModule
 from gsr_train.kg.paths import get_supervision
-from gsr_train.memory import keep_freed_memory
 from gsr_train.runtime.run_data import RunPlace, require_split
 from gsr_train.runtime.training import Fitting, fit_state, is_rank_zero
 from gsr_train.text.embeddings import get_embeddings
@@ -130,9 +129,6 @@ def fit_edge_scorer(fit: Fitting, module: Any, index: Any, emb: Any, sup: dict, 
     monitor = monitor_of(recipe, str(module.targets))
     ckpt, callbacks = _callbacks(fit.out, recipe, monitor)
     trainer = fit.trainer(callbacks=callbacks, max_epochs=recipe.epochs)
-    # each step's per-triple tensors ([triples, features] of its graphs: 100+ MB for a plugin's concatenated
-    # embeddings) are mapped afresh and page-faulted in by glibc unless freed blocks are kept (as scoring keeps them)
-    keep_freed_memory(mmap_threshold=1 << 30, trim_threshold=1 << 31)
     t0 = time.perf_counter()
     trainer.fit(module, dm, ckpt_path=fit.resume)
     seconds = time.perf_counter() - t0
