@@ -97,6 +97,19 @@ def user_cache(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def malloc_requests(monkeypatch) -> list[dict[int, int]]:
+    """glibc's ``mallopt`` replaced by a recorder of `gsr_train.memory`'s requests (``{option: value}`` each,
+    in order); the policy starts as a reader's training leaves it (freed memory returned to the OS)."""
+    import gsr_train.memory as memory
+
+    asked: list[dict[int, int]] = []
+    monkeypatch.setattr(memory, "_mallopt", lambda settings: asked.append(dict(settings)) or True)
+    monkeypatch.setattr(memory, "_policy", "return")
+    monkeypatch.setattr(memory, "_kept", (0, 0, 0))
+    return asked
+
+
+@pytest.fixture
 def cold_start(monkeypatch):
     """This test's commands each start in a fresh interpreter, as from a user's shell (not forked warm:
     ``tests/warm_python.py``): the getting-started walk-through keeps the suite's one fully cold path."""

@@ -63,18 +63,14 @@ def test_minilm_offline_normalised_and_semantic(monkeypatch):
     assert torch.allclose(enc.encode(["interest rates rose in march", "the cat sits on the mat"]), v[[2, 0]], atol=1e-5)
 
 
-def test_a_model_encoder_keeps_freed_memory_for_its_next_batch(monkeypatch):
+def test_a_model_encoder_keeps_freed_memory_for_its_next_batch(monkeypatch, malloc_requests):
     """A batch's activations are tens of MB (256 texts x tokens x 1536 in MiniLM's MLPs): encoding asks
     glibc to keep freed blocks for the next batch, not map and page-fault them in again."""
     import gsr_train.memory as memory
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    asked: list[dict[int, int]] = []
-    monkeypatch.setattr(memory, "_mallopt", lambda settings: asked.append(dict(settings)) or True)
-    monkeypatch.setattr(memory, "_policy", "return")  # as a reader trained earlier in the process leaves it
-    monkeypatch.setattr(memory, "_kept", (0, 0, 0))
     load_encoder({"name": "minilm", "batch_size": 8, "device": "cpu", "max_length": 64}).encode(["a cat", "a mat"])
-    assert memory._policy == "keep" and len(asked) == 1
+    assert memory._policy == "keep" and len(malloc_requests) == 1
 
 
 def test_gte_large_offline_fails_fast_with_hint(monkeypatch, tmp_path):

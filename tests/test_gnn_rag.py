@@ -339,19 +339,17 @@ def test_rows_of_short_paths_in_a_small_last_graph():
     assert found.per_question(2)[1] == [(8, 0.5, (2,)), (7, 0.25, ())]
 
 
-def test_serving_raises_the_thresholds_of_kept_memory_never_lowers_them(monkeypatch):
+def test_serving_raises_the_thresholds_of_kept_memory_never_lowers_them(monkeypatch, malloc_requests):
     """Serving asks glibc to keep freed blocks up to 1 GB (its batches' [N, 2h] tensors are 100+ MB);
     a later caller asking for SubgraphRAG's smaller thresholds leaves them, a larger ask raises them."""
     import gsr_train.memory as memory
 
-    calls: list[list[tuple[int, int]]] = []
-    monkeypatch.setattr(memory, "_mallopt", lambda settings: calls.append(list(settings)) or True)
+    calls = malloc_requests
     monkeypatch.setattr(memory, "_policy", None)
-    monkeypatch.setattr(memory, "_kept", (0, 0, 0))
     assert memory.keep_freed_memory()
     assert memory.keep_freed_memory(mmap_threshold=1 << 30, trim_threshold=1 << 31)
     assert memory.keep_freed_memory()  # SubgraphRAG's defaults after serving: nothing lowered
-    assert [dict(c)[memory._M_MMAP_THRESHOLD] for c in calls] == [1 << 27, 1 << 30]
+    assert [c[memory._M_MMAP_THRESHOLD] for c in calls] == [1 << 27, 1 << 30]
     assert memory._kept == (1 << 30, 1 << 31, 1 << 26)
     memory.return_freed_memory()  # the readers' policy, then serving again: applied afresh
     assert memory.keep_freed_memory(mmap_threshold=1 << 30, trim_threshold=1 << 31) and len(calls) == 4

@@ -89,22 +89,18 @@ def test_overfits_a_handful_of_chains(trained):
     assert all(b[0].score > b[1].score for b in beams)  # ranked, best first
 
 
-def test_training_and_decoding_keep_freed_memory_for_the_next_step(trained, monkeypatch):
+def test_training_and_decoding_keep_freed_memory_for_the_next_step(trained, monkeypatch, malloc_requests):
     """Each step's logits over the vocabulary (and their log-softmax, their gradients, the beams'
     scores) are tens of MB, over glibc's mmap threshold: training and decoding ask glibc to keep
     freed blocks for reuse instead of mapping and page-faulting them in afresh every step."""
     import gsr_train.memory as memory
 
-    asked: list[dict[int, int]] = []
-    monkeypatch.setattr(memory, "_mallopt", lambda settings: asked.append(dict(settings)) or True)
-    monkeypatch.setattr(memory, "_policy", "return")  # as a reader trained earlier in the process leaves it
-    monkeypatch.setattr(memory, "_kept", (0, 0, 0))
     gsr, _ = trained
     GSRModule(gsr).on_train_start()
-    assert memory._policy == "keep" and asked[-1][memory._M_MMAP_THRESHOLD] == 1 << 27
-    monkeypatch.setattr(memory, "_policy", "return")
+    assert memory._policy == "keep" and malloc_requests[-1][memory._M_MMAP_THRESHOLD] == 1 << 27
+    monkeypatch.setattr(memory, "_policy", "return")  # a reader trained in between
     beam_chains(gsr, [DATA[0][0]], DecodeConfig(beams=2, top_n=1, max_hops=1))
-    assert memory._policy == "keep" and len(asked) == 2
+    assert memory._policy == "keep" and len(malloc_requests) == 2
 
 
 @pytest.fixture(scope="module")
