@@ -208,3 +208,47 @@ def test_the_plugin_run_gets_an_explorer_page_with_no_code_of_its_own(readme_run
     (view,) = [v for v in doc["views"] if v["kind"] == "triples"]
     assert "EdgeMLP" in view["label"] and len(view["first"]) == len(doc["ids"])
     assert sum(r is not None for r in view["first"]) > len(doc["ids"]) // 2  # answers found, ranked
+
+
+def test_the_plugins_factored_first_layer_is_the_mlp_over_concatenated_parts(tmp_path, monkeypatch):
+    """``EdgeMLP.forward`` applies its first layer per node and per (question, relation) pair; the scores are
+    those of the MLP over each triple's concatenated ``[q*h, q*r, q*t, topic(h), topic(t)]`` (its docstring)."""
+    import dataclasses
+
+    import torch
+
+    from gsr_train.features.structure import node_features
+    from gsr_train.features.triple_batch import make_batch
+    from gsr_train.kg.index import get_index
+    from gsr_train.text.embeddings import get_embeddings
+
+    from .subgraphrag_toy import write_toy
+
+    monkeypatch.syspath_prepend(str(REPO / "examples" / "plugin_retriever"))
+    sys.modules.pop("edge_mlp", None)
+    sys.modules.pop("edge_mlp.scorer", None)
+    from edge_mlp.scorer import EdgeMLP
+
+    index = get_index(write_toy(tmp_path / "data"), cache_dir=tmp_path / "cache")
+    emb = get_embeddings(index, {"name": "hashing", "dim": 32}, tmp_path / "cache")
+    graphs = index["train"]
+    has_text = emb.entity_has_text.clone()
+    has_text[::3] = False  # a third of the entities without text: the learned vector
+    batch = make_batch(graphs, list(range(6)), node_features(graphs, "topic", 0, 0), emb.question["train"],
+                       emb.entity, has_text, emb.relation)  # fmt: skip
+    torch.manual_seed(0)
+    n = batch.node_q.numel()  # a topic flag on heads and tails alike, so the two topic weights are told apart
+    batch = dataclasses.replace(batch, feat_rows=(torch.rand(n, 1) < 0.5).float(), node_frow=torch.arange(n))
+    module = EdgeMLP(dim=32, hidden=16)
+    torch.nn.init.normal_(module.no_text)
+    nodes = torch.cat([batch.ent_emb, module.no_text[None]])[batch.node_ent]
+    q = batch.q_emb[batch.triple_question()]
+    r = batch.rel_emb[batch.pair_rel[batch.triple_pair]]
+    topic = batch.feat_rows[batch.node_frow, :1]
+    h, t = nodes[batch.head], nodes[batch.tail]
+    parts = torch.cat([q * h, q * r, q * t, topic[batch.head], topic[batch.tail]], dim=-1)
+    assert (batch.node_ent == batch.ent_emb.shape[0]).any() and topic[batch.tail].sum() > 0
+    expected = module.mlp(parts).squeeze(-1)
+    got = module(batch)
+    assert got.shape == (batch.num_triples,) and batch.num_triples > 50
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
