@@ -138,6 +138,24 @@ def test_the_console_script_and_the_module_run_warm(tmp_path):
         assert cold.returncode == warm.returncode == 2 and cold.stderr == warm.stderr, (cold.stderr, warm.stderr)
 
 
+def test_the_checkouts_test_modules_run_warm_and_others_cold(probe, tmp_path):
+    """``-m tests.signal_at`` (the kill tests' wrapper) runs warm where ``tests`` is this checkout's: the signal
+    at the chosen call ends the command alike, warm and cold. A ``tests`` package of another folder starts cold."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "tests.signal_at", "numpy.random:rand", "1", "TERM", "train.py", "draw"]
+    cold, warm = _both(argv, probe, env=env, input="", capture_output=True, text=True)
+    assert cold.returncode == warm.returncode == -signal.SIGTERM, (cold.stderr[-2000:], warm.stderr[-2000:])
+    assert cold.stdout.startswith("argv") and cold.stdout.count("\n") == warm.stdout.count("\n") == 3
+    other = tmp_path / "other"
+    (other / "tests").mkdir(parents=True)
+    (other / "tests" / "signal_at.py").write_text("print('not the checkout')")
+    assert warm_python.plan(argv, str(probe), env) is not None
+    assert warm_python.plan(argv, str(other), env) is None  # the working folder's tests comes first
+    assert warm_python.plan(argv, str(probe), {**env, "PYTHONPATH": ""}) is None  # no tests on the path
+
+
 def _normal(text: str, root: Path) -> list[str]:
     """Log lines without what differs between two runs: the clock, durations, rates, the folder and its keys."""
     text = re.sub(r"\b[0-9a-f]{16,}\b", "KEY", text.replace(str(root), "ROOT"))  # cache keys hash the folder

@@ -13,9 +13,10 @@ Hydra set up) is as a user sees it.
 :class:`WarmPopen` is ``subprocess.Popen`` with that start; the conftest puts it in ``subprocess``
 for the whole session. It takes only what it can run faithfully: this interpreter, without flags,
 on ``train.py`` / ``eval.py`` / a script of the checkout's ``bench/``, ``tools/`` or ``tests/``,
-``-m gsr_train...`` or the ``gsr-train`` script, and no ``--help`` (whose speed tests measure);
-anything else (``python -X importtime``, ``-c``, a shell, ``preexec_fn``, pytest, pip) starts cold,
-as does every command when ``GSR_TEST_COLD=1``. ``tests/test_warm_python.py`` compares the two.
+``-m gsr_train...``, ``-m tests.X`` (the checkout's: ``tests.signal_at``) or the ``gsr-train`` script,
+and no ``--help`` (whose speed tests measure); anything else (``python -X importtime``, ``-c``, a shell,
+``preexec_fn``, pytest, pip) starts cold, as does every command when ``GSR_TEST_COLD=1``.
+``tests/test_warm_python.py`` compares the two.
 
 The server freezes what its imports made (``gc.freeze()``, as CPython's docs advise for a server that
 forks): a command's garbage collections skip those objects instead of walking them and so touching every
@@ -104,6 +105,22 @@ def _ours(script: str) -> bool:
     return path.name in (*SCRIPTS, "gsr-train") or (folder.parent == REPO and folder.name in SCRIPT_FOLDERS)
 
 
+def _our_module(name: str, here: str, env: dict) -> bool:
+    """Whether ``-m name`` runs a module of the project: ``gsr_train...``, or ``tests.X`` (``tests.signal_at``)
+    when the ``tests`` a fresh interpreter would import (the first on its path: the working folder, then
+    PYTHONPATH) is this checkout's."""
+    top, _, rest = name.partition(".")
+    if top == "gsr_train":
+        return True
+    if top != "tests" or not rest or not (REPO / "tests" / (rest.replace(".", "/") + ".py")).is_file():
+        return False
+    for folder in (here, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))):
+        found = os.path.join(folder, "tests")
+        if os.path.isdir(found):
+            return os.path.realpath(found) == str((REPO / "tests").resolve())
+    return False
+
+
 def plan(args: list[str], cwd: str | None, env: dict) -> dict | None:
     """How ``args`` runs warm (the script or module, sys.argv, sys.path[0]), or None: it starts cold."""
     if not args or any(a in COLD_ARGS for a in args[1:]):
@@ -118,7 +135,7 @@ def plan(args: list[str], cwd: str | None, env: dict) -> dict | None:
             return None
         return {"script": exe, "argv": [exe, *args[1:]], "path0": os.path.dirname(os.path.realpath(exe))}
     rest = args[1:]
-    if len(rest) >= 2 and rest[0] == "-m" and rest[1].split(".")[0] == "gsr_train":
+    if len(rest) >= 2 and rest[0] == "-m" and _our_module(rest[1], here, env):
         return {"module": rest[1], "argv": ["-m", *rest[2:]], "path0": here}
     if rest and not rest[0].startswith("-") and rest[0].endswith(".py") and _ours(rest[0]):
         script = os.path.join(here, rest[0])
