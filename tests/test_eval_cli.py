@@ -62,6 +62,39 @@ def _env(tmp_path):
     return {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "GSR_TRAIN_CACHE": str(tmp_path / "cache")}
 
 
+def test_eval_on_the_runs_own_data_opens_the_runs_index_and_gives_its_results(tmp_path):
+    """``eval.py ckpt_path=RUN split=test`` on the data the run trained on opens the run's cached KG index (no
+    rebuild, no re-embedding) and writes the run's own results, byte for byte; with another cache (the run's
+    index not there) it reads the scored split alone, as on other data."""
+    overrides = [
+        o
+        for o in toy_run_overrides(tmp_path, settings={"paths.output_dir": "IGNORED"})
+        if not o.startswith(("paths.", "experiment_name"))
+    ]
+
+    def command(script: str, *args: str, cache: str = "cache") -> subprocess.CompletedProcess:
+        env = {**_env(tmp_path), "GSR_TRAIN_CACHE": str(tmp_path / cache)}
+        done = subprocess.run([sys.executable, str(ROOT / script), *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    command("train.py", *overrides, f"hydra.run.dir={tmp_path / 'run'}")
+    own = command("eval.py", f"ckpt_path={tmp_path / 'run'}", "split=test", f"hydra.run.dir={tmp_path / 'own'}")
+    assert "scoring test in the run's own KG index (splits train, validation, test, cached)" in own.stderr + own.stdout
+    assert "embedded" not in own.stderr + own.stdout and "KG index built" not in own.stderr + own.stdout
+    results = (tmp_path / "run" / "results_test.jsonl.gz").read_bytes()
+    assert gzip.decompress((tmp_path / "own" / "results_test.jsonl.gz").read_bytes()) == gzip.decompress(results)
+    other = command("eval.py", f"ckpt_path={tmp_path / 'run'}", "split=test", f"hydra.run.dir={tmp_path / 'other'}",
+                    cache="other_cache")  # fmt: skip
+    assert "own KG index" not in other.stderr + other.stdout and "KG index built" in other.stderr + other.stdout
+    figures = json.loads((tmp_path / "other" / "metrics.json").read_text())
+    assert (
+        figures["split"] == "test"
+        and figures["questions"] == json.loads((tmp_path / "own" / "metrics.json").read_text())["questions"]
+    )
+
+
 @pytest.mark.slow
 def test_subgraphrag_run_scored_on_unseen_test_only_folder_via_the_command(tmp_path):
     overrides = [

@@ -80,7 +80,7 @@ def run_place(cfg: DictConfig) -> RunPlace:
 def resolve_data_dir(cfg: DictConfig) -> str:
     """The folder (or hub name) of the dataset; the embedded benchmark is generated on demand, and with
     ``data.kg`` the rows without a graph get theirs cut from that KG (a cached folder of its own)."""
-    return with_kg_graphs(cfg, _source_dir(cfg), tuple(cfg.data.splits))
+    return with_kg_graphs(cfg, source_dir(cfg), tuple(cfg.data.splits))
 
 
 def with_kg_graphs(cfg: DictConfig, folder: str | Path, splits: Sequence[str]) -> str:
@@ -103,7 +103,8 @@ def with_kg_graphs(cfg: DictConfig, folder: str | Path, splits: Sequence[str]) -
 _EXTRACTED: dict[tuple, str] = {}
 
 
-def _source_dir(cfg: DictConfig) -> str:
+def source_dir(cfg: DictConfig) -> str:
+    """``data.dir``, or the embedded benchmark's folder in the cache (generated when missing)."""
     if cfg.data.get("dir"):
         return str(cfg.data.dir)
     if cfg.data.name == "synthetic":
