@@ -189,6 +189,11 @@ def test_matcher_distinguishes_questions(tmp_path):
         [["B", "r3", "D"], ["B", "r3", "D"], ["B", "r1", "D"], ["P", "r1", "Q"], ["Y", "r2", "W"]],
     )
     assert got.tolist() == [2, -1, -1, 6, 5]
+    # an unknown name, a name that is not a string (a malformed row's), a null: no edge, no error
+    odd = m.match(
+        torch.tensor([0, 0, 0, 0]), [["B", "r3", "nowhere"], [7, "r3", "D"], ["B", None, "D"], ["B", "r3", "D"]]
+    )
+    assert odd.tolist() == [-1, -1, -1, 2]
 
 
 def test_evaluate_command(tmp_path, capsys):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from gsr_train.arrays import scatter
@@ -30,6 +31,7 @@ from gsr_train.data.errors import UserError
 from gsr_train.eval.retrieval import edge_ranks
 from gsr_train.io import iter_jsonl, write_jsonl
 from gsr_train.kg.index import KGIndex, SplitGraphs
+from gsr_train.kg.vocab import StringVocab
 
 log = logging.getLogger(__name__)
 
@@ -69,24 +71,26 @@ def _lookup(ref: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
     return torch.where(sorted_keys[pos] == query, order[pos], torch.full_like(query, -1))
 
 
+def _ids(vocab: StringVocab, names: list) -> torch.Tensor:
+    """Ids of ``names`` in one vectorised lookup; -1 for an unknown name or one that is not a string."""
+    strings = pa.array([n if isinstance(n, str) else None for n in names], pa.large_string())
+    return torch.from_numpy(vocab.lookup(strings))
+
+
 class EdgeMatcher:
     """Finds the edge id of (question, head, relation, tail) string triples in one split."""
 
     def __init__(self, index: KGIndex, split: SplitGraphs | str):
         self.index = index
         self.split = index[split] if isinstance(split, str) else split
-        self._ent = index.entity_lookup()
-        self._rel = index.relation_lookup()
 
     def match(self, question: torch.Tensor, triples: Sequence[Sequence[str]]) -> torch.Tensor:
         """``LongTensor[M]`` edge ids (global over the split) of the triples; -1 = not in the
         question's graph (unknown string, or known but not an edge of that question)."""
         if len(triples) == 0:
             return torch.empty(0, dtype=torch.long)
-        ent, rel = self._ent.get, self._rel.get
-        h = torch.tensor([ent(t[0], -1) for t in triples], dtype=torch.long)
-        r = torch.tensor([rel(t[1], -1) for t in triples], dtype=torch.long)
-        t = torch.tensor([ent(t[2], -1) for t in triples], dtype=torch.long)
+        ent, rel = self.index.entities, self.index.relations
+        h, r, t = (_ids(vocab, [x[i] for x in triples]) for i, vocab in enumerate((ent, rel, ent)))
         return self.match_ids(question, h, r, t)
 
     def match_ids(self, question: torch.Tensor, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
