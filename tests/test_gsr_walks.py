@@ -21,11 +21,14 @@ def mini_index(webqsp_mini, tmp_path_factory):
     return get_index(webqsp_mini, splits=("train", "validation", "test"), cache_dir=tmp_path_factory.mktemp("cache"))
 
 
-def _triples(index, splits):
-    out = set()
+def _triples(index, splits) -> dict[tuple[str, str], set[str]]:
+    """The splits' triples by name, as ``(head, relation) -> tails``."""
+    out: dict[tuple[str, str], set[str]] = {}
     for s in splits:
-        for h, r, t in index[s].global_edges().tolist():
-            out.add((index.entities[h], index.relations[r], index.entities[t]))
+        h, r, t = index[s].global_edges().T.numpy()
+        names = zip(index.entities.take(h), index.relations.take(r), index.entities.take(t))
+        for head, rel, tail in names:
+            out.setdefault((head, rel), set()).add(tail)
     return out
 
 
@@ -33,7 +36,7 @@ def _follows(triples, subject, chain):
     """Entities reached from ``subject`` along ``chain`` (stored directions)."""
     frontier = {subject}
     for rel in chain:
-        frontier = {t for (h, r, t) in triples if r == rel and h in frontier}
+        frontier = {t for h in frontier for t in triples.get((h, rel), ())}
     return frontier
 
 
