@@ -53,3 +53,37 @@ def test_smollm2_through_the_server(smollm2, tmp_path):
             assert res.source == "fresh" and res.text == a["choices"][0]["message"]["content"]
             assert client.complete(msgs, request_id="france").source == "cache"
         assert srv.stats.completed == 5
+
+
+def test_a_gguf_conversion_reads_the_files_metadata_once(tmp_path, monkeypatch):
+    """transformers opens the GGUF with ``gguf.GGUFReader`` for the tokenizer, the config and the weights; the
+    conversion parses it once (5 s for SmolLM2's vocabulary) and gives the others the same reader."""
+    import gguf
+    import transformers
+
+    from gsr_train.llm.local_model import converted_folder
+
+    made: list[str] = []
+
+    class Reader:
+        def __init__(self, path, mode="r"):
+            made.append(str(path))
+
+    class Saved:
+        config = object()
+
+        def save_pretrained(self, folder):
+            (folder / "saved").write_text("x")
+
+    def opened_three_times(folder, gguf_file=None, **kwargs):
+        readers = {id(gguf.GGUFReader(folder / gguf_file)) for _ in range(3)}
+        assert len(readers) == 1
+        return Saved()
+
+    monkeypatch.setattr(gguf, "GGUFReader", Reader)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", opened_three_times)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", opened_three_times)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    out = converted_folder(tmp_path, "m.gguf", tmp_path / "cache", "bfloat16")
+    assert (out / "done.json").is_file() and made == [str(tmp_path / "m.gguf")]
+    assert gguf.GGUFReader is Reader  # restored after the conversion
