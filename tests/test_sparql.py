@@ -229,6 +229,26 @@ def test_a_hub_beyond_the_limit_is_cut_and_counted(virtuoso_kg):
     assert len(rows) == 8  # limit + 1 a direction: the extra row is how a cut is seen
 
 
+@pytest.mark.virtuoso
+def test_edges_beyond_the_endpoints_row_cap_are_all_fetched(tmp_path):
+    """20 entities of 700 edges each: 14,000 rows, over Virtuoso's cap of 10,000 rows an answer
+    (``ResultSetMaxRows``), which cuts one query of them all short without a word. Counted first, they
+    are asked in queries of at most ``limit + 1`` rows: every edge arrives, none is a hub."""
+    topics = [f"http://ex.org/t{i}" for i in range(20)]
+    (tmp_path / "load").mkdir()
+    lines = [f"<{t}> <http://ex.org/r> <http://ex.org/leaf{j}> ." for t in topics for j in range(700)]
+    (tmp_path / "load" / "kg.nt").write_text("\n".join(lines) + "\n")
+    server = start_virtuoso(tmp_path / "server", tmp_path / "load")
+    try:
+        server.load(tmp_path / "load", "http://ex.org/kg")
+        client = SparqlClient(server.endpoint, SparqlOptions(graph="http://ex.org/kg"), tmp_path / "cache")
+        assert len(client.select(edges_query(topics, 9999))) == 10_000  # one query for all: cut short
+        near = SparqlExtractor(client, ExtractOptions(hops=1)).neighbourhood(topics)
+        assert len(near.triples) == 14_000 and near.cut == [] and "directions_cut_short" not in client.stats.extra
+    finally:
+        server.stop()
+
+
 def test_a_killed_run_asks_again_only_what_was_not_answered(scripted, tmp_path):
     """kill -9 in the middle of 30 queries, then the same 30 again: what was answered before the kill
     comes from the cache (at most the one query in flight when it died is asked twice)."""
@@ -335,7 +355,8 @@ def test_data_kg_as_an_endpoint_is_checked_before_any_work(virtuoso_kg, tmp_path
 
 def test_an_endpoint_answering_more_rows_than_asked_is_counted_and_cut(scripted, tmp_path, caplog):
     """An endpoint (or a proxy) that ignores LIMIT: the rows beyond the ``limit + 1`` asked for an entity
-    and direction are counted, named in one warning with the option, and dropped; the entity is a hub."""
+    and direction are counted, named in one warning with the option, and dropped; the entity is a hub
+    (its counts say so, and it is asked with ``LIMIT``)."""
 
     def edge(d: str, k: int) -> dict:
         uri = {"type": "uri"}
@@ -348,7 +369,16 @@ def test_an_endpoint_answering_more_rows_than_asked_is_counted_and_cut(scripted,
 
     body = {"head": {"vars": ["x", "d", "p", "y"]}, "results": {"bindings": [edge("0", k) for k in range(6)]}}
     body["results"]["bindings"].append(edge("1", 9))
-    server = scripted((200, {}, body, 0))
+    counted = {
+        "head": {"vars": ["x", "d", "n"]},
+        "results": {
+            "bindings": [
+                {"x": {"type": "uri", "value": "http://ex.org/A"}, "d": {"type": "literal", "value": d}, "n": n}
+                for d, n in (("0", {"type": "literal", "value": "6"}), ("1", {"type": "literal", "value": "1"}))
+            ]
+        },
+    }
+    server = scripted((200, {}, counted, 0), (200, {}, body, 0))  # its edge counts, then its edges
     client = client_for(server.endpoint, tmp_path, limit=2)
     with caplog.at_level("WARNING"):
         near = SparqlExtractor(client, ExtractOptions(hops=1)).neighbourhood(["http://ex.org/A"])
@@ -360,6 +390,33 @@ def test_an_endpoint_answering_more_rows_than_asked_is_counted_and_cut(scripted,
     )
     (warning,) = [r.getMessage() for r in caplog.records if "beyond" in r.getMessage()]
     assert server.endpoint in warning and "data.sparql.limit=2" in warning
+
+
+def test_an_endpoint_answering_fewer_edges_than_it_counted_is_counted_and_named(scripted, tmp_path, caplog):
+    """An endpoint whose row cap is below ``limit + 1`` (a public one capping answers at 3 rows here): the
+    entity's counted 5 edges arrive as 3; the shortfall is counted and named in one warning with the option."""
+    uri = {"type": "uri"}
+    counted = {
+        "head": {"vars": ["x", "d", "n"]},
+        "results": {
+            "bindings": [{"x": {**uri, "value": "http://ex.org/A"}, "d": {"type": "literal", "value": "0"},
+                          "n": {"type": "literal", "value": "5"}}]
+        },
+    }  # fmt: skip
+    rows = [
+        {"x": {**uri, "value": "http://ex.org/A"}, "d": {"type": "literal", "value": "0"},
+         "p": {**uri, "value": "http://ex.org/r"}, "y": {**uri, "value": f"http://ex.org/B{k}"}}
+        for k in range(3)
+    ]  # fmt: skip
+    server = scripted(
+        (200, {}, counted, 0), (200, {}, {"head": {"vars": ["x", "d", "p", "y"]}, "results": {"bindings": rows}}, 0)
+    )
+    client = client_for(server.endpoint, tmp_path)
+    with caplog.at_level("WARNING"):
+        near = SparqlExtractor(client, ExtractOptions(hops=1)).neighbourhood(["http://ex.org/A"])
+    assert len(near.triples) == 3 and client.stats.extra["directions_cut_short"] == 1
+    (warning,) = [r.getMessage() for r in caplog.records if "fewer edges" in r.getMessage()]
+    assert server.endpoint in warning and "data.sparql.limit" in warning
 
 
 # ------------------------------------------------------------------ linking and chains on the endpoint

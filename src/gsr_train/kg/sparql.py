@@ -221,18 +221,44 @@ def iri(term: str) -> str:
     return f"<{term}>"
 
 
-def edges_query(entities: Sequence[str], limit: int) -> str:
-    """Every edge at each entity, both directions, at most ``limit + 1`` per entity and direction (the
-    extra row tells a cut hub), literals left out; rows ``?x ?d ?p ?y`` (``?d`` 0: ``x p y``, 1: ``y p x``)."""
+def edges_query(entities: Sequence[str], limit: int, direction: int | None = None) -> str:
+    """Every edge at each entity, both directions (or ``direction`` only), at most ``limit + 1`` per entity
+    and direction in ``?p ?y`` order (the extra row tells a cut hub), literals left out; rows
+    ``?x ?d ?p ?y`` (``?d`` 0: ``x p y``, 1: ``y p x``)."""
     parts = []
     for e in entities:
         x = iri(e)
         for d, pattern in ((0, f"{x} ?p ?y . FILTER(!isLiteral(?y))"), (1, f"?y ?p {x} .")):
-            parts.append(
-                f"{{ {{ SELECT ?p ?y WHERE {{ {pattern} }} ORDER BY ?p ?y LIMIT {limit + 1} }} "
-                f"BIND({x} AS ?x) BIND({d} AS ?d) }}"
-            )
+            if direction is None or d == direction:
+                parts.append(
+                    f"{{ {{ SELECT ?p ?y WHERE {{ {pattern} }} ORDER BY ?p ?y LIMIT {limit + 1} }} "
+                    f"BIND({x} AS ?x) BIND({d} AS ?d) }}"
+                )
     return "SELECT ?x ?d ?p ?y WHERE { " + " UNION ".join(parts) + " }"
+
+
+def _values(entities: Sequence[str]) -> str:
+    return " ".join(iri(e) for e in entities)
+
+
+def edge_counts_query(entities: Sequence[str]) -> str:
+    """Each entity's number of edges per direction (rows ``?x ?d ?n``; none for a direction without one),
+    literals left out: which of them are hubs, and how many rows their edges are, before any is asked for."""
+    both = "{ ?x ?p ?y . FILTER(!isLiteral(?y)) BIND(0 AS ?d) } UNION { ?y ?p ?x . BIND(1 AS ?d) }"
+    return f"SELECT ?x ?d (COUNT(*) AS ?n) WHERE {{ VALUES ?x {{ {_values(entities)} }} {both} }} GROUP BY ?x ?d"
+
+
+def all_edges_query(out: Sequence[str], into: Sequence[str]) -> str:
+    """Every edge from the entities ``out`` and to the entities ``into``, rows ``?x ?d ?p ?y`` as
+    `edges_query` gives them (each entity and direction in ``?p ?y`` order), without a limit: for directions
+    counted no larger. A pattern over ``VALUES`` a direction: an endpoint plans it once, where `edges_query`
+    is two subqueries an entity (Virtuoso answers 50 entities 5-7 times slower that way)."""
+    parts = []
+    if out:
+        parts.append(f"{{ VALUES ?x {{ {_values(out)} }} ?x ?p ?y . FILTER(!isLiteral(?y)) BIND(0 AS ?d) }}")
+    if into:
+        parts.append(f"{{ VALUES ?x {{ {_values(into)} }} ?y ?p ?x . BIND(1 AS ?d) }}")
+    return f"SELECT ?x ?d ?p ?y WHERE {{ {' UNION '.join(parts)} }} ORDER BY ?x ?d ?p ?y"
 
 
 def batched(items: Sequence[str], size: int) -> list[Sequence[str]]:

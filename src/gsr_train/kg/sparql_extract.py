@@ -21,7 +21,15 @@ import pyarrow.compute as pc
 
 from gsr_train.kg.extract import EdgeArrays, Extractor
 from gsr_train.kg.extract_options import ExtractOptions
-from gsr_train.kg.sparql import Columns, SparqlClient, SparqlError, batched, edges_query
+from gsr_train.kg.sparql import (
+    Columns,
+    SparqlClient,
+    SparqlError,
+    all_edges_query,
+    batched,
+    edge_counts_query,
+    edges_query,
+)
 
 log = logging.getLogger(__name__)
 Triple = tuple[str, str, str]
@@ -51,6 +59,39 @@ class Neighbourhood:
     cut: list[str] = field(default_factory=list)
 
 
+Units = dict[tuple[str, int], int]  # (entity, direction: 0 out, 1 in) -> its edge count as the endpoint counted
+
+
+def edge_queries(counts: dict[str, tuple[int, int]], limit: int, batch: int) -> dict[str, Units]:
+    """The queries that fetch the counted entities' edges, each with what it asks for. A direction of more
+    than ``limit`` edges (a hub's) is asked alone, its first ``limit + 1`` in order; the others are packed
+    into ``VALUES`` queries of at most ``batch`` entities and ``limit + 1`` rows (the row cap of Virtuoso and
+    DBpedia with the default limit: a longer answer would be cut short without a word)."""
+    queries: dict[str, Units] = {}
+    packed: Units = {}
+
+    def flush() -> None:
+        if packed:
+            out, into = ([e for (e, d) in packed if d == side] for side in (0, 1))
+            queries[all_edges_query(out, into)] = dict(packed)
+            packed.clear()
+
+    for e, (out, into) in counts.items():
+        if e.startswith("_:"):  # a blank node label: no VALUES term
+            queries[edges_query([e], limit)] = {(e, 0): out, (e, 1): into}
+            continue
+        for d, n in ((0, out), (1, into)):
+            if n > limit:
+                queries[edges_query([e], limit, direction=d)] = {(e, d): n}
+            elif n:
+                entities = {x for x, _ in packed} | {e}
+                if packed and (sum(packed.values()) + n > limit + 1 or len(entities) > batch):
+                    flush()
+                packed[(e, d)] = n
+    flush()
+    return queries
+
+
 class SparqlExtractor:
     """Cuts graphs from one endpoint (see the module docstring)."""
 
@@ -78,29 +119,57 @@ class SparqlExtractor:
         self._memo[entity] = edges
 
     def _fetch(self, entities: list[str]) -> None:
-        """Ask the endpoint for the edges of ``entities`` (batched) and keep each entity's on its own, a
-        batch's as soon as its answer arrives (a run killed mid-hop asks again only what was in flight)."""
-        batches = {edges_query(b, self.client.options.limit): b for b in batched(entities, self.client.options.batch)}
-        for query, cols in self.client.columns_iter(list(batches), keep=False):
-            by_entity = {e: EntityEdges([], [], [], [], False) for e in batches[query]}
-            self._split_rows(cols, by_entity)
-            for e, edges in by_entity.items():
-                if self.client.cache is not None:
-                    body = {"edges": list(edges.astuple())}
-                    self.client.cache.put(self._entity_key(e), {"endpoint": self.client.endpoint}, body)
-                self._remember(e, edges)
+        """Ask the endpoint for the edges of ``entities`` and keep each entity's on its own, as soon as its
+        last answer arrives (a run killed mid-hop asks again only what was in flight). First each entity's
+        edge counts (one without edges is known then), then its edges, in queries `edge_queries` packs."""
+        counts = self._edge_counts(entities)
+        pending = {e: EntityEdges([], [], [], [], False) for e in counts}
+        left = {e: sum(1 for c in counts[e] if c) for e in counts}  # directions still to come
+        queries = edge_queries(counts, self.client.options.limit, self.client.options.batch)
+        for query, cols in self.client.columns_iter(list(queries), keep=False):
+            units = queries[query]
+            self._split_rows(cols, pending, units)
+            for e, _ in units:
+                left[e] -= 1
+                if not left[e]:
+                    self._keep(e, pending.pop(e))
 
-    def _split_rows(self, cols: Columns, by_entity: dict[str, EntityEdges]) -> None:
-        """One answer's rows ``?x ?d ?p ?y`` into each entity's edges, a direction at a time (Arrow sorts
-        and slices; no loop over rows). More than ``limit`` rows: a hub; more than the ``limit + 1`` asked
-        for (an endpoint that ignores LIMIT): counted and dropped."""
-        limit, endpoint = self.client.options.limit, self.client.endpoint
+    def _edge_counts(self, entities: list[str]) -> dict[str, tuple[int, int]]:
+        """Each entity's edges out and in, as the endpoint counts them (literals left out); an entity without
+        any is kept (with no edges) as its batch's answer arrives."""
+        names = [e for e in entities if not e.startswith("_:")]  # a blank node label is no VALUES term
+        counts = {e: (1, 1) for e in entities if e.startswith("_:")}  # asked with `edges_query`
+        batches = {edge_counts_query(b): b for b in batched(names, self.client.options.batch)}
+        for query, cols in self.client.columns_iter(list(batches), keep=False):
+            x, d, n = (cols.get(v, []) for v in ("x", "d", "n"))
+            if not len(x) == len(d) == len(n) or None in x or None in d or None in n:
+                raise SparqlError(f"SPARQL endpoint {self.client.endpoint}: an edge count row without x, d or n")
+            for e, side, k in zip(x, d, n, strict=True):
+                if not str(k).isdigit():
+                    raise SparqlError(f"SPARQL endpoint {self.client.endpoint}: an edge count of {e!r} is {k!r}")
+                out, into = counts.get(e, (0, 0))
+                counts[e] = (int(k), into) if str(side) == "0" else (out, int(k))
+            for e in batches[query]:
+                if e not in counts:
+                    self._keep(e, EntityEdges([], [], [], [], False))
+        return counts
+
+    def _keep(self, entity: str, edges: EntityEdges) -> None:
+        if self.client.cache is not None:
+            body = {"edges": list(edges.astuple())}
+            self.client.cache.put(self._entity_key(entity), {"endpoint": self.client.endpoint}, body)
+        self._remember(entity, edges)
+
+    def _split_rows(self, cols: Columns, pending: dict[str, EntityEdges], units: Units) -> None:
+        """One answer's rows ``?x ?d ?p ?y`` into the edges of the ``units`` it was asked for, a direction at a
+        time (Arrow sorts and slices; no loop over rows); rows of another direction are left out. More than
+        ``limit`` rows: a hub; more than the ``limit + 1`` asked for (an endpoint that ignores LIMIT):
+        counted and dropped; fewer than counted (an endpoint's row cap below ``limit + 1``): counted."""
+        endpoint = self.client.endpoint
         x, d, p, y = (cols.get(v, []) for v in ("x", "d", "p", "y"))
         if not len(x) == len(d) == len(p) == len(y) or None in x or None in p or None in y:
             raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row without x, p or y")
-        if not x:
-            return
-        names = list(by_entity)
+        names = list(dict.fromkeys(e for e, _ in units))
         codes = pc.index_in(pa.array(x, pa.string()), value_set=pa.array(names, pa.string()))
         side = pc.index_in(pa.array(d, pa.string()), value_set=pa.array(["0", "1"]))
         bad = pc.or_(pc.is_null(codes), pc.is_null(side)).to_numpy(zero_copy_only=False)
@@ -108,11 +177,29 @@ class SparqlExtractor:
             k = int(np.argmax(bad))
             raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row of {x[k]!r} (direction {d[k]!r}) not asked for")
         group = codes.to_numpy(zero_copy_only=False).astype(np.int64) * 2 + side.to_numpy(zero_copy_only=False)
-        order = np.argsort(group, kind="stable")  # the endpoint's order kept within a group
-        counts = np.bincount(group, minlength=2 * len(names))
+        wanted = {names.index(e) * 2 + side_ for (e, side_), _ in units.items()}
+        rows = np.flatnonzero(np.isin(group, list(wanted)))
+        order = rows[np.argsort(group[rows], kind="stable")]  # the endpoint's order kept within a group
+        counts = np.bincount(group[rows], minlength=2 * len(names))
         starts = np.concatenate([[0], np.cumsum(counts)])
         ps, ys = (pa.array(c, pa.string()).take(pa.array(order)).to_pylist() for c in (p, y))
-        extra = int(np.maximum(counts - (limit + 1), 0).sum())
+        self._check_counts(counts, {names.index(e) * 2 + s_: c for (e, s_), c in units.items()})
+        limit = self.client.options.limit
+        for g in np.flatnonzero(counts).tolist():
+            edges = pending[names[g // 2]]
+            a, n = int(starts[g]), int(counts[g])
+            keep = slice(a, a + min(n, limit))
+            if g % 2 == 0:
+                edges.out_p, edges.out_y = ps[keep], ys[keep]
+            else:
+                edges.in_p, edges.in_y = ps[keep], ys[keep]
+            edges.hub = edges.hub or n > limit  # the extra row: more than limit
+
+    def _check_counts(self, got: np.ndarray, counted: dict[int, int]) -> None:
+        """Count (and say once a query) the rows beyond ``limit + 1`` a direction, and the directions answered
+        with fewer rows than the endpoint counted for them (below ``limit``: it cut its answer short)."""
+        limit, endpoint = self.client.options.limit, self.client.endpoint
+        extra = int(np.maximum(got - (limit + 1), 0).sum())
         if extra:
             self.client.stats.count("rows_beyond_limit", extra)
             log.warning(
@@ -123,15 +210,16 @@ class SparqlExtractor:
                 limit + 1,
                 limit,
             )
-        for g in np.flatnonzero(counts).tolist():
-            edges = by_entity[names[g // 2]]
-            a, n = int(starts[g]), int(counts[g])
-            keep = slice(a, a + min(n, limit))
-            if g % 2 == 0:
-                edges.out_p, edges.out_y = ps[keep], ys[keep]
-            else:
-                edges.in_p, edges.in_y = ps[keep], ys[keep]
-            edges.hub = edges.hub or n > limit  # the extra row: more than limit
+        short = sum(1 for g, c in counted.items() if c <= limit and int(got[g]) < c)
+        if short:
+            self.client.stats.count("directions_cut_short", short)
+            log.warning(
+                "SPARQL endpoint %s answered fewer edges than it counted for %d entity directions: its row cap "
+                "is below data.sparql.limit + 1 (%d); lower data.sparql.limit to it",
+                endpoint,
+                short,
+                limit + 1,
+            )
 
     def _edges_at(self, entities: Sequence[str], cut: list[str], topics: bool) -> set[Triple]:
         """Every edge at ``entities`` (both ways). An entity with more than ``limit`` in a direction is
