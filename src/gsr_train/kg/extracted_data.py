@@ -58,7 +58,7 @@ class _Split:
         """The row's topic entities in the KG: its ``q_entity`` found by name, or (none given and
         ``data.link``) the best linked one; none: an error naming the row, or a counted skip."""
         topics = string_list(record.get("q_entity") or [], source, row_id, "q_entity")
-        ids = [self.source.find(t) for t in topics]
+        ids = self.source.find(topics)
         unknown = [t for t, i in zip(topics, ids) if i is None]
         if unknown:
             self.counts["unknown_topics"] += len(unknown)
@@ -102,9 +102,10 @@ class _Split:
         self.counts["extracted"] += 1
         self.counts["triples"] += len(triples)
         answers = string_list(record.get("a_entity") or [], source, row_id, "a_entity")
-        answer_ids = [self.source.find(a) for a in answers]
+        answer_ids = self.source.find(answers)
         named = {**record, "q_entity": self.source.display(known)}
-        named["a_entity"] = [a if i is None else self.source.display([i])[0] for a, i in zip(answers, answer_ids)]
+        shown = iter(self.source.display([i for i in answer_ids if i is not None]))  # one lookup a row
+        named["a_entity"] = [a if i is None else next(shown) for a, i in zip(answers, answer_ids)]
         return named, triples
 
 

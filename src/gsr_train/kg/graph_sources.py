@@ -43,7 +43,7 @@ class GraphSource(Protocol):
     key: str
     links: bool
 
-    def find(self, name: str) -> Any | None: ...
+    def find(self, names: Sequence[str]) -> list[Any | None]: ...
     def link(self, question: str) -> Any | None: ...
     def candidates(self, question: str) -> list[tuple[Any, str]]: ...
     def cut(self, topics: Sequence[Any]) -> pa.ListArray: ...
@@ -70,9 +70,10 @@ class StoreGraphs:
         self.links = link
         self.where, self.key = f"the KG store {self.store.folder}", self.store.key
 
-    def find(self, name: str) -> int | None:
-        found = self.store.entities_named(name)
-        return int(found[0]) if found.size else None
+    def find(self, names: Sequence[str]) -> list[int | None]:
+        """Each name's entity (its id, else the first it labels), or None."""
+        found = [self.store.entities_named(name) for name in names]
+        return [int(f[0]) if f.size else None for f in found]
 
     def link(self, question: str) -> int | None:
         """The store's own linker's best entity (`gsr_train.kg.linking`)."""
@@ -120,11 +121,18 @@ class SparqlGraphs:
         )
         self._labels: dict[str, str | None] = {}
 
-    def find(self, name: str) -> str | None:
-        if is_iri(name):
-            return name if self.client.select(exists_query(name)) else None
-        rows = self.client.select(named_query(name, self.sparql.labels, self.sparql.language))
-        return rows[0]["e"] if rows and "e" in rows[0] else None
+    def find(self, names: Sequence[str]) -> list[str | None]:
+        """Each name's entity (an IRI with an edge, else the first IRI it labels), or None; the names'
+        queries in flight together (``data.sparql.concurrency``), as a row's answers are many."""
+        labels, language = self.sparql.labels, self.sparql.language
+        queries = [exists_query(n) if is_iri(n) else named_query(n, labels, language) for n in names]
+        found: list[str | None] = []
+        for name, rows in zip(names, self.client.select_many(queries), strict=True):
+            if is_iri(name):
+                found.append(name if rows else None)
+            else:
+                found.append(rows[0]["e"] if rows and "e" in rows[0] else None)
+        return found
 
     def link(self, question: str) -> str | None:
         """The best of `candidates` (the endpoint has no fuzzy index; its labels are looked up)."""

@@ -121,7 +121,7 @@ class EndpointKG:
 
     def topics(self, question: str, entities: Sequence[str] | None) -> list[tuple[str, float]]:
         if entities:
-            found = [self.graphs.find(e) for e in entities]
+            found = self.graphs.find(entities)
             missing = [e for e, x in zip(entities, found) if x is None]
             if missing:
                 raise PreflightError(f"not in {self.where}: {', '.join(map(repr, missing))}")
