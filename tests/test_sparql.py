@@ -415,7 +415,7 @@ def test_an_endpoint_answering_fewer_edges_than_it_counted_is_counted_and_named(
     with caplog.at_level("WARNING"):
         near = SparqlExtractor(client, ExtractOptions(hops=1)).neighbourhood(["http://ex.org/A"])
     assert len(near.triples) == 3 and client.stats.extra["directions_cut_short"] == 1
-    (warning,) = [r.getMessage() for r in caplog.records if "fewer edges" in r.getMessage()]
+    (warning,) = [r.getMessage() for r in caplog.records if "fewer edges than it counted" in r.getMessage()]
     assert server.endpoint in warning and "data.sparql.limit" in warning
 
 

@@ -198,28 +198,19 @@ class SparqlExtractor:
     def _check_counts(self, got: np.ndarray, counted: dict[int, int]) -> None:
         """Count (and say once a query) the rows beyond ``limit + 1`` a direction, and the directions answered
         with fewer rows than the endpoint counted for them (below ``limit``: it cut its answer short)."""
-        limit, endpoint = self.client.options.limit, self.client.endpoint
+        limit = self.client.options.limit
         extra = int(np.maximum(got - (limit + 1), 0).sum())
-        if extra:
-            self.client.stats.count("rows_beyond_limit", extra)
-            log.warning(
-                "SPARQL endpoint %s answered %d edge rows beyond the %d asked for an entity and direction "
-                "(data.sparql.limit=%d): dropped",
-                endpoint,
-                extra,
-                limit + 1,
-                limit,
-            )
+        self._tell("rows_beyond_limit", extra, "edge rows beyond the %d asked for an entity and direction "
+                   "(data.sparql.limit=%d): dropped", limit + 1, limit)  # fmt: skip
         short = sum(1 for g, c in counted.items() if c <= limit and int(got[g]) < c)
-        if short:
-            self.client.stats.count("directions_cut_short", short)
-            log.warning(
-                "SPARQL endpoint %s answered fewer edges than it counted for %d entity directions: its row cap "
-                "is below data.sparql.limit + 1 (%d); lower data.sparql.limit to it",
-                endpoint,
-                short,
-                limit + 1,
-            )
+        self._tell("directions_cut_short", short, "entity directions with fewer edges than it counted: its row "
+                   "cap is below data.sparql.limit + 1 (%d); lower data.sparql.limit to it", limit + 1)  # fmt: skip
+
+    def _tell(self, stat: str, n: int, what: str, *args: object) -> None:
+        """``n`` (when any) counted as ``stat`` and said in one warning naming the endpoint."""
+        if n:
+            self.client.stats.count(stat, n)
+            log.warning(f"SPARQL endpoint %s answered %d {what}", self.client.endpoint, n, *args)
 
     def _edges_at(self, entities: Sequence[str], cut: list[str], topics: bool) -> set[Triple]:
         """Every edge at ``entities`` (both ways). An entity with more than ``limit`` in a direction is
