@@ -241,11 +241,16 @@ def _values(entities: Sequence[str]) -> str:
     return " ".join(iri(e) for e in entities)
 
 
+# ?x's edges a direction as rows ?d ?p ?y (?d 0: x p y, 1: y p x), literals left out
+_OUT = "?x ?p ?y . FILTER(!isLiteral(?y)) BIND(0 AS ?d)"
+_IN = "?y ?p ?x . BIND(1 AS ?d)"
+
+
 def edge_counts_query(entities: Sequence[str]) -> str:
     """Each entity's number of edges per direction (rows ``?x ?d ?n``; none for a direction without one),
     literals left out: which of them are hubs, and how many rows their edges are, before any is asked for."""
-    both = "{ ?x ?p ?y . FILTER(!isLiteral(?y)) BIND(0 AS ?d) } UNION { ?y ?p ?x . BIND(1 AS ?d) }"
-    return f"SELECT ?x ?d (COUNT(*) AS ?n) WHERE {{ VALUES ?x {{ {_values(entities)} }} {both} }} GROUP BY ?x ?d"
+    values = f"VALUES ?x {{ {_values(entities)} }}"
+    return f"SELECT ?x ?d (COUNT(*) AS ?n) WHERE {{ {values} {{ {_OUT} }} UNION {{ {_IN} }} }} GROUP BY ?x ?d"
 
 
 def all_edges_query(out: Sequence[str], into: Sequence[str]) -> str:
@@ -253,11 +258,7 @@ def all_edges_query(out: Sequence[str], into: Sequence[str]) -> str:
     `edges_query` gives them (each entity and direction in ``?p ?y`` order), without a limit: for directions
     counted no larger. A pattern over ``VALUES`` a direction: an endpoint plans it once, where `edges_query`
     is two subqueries an entity (Virtuoso answers 50 entities 5-7 times slower that way)."""
-    parts = []
-    if out:
-        parts.append(f"{{ VALUES ?x {{ {_values(out)} }} ?x ?p ?y . FILTER(!isLiteral(?y)) BIND(0 AS ?d) }}")
-    if into:
-        parts.append(f"{{ VALUES ?x {{ {_values(into)} }} ?y ?p ?x . BIND(1 AS ?d) }}")
+    parts = [f"{{ VALUES ?x {{ {_values(ends)} }} {pattern} }}" for ends, pattern in ((out, _OUT), (into, _IN)) if ends]
     return f"SELECT ?x ?d ?p ?y WHERE {{ {' UNION '.join(parts)} }} ORDER BY ?x ?d ?p ?y"
 
 

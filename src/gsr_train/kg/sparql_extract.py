@@ -68,14 +68,8 @@ def edge_queries(counts: dict[str, tuple[int, int]], limit: int, batch: int) -> 
     into ``VALUES`` queries of at most ``batch`` entities and ``limit + 1`` rows (the row cap of Virtuoso and
     DBpedia with the default limit: a longer answer would be cut short without a word)."""
     queries: dict[str, Units] = {}
-    packed: Units = {}
-
-    def flush() -> None:
-        if packed:
-            out, into = ([e for (e, d) in packed if d == side] for side in (0, 1))
-            queries[all_edges_query(out, into)] = dict(packed)
-            packed.clear()
-
+    packs: list[Units] = [{}]
+    rows, entities = 0, set[str]()  # the last pack's
     for e, (out, into) in counts.items():
         if e.startswith("_:"):  # a blank node label: no VALUES term
             queries[edges_query([e], limit)] = {(e, 0): out, (e, 1): into}
@@ -84,11 +78,13 @@ def edge_queries(counts: dict[str, tuple[int, int]], limit: int, batch: int) -> 
             if n > limit:
                 queries[edges_query([e], limit, direction=d)] = {(e, d): n}
             elif n:
-                entities = {x for x, _ in packed} | {e}
-                if packed and (sum(packed.values()) + n > limit + 1 or len(entities) > batch):
-                    flush()
-                packed[(e, d)] = n
-    flush()
+                if packs[-1] and (rows + n > limit + 1 or len(entities | {e}) > batch):
+                    packs.append({})
+                    rows, entities = 0, set()
+                packs[-1][(e, d)] = n
+                rows, entities = rows + n, entities | {e}
+    for pack in filter(None, packs):
+        queries[all_edges_query(*([e for (e, d) in pack if d == side] for side in (0, 1)))] = pack
     return queries
 
 
@@ -177,13 +173,14 @@ class SparqlExtractor:
             k = int(np.argmax(bad))
             raise SparqlError(f"SPARQL endpoint {endpoint}: an edge row of {x[k]!r} (direction {d[k]!r}) not asked for")
         group = codes.to_numpy(zero_copy_only=False).astype(np.int64) * 2 + side.to_numpy(zero_copy_only=False)
-        wanted = {names.index(e) * 2 + side_ for (e, side_), _ in units.items()}
-        rows = np.flatnonzero(np.isin(group, list(wanted)))
+        index = {e: i for i, e in enumerate(names)}
+        counted = {index[e] * 2 + d_: c for (e, d_), c in units.items()}  # each unit's group
+        rows = np.flatnonzero(np.isin(group, list(counted)))
         order = rows[np.argsort(group[rows], kind="stable")]  # the endpoint's order kept within a group
         counts = np.bincount(group[rows], minlength=2 * len(names))
         starts = np.concatenate([[0], np.cumsum(counts)])
         ps, ys = (pa.array(c, pa.string()).take(pa.array(order)).to_pylist() for c in (p, y))
-        self._check_counts(counts, {names.index(e) * 2 + s_: c for (e, s_), c in units.items()})
+        self._check_counts(counts, counted)
         limit = self.client.options.limit
         for g in np.flatnonzero(counts).tolist():
             edges = pending[names[g // 2]]
