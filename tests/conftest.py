@@ -27,10 +27,14 @@ SHARED_DATA = Path(os.environ.get("GSR_SHARED_DATA", REPO.parent / "shared" / "d
 GPU_LANE = os.environ.get("GSR_GPU_LANE", "cuda")
 
 
+GPU_TEST_FILES = pytest.StashKey[set]()  # the files of the collected tests marked gpu (tests/test_gpu_lane_files.py)
+
+
 def pytest_collection_modifyitems(config, items):
     """The GPU lane (``-m gpu``) runs where CUDA is visible and is skipped, with its reason, elsewhere."""
     import torch
 
+    config.stash[GPU_TEST_FILES] = {Path(str(item.fspath)) for item in items if "gpu" in item.keywords}
     if GPU_LANE != "cuda" or torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA (the GPU lane; no CUDA device is visible here)")
