@@ -12,7 +12,7 @@ and only a hub's are asked with ``LIMIT``.
 For each: ms a question (median, p90), questions a second, the share of graphs equal to the store's
 and the questions where a hub's edges were cut at ``data.sparql.limit`` (the graphs differ there).
 
-    .venv/bin/python bench/bench_sparql.py [--triples 200000] [--questions 200]
+    .venv/bin/python bench/bench_sparql.py [--triples 200000] [--questions 200] [--before-questions N]
 
 Needs ``virtuoso-t`` (Debian's virtuoso-opensource). Writes the table and
 ``bench/results/bench_sparql.json``.
