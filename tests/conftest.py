@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config, items):
     """The GPU lane (``-m gpu``) runs where CUDA is visible and is skipped, with its reason, elsewhere."""
     import torch
 
-    config.stash[GPU_TEST_FILES] = {Path(str(item.fspath)) for item in items if "gpu" in item.keywords}
+    config.stash[GPU_TEST_FILES] = {item.path for item in items if "gpu" in item.keywords}
     if GPU_LANE != "cuda" or torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA (the GPU lane; no CUDA device is visible here)")
@@ -171,6 +171,18 @@ def offline_env(cache: str | os.PathLike | None = None, quiet: bool = False, **e
     if cache is not None:
         env["GSR_TRAIN_CACHE"] = str(cache)
     return {**env, **extra}
+
+
+def load_script(path: Path, name: str | None = None):
+    """A script of the checkout (``bench/``, ``data_prep/``) as a module, to call its functions: imported
+    from its file under ``name`` (its stem), not run as ``__main__`` and not put in ``sys.modules``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_train(args, cwd, env: dict, timeout: int = 300):

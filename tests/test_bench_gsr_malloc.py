@@ -4,18 +4,14 @@ their timings (``*_seconds``, ``*_s``) say."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
-from .conftest import REPO
+from .conftest import REPO, load_script
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_gsr_malloc", REPO / "bench" / "bench_gsr_malloc.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "bench" / "bench_gsr_malloc.py")
 
 
 def _run(folder: Path, recall: float, seconds: float, rows: list[str]) -> Path:

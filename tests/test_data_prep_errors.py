@@ -6,7 +6,6 @@ honest ``action`` in build_index.py's summary; the skip counts of an index in a 
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import math
 import os
@@ -21,6 +20,8 @@ import pytest
 
 from gsr_train.data.errors import UserError, report_user_errors
 from gsr_train.kg.index import get_index
+
+from .conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 SPLITS = ("train", "validation", "test")
@@ -60,10 +61,7 @@ def _env(cache: Path) -> dict:
 
 
 def _load(script: str):
-    spec = importlib.util.spec_from_file_location(f"data_prep_{script}", REPO / "data_prep" / f"{script}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "data_prep" / f"{script}.py", f"data_prep_{script}")
 
 
 def _one_line_error(err: str) -> str:

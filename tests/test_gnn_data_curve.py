@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from .conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT.parent / "shared" / "data" / "webqsp_mini"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("gnn_data_curve", ROOT / "bench" / "gnn_data_curve.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / "gnn_data_curve.py")
 
 
 def _ids(folder: Path) -> list[str]:

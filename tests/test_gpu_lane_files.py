@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from .conftest import GPU_TEST_FILES, REPO
+from .conftest import GPU_TEST_FILES, REPO, load_script
 
 
 def _gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "bench" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "bench" / "gpu_check.py")
 
 
 def test_the_lane_collects_every_module_with_a_gpu_test(request, tmp_path):
@@ -23,7 +18,7 @@ def test_the_lane_collects_every_module_with_a_gpu_test(request, tmp_path):
         pytest.skip("no test marked gpu was collected in this run (run it with the suite: pytest tests)")
     assert marked <= lane, sorted(marked - lane)
     assert REPO / "tests" / "test_gpu.py" in lane
-    # a module whose tests are marked another way than the text "pytest.mark.gpu" is not found: the check above
+    # the search itself: a module with a gpu-marked test is found, one without is not
     (tmp_path / "test_a.py").write_text("import pytest\n\n\n@pytest.mark.gpu\ndef test_x():\n    pass\n")
     (tmp_path / "test_b.py").write_text("def test_y():\n    pass\n")
     assert _gpu_check().lane_files(tmp_path) == [str(tmp_path / "test_a.py")]

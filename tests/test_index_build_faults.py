@@ -24,7 +24,7 @@ import torch
 from gsr_train.kg.index import get_index, index_key, open_index
 from gsr_train.kg.index_build import build_index_folder
 
-from .conftest import can_mount_tmpfs
+from .conftest import can_mount_tmpfs, load_script
 from .oracles.index_reference import build_index_in_memory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,12 +184,7 @@ def test_full_disk_during_a_build_is_a_user_error(data, tmp_path, monkeypatch, c
 
 
 def _load_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("build_index_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "build_index_script")
 
 
 # ----------------------------------------------------------------------------- (c) truncated .gz

@@ -78,11 +78,12 @@ def edge_queries(counts: dict[str, tuple[int, int]], limit: int, batch: int) -> 
             if n > limit:
                 queries[edges_query([e], limit, direction=d)] = {(e, d): n}
             elif n:
-                if packs[-1] and (rows + n > limit + 1 or len(entities | {e}) > batch):
+                if packs[-1] and (rows + n > limit + 1 or (e not in entities and len(entities) >= batch)):
                     packs.append({})
                     rows, entities = 0, set()
                 packs[-1][(e, d)] = n
-                rows, entities = rows + n, entities | {e}
+                rows += n
+                entities.add(e)
     for pack in filter(None, packs):
         queries[all_edges_query(*([e for (e, d) in pack if d == side] for side in (0, 1)))] = pack
     return queries
