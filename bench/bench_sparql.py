@@ -36,17 +36,36 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
 
+RELATIONS = 200
+WRITE_ROWS = 1 << 20  # N-Triples lines formatted and written at a time
+
+
 def write_kg(path: Path, triples: int, seed: int = 0) -> int:
+    """``triples`` random edges (heads zipf-skewed, as Freebase's), the distinct ones written in the order of
+    their IRIs as strings; numpy throughout and written in blocks, so 100M rows fit a 24 GB machine (the
+    Python tuples of every row, sorted at once, took 9.9 GB at 20M)."""
     rng = np.random.default_rng(seed)
     entities = max(triples // 6, 10)
     heads = (rng.zipf(1.6, triples) - 1) % entities
     tails = rng.integers(0, entities, triples)
-    rels = rng.integers(0, 200, triples)
-    rows = np.unique(np.stack([heads, rels, tails], axis=1), axis=0)
-    keys = sorted((f"http://ex.org/e{h}", f"http://ex.org/r{r}", f"http://ex.org/e{t}") for h, r, t in rows.tolist())
+    rels = rng.integers(0, RELATIONS, triples)
+    keys = np.unique((heads * RELATIONS + rels) * entities + tails)  # distinct (head, relation, tail)
+    del heads, tails, rels
+    h, rt = np.divmod(keys, RELATIONS * entities)
+    del keys
+    r, t = np.divmod(rt, entities)
+    del rt
+    # as strings: "e10" < "e9"; numpy's bytes order is Python's (a prefix first)
+    digits = f"S{len(str(entities - 1))}"
+    order = np.lexsort((t.astype(digits), r.astype("S3"), h.astype(digits)))
     with open(path, "w") as f:
-        f.writelines(f"<{h}> <{r}> <{t}> .\n" for h, r, t in keys)
-    return len(keys)
+        for start in range(0, len(order), WRITE_ROWS):
+            rows = order[start : start + WRITE_ROWS]
+            f.writelines(
+                f"<http://ex.org/e{a}> <http://ex.org/r{b}> <http://ex.org/e{c}> .\n"
+                for a, b, c in zip(h[rows].tolist(), r[rows].tolist(), t[rows].tolist())
+            )
+    return len(order)
 
 
 def timed_cuts(cut, topics: list[str]) -> tuple[list, list[float]]:

@@ -1,5 +1,6 @@
 """``bench/bench_sparql.py`` on a small KG: it runs to its table and JSON (at 20M triples it once divided by
-a rate rounded to zero after 25 minutes), the slower way asked only the topics ``--before-questions`` gives."""
+a rate rounded to zero after 25 minutes), the slower way asked only the topics ``--before-questions`` gives;
+its numpy KG writer writes the bytes of the first one (tests/oracles/bench_kg_reference.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,25 @@ import sys
 
 import pytest
 
-from .conftest import REPO, offline_env
+from .conftest import REPO, load_script, offline_env
+from .oracles.bench_kg_reference import write_kg_reference
 from .virtuoso import need_virtuoso
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+@pytest.mark.parametrize("triples", [1, 59, 3000, 20_000])
+def test_the_kg_writer_writes_the_first_writers_bytes(tmp_path, monkeypatch, triples):
+    """Written in blocks (of 7 lines here, to cross many block edges) and sorted by numpy: the same lines in
+    the same order as the Python-sorted reference, so the 20M figures stand for the KG the bench writes."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))  # its own folder first, as ``python bench/...`` has it
+    bench = load_script(REPO / "bench" / "bench_sparql.py")
+    monkeypatch.setattr(bench, "WRITE_ROWS", 7)
+    ours, ref = tmp_path / "ours.nt", tmp_path / "ref.nt"
+    assert bench.write_kg(ours, triples, seed=3) == write_kg_reference(ref, triples, seed=3)
+    assert ours.read_bytes() == ref.read_bytes() and ours.stat().st_size > 0
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_the_bench_cuts_the_stores_graphs_from_the_endpoint(tmp_path):
     need_virtuoso()
     out = tmp_path / "bench_sparql.json"
