@@ -177,11 +177,16 @@ def load_script(path: Path, name: str | None = None):
     """A script of the checkout (``bench/``, ``data_prep/``) as a module, to call its functions: imported
     from its file under ``name`` (its stem), not run as ``__main__`` and not put in ``sys.modules``."""
     import importlib.util
+    import sys
 
     spec = importlib.util.spec_from_file_location(name or path.stem, path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))  # its own folder first, as ``python bench/x.py`` has it (benchutil)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module
 
 

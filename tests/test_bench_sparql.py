@@ -19,7 +19,6 @@ from .virtuoso import need_virtuoso
 def test_the_kg_writer_writes_the_first_writers_bytes(tmp_path, monkeypatch, triples):
     """Written in blocks (of 7 lines here, to cross many block edges) and sorted by numpy: the same lines in
     the same order as the Python-sorted reference, so the 20M figures stand for the KG the bench writes."""
-    monkeypatch.syspath_prepend(str(REPO / "bench"))  # its own folder first, as ``python bench/...`` has it
     bench = load_script(REPO / "bench" / "bench_sparql.py")
     monkeypatch.setattr(bench, "WRITE_ROWS", 7)
     ours, ref = tmp_path / "ours.nt", tmp_path / "ref.nt"
