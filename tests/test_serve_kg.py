@@ -93,3 +93,52 @@ def test_serve_kg_mistakes_are_one_line_before_anything_starts(tmp_path):
         done = _serve(str(nt), "--db", str(tmp_path / "kgdb"), "--port", str(port), "--sql_port", str(free_port()))
     assert done.returncode == 2 and f"HTTP port {port} in use" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "kgdb" / "virtuoso.db").exists()  # nothing started
+
+
+def _fake_isql(tmp_path: Path, monkeypatch, seconds: float) -> Path:
+    """``isql-vt`` and ``virtuoso-t`` on PATH as scripts: the client answers after ``seconds`` and logs its
+    arguments (no database needed: what is tested is how long the project waits for it)."""
+    import gsr_train.kg.virtuoso as virtuoso
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "isql.log"
+    bin_dir.mkdir()
+    (bin_dir / "isql-vt").write_text(f'#!/bin/sh\necho "$4" >> {log}\nsleep {seconds}\necho done\n')
+    (bin_dir / "virtuoso-t").write_text("#!/bin/sh\n")
+    for script in bin_dir.iterdir():
+        script.chmod(0o755)
+    ini = tmp_path / "virtuoso.ini"
+    ini.write_text("[Parameters]\n")
+    monkeypatch.setattr(virtuoso, "BASE_INI", ini)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_a_statement_past_its_limit_is_one_line_naming_the_database(tmp_path, monkeypatch):
+    from gsr_train.kg.virtuoso import Database, VirtuosoError
+
+    _fake_isql(tmp_path, monkeypatch, seconds=5)
+    db = Database(tmp_path / "kgdb", 1111, 8890)
+    with pytest.raises(VirtuosoError) as caught:
+        db.isql("SELECT COUNT(*) FROM DB.DBA.LOAD_LIST;", timeout=0.5)
+    said = str(caught.value)
+    assert "\n" not in said and str(tmp_path / "kgdb") in said and "SQL port 1111" in said
+    assert "'SELECT COUNT(*) FROM DB.DBA.LOAD_LIST;'" in said and "within 0.5 s" in said
+
+
+def test_a_bulk_load_is_waited_for_however_long_it_takes(tmp_path, monkeypatch):
+    """A 100M-triple load outlives any fixed limit (the old hour would have ended serve-kg with a traceback,
+    the database still loading); every other statement keeps one."""
+    import gsr_train.kg.virtuoso as virtuoso
+
+    log = _fake_isql(tmp_path, monkeypatch, seconds=1.5)
+    monkeypatch.setattr(virtuoso.Database.isql, "__defaults__", (1.0,))  # every limited statement: 1 s
+    db = virtuoso.Database(tmp_path / "kgdb", 1111, 8890)
+    nt = _nt(tmp_path / "kg.nt", 3, "x")
+    with pytest.raises(virtuoso.VirtuosoError, match="within 1 s"):
+        db.isql("checkpoint;")  # the limit holds for the rest
+    log.unlink()
+    with pytest.raises(virtuoso.VirtuosoError, match="LOAD_LIST"):  # the load itself waited; the check after it did not
+        virtuoso.load(db, [nt], "urn:gsr-train:kg")
+    statements = log.read_text().splitlines()
+    assert statements[0] == f"exec=ld_add('{nt}', 'urn:gsr-train:kg'); rdf_loader_run(); checkpoint;"
+    assert len(statements) == 2 and "LOAD_LIST" in statements[1]

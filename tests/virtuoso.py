@@ -43,11 +43,11 @@ class Virtuoso:
         return self.db.sql_port
 
     def isql(self, statements: str) -> str:
-        return self.db.isql(statements, timeout=600)
+        return self.db.isql(statements)
 
     def load(self, folder: Path, graph: str) -> None:
         """Bulk-load every ``*.nt`` file of ``folder`` into the named graph ``graph``."""
-        self.isql(f"ld_dir('{folder}', '*.nt', '{graph}'); rdf_loader_run(); checkpoint;")
+        self.db.bulk_load(f"ld_dir('{folder}', '*.nt', '{graph}');")
 
     def stop(self) -> None:
         self.process.terminate()

@@ -100,18 +100,32 @@ class Database:
         except httpx.TransportError:
             return False
 
-    def isql(self, statements: str, timeout: float = 3600) -> str:
+    def isql(self, statements: str, timeout: float | None = 600) -> str:
+        """``statements`` run by ``isql-vt``; its output. ``timeout=None`` waits as long as they take (a bulk
+        load: 166 s for 20M triples on 2 cores, more than 17 minutes for 100M); a statement that outlives its
+        limit is one line naming the database and the statement."""
         _, isql = binaries()
-        done = subprocess.run(
-            [isql, str(self.sql_port), "dba", "dba", f"exec={statements}"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        try:
+            done = subprocess.run(
+                [isql, str(self.sql_port), "dba", "dba", f"exec={statements}"],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            said = " ".join(statements.split())[:120]
+            raise VirtuosoError(
+                f"Virtuoso in {self.folder} (SQL port {self.sql_port}) did not finish {said!r} within {timeout:g} s"
+            ) from None
         if done.returncode != 0 or "*** Error" in done.stdout or "Error" in done.stderr:
             said = " ".join((done.stdout + done.stderr).split())[-400:]
             raise VirtuosoError(f"Virtuoso in {self.folder} (SQL port {self.sql_port}): {said}")
         return done.stdout
+
+    def bulk_load(self, adds: str) -> None:
+        """``adds`` (``ld_add`` / ``ld_dir`` calls) bulk-loaded and checkpointed, however long it takes: no time
+        limit (Ctrl-C stops the client; the server keeps what it loaded, and loading again resumes)."""
+        self.isql(f"{adds} rdf_loader_run(); checkpoint;", timeout=None)
 
 
 def start(db: Database, foreground: bool = False, wait: float = 120.0) -> subprocess.Popen | None:
@@ -169,7 +183,7 @@ def load(db: Database, files: Sequence[Path], graph: str) -> list[Path]:
     if not todo:
         return []
     adds = " ".join(f"ld_add('{path}', '{graph}');" for path, _ in todo)
-    db.isql(f"{adds} rdf_loader_run(); checkpoint;")
+    db.bulk_load(adds)
     failed = db.isql(
         f"SELECT ll_file, ll_error FROM DB.DBA.LOAD_LIST WHERE ll_error IS NOT NULL AND ll_graph = '{graph}';"
     )
