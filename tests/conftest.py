@@ -120,6 +120,34 @@ def cold_start(monkeypatch):
     monkeypatch.setenv("GSR_TEST_COLD", "1")
 
 
+def _environment_restored():
+    """``os.environ`` as it was before the block, ``PYTEST_*`` (pytest's own) aside."""
+    before = dict(os.environ)
+    yield
+    for key in [k for k in os.environ if k not in before and not k.startswith("PYTEST_")]:
+        del os.environ[key]
+    for key, value in before.items():
+        if os.environ.get(key) != value and not key.startswith("PYTEST_"):
+            os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def restore_environment():
+    """What a test's in-process code put in ``os.environ`` is taken out after it, as ``monkeypatch`` does
+    for what a test sets itself: a run called in-process sets the quiet flags of `gsr_train.runtime.quiet`
+    (``TQDM_DISABLE``, ``TRANSFORMERS_VERBOSITY``, ...), torch's inductor a pointer. Left there, they were in
+    the environment of every command the tests after it started, where a user's shell has none of them, and
+    each new set started another warm server (one per environment, ``tests/warm_python.py``): 34 server
+    starts of about 6 s in one run of the suite. ``PYTEST_*`` is pytest's own."""
+    yield from _environment_restored()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def restore_environment_after_the_module():
+    """The same for a module's fixtures (set up before the first test's snapshot, so kept for the module)."""
+    yield from _environment_restored()
+
+
 @pytest.fixture(autouse=True)
 def restore_torch_threads():
     """Runners set torch's thread count for their process (``*.threads`` configs); a test

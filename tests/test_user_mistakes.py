@@ -11,6 +11,13 @@ from .conftest import offline_env, run_train
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+@pytest.fixture(scope="module")
+def empty_hf_home(tmp_path_factory) -> str:
+    """One empty Hugging Face home for the three (offline, nothing lands in it): one environment, so
+    their commands fork from one warm server, not three (``tests/warm_python.py``: one per environment)."""
+    return str(tmp_path_factory.mktemp("hf"))
+
+
 @pytest.mark.parametrize(
     "args,says",
     [
@@ -26,8 +33,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
     ],
     ids=["hub model", "hub encoder", "synthetic options"],
 )
-def test_mistake_is_one_line_and_exit_2(tmp_path, args, says):
-    done = run_train(args, tmp_path, offline_env(tmp_path / "cache", HF_HOME=str(tmp_path / "hf")))
+def test_mistake_is_one_line_and_exit_2(tmp_path, args, says, empty_hf_home):
+    done = run_train(args, tmp_path, offline_env(tmp_path / "cache", HF_HOME=empty_hf_home))
     assert done.returncode == 2, done.stderr[-3000:]
     assert says in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
