@@ -102,7 +102,7 @@ def _fake_isql(tmp_path: Path, monkeypatch, seconds: float) -> Path:
 
     bin_dir, log = tmp_path / "bin", tmp_path / "isql.log"
     bin_dir.mkdir()
-    (bin_dir / "isql-vt").write_text(f'#!/bin/sh\necho "$4" >> {log}\nsleep {seconds}\necho done\n')
+    (bin_dir / "isql-vt").write_text(f'#!/bin/sh\necho "$4" >> {log}\nexec sleep {seconds}\n')  # killed at the limit
     (bin_dir / "virtuoso-t").write_text("#!/bin/sh\n")
     for script in bin_dir.iterdir():
         script.chmod(0o755)

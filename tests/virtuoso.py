@@ -42,9 +42,6 @@ class Virtuoso:
     def sql_port(self) -> int:
         return self.db.sql_port
 
-    def isql(self, statements: str) -> str:
-        return self.db.isql(statements)
-
     def load(self, folder: Path, graph: str) -> None:
         """Bulk-load every ``*.nt`` file of ``folder`` into the named graph ``graph``."""
         self.db.bulk_load(f"ld_dir('{folder}', '*.nt', '{graph}');")

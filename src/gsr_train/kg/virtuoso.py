@@ -102,7 +102,7 @@ class Database:
 
     def isql(self, statements: str, timeout: float | None = 600) -> str:
         """``statements`` run by ``isql-vt``; its output. ``timeout=None`` waits as long as they take (a bulk
-        load: 166 s for 20M triples on 2 cores, more than 17 minutes for 100M); a statement that outlives its
+        load: 166 s for 20M triples on 2 cores, more than 10 minutes for 100M); a statement that outlives its
         limit is one line naming the database and the statement."""
         _, isql = binaries()
         try:
@@ -124,7 +124,7 @@ class Database:
 
     def bulk_load(self, adds: str) -> None:
         """``adds`` (``ld_add`` / ``ld_dir`` calls) bulk-loaded and checkpointed, however long it takes: no time
-        limit (Ctrl-C stops the client; the server keeps what it loaded, and loading again resumes)."""
+        limit (a 100M-triple load outlived the tests' 600 s; serve-kg gave loads an hour)."""
         self.isql(f"{adds} rdf_loader_run(); checkpoint;", timeout=None)
 
 
